@@ -1,0 +1,46 @@
+"""The exceptions users see. Every message names the culprit: the op, the shapes, the file or the line."""
+
+from __future__ import annotations
+
+
+class AxonError(Exception):
+    """Base class of every error axon_eg raises on purpose."""
+
+
+class ShapeError(AxonError, ValueError):
+    """Shapes that do not fit an op (broadcasting, contraction, axes out of range, reshape sizes)."""
+
+
+class DtypeError(AxonError, TypeError):
+    """A dtype an op does not accept."""
+
+
+class InvalidAttribute(AxonError, ValueError):
+    """An op attribute that is missing, unknown or of the wrong type or range."""
+
+
+class UnknownOperation(AxonError, KeyError):
+    """An op name that is not in the registry."""
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return str(self.args[0]) if self.args else ""
+
+
+class UnsupportedOperation(AxonError):
+    """A source construct (e.g. an aten op) that has no registry equivalent.
+
+    ``op`` names the construct, ``location`` the user's source line where it came from (if known).
+    """
+
+    def __init__(self, message: str, *, op: str | None = None, location: str | None = None):
+        super().__init__(message)
+        self.op = op
+        self.location = location
+
+
+class ProgramError(AxonError, ValueError):
+    """A malformed Program: bad JSON, dangling node references, unbound dims, wrong inputs."""
+
+
+class ProblemLoadError(AxonError):
+    """A KernelBench-style problem file that cannot be loaded (names the file and what is missing)."""

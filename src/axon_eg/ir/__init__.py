@@ -1,0 +1,1 @@
+"""Tensor IR: the operator registry, Programs, front ends and the float64 reference."""

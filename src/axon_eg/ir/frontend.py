@@ -1,0 +1,342 @@
+"""The NumPy-like front end: ``@ax.program`` traces a Python function into a Program.
+
+    import axon_eg as ax
+
+    @ax.program(M=4096, N=4096)
+    def rmsnorm(x: ax.Tensor["M", "N", ax.bf16], w: ax.Tensor["N", ax.bf16]):
+        return x * ax.rsqrt((x * x).mean(axis=-1, keepdims=True) + 1e-6) * w
+
+Every registry op is exposed as a function of this module (``ax.exp``, ``ax.softmax``, ``ax.conv2d``,
+...), generated from the registry rather than listed here. Errors name the op, the shapes and the
+user's source line.
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from axon_eg.errors import ProgramError, ShapeError
+from axon_eg.ir import dims as D
+from axon_eg.ir import ops as O
+from axon_eg.ir.dims import Dim, Shape
+from axon_eg.ir.dtypes import DType, as_dtype, bf16, fp16, fp32, fp64
+from axon_eg.ir.program import Builder, Program, Value
+
+_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def user_location() -> str | None:
+    """``file:line`` of the innermost caller outside the axon_eg package."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        path = os.path.abspath(frame.f_code.co_filename)
+        if not path.startswith(_PACKAGE_DIR + os.sep):
+            return f"{frame.f_code.co_filename}:{frame.f_lineno}"
+        frame = frame.f_back
+    return None
+
+
+# ------------------------------------------------------------------------------------------------
+# Annotations: ax.Tensor["M", "K", ax.bf16]
+# ------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class TensorSpec:
+    shape: Shape
+    dtype: DType
+
+    def __repr__(self) -> str:
+        return f"ax.Tensor[{', '.join(repr(str(d)) for d in self.shape)}, ax.{self.dtype}]"
+
+
+class Tensor:
+    """Annotation factory: ``Tensor["M", "K", ax.bf16]`` (dims are names, ints or expressions like
+    ``"H*D"``; the dtype comes last and defaults to fp32). At trace time arguments are ``Traced``."""
+
+    def __class_getitem__(cls, item: Any) -> TensorSpec:
+        items = list(item) if isinstance(item, tuple) else [item]
+        dtype = fp32
+        if items and (isinstance(items[-1], DType) or str(items[-1]).replace("torch.", "") in
+                      ("bfloat16", "float16", "float32", "float64")):
+            dtype = as_dtype(items.pop())
+        return TensorSpec(tuple(D.as_dim(d) for d in items), dtype)
+
+
+# ------------------------------------------------------------------------------------------------
+# Traced values
+# ------------------------------------------------------------------------------------------------
+def _emit(op: str, *inputs: Value, **attrs: Any) -> Traced:
+    b = inputs[0].builder if inputs else None
+    assert b is not None
+    with b.at(user_location()):
+        return b.emit(op, *inputs, **attrs)  # type: ignore[return-value]
+
+
+def _lift(x: Any, like: Traced) -> Traced:
+    """Tensors pass through; Python numbers become constants of the other operand's dtype."""
+    if isinstance(x, Traced):
+        return x
+    if isinstance(x, (int, float)) and not isinstance(x, bool):
+        return like.builder.constant(float(x), like.dtype)  # type: ignore[return-value]
+    raise TypeError(f"cannot combine a tensor with {type(x).__name__} {x!r}")
+
+
+def _axes(axis: int | Sequence[int] | None) -> tuple[int, ...]:
+    if axis is None:
+        return ()
+    return (axis,) if isinstance(axis, int) else tuple(axis)
+
+
+class Traced(Value):
+    """A symbolic tensor during tracing, with NumPy-style operators."""
+
+    __slots__ = ()
+    __array_priority__ = 1000
+
+    # arithmetic
+    def _bin(self, op: str, other: Any, reverse: bool = False) -> Traced:
+        o = _lift(other, self)
+        return _emit(op, o, self) if reverse else _emit(op, self, o)
+
+    def __add__(self, o: Any) -> Traced: return self._bin("add", o)
+    def __radd__(self, o: Any) -> Traced: return self._bin("add", o, True)
+    def __sub__(self, o: Any) -> Traced: return self._bin("sub", o)
+    def __rsub__(self, o: Any) -> Traced: return self._bin("sub", o, True)
+    def __mul__(self, o: Any) -> Traced: return self._bin("mul", o)
+    def __rmul__(self, o: Any) -> Traced: return self._bin("mul", o, True)
+    def __truediv__(self, o: Any) -> Traced: return self._bin("div", o)
+    def __rtruediv__(self, o: Any) -> Traced: return self._bin("div", o, True)
+    def __matmul__(self, o: Any) -> Traced: return self._bin("matmul", o)
+    def __rmatmul__(self, o: Any) -> Traced: return self._bin("matmul", o, True)
+    def __neg__(self) -> Traced: return _emit("neg", self)
+    def __pos__(self) -> Traced: return self
+    def __abs__(self) -> Traced: return _emit("abs", self)
+
+    def __pow__(self, exponent: float) -> Traced:
+        if isinstance(exponent, (int, float)) and not isinstance(exponent, bool):
+            return _emit("square", self) if exponent == 2 else _emit("pow", self, exponent=float(exponent))
+        raise TypeError("only constant exponents are supported: x ** 2.0")
+
+    def __bool__(self) -> bool:
+        raise TypeError("a traced tensor has no truth value (data-dependent control flow is not traced)")
+
+    # reductions
+    def sum(self, axis: Any = None, keepdims: bool = False) -> Traced:
+        return _emit("sum", self, axes=_axes(axis), keepdims=keepdims)
+
+    def mean(self, axis: Any = None, keepdims: bool = False) -> Traced:
+        return _emit("mean", self, axes=_axes(axis), keepdims=keepdims)
+
+    def max(self, axis: Any = None, keepdims: bool = False) -> Traced:
+        return _emit("max", self, axes=_axes(axis), keepdims=keepdims)
+
+    def min(self, axis: Any = None, keepdims: bool = False) -> Traced:
+        return _emit("min", self, axes=_axes(axis), keepdims=keepdims)
+
+    def cumsum(self, axis: int) -> Traced:
+        return _emit("cumsum", self, axis=axis)
+
+    # layout
+    @property
+    def T(self) -> Traced:
+        return self.transpose()
+
+    @property
+    def mT(self) -> Traced:
+        return swapaxes(self, -1, -2)
+
+    def transpose(self, *perm: int | Sequence[int]) -> Traced:
+        return transpose(self, perm[0] if len(perm) == 1 and not isinstance(perm[0], int) else (perm or None))
+
+    def reshape(self, *shape: Any) -> Traced:
+        return reshape(self, shape[0] if len(shape) == 1 and isinstance(shape[0], (tuple, list)) else shape)
+
+    def astype(self, dtype: Any) -> Traced:
+        return _emit("cast", self, dtype=as_dtype(dtype))
+
+    def __getitem__(self, index: Any) -> Traced:
+        return _getitem(self, index)
+
+
+# ------------------------------------------------------------------------------------------------
+# NumPy-style helpers with conveniences the registry's attribute names do not give
+# ------------------------------------------------------------------------------------------------
+def transpose(x: Traced, axes: Sequence[int] | None = None) -> Traced:
+    perm = tuple(reversed(range(x.ndim))) if axes is None else tuple(axes)
+    return _emit("transpose", x, perm=perm)
+
+
+def swapaxes(x: Traced, a: int, b: int) -> Traced:
+    perm = list(range(x.ndim))
+    a, b = a % x.ndim, b % x.ndim
+    perm[a], perm[b] = perm[b], perm[a]
+    return _emit("transpose", x, perm=tuple(perm))
+
+
+def reshape(x: Traced, shape: Sequence[Any]) -> Traced:
+    target: list[Dim | None] = [None if (isinstance(d, int) and d == -1) else D.as_dim(d) for d in shape]
+    if target.count(None) > 1:
+        raise ShapeError(f"reshape of {D.format_shape(x.shape)} to {list(shape)}: at most one -1")
+    if None in target:
+        known = D.product([d for d in target if d is not None])
+        total = D.product(x.shape)
+        missing = D.floordiv(total, known)
+        if D.mul(missing, known) != total:
+            raise ShapeError(f"cannot reshape {D.format_shape(x.shape)} to {list(shape)}: "
+                             f"{total} is not a multiple of {known}")
+        target[target.index(None)] = missing
+    return _emit("reshape", x, shape=tuple(target))
+
+
+def concat(xs: Sequence[Traced], axis: int = 0) -> Traced:
+    return _emit("concat", *xs, axis=axis)
+
+
+concatenate = concat
+
+
+def expand_dims(x: Traced, axis: int) -> Traced:
+    return _emit("expand_dims", x, axis=axis)
+
+
+def squeeze(x: Traced, axis: int | Sequence[int] | None = None) -> Traced:
+    return _emit("squeeze", x, axes=_axes(axis))
+
+
+def broadcast_to(x: Traced, shape: Sequence[Any]) -> Traced:
+    return _emit("broadcast_to", x, shape=tuple(shape))
+
+
+def hardtanh(x: Traced, min_val: float = -1.0, max_val: float = 1.0) -> Traced:
+    return _emit("clamp", x, lo=min_val, hi=max_val)
+
+
+def _getitem(x: Traced, index: Any) -> Traced:
+    items = list(index) if isinstance(index, tuple) else [index]
+    if sum(1 for i in items if i is Ellipsis) > 1:
+        raise IndexError("an index can only have a single ellipsis")
+    consumed = sum(1 for i in items if i is not None and i is not Ellipsis)
+    if consumed > x.ndim:
+        raise IndexError(f"too many indices for {D.format_shape(x.shape)}")
+    if Ellipsis in items:
+        at = items.index(Ellipsis)
+        items[at:at + 1] = [slice(None)] * (x.ndim - consumed)
+    items += [slice(None)] * (x.ndim - consumed - sum(1 for i in items if i is Ellipsis))
+    out, axis, drop = x, 0, []
+    for item in items:
+        if item is None:
+            out = _emit("expand_dims", out, axis=axis)
+            axis += 1
+        elif isinstance(item, slice):
+            if item != slice(None) and item != slice(None, None, 1):
+                out = _emit("slice", out, axis=axis, start=item.start if item.start is not None else 0,
+                            stop=item.stop, step=item.step or 1)
+            axis += 1
+        elif isinstance(item, int) and not isinstance(item, bool):
+            size = out.shape[axis]
+            start = item if item >= 0 else D.add(size, item)
+            out = _emit("slice", out, axis=axis, start=start, stop=D.add(start, 1), step=1)
+            drop.append(axis)
+            axis += 1
+        else:
+            raise IndexError(f"unsupported index {item!r}: use ints, slices, None and ...")
+    return _emit("squeeze", out, axes=tuple(drop)) if drop else out
+
+
+# ------------------------------------------------------------------------------------------------
+# Functions generated from the registry
+# ------------------------------------------------------------------------------------------------
+def _make_function(op: O.OpDef) -> Callable[..., Traced]:
+    attr_names = [a.name for a in op.attrs]
+    max_inputs = op.arity[1]
+
+    def fn(*args: Any, **kwargs: Any) -> Traced:
+        if op.kind is O.OpKind.REDUCE and "axis" in kwargs:
+            kwargs["axes"] = _axes(kwargs.pop("axis"))
+        tensors = [a for a in args if isinstance(a, Traced)]
+        if not tensors:
+            raise TypeError(f"ax.{op.name} needs at least one traced tensor argument")
+        inputs: list[Traced] = []
+        rest = list(args)
+        # leading positional args are tensor inputs (numbers lifted to constants for n-ary ops)
+        while rest and (max_inputs is None or len(inputs) < max_inputs):
+            a = rest[0]
+            if isinstance(a, Traced) or (op.arity[0] > len(inputs) and isinstance(a, (int, float))):
+                inputs.append(_lift(a, tensors[0]))
+                rest.pop(0)
+            elif a is None and len(inputs) >= op.arity[0]:  # an absent optional input (bias=None)
+                rest.pop(0)
+            else:
+                break
+        # remaining positional args fill attributes in declaration order
+        for name, value in zip(attr_names, rest):
+            if name in kwargs:
+                raise TypeError(f"ax.{op.name}: {name} given twice")
+            kwargs[name] = value
+        if len(rest) > len(attr_names):
+            raise TypeError(f"ax.{op.name}: too many arguments")
+        for name in list(kwargs):  # optional tensor inputs given by keyword (weight=..., bias=...)
+            if name in op.inputs and name not in attr_names:
+                value = kwargs.pop(name)
+                if value is not None:
+                    position = op.inputs.index(name)
+                    if position != len(inputs):
+                        raise TypeError(f"ax.{op.name}: {name} given without the inputs before it")
+                    inputs.append(_lift(value, tensors[0]))
+        return _emit(op.name, *inputs, **kwargs)
+
+    fn.__name__ = fn.__qualname__ = op.name
+    ins = ", ".join(op.inputs)
+    attrs = ", ".join(f"{a.name}" + ("" if a.required else f"={a.default!r}") for a in op.attrs)
+    fn.__doc__ = f"ax.{op.name}({ins}{', ' if attrs else ''}{attrs}): {op.doc}"
+    return fn
+
+
+_SKIP = {"input", "constant"}
+_generated = {op.name: _make_function(op) for op in O.all_ops() if op.name not in _SKIP}
+globals().update({k: v for k, v in _generated.items() if k not in {"transpose", "reshape", "concat",
+                                                                    "squeeze", "expand_dims", "broadcast_to"}})
+maximum = _generated["maximum"]
+minimum = _generated["minimum"]
+
+
+# ------------------------------------------------------------------------------------------------
+# The decorator
+# ------------------------------------------------------------------------------------------------
+def _trace(fn: Callable[..., Any], name: str | None, sizes: dict[str, int]) -> Program:
+    try:
+        annotations = inspect.get_annotations(fn, eval_str=True)
+    except Exception as e:  # noqa: BLE001 - report which annotation failed
+        raise ProgramError(f"{fn.__qualname__}: cannot evaluate its annotations: {e}") from None
+    b = Builder(name or fn.__name__, value_type=Traced)
+    args = []
+    for pname, param in inspect.signature(fn).parameters.items():
+        spec = annotations.get(pname)
+        if not isinstance(spec, TensorSpec):
+            raise ProgramError(f"{fn.__qualname__}: parameter {pname!r} needs an annotation like "
+                               f"ax.Tensor['M', 'K', ax.bf16], got {spec!r}")
+        args.append(b.input(pname, spec.shape, spec.dtype))
+    result = fn(*args)
+    outputs = list(result) if isinstance(result, (tuple, list)) else [result]
+    for o in outputs:
+        if not isinstance(o, Traced):
+            raise ProgramError(f"{fn.__qualname__} must return traced tensors, got {type(o).__name__}")
+    return b.build(outputs, dims=sizes or None)
+
+
+def program(fn: Callable[..., Any] | None = None, /, *, name: str | None = None, **sizes: int) -> Any:
+    """Trace ``fn`` into a Program; keyword arguments bind dims (``@ax.program(M=4096)``)."""
+    if fn is not None:
+        return _trace(fn, name, sizes)
+    return lambda f: _trace(f, name, sizes)
+
+
+__all__ = sorted(
+    {"program", "Tensor", "TensorSpec", "Traced", "transpose", "swapaxes", "reshape", "concat", "concatenate",
+     "expand_dims", "squeeze", "broadcast_to", "hardtanh", "bf16", "fp16", "fp32", "fp64", "user_location"}
+    | set(_generated)
+)

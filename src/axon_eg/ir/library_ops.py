@@ -1,0 +1,165 @@
+"""Opaque library ops: convolutions and pooling. Later stages fuse around them, never through them.
+
+Their float64 reference runs through ``torch.nn.functional`` (imported lazily). Spatial attributes
+accept an int or a per-axis tuple and are stored as per-axis tuples.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from axon_eg.errors import ShapeError
+from axon_eg.ir import dims as D
+from axon_eg.ir.dims import Dim, Shape
+from axon_eg.ir.ops import Attr, Attrs, OpDef, OpKind, fmt, register, same_dtype, promoted
+
+
+def _torch_ref(fn_name: str, **fixed: Any):
+    def ref(xs: tuple[np.ndarray, ...], a: Attrs) -> np.ndarray:
+        import torch
+        import torch.nn.functional as F
+
+        tensors = [torch.from_numpy(np.ascontiguousarray(x, dtype=np.float64)) for x in xs]
+        kwargs = {k: (list(v) if isinstance(v, tuple) else v) for k, v in a.items()}
+        with torch.no_grad():
+            return getattr(F, fn_name)(*tensors, **kwargs, **fixed).numpy()
+
+    return ref
+
+
+def _per_axis(a: Attrs, n: int, names: tuple[str, ...], defaults: dict[str, Any]) -> Attrs:
+    changes = {}
+    for name in names:
+        v = a[name]
+        if v == () and name in defaults:
+            v = defaults[name]
+        if len(v) == 1:
+            v = v * n
+        if len(v) != n:
+            raise ShapeError(f"{name}={a[name]} needs 1 or {n} entries")
+        changes[name] = tuple(v)
+    return a.replace(**changes)
+
+
+def _window(size: Dim, kernel: Dim, stride: int, padding: int, dilation: int, ceil_mode: bool = False) -> Dim:
+    span = D.add(D.add(size, 2 * padding), D.add(D.mul(dilation, D.add(kernel, -1)), -1))
+    if not ceil_mode:
+        return D.add(D.floordiv(span, stride), 1)
+    if not isinstance(span, int):
+        raise ShapeError("ceil_mode=True needs concrete spatial sizes")
+    out = -(-span // stride) + 1
+    if (out - 1) * stride >= size + padding:  # the last window must start inside the input
+        out -= 1
+    return out
+
+
+# -- convolutions -------------------------------------------------------------------------------
+def _conv(n: int) -> None:
+    name = f"conv{n}d"
+
+    def canon(shapes: tuple[Shape, ...], a: Attrs) -> Attrs:
+        a = _per_axis(a, n, ("stride", "padding", "dilation"), {})
+        x, w = shapes[0], shapes[1]
+        if len(x) != n + 2 or len(w) != n + 2:
+            raise ShapeError(f"input must be [N, C, {n} spatial], weight [Cout, C/groups, {n} kernel]; "
+                             f"got {fmt(x)} and {fmt(w)}")
+        g = a["groups"]
+        if g < 1 or D.mul(w[1], g) != x[1]:
+            raise ShapeError(f"input has {x[1]} channels, weight expects {w[1]} x groups={g}")
+        if isinstance(w[0], int) and w[0] % g:
+            raise ShapeError(f"{w[0]} output channels do not split into groups={g}")
+        if len(shapes) == 3 and shapes[2] != (w[0],):
+            raise ShapeError(f"bias must be [{w[0]}], got {fmt(shapes[2])}")
+        return a
+
+    def shape(shapes: tuple[Shape, ...], a: Attrs) -> Shape:
+        x, w = shapes[0], shapes[1]
+        spatial = tuple(
+            _window(x[2 + i], w[2 + i], a["stride"][i], a["padding"][i], a["dilation"][i]) for i in range(n)
+        )
+        return (x[0], w[0], *spatial)
+
+    register(OpDef(
+        name, OpKind.LIBRARY, (2, 3), shape=shape, dtype=promoted, reference=_torch_ref(name),
+        attrs=(Attr("stride", "ints", (1,)), Attr("padding", "ints", (0,)), Attr("dilation", "ints", (1,)),
+               Attr("groups", "int", 1)),
+        canon=canon, accumulates=True, inputs=("x", "weight", "bias"),
+        doc=f"{n}-d convolution (cross-correlation) as torch.nn.functional.{name}", meta={"spatial": n},
+    ))
+
+
+def _conv_transpose(n: int) -> None:
+    name = f"conv_transpose{n}d"
+
+    def canon(shapes: tuple[Shape, ...], a: Attrs) -> Attrs:
+        a = _per_axis(a, n, ("stride", "padding", "output_padding", "dilation"), {})
+        x, w = shapes[0], shapes[1]
+        if len(x) != n + 2 or len(w) != n + 2:
+            raise ShapeError(f"input must be [N, Cin, {n} spatial], weight [Cin, Cout/groups, {n} kernel]; "
+                             f"got {fmt(x)} and {fmt(w)}")
+        if x[1] != w[0]:
+            raise ShapeError(f"input has {x[1]} channels, weight expects {w[0]}")
+        if len(shapes) == 3 and shapes[2] != (D.mul(w[1], a["groups"]),):
+            raise ShapeError(f"bias must be [{D.mul(w[1], a['groups'])}], got {fmt(shapes[2])}")
+        return a
+
+    def shape(shapes: tuple[Shape, ...], a: Attrs) -> Shape:
+        x, w = shapes[0], shapes[1]
+        spatial = []
+        for i in range(n):
+            s, p, op, d = a["stride"][i], a["padding"][i], a["output_padding"][i], a["dilation"][i]
+            size = D.add(D.mul(D.add(x[2 + i], -1), s), -2 * p + op + 1)
+            spatial.append(D.add(size, D.mul(d, D.add(w[2 + i], -1))))
+        return (x[0], D.mul(w[1], a["groups"]), *spatial)
+
+    register(OpDef(
+        name, OpKind.LIBRARY, (2, 3), shape=shape, dtype=promoted, reference=_torch_ref(name),
+        attrs=(Attr("stride", "ints", (1,)), Attr("padding", "ints", (0,)), Attr("output_padding", "ints", (0,)),
+               Attr("groups", "int", 1), Attr("dilation", "ints", (1,))),
+        canon=canon, accumulates=True, inputs=("x", "weight", "bias"),
+        doc=f"{n}-d transposed convolution as torch.nn.functional.{name}", meta={"spatial": n},
+    ))
+
+
+# -- pooling ------------------------------------------------------------------------------------
+def _pool(kind: str, n: int) -> None:
+    name = f"{kind}_pool{n}d"
+    per_axis = ("kernel_size", "stride", "padding") + (("dilation",) if kind == "max" else ())
+
+    def canon(shapes: tuple[Shape, ...], a: Attrs) -> Attrs:
+        a = _per_axis(a, n, per_axis, {"stride": a["kernel_size"]})
+        x = shapes[0]
+        if len(x) != n + 2:
+            raise ShapeError(f"input must be [N, C, {n} spatial], got {fmt(x)}")
+        for k, p in zip(a["kernel_size"], a["padding"]):
+            if p > k // 2:
+                raise ShapeError(f"padding {p} must be at most half the kernel size {k}")
+        return a
+
+    def shape(shapes: tuple[Shape, ...], a: Attrs) -> Shape:
+        x = shapes[0]
+        dil = a["dilation"] if kind == "max" else (1,) * n
+        spatial = tuple(
+            _window(x[2 + i], a["kernel_size"][i], a["stride"][i], a["padding"][i], dil[i], a["ceil_mode"])
+            for i in range(n)
+        )
+        return (*x[:2], *spatial)
+
+    attrs = (Attr("kernel_size", "ints"), Attr("stride", "ints", ()), Attr("padding", "ints", (0,)),
+             Attr("ceil_mode", "bool", False))
+    attrs += (Attr("dilation", "ints", (1,)),) if kind == "max" else (Attr("count_include_pad", "bool", True),)
+    register(OpDef(
+        name, OpKind.LIBRARY, (1, 1), shape=shape, dtype=same_dtype, reference=_torch_ref(name),
+        attrs=attrs, canon=canon, inputs=("x",),
+        doc=f"{n}-d {kind} pooling as torch.nn.functional.{name}", meta={"spatial": n},
+    ))
+
+
+for _n in (1, 2, 3):
+    _conv(_n)
+    _pool("max", _n)
+    _pool("avg", _n)
+for _n in (1, 2, 3):
+    _conv_transpose(_n)

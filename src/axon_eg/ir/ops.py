@@ -1,0 +1,677 @@
+"""THE operator registry: every op axon_eg knows is declared here exactly once.
+
+An :class:`OpDef` carries the op's attributes (validated), its shape rule over symbolic dims, its
+dtype rule, its float64 NumPy reference and, for composites, its expansion into primitives. Later
+stages (Z3 semantics, egglog sorts, backend lowerings) look ops up here by name; no other module
+keeps a list of ops. Composite and library ops are declared in :mod:`axon_eg.ir.composites` and
+:mod:`axon_eg.ir.library_ops`, which register into this same table.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
+
+import numpy as np
+
+from axon_eg.errors import InvalidAttribute, ShapeError, UnknownOperation
+from axon_eg.ir import dims as D
+from axon_eg.ir.dims import Dim, Shape
+from axon_eg.ir.dtypes import DType, as_dtype, promote
+
+
+class OpKind(str, Enum):
+    SOURCE = "source"  # input, constant
+    ELEMENTWISE = "elementwise"  # unary and binary maps, with NumPy broadcasting
+    REDUCE = "reduce"  # sum, mean, max, min, logsumexp over axes
+    SCAN = "scan"  # cumsum
+    CONTRACTION = "contraction"  # matmul (batched, broadcast batch dims)
+    LAYOUT = "layout"  # transpose, reshape, broadcast_to, expand_dims, squeeze, slice, concat
+    COMPOSITE = "composite"  # expands into the primitives above
+    LIBRARY = "library"  # opaque: conv, pool (reference through torch)
+
+
+# --------------------------------------------------------------------------------------------
+# Attributes
+# --------------------------------------------------------------------------------------------
+_REQUIRED = object()
+
+
+@dataclass(frozen=True)
+class Attr:
+    """One attribute of an op. ``kind`` is one of: int, float, bool, str, ints, dim, dims, dtype,
+    or ``optional_<kind>`` (None allowed)."""
+
+    name: str
+    kind: str
+    default: Any = _REQUIRED
+    choices: tuple | None = None
+
+    @property
+    def required(self) -> bool:
+        return self.default is _REQUIRED
+
+    def coerce(self, op: str, value: Any) -> Any:
+        bad = InvalidAttribute(
+            f"{op}: attribute {self.name!r} must be {self.kind}"
+            + (f" in {self.choices}" if self.choices else "")
+            + f", got {value!r}"
+        )
+        k = self.kind
+        if k.startswith("optional_"):
+            if value is None:
+                return None
+            k = k.removeprefix("optional_")
+        if k == "int":
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+                raise bad
+            value = int(value)
+        elif k == "float":
+            if isinstance(value, bool) or not isinstance(value, (int, float, np.number)):
+                raise bad
+            value = float(value)
+            if math.isnan(value):
+                raise bad
+        elif k == "bool":
+            if not isinstance(value, (bool, np.bool_)):
+                raise bad
+            value = bool(value)
+        elif k == "str":
+            if not isinstance(value, str):
+                raise bad
+        elif k == "ints":
+            if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
+                value = (int(value),)
+            if not isinstance(value, (tuple, list)) or any(
+                isinstance(v, bool) or not isinstance(v, (int, np.integer)) for v in value
+            ):
+                raise bad
+            value = tuple(int(v) for v in value)
+        elif k == "dim":
+            try:
+                value = D.as_dim(value)
+            except ShapeError:
+                raise bad from None
+        elif k == "dims":
+            if not isinstance(value, (tuple, list)):
+                raise bad
+            try:
+                value = tuple(D.as_dim(v) for v in value)
+            except ShapeError:
+                raise bad from None
+        elif k == "dtype":
+            value = as_dtype(value)
+        else:  # pragma: no cover - a registry bug, caught by the registry test
+            raise AssertionError(f"unknown attribute kind {self.kind}")
+        if self.choices is not None and value not in self.choices:
+            raise bad
+        return value
+
+
+class Attrs(Mapping[str, Any]):
+    """Immutable, hashable attribute values of one node, in the op's declaration order."""
+
+    __slots__ = ("_items", "_hash")
+
+    def __init__(self, items: tuple[tuple[str, Any], ...] = ()):
+        self._items = tuple(items)
+        self._hash = hash(self._items)
+
+    def __getitem__(self, key: str) -> Any:
+        for k, v in self._items:
+            if k == key:
+                return v
+        raise KeyError(key)
+
+    def __iter__(self) -> Iterator[str]:
+        return (k for k, _ in self._items)
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Attrs) and self._items == other._items
+
+    def replace(self, **changes: Any) -> Attrs:
+        return Attrs(tuple((k, changes.get(k, v)) for k, v in self._items))
+
+    def __repr__(self) -> str:
+        return "Attrs(" + ", ".join(f"{k}={v!r}" for k, v in self._items) + ")"
+
+
+# --------------------------------------------------------------------------------------------
+# Op definitions
+# --------------------------------------------------------------------------------------------
+ShapeRule = Callable[[tuple[Shape, ...], Attrs], Shape]
+DtypeRule = Callable[[tuple[DType, ...], Attrs], DType]
+Reference = Callable[[tuple[np.ndarray, ...], Attrs], np.ndarray]
+Canon = Callable[[tuple[Shape, ...], Attrs], Attrs]
+
+
+@dataclass(frozen=True)
+class OpDef:
+    """Everything the system knows about one operator."""
+
+    name: str
+    kind: OpKind
+    arity: tuple[int, int | None]  # (min, max) number of tensor inputs; max None = variadic
+    shape: ShapeRule
+    dtype: DtypeRule
+    reference: Reference
+    attrs: tuple[Attr, ...] = ()
+    canon: Canon | None = None  # normalizes attrs given the input shapes (negative axes, ...)
+    expand: Callable[..., Any] | None = None  # composites: (builder, *inputs, **attrs) -> value
+    accumulates: bool = False  # reduces many products/terms: accumulate in fp32 for 16-bit inputs
+    inputs: tuple[str, ...] = ()  # names of the tensor inputs, for messages and docs
+    doc: str = ""
+    meta: Mapping[str, Any] = field(default_factory=dict)  # per-op facts other stages read
+
+    def make_attrs(self, values: Mapping[str, Any]) -> Attrs:
+        known = {a.name for a in self.attrs}
+        unknown = sorted(set(values) - known)
+        if unknown:
+            raise InvalidAttribute(
+                f"{self.name}: unknown attribute {unknown[0]!r}; it takes {sorted(known) or 'none'}"
+            )
+        items = []
+        for a in self.attrs:
+            if a.name in values:
+                items.append((a.name, a.coerce(self.name, values[a.name])))
+            elif a.required:
+                raise InvalidAttribute(f"{self.name}: missing required attribute {a.name!r}")
+            else:
+                items.append((a.name, a.default))
+        return Attrs(tuple(items))
+
+    def check_arity(self, n: int) -> None:
+        lo, hi = self.arity
+        if n < lo or (hi is not None and n > hi):
+            want = f"{lo}" if lo == hi else f"{lo}..{hi if hi is not None else 'n'}"
+            raise InvalidAttribute(f"{self.name}: takes {want} tensor inputs, got {n}")
+
+
+REGISTRY: dict[str, OpDef] = {}
+
+
+def register(op: OpDef) -> OpDef:
+    if op.name in REGISTRY:
+        raise ValueError(f"op {op.name!r} registered twice")
+    REGISTRY[op.name] = op
+    return op
+
+
+def get(name: str) -> OpDef:
+    try:
+        return REGISTRY[name]
+    except KeyError:
+        raise UnknownOperation(f"unknown op {name!r}; see axon_eg.ir.ops.REGISTRY") from None
+
+
+def ops_of_kind(*kinds: OpKind) -> list[OpDef]:
+    return [op for op in REGISTRY.values() if op.kind in kinds]
+
+
+# --------------------------------------------------------------------------------------------
+# Shared shape and dtype rules
+# --------------------------------------------------------------------------------------------
+def fmt(shape: Shape) -> str:
+    return D.format_shape(shape)
+
+
+def broadcast_shapes(*shapes: Shape) -> Shape:
+    """NumPy broadcasting over symbolic dims: equal dims, or one of them 1."""
+    rank = max(len(s) for s in shapes)
+    out: list[Dim] = []
+    for i in range(rank):
+        dim: Dim = 1
+        for s in shapes:
+            j = i - (rank - len(s))
+            if j < 0:
+                continue
+            d = s[j]
+            if d == 1 or d == dim:
+                continue
+            if dim == 1:
+                dim = d
+            else:
+                raise ShapeError(f"cannot broadcast {' and '.join(fmt(s) for s in shapes)} (axis {i - rank})")
+        out.append(dim)
+    return tuple(out)
+
+
+def normalize_axis(axis: int, rank: int, what: str = "axis") -> int:
+    if not -rank <= axis < max(rank, 1) or (rank == 0 and axis not in (0, -1)):
+        raise ShapeError(f"{what} {axis} is out of range for rank {rank}")
+    return axis % rank if rank else 0
+
+
+def same_shape(shapes: tuple[Shape, ...], attrs: Attrs) -> Shape:
+    return shapes[0]
+
+
+def same_dtype(dtypes: tuple[DType, ...], attrs: Attrs) -> DType:
+    return dtypes[0]
+
+
+def promoted(dtypes: tuple[DType, ...], attrs: Attrs) -> DType:
+    return promote(*dtypes)
+
+
+def _erf(x: np.ndarray) -> np.ndarray:
+    import torch  # float64 erf; NumPy has none
+
+    return torch.special.erf(torch.from_numpy(np.ascontiguousarray(x, dtype=np.float64))).numpy()
+
+
+def _softplus(x: np.ndarray, beta: float = 1.0, threshold: float = 20.0) -> np.ndarray:
+    bx = beta * x
+    return np.where(bx > threshold, x, np.logaddexp(0.0, bx) / beta)
+
+
+def _sigmoid(x: np.ndarray) -> np.ndarray:
+    return 0.5 * (1.0 + np.tanh(0.5 * x))
+
+
+# --------------------------------------------------------------------------------------------
+# Source ops
+# --------------------------------------------------------------------------------------------
+def _no_reference(name: str) -> Reference:
+    def ref(xs: tuple[np.ndarray, ...], a: Attrs) -> np.ndarray:
+        raise AssertionError(f"{name} nodes are bound by the interpreter, not computed")
+
+    return ref
+
+
+register(OpDef(
+    "input", OpKind.SOURCE, (0, 0),
+    shape=lambda s, a: a["shape"], dtype=lambda d, a: a["dtype"], reference=_no_reference("input"),
+    attrs=(Attr("name", "str"), Attr("shape", "dims"), Attr("dtype", "dtype")),
+    doc="A named program input (argument, parameter or buffer).",
+))
+register(OpDef(
+    "constant", OpKind.SOURCE, (0, 0),
+    shape=lambda s, a: (), dtype=lambda d, a: a["dtype"],
+    reference=lambda xs, a: np.array(a["value"], dtype=np.float64),
+    attrs=(Attr("value", "float"), Attr("dtype", "dtype")),
+    doc="A scalar constant; broadcasting gives it any shape.",
+))
+
+
+# --------------------------------------------------------------------------------------------
+# Element-wise ops
+# --------------------------------------------------------------------------------------------
+def _unary(name: str, ref: Callable[..., np.ndarray], doc: str, attrs: tuple[Attr, ...] = ()) -> None:
+    register(OpDef(
+        name, OpKind.ELEMENTWISE, (1, 1), shape=same_shape, dtype=same_dtype,
+        reference=lambda xs, a, _f=ref: _f(xs[0], **a), attrs=attrs, inputs=("x",), doc=doc,
+        meta={"arity": 1},
+    ))
+
+
+def _gelu(x: np.ndarray, approximate: str) -> np.ndarray:
+    if approximate == "tanh":
+        return 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x**3)))
+    return 0.5 * x * (1.0 + _erf(x / math.sqrt(2.0)))
+
+
+def _pow(x: np.ndarray, exponent: float) -> np.ndarray:
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.power(x, exponent)
+
+
+def _log(x: np.ndarray) -> np.ndarray:
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.log(x)
+
+
+def _sqrt(x: np.ndarray) -> np.ndarray:
+    with np.errstate(invalid="ignore"):
+        return np.sqrt(x)
+
+
+def _rsqrt(x: np.ndarray) -> np.ndarray:
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return 1.0 / np.sqrt(x)
+
+
+def _reciprocal(x: np.ndarray) -> np.ndarray:
+    with np.errstate(divide="ignore"):
+        return 1.0 / x
+
+
+_unary("neg", lambda x: -x, "-x")
+_unary("exp", np.exp, "e**x")
+_unary("log", _log, "natural logarithm")
+_unary("sqrt", _sqrt, "square root")
+_unary("rsqrt", _rsqrt, "1/sqrt(x)")
+_unary("reciprocal", _reciprocal, "1/x")
+_unary("abs", np.abs, "|x|")
+_unary("square", np.square, "x*x")
+_unary("relu", lambda x: np.maximum(x, 0.0), "max(x, 0)")
+_unary("leaky_relu", lambda x, slope: np.where(x >= 0, x, slope * x), "x if x >= 0 else slope*x",
+       (Attr("slope", "float", 0.01),))
+_unary("sigmoid", _sigmoid, "1/(1+exp(-x))")
+_unary("tanh", np.tanh, "hyperbolic tangent")
+_unary("silu", lambda x: x * _sigmoid(x), "x*sigmoid(x)")
+_unary("gelu", _gelu, "x*Phi(x) (approximate='none') or its tanh form (approximate='tanh')",
+       (Attr("approximate", "str", "none", ("none", "tanh")),))
+_unary("mish", lambda x: x * np.tanh(_softplus(x)), "x*tanh(softplus(x))")
+_unary("hardswish", lambda x: x * np.clip(x + 3.0, 0.0, 6.0) / 6.0, "x*relu6(x+3)/6")
+_unary("hardsigmoid", lambda x: np.clip(x / 6.0 + 0.5, 0.0, 1.0), "relu6(x+3)/6")
+_unary("softplus", _softplus, "log(1+exp(beta*x))/beta, linear above threshold",
+       (Attr("beta", "float", 1.0), Attr("threshold", "float", 20.0)))
+_unary("clamp", lambda x, lo, hi: np.minimum(np.maximum(x, lo), hi), "min(max(x, lo), hi) (hardtanh)",
+       (Attr("lo", "float", -math.inf), Attr("hi", "float", math.inf)))
+_unary("pow", _pow, "x**exponent for a constant exponent", (Attr("exponent", "float"),))
+_unary("erf", _erf, "the error function")
+register(OpDef(
+    "cast", OpKind.ELEMENTWISE, (1, 1), shape=same_shape, dtype=lambda d, a: a["dtype"],
+    reference=lambda xs, a: xs[0], attrs=(Attr("dtype", "dtype"),), inputs=("x",),
+    doc="convert to dtype (identity in the float64 reference)", meta={"arity": 1},
+))
+
+
+def _causal_canon(shapes: tuple[Shape, ...], a: Attrs) -> Attrs:
+    if len(shapes[0]) < 2:
+        raise ShapeError(f"needs rank >= 2, got {fmt(shapes[0])}")
+    return a
+
+
+def _causal_ref(xs: tuple[np.ndarray, ...], a: Attrs) -> np.ndarray:
+    x = xs[0]
+    rows, cols = x.shape[-2], x.shape[-1]
+    keep = np.arange(cols)[None, :] - np.arange(rows)[:, None] <= a["diagonal"]
+    return np.where(keep, x, a["fill"])
+
+
+register(OpDef(
+    "causal_mask", OpKind.ELEMENTWISE, (1, 1), shape=same_shape, dtype=same_dtype, reference=_causal_ref,
+    attrs=(Attr("diagonal", "int", 0), Attr("fill", "float", -math.inf)), canon=_causal_canon,
+    inputs=("x",), doc="x[..., i, j] where j - i <= diagonal, else fill (attention masks)",
+    meta={"arity": 1, "index_dependent": True},
+))
+
+
+def _binary(name: str, ref: Callable[[np.ndarray, np.ndarray], np.ndarray], doc: str, **meta: Any) -> None:
+    register(OpDef(
+        name, OpKind.ELEMENTWISE, (2, 2), shape=lambda s, a: broadcast_shapes(*s), dtype=promoted,
+        reference=lambda xs, a, _f=ref: _f(xs[0], xs[1]), inputs=("x", "y"), doc=doc,
+        meta={"arity": 2, **meta},
+    ))
+
+
+def _div(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return x / y
+
+
+_binary("add", np.add, "x + y", commutative=True)
+_binary("sub", np.subtract, "x - y")
+_binary("mul", np.multiply, "x * y", commutative=True)
+_binary("div", _div, "x / y")
+_binary("maximum", np.maximum, "element-wise max", commutative=True)
+_binary("minimum", np.minimum, "element-wise min", commutative=True)
+
+
+# --------------------------------------------------------------------------------------------
+# Reductions and scans
+# --------------------------------------------------------------------------------------------
+def _axes_canon(shapes: tuple[Shape, ...], a: Attrs) -> Attrs:
+    rank = len(shapes[0])
+    axes = a["axes"] if a["axes"] else tuple(range(rank))  # () means all axes
+    norm = tuple(sorted({normalize_axis(ax, rank) for ax in axes}))
+    if len(norm) != len(axes):
+        raise ShapeError(f"repeated axis in {a['axes']}")
+    return a.replace(axes=norm)
+
+
+def _reduce_shape(shapes: tuple[Shape, ...], a: Attrs) -> Shape:
+    return tuple(
+        (1 if a["keepdims"] else None) if i in a["axes"] else d for i, d in enumerate(shapes[0])
+        if a["keepdims"] or i not in a["axes"]
+    )
+
+
+def _logsumexp(x: np.ndarray, axis: tuple[int, ...], keepdims: bool) -> np.ndarray:
+    m = np.max(x, axis=axis, keepdims=True)
+    m = np.where(np.isfinite(m), m, 0.0)
+    out = np.log(np.sum(np.exp(x - m), axis=axis, keepdims=True)) + m
+    return out if keepdims else np.squeeze(out, axis=axis)
+
+
+def _reduction(name: str, ref: Callable[..., np.ndarray], doc: str, accumulates: bool) -> None:
+    register(OpDef(
+        name, OpKind.REDUCE, (1, 1), shape=_reduce_shape, dtype=same_dtype,
+        reference=lambda xs, a, _f=ref: _f(xs[0], axis=a["axes"], keepdims=a["keepdims"]),
+        attrs=(Attr("axes", "ints", ()), Attr("keepdims", "bool", False)), canon=_axes_canon,
+        accumulates=accumulates, inputs=("x",), doc=doc,
+    ))
+
+
+_reduction("sum", np.sum, "sum over axes", True)
+_reduction("mean", np.mean, "mean over axes", True)
+_reduction("max", np.max, "maximum over axes", False)
+_reduction("min", np.min, "minimum over axes", False)
+_reduction("logsumexp", _logsumexp, "log(sum(exp(x))) over axes, computed stably", True)
+
+
+def _axis_canon(shapes: tuple[Shape, ...], a: Attrs) -> Attrs:
+    return a.replace(axis=normalize_axis(a["axis"], len(shapes[0])))
+
+
+register(OpDef(
+    "cumsum", OpKind.SCAN, (1, 1), shape=same_shape, dtype=same_dtype,
+    reference=lambda xs, a: np.cumsum(xs[0], axis=a["axis"]),
+    attrs=(Attr("axis", "int"),), canon=_axis_canon, accumulates=True, inputs=("x",),
+    doc="inclusive prefix sum along axis",
+))
+
+
+# --------------------------------------------------------------------------------------------
+# Contraction
+# --------------------------------------------------------------------------------------------
+def _matmul_shape(shapes: tuple[Shape, ...], a: Attrs) -> Shape:
+    x, y = shapes
+    if len(x) < 2 or len(y) < 2:
+        raise ShapeError(f"needs rank >= 2 operands, got {fmt(x)} @ {fmt(y)}")
+    if x[-1] != y[-2]:
+        raise ShapeError(f"contraction dims differ: {fmt(x)} @ {fmt(y)} ({x[-1]} vs {y[-2]})")
+    try:
+        batch = broadcast_shapes(x[:-2], y[:-2])
+    except ShapeError:
+        raise ShapeError(f"batch dims do not broadcast: {fmt(x)} @ {fmt(y)}") from None
+    return (*batch, x[-2], y[-1])
+
+
+register(OpDef(
+    "matmul", OpKind.CONTRACTION, (2, 2), shape=_matmul_shape, dtype=promoted,
+    reference=lambda xs, a: np.matmul(xs[0], xs[1]), accumulates=True, inputs=("x", "y"),
+    doc="x @ y over the last two axes, batch axes broadcast",
+))
+
+
+# --------------------------------------------------------------------------------------------
+# Layout
+# --------------------------------------------------------------------------------------------
+def _transpose_canon(shapes: tuple[Shape, ...], a: Attrs) -> Attrs:
+    rank = len(shapes[0])
+    perm = tuple(normalize_axis(p, rank, "permutation entry") for p in a["perm"])
+    if sorted(perm) != list(range(rank)):
+        raise ShapeError(f"perm {a['perm']} is not a permutation of the {rank} axes of {fmt(shapes[0])}")
+    return a.replace(perm=perm)
+
+
+register(OpDef(
+    "transpose", OpKind.LAYOUT, (1, 1),
+    shape=lambda s, a: tuple(s[0][p] for p in a["perm"]), dtype=same_dtype,
+    reference=lambda xs, a: np.transpose(xs[0], a["perm"]),
+    attrs=(Attr("perm", "ints"),), canon=_transpose_canon, inputs=("x",),
+    doc="permute axes: out axis i is input axis perm[i]",
+))
+
+
+def _reshape_shape(shapes: tuple[Shape, ...], a: Attrs) -> Shape:
+    src, dst = D.product(shapes[0]), D.product(a["shape"])
+    if src != dst:
+        raise ShapeError(f"cannot reshape {fmt(shapes[0])} ({src} elements) to {fmt(a['shape'])} ({dst} elements)")
+    return a["shape"]
+
+
+register(OpDef(
+    "reshape", OpKind.LAYOUT, (1, 1), shape=_reshape_shape, dtype=same_dtype,
+    reference=lambda xs, a: xs[0].reshape(_concrete(a["shape"], xs[0])),
+    attrs=(Attr("shape", "dims"),), inputs=("x",), doc="row-major reshape to the given shape",
+))
+
+
+def _concrete(shape: Shape, x: np.ndarray) -> tuple[int, ...]:
+    """Resolve a symbolic target shape against the actual element count (one unknown at most)."""
+    if all(isinstance(d, int) for d in shape):
+        return tuple(shape)  # type: ignore[arg-type]
+    known = math.prod(d for d in shape if isinstance(d, int))
+    unknown = [i for i, d in enumerate(shape) if not isinstance(d, int)]
+    if len(unknown) == 1:
+        return tuple(x.size // known if isinstance(d, D.Sym) else d for d in shape)  # type: ignore[misc]
+    raise ShapeError(f"reshape target {fmt(shape)} is symbolic; interpret a program with bound dims")
+
+
+def _broadcast_to_shape(shapes: tuple[Shape, ...], a: Attrs) -> Shape:
+    target = a["shape"]
+    if len(target) < len(shapes[0]) or broadcast_shapes(shapes[0], target) != target:
+        raise ShapeError(f"cannot broadcast {fmt(shapes[0])} to {fmt(target)}")
+    return target
+
+
+register(OpDef(
+    "broadcast_to", OpKind.LAYOUT, (1, 1), shape=_broadcast_to_shape, dtype=same_dtype,
+    reference=lambda xs, a: np.broadcast_to(xs[0], _broadcast_target(xs[0], a["shape"])),
+    attrs=(Attr("shape", "dims"),), inputs=("x",), doc="NumPy broadcast to a larger shape",
+))
+
+
+def _broadcast_target(x: np.ndarray, shape: Shape) -> tuple[int, ...]:
+    if all(isinstance(d, int) for d in shape):
+        return tuple(shape)  # type: ignore[arg-type]
+    raise ShapeError(f"broadcast_to target {fmt(shape)} is symbolic; interpret a program with bound dims")
+
+
+register(OpDef(
+    "expand_dims", OpKind.LAYOUT, (1, 1),
+    shape=lambda s, a: (*s[0][: a["axis"]], 1, *s[0][a["axis"]:]), dtype=same_dtype,
+    reference=lambda xs, a: np.expand_dims(xs[0], a["axis"]),
+    attrs=(Attr("axis", "int"),),
+    canon=lambda s, a: a.replace(axis=normalize_axis(a["axis"], len(s[0]) + 1)),
+    inputs=("x",), doc="insert a size-1 axis at position axis",
+))
+
+
+def _squeeze_canon(shapes: tuple[Shape, ...], a: Attrs) -> Attrs:
+    shape = shapes[0]
+    axes = a["axes"] if a["axes"] else tuple(i for i, d in enumerate(shape) if d == 1)
+    norm = tuple(sorted({normalize_axis(ax, len(shape)) for ax in axes}))
+    for ax in norm:
+        if shape[ax] != 1:
+            raise ShapeError(f"cannot squeeze axis {ax} of {fmt(shape)}: its size is {shape[ax]}, not 1")
+    return a.replace(axes=norm)
+
+
+register(OpDef(
+    "squeeze", OpKind.LAYOUT, (1, 1),
+    shape=lambda s, a: tuple(d for i, d in enumerate(s[0]) if i not in a["axes"]), dtype=same_dtype,
+    reference=lambda xs, a: np.squeeze(xs[0], axis=a["axes"]) if a["axes"] else xs[0],
+    attrs=(Attr("axes", "ints", ()),), canon=_squeeze_canon, inputs=("x",),
+    doc="drop size-1 axes (all of them when axes is empty)",
+))
+
+
+def _slice_canon(shapes: tuple[Shape, ...], a: Attrs) -> Attrs:
+    shape = shapes[0]
+    axis = normalize_axis(a["axis"], len(shape))
+    size = shape[axis]
+    if a["step"] < 1:
+        raise ShapeError(f"step must be >= 1, got {a['step']}")
+
+    def resolve(v: Dim | None, default: Dim) -> Dim:
+        if v is None:
+            return default
+        if isinstance(v, int) and v < 0:
+            v = D.add(size, v)
+        if isinstance(v, int) and isinstance(size, int):
+            v = min(max(v, 0), size)
+        return v
+
+    start, stop = resolve(a["start"], 0), resolve(a["stop"], size)
+    if isinstance(start, int) and isinstance(stop, int) and stop <= start:
+        raise ShapeError(f"empty slice [{a['start']}:{a['stop']}] of axis {axis} in {fmt(shape)}")
+    return a.replace(axis=axis, start=start, stop=stop)
+
+
+def _slice_shape(shapes: tuple[Shape, ...], a: Attrs) -> Shape:
+    out = list(shapes[0])
+    out[a["axis"]] = D.ceildiv(D.add(a["stop"], D.mul(a["start"], -1)), a["step"])
+    return tuple(out)
+
+
+def _slice_ref(xs: tuple[np.ndarray, ...], a: Attrs) -> np.ndarray:
+    x = xs[0]
+    index = [slice(None)] * x.ndim
+    bind = _infer_bindings(a, x.shape[a["axis"]])
+    index[a["axis"]] = slice(D.evaluate(a["start"], bind), D.evaluate(a["stop"], bind), a["step"])
+    return x[tuple(index)]
+
+
+def _infer_bindings(a: Attrs, size: int) -> dict[str, int]:
+    """Slice bounds may mention the sliced dim symbolically; it is the only name they can mention."""
+    names = D.names(a["start"]) | D.names(a["stop"])
+    if not names:
+        return {}
+    if len(names) == 1:
+        return {names.pop(): size}
+    raise ShapeError(f"slice bounds {a['start']}:{a['stop']} mention several dims; bind the program first")
+
+
+register(OpDef(
+    "slice", OpKind.LAYOUT, (1, 1), shape=_slice_shape, dtype=same_dtype, reference=_slice_ref,
+    attrs=(Attr("axis", "int"), Attr("start", "dim", 0), Attr("stop", "optional_dim", None), Attr("step", "int", 1)),
+    canon=_slice_canon, inputs=("x",), doc="x[start:stop:step] along axis",
+))
+
+
+def _concat_canon(shapes: tuple[Shape, ...], a: Attrs) -> Attrs:
+    rank = len(shapes[0])
+    axis = normalize_axis(a["axis"], rank)
+    for s in shapes[1:]:
+        if len(s) != rank or any(s[i] != shapes[0][i] for i in range(rank) if i != axis):
+            raise ShapeError(f"cannot concatenate {' and '.join(fmt(x) for x in shapes)} along axis {axis}")
+    return a.replace(axis=axis)
+
+
+def _concat_shape(shapes: tuple[Shape, ...], a: Attrs) -> Shape:
+    out = list(shapes[0])
+    out[a["axis"]] = 0
+    for s in shapes:
+        out[a["axis"]] = D.add(out[a["axis"]], s[a["axis"]])
+    return tuple(out)
+
+
+register(OpDef(
+    "concat", OpKind.LAYOUT, (1, None), shape=_concat_shape, dtype=promoted,
+    reference=lambda xs, a: np.concatenate(xs, axis=a["axis"]),
+    attrs=(Attr("axis", "int"),), canon=_concat_canon, inputs=("*xs",), doc="join tensors along axis",
+))
+
+
+def all_ops() -> list[OpDef]:
+    """Every registered op, primitives first, in registration order."""
+    return list(REGISTRY.values())
+
+
+# Composite and library ops register themselves into REGISTRY on import.
+from axon_eg.ir import composites as _composites  # noqa: E402,F401
+from axon_eg.ir import library_ops as _library_ops  # noqa: E402,F401

@@ -1,0 +1,481 @@
+"""The tensor IR handed between stages: an immutable DAG of registry ops over symbolic dims.
+
+A :class:`Program` is a tuple of :class:`Node` in topological order, the ids of its outputs and the
+sizes bound to its named dims. It has a content hash that is stable across processes and machines
+(SHA-256 of a canonical JSON form), a readable ``str``, and a JSON round-trip. Programs are built
+with a :class:`Builder`, which validates every op against the registry, infers shapes and dtypes,
+and shares identical nodes (hash-consing).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
+
+from axon_eg.errors import AxonError, InvalidAttribute, ProgramError, ShapeError
+from axon_eg.ir import dims as D
+from axon_eg.ir import ops as O
+from axon_eg.ir.dims import Dim, Shape
+from axon_eg.ir.dtypes import DType, as_dtype
+
+JSON_VERSION = 1
+
+
+@dataclass(frozen=True)
+class Node:
+    op: str
+    inputs: tuple[int, ...]
+    attrs: O.Attrs
+    shape: Shape
+    dtype: DType
+
+
+@dataclass(frozen=True)
+class InputSpec:
+    """What the harness needs to make one input: name, symbolic shape, dtype, role."""
+
+    name: str
+    shape: Shape
+    dtype: DType
+    role: str = "input"  # "input" (user data), "parameter" or "buffer" (module state)
+
+
+@dataclass(frozen=True, eq=False)
+class Program:
+    nodes: tuple[Node, ...]
+    outputs: tuple[int, ...]
+    dims: tuple[tuple[str, int], ...] = ()
+    name: str = "program"
+    roles: tuple[tuple[str, str], ...] = ()  # input name -> role, when not "input"
+    locations: tuple[str | None, ...] = field(default=(), compare=False)  # user source line per node
+
+    # -- identity ------------------------------------------------------------------------------
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Program) and self._key == other._key
+
+    def __hash__(self) -> int:
+        return hash(self._key)
+
+    @cached_property
+    def _key(self) -> tuple:
+        return (self.nodes, self.outputs, self.dims, self.roles)
+
+    @cached_property
+    def hash(self) -> str:
+        """SHA-256 of the canonical JSON of nodes, outputs, dim bindings and roles (not name, not lines)."""
+        body = self._canonical(include_meta=False)
+        text = json.dumps(body, sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(text.encode()).hexdigest()
+
+    # -- views ---------------------------------------------------------------------------------
+    @property
+    def bindings(self) -> dict[str, int]:
+        return dict(self.dims)
+
+    @property
+    def input_ids(self) -> list[int]:
+        return [i for i, n in enumerate(self.nodes) if n.op == "input"]
+
+    @property
+    def inputs(self) -> list[InputSpec]:
+        roles = dict(self.roles)
+        return [
+            InputSpec(n.attrs["name"], n.shape, n.dtype, roles.get(n.attrs["name"], "input"))
+            for n in self.nodes if n.op == "input"
+        ]
+
+    @property
+    def free_dims(self) -> set[str]:
+        out: set[str] = set()
+        for n in self.nodes:
+            for d in n.shape:
+                out |= D.names(d)
+        return out
+
+    def concrete_shape(self, node: int) -> tuple[int, ...]:
+        return tuple(D.evaluate(d, self.bindings) for d in self.nodes[node].shape)
+
+    def output_shapes(self) -> list[tuple[int, ...]]:
+        return [self.concrete_shape(o) for o in self.outputs]
+
+    def users(self) -> list[list[int]]:
+        out: list[list[int]] = [[] for _ in self.nodes]
+        for i, n in enumerate(self.nodes):
+            for j in n.inputs:
+                out[j].append(i)
+        return out
+
+    def location(self, node: int) -> str | None:
+        return self.locations[node] if node < len(self.locations) else None
+
+    # -- transformations -----------------------------------------------------------------------
+    def bind(self, sizes: Mapping[str, int] | None = None, /, **more: int) -> Program:
+        """A copy with dims bound to sizes (earlier bindings kept unless overridden).
+
+        Every node's shape rule is re-run on the concrete shapes, so a size that breaks the program
+        (a reshape that no longer adds up, a slice past the end) is reported with its op."""
+        merged = {**self.bindings, **(sizes or {}), **more}
+        unknown = sorted(set(merged) - self.free_dims)
+        if unknown:
+            raise ProgramError(f"{self.name}: no dim named {unknown[0]!r}; dims are {sorted(self.free_dims)}")
+        for k, v in merged.items():
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise ProgramError(f"{self.name}: dim {k} must be bound to an int >= 1, got {v!r}")
+        program = Program(self.nodes, self.outputs, tuple(sorted(merged.items())), self.name, self.roles,
+                          self.locations)
+        program.check_bound()
+        return program
+
+    def check_bound(self) -> None:
+        """Re-infer every shape with the bound sizes; raise naming the first op that does not fit."""
+        bound = self.bindings
+        shapes: list[tuple[int, ...]] = []
+        for i, n in enumerate(self.nodes):
+            op = O.get(n.op)
+            try:
+                want = tuple(D.evaluate(d, bound) for d in n.shape)
+            except ShapeError:
+                shapes.append(())
+                continue
+            ins = tuple(shapes[j] for j in n.inputs)
+            attrs = n.attrs
+            if n.op == "input":
+                got = want
+            else:
+                try:
+                    attrs = _bind_attrs(n.attrs, bound)
+                    if op.canon is not None:
+                        attrs = op.canon(ins, attrs)
+                    got = tuple(D.evaluate(d, bound) for d in op.shape(ins, attrs))
+                except ShapeError as e:
+                    raise ShapeError(f"{_describe(n, ins)} with {_fmt_bind(bound)}: {e}") from None
+            if got != want or any(d < 1 for d in want):
+                raise ShapeError(
+                    f"{_describe(n, ins)} with {_fmt_bind(bound)} gives shape {list(got)}, "
+                    f"expected {list(want)} (sizes must be >= 1)"
+                )
+            shapes.append(want)
+
+    def expand(self) -> Program:
+        """The same program with every composite op replaced by its primitives (recursively)."""
+        if not any(O.get(n.op).kind is O.OpKind.COMPOSITE for n in self.nodes):
+            return self
+        b = Builder(self.name, expand_composites=True)
+        values: list[Value] = []
+        for i, n in enumerate(self.nodes):
+            args = [values[j] for j in n.inputs]
+            with b.at(self.location(i)):
+                if n.op == "input":
+                    v = b.input(n.attrs["name"], n.shape, n.dtype)
+                else:
+                    v = b.emit(n.op, *args, **dict(n.attrs))
+            values.append(v)
+        return b.build([values[o] for o in self.outputs], dims=self.bindings, roles=dict(self.roles))
+
+    # -- JSON ----------------------------------------------------------------------------------
+    def _canonical(self, include_meta: bool = True) -> dict[str, Any]:
+        body: dict[str, Any] = {
+            "version": JSON_VERSION,
+            "nodes": [
+                {"op": n.op, "inputs": list(n.inputs), "attrs": {k: _attr_to_json(v) for k, v in n.attrs.items()},
+                 "shape": [str(d) for d in n.shape], "dtype": n.dtype.name}
+                for n in self.nodes
+            ],
+            "outputs": list(self.outputs),
+            "dims": dict(self.dims),
+            "roles": dict(self.roles),
+        }
+        if include_meta:
+            body["name"] = self.name
+            body["locations"] = list(self.locations)
+        return body
+
+    def to_json(self) -> str:
+        return json.dumps(self._canonical(), indent=1, sort_keys=True)
+
+    @staticmethod
+    def from_json(text: str) -> Program:
+        """Rebuild and re-validate a Program; malformed input raises ProgramError naming the node."""
+        try:
+            body = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise ProgramError(f"program JSON is not valid JSON: {e}") from None
+        if not isinstance(body, dict) or body.get("version") != JSON_VERSION:
+            raise ProgramError(f"program JSON must be an object with version {JSON_VERSION}")
+        b = Builder(body.get("name", "program"))
+        values: list[Value] = []
+        locations = body.get("locations") or []
+        try:
+            for i, raw in enumerate(body["nodes"]):
+                loc = locations[i] if i < len(locations) else None
+                with b.at(loc):
+                    op = O.get(raw["op"])
+                    attrs = {k: _attr_from_json(op, k, v) for k, v in raw["attrs"].items()}
+                    if any(j >= i or j < 0 for j in raw["inputs"]):
+                        raise ProgramError(f"node {i} ({raw['op']}) refers to a node that does not precede it")
+                    v = b.emit(raw["op"], *[values[j] for j in raw["inputs"]], **attrs)
+                    want = tuple(D.parse_dim(d) for d in raw["shape"])
+                    if v.shape != want or v.dtype.name != raw["dtype"]:
+                        raise ProgramError(
+                            f"node {i} ({raw['op']}): stored shape/dtype {raw['shape']} {raw['dtype']} "
+                            f"disagree with the op's rules ({D.format_shape(v.shape)} {v.dtype})"
+                        )
+                values.append(v)
+            outputs = [values[o] for o in body["outputs"]]
+        except (KeyError, TypeError, IndexError) as e:
+            raise ProgramError(f"program JSON is missing or has a malformed field: {e!r}") from None
+        program = b.build(outputs, roles=body.get("roles", {}))
+        if len(program.nodes) != len(body["nodes"]):
+            raise ProgramError("program JSON has duplicate or unused nodes")
+        return program.bind(body.get("dims", {})) if body.get("dims") else program
+
+    # -- printing ------------------------------------------------------------------------------
+    def __str__(self) -> str:
+        names = self._names()
+        roles = dict(self.roles)
+        bound = self.bindings
+
+        def ty(n: Node) -> str:
+            return f"{n.dtype}{D.format_shape(n.shape)}"
+
+        params = []
+        for n in self.nodes:
+            if n.op == "input":
+                role = roles.get(n.attrs["name"])
+                params.append(f"{n.attrs['name']}: {ty(n)}" + (f" ({role})" if role else ""))
+        outs = ", ".join(ty(self.nodes[o]) for o in self.outputs)
+        head = f"program {self.name}({', '.join(params)}) -> {outs}"
+        if bound:
+            head += "  where " + ", ".join(f"{k}={v}" for k, v in sorted(bound.items()))
+        lines = [head]
+        for i, n in enumerate(self.nodes):
+            if n.op == "input":
+                continue
+            if n.op == "constant":
+                continue
+            args = [names[j] for j in n.inputs]
+            args += [f"{k}={_attr_str(v)}" for k, v in n.attrs.items()]
+            lines.append(f"  {names[i]} = {n.op}({', '.join(args)})".ljust(48) + f" : {ty(n)}")
+        lines.append("  return " + ", ".join(names[o] for o in self.outputs))
+        return "\n".join(lines)
+
+    def _names(self) -> list[str]:
+        names = []
+        for i, n in enumerate(self.nodes):
+            if n.op == "input":
+                names.append(n.attrs["name"])
+            elif n.op == "constant":
+                names.append(_attr_str(n.attrs["value"]))
+            else:
+                names.append(f"%{i}")
+        return names
+
+    def __repr__(self) -> str:
+        return f"<Program {self.name}: {len(self.nodes)} nodes, hash {self.hash[:12]}>"
+
+    def _repr_pretty_(self, p: Any, cycle: bool) -> None:  # IPython
+        p.text(str(self))
+
+
+def _describe(n: Node, in_shapes: Sequence[Shape]) -> str:
+    return f"{n.op}({', '.join(D.format_shape(s) for s in in_shapes)})"
+
+
+def _fmt_bind(bound: Mapping[str, int]) -> str:
+    return ", ".join(f"{k}={v}" for k, v in sorted(bound.items())) or "no bindings"
+
+
+def _bind_attrs(attrs: O.Attrs, bound: Mapping[str, int]) -> O.Attrs:
+    def conv(v: Any) -> Any:
+        if isinstance(v, D.Sym):
+            return D.evaluate(v, bound)
+        if isinstance(v, tuple) and any(isinstance(x, D.Sym) for x in v):
+            return tuple(conv(x) for x in v)
+        return v
+
+    return O.Attrs(tuple((k, conv(v)) for k, v in attrs.items()))
+
+
+def _attr_str(v: Any) -> str:
+    if isinstance(v, float):
+        return repr(v) if math.isfinite(v) else ("inf" if v > 0 else "-inf")
+    if isinstance(v, tuple):
+        return "(" + ", ".join(_attr_str(x) for x in v) + ("," if len(v) == 1 else "") + ")"
+    return str(v)
+
+
+def _attr_to_json(v: Any) -> Any:
+    if isinstance(v, DType):
+        return v.name
+    if isinstance(v, D.Sym):
+        return {"dim": str(v)}
+    if isinstance(v, float):
+        return v if math.isfinite(v) else {"float": "inf" if v > 0 else "-inf"}
+    if isinstance(v, tuple):
+        return [_attr_to_json(x) for x in v]
+    return v
+
+
+def _attr_from_json(op: O.OpDef, key: str, v: Any) -> Any:
+    if isinstance(v, dict) and "dim" in v:
+        return D.parse_dim(v["dim"])
+    if isinstance(v, dict) and "float" in v:
+        return float(v["float"])
+    if isinstance(v, list):
+        return tuple(_attr_from_json(op, key, x) for x in v)
+    return v
+
+
+# ------------------------------------------------------------------------------------------------
+# Building programs
+# ------------------------------------------------------------------------------------------------
+class Value:
+    """A handle to one node of a Builder; front ends subclass it to add operators."""
+
+    __slots__ = ("builder", "id")
+
+    def __init__(self, builder: Builder, id: int):
+        self.builder = builder
+        self.id = id
+
+    @property
+    def shape(self) -> Shape:
+        return self.builder.nodes[self.id].shape
+
+    @property
+    def dtype(self) -> DType:
+        return self.builder.nodes[self.id].dtype
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} %{self.id}: {self.dtype}{D.format_shape(self.shape)}>"
+
+
+class Builder:
+    """Builds a Program node by node, validating each op and sharing identical nodes."""
+
+    def __init__(self, name: str = "program", value_type: type[Value] = Value, *, expand_composites: bool = False):
+        self.name = name
+        self.expand_composites = expand_composites  # emit composites as their primitives
+        self.nodes: list[Node] = []
+        self.locations: list[str | None] = []
+        self.value_type = value_type
+        self._memo: dict[tuple, int] = {}
+        self._input_names: set[str] = set()
+        self._location: str | None = None
+
+    # The user's source line, attached to nodes and named in errors.
+    def at(self, location: str | None) -> _Location:
+        return _Location(self, location)
+
+    def _value(self, id: int) -> Value:
+        return self.value_type(self, id)
+
+    def _add(self, node: Node) -> Value:
+        key = (node.op, node.inputs, node.attrs)
+        if node.op != "input" and key in self._memo:
+            return self._value(self._memo[key])
+        self.nodes.append(node)
+        self.locations.append(self._location)
+        self._memo[key] = len(self.nodes) - 1
+        return self._value(len(self.nodes) - 1)
+
+    def input(self, name: str, shape: Iterable[Any], dtype: Any) -> Value:
+        if name in self._input_names:
+            raise ProgramError(f"{self.name}: two inputs named {name!r}")
+        self._input_names.add(name)
+        return self.emit("input", name=name, shape=tuple(shape), dtype=dtype)
+
+    def constant(self, value: float, dtype: Any) -> Value:
+        return self.emit("constant", value=float(value), dtype=as_dtype(dtype))
+
+    def emit(self, op_name: str, *inputs: Value, **attrs: Any) -> Value:
+        """Add one registry op; composite ops are kept as one node unless ``expand_composites``."""
+        op = O.get(op_name)
+        if op.kind is O.OpKind.COMPOSITE and self.expand_composites:
+            return self.expand(op, inputs, attrs)
+        for x in inputs:
+            if not isinstance(x, Value) or x.builder is not self:
+                raise ProgramError(f"{op_name}: input {x!r} does not belong to this program")
+        in_shapes = tuple(x.shape for x in inputs)
+        try:
+            op.check_arity(len(inputs))
+            a = op.make_attrs(attrs)
+            if op.canon is not None:
+                a = op.canon(in_shapes, a)
+            shape = tuple(D.as_dim(d) for d in op.shape(in_shapes, a))
+            dtype = op.dtype(tuple(x.dtype for x in inputs), a)
+        except (ShapeError, InvalidAttribute) as e:
+            where = f" at {self._location}" if self._location else ""
+            shapes = ", ".join(D.format_shape(s) for s in in_shapes)
+            raise type(e)(f"{op_name}({shapes}){where}: {e}") from None
+        return self._add(Node(op_name, tuple(x.id for x in inputs), a, shape, dtype))
+
+    def expand(self, op: O.OpDef, inputs: Sequence[Value], attrs: Mapping[str, Any]) -> Value:
+        """Emit a composite op's primitives directly (checked the same way as ``emit``)."""
+        assert op.expand is not None
+        in_shapes = tuple(x.shape for x in inputs)
+        try:
+            op.check_arity(len(inputs))
+            a = op.make_attrs(attrs)
+            if op.canon is not None:
+                a = op.canon(in_shapes, a)
+            op.shape(in_shapes, a)
+        except (ShapeError, InvalidAttribute) as e:
+            where = f" at {self._location}" if self._location else ""
+            shapes = ", ".join(D.format_shape(s) for s in in_shapes)
+            raise type(e)(f"{op.name}({shapes}){where}: {e}") from None
+        return op.expand(self, *inputs, **dict(a))
+
+    def build(self, outputs: Sequence[Value] | Value, *, dims: Mapping[str, int] | None = None,
+              roles: Mapping[str, str] | None = None) -> Program:
+        """Freeze the nodes reachable from ``outputs`` (inputs are always kept, in order)."""
+        outs = [outputs] if isinstance(outputs, Value) else list(outputs)
+        if not outs:
+            raise ProgramError(f"{self.name}: a program needs at least one output")
+        live = set()
+        stack = [o.id for o in outs]
+        while stack:
+            i = stack.pop()
+            if i not in live:
+                live.add(i)
+                stack.extend(self.nodes[i].inputs)
+        keep = [i for i, n in enumerate(self.nodes) if i in live or n.op == "input"]
+        remap = {old: new for new, old in enumerate(keep)}
+        nodes = tuple(
+            Node(self.nodes[i].op, tuple(remap[j] for j in self.nodes[i].inputs), self.nodes[i].attrs,
+                 self.nodes[i].shape, self.nodes[i].dtype)
+            for i in keep
+        )
+        role_items = tuple(sorted((k, v) for k, v in (roles or {}).items() if v != "input"))
+        program = Program(nodes, tuple(remap[o.id] for o in outs), (), self.name, role_items,
+                          tuple(self.locations[i] for i in keep))
+        return program.bind(dims) if dims else program
+
+
+class _Location:
+    def __init__(self, builder: Builder, location: str | None):
+        self.builder, self.location, self.saved = builder, location, None
+
+    def __enter__(self) -> None:
+        self.saved = self.builder._location
+        if self.location is not None:
+            self.builder._location = self.location
+
+    def __exit__(self, *exc: object) -> None:
+        self.builder._location = self.saved
+
+
+def as_shape(shape: Iterable[Any]) -> Shape:
+    return tuple(D.as_dim(d) for d in shape)
+
+
+__all__ = ["AxonError", "Builder", "Dim", "InputSpec", "Node", "Program", "Value", "as_shape"]
