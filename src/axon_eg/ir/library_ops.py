@@ -44,7 +44,7 @@ def _per_axis(a: Attrs, n: int, names: tuple[str, ...], defaults: dict[str, Any]
 
 
 def _window(size: Dim, kernel: Dim, stride: int, padding: int, dilation: int, ceil_mode: bool = False) -> Dim:
-    span = D.add(D.add(size, 2 * padding), D.add(D.mul(dilation, D.add(kernel, -1)), -1))
+    span = D.add(D.add(size, 2 * padding), D.add(D.mul(-dilation, D.add(kernel, -1)), -1))
     if not ceil_mode:
         return D.add(D.floordiv(span, stride), 1)
     if not isinstance(span, int):
