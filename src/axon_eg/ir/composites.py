@@ -36,14 +36,15 @@ def _shape_via_expansion(name: str) -> Callable[..., Any]:
 
 
 def composite(name: str, arity: tuple[int, int], inputs: tuple[str, ...], reference: Callable[..., np.ndarray],
-              attrs: tuple[Attr, ...] = (), canon: Callable[..., Attrs] | None = None, doc: str = ""):
+              attrs: tuple[Attr, ...] = (), canon: Callable[..., Attrs] | None = None, doc: str = "",
+              **meta: Any):
     """Decorator: register the decorated expansion as composite op ``name``."""
 
     def wrap(expand: Callable[..., Value]) -> Callable[..., Value]:
         register(OpDef(
             name, OpKind.COMPOSITE, arity, shape=_shape_via_expansion(name), dtype=promoted,
             reference=lambda xs, a: reference(*xs, **a), attrs=attrs, canon=canon, expand=expand,
-            inputs=inputs, doc=doc,
+            inputs=inputs, doc=doc, meta=meta,
         ))
         return expand
 
@@ -200,7 +201,7 @@ def _batchnorm_ref(x: np.ndarray, mean: np.ndarray, var: np.ndarray, weight: np.
 
 @composite("batchnorm", (3, 5), ("x", "running_mean", "running_var", "weight", "bias"), _batchnorm_ref,
            (Attr("eps", "float", 1e-5), Attr("axis", "int", 1)), _axis_canon,
-           "inference batch norm with running statistics along the channel axis")
+           "inference batch norm with running statistics along the channel axis", positive_inputs=(2,))
 def _batchnorm(b: Builder, x: Value, mean: Value, var: Value, weight: Value | None = None,
                bias: Value | None = None, *, eps: float, axis: int) -> Value:
     for stat in (mean, var, weight, bias):

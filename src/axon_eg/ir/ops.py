@@ -306,11 +306,12 @@ register(OpDef(
 # --------------------------------------------------------------------------------------------
 # Element-wise ops
 # --------------------------------------------------------------------------------------------
-def _unary(name: str, ref: Callable[..., np.ndarray], doc: str, attrs: tuple[Attr, ...] = ()) -> None:
+def _unary(name: str, ref: Callable[..., np.ndarray], doc: str, attrs: tuple[Attr, ...] = (),
+           **meta: Any) -> None:
     register(OpDef(
         name, OpKind.ELEMENTWISE, (1, 1), shape=same_shape, dtype=same_dtype,
         reference=lambda xs, a, _f=ref: _f(xs[0], **a), attrs=attrs, inputs=("x",), doc=doc,
-        meta={"arity": 1},
+        meta={"arity": 1, **meta},
     ))
 
 
@@ -347,9 +348,9 @@ def _reciprocal(x: np.ndarray) -> np.ndarray:
 
 _unary("neg", lambda x: -x, "-x")
 _unary("exp", np.exp, "e**x")
-_unary("log", _log, "natural logarithm")
-_unary("sqrt", _sqrt, "square root")
-_unary("rsqrt", _rsqrt, "1/sqrt(x)")
+_unary("log", _log, "natural logarithm", positive_inputs=(0,))
+_unary("sqrt", _sqrt, "square root", positive_inputs=(0,))
+_unary("rsqrt", _rsqrt, "1/sqrt(x)", positive_inputs=(0,))
 _unary("reciprocal", _reciprocal, "1/x")
 _unary("abs", np.abs, "|x|")
 _unary("square", np.square, "x*x")
@@ -368,7 +369,7 @@ _unary("softplus", _softplus, "log(1+exp(beta*x))/beta, linear above threshold",
        (Attr("beta", "float", 1.0), Attr("threshold", "float", 20.0)))
 _unary("clamp", lambda x, lo, hi: np.minimum(np.maximum(x, lo), hi), "min(max(x, lo), hi) (hardtanh)",
        (Attr("lo", "float", -math.inf), Attr("hi", "float", math.inf)))
-_unary("pow", _pow, "x**exponent for a constant exponent", (Attr("exponent", "float"),))
+_unary("pow", _pow, "x**exponent for a constant exponent", (Attr("exponent", "float"),), positive_inputs=(0,))
 _unary("erf", _erf, "the error function")
 register(OpDef(
     "cast", OpKind.ELEMENTWISE, (1, 1), shape=same_shape, dtype=lambda d, a: a["dtype"],
