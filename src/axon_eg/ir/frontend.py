@@ -179,14 +179,15 @@ def swapaxes(x: Traced, a: int, b: int) -> Traced:
 
 def reshape(x: Traced, shape: Sequence[Any]) -> Traced:
     target: list[Dim | None] = [None if (isinstance(d, int) and d == -1) else D.as_dim(d) for d in shape]
+    where = f"reshape({D.format_shape(x.shape)}) at {user_location()}"
     if target.count(None) > 1:
-        raise ShapeError(f"reshape of {D.format_shape(x.shape)} to {list(shape)}: at most one -1")
+        raise ShapeError(f"{where}: at most one -1 in {list(shape)}")
     if None in target:
         known = D.product([d for d in target if d is not None])
         total = D.product(x.shape)
         missing = D.floordiv(total, known)
         if D.mul(missing, known) != total:
-            raise ShapeError(f"cannot reshape {D.format_shape(x.shape)} to {list(shape)}: "
+            raise ShapeError(f"{where}: cannot reshape {D.format_shape(x.shape)} to {list(shape)}: "
                              f"{total} is not a multiple of {known}")
         target[target.index(None)] = missing
     return _emit("reshape", x, shape=tuple(target))
@@ -297,19 +298,23 @@ def _make_function(op: O.OpDef) -> Callable[..., Traced]:
 
 
 _SKIP = {"input", "constant"}
+# Kept out of this module's globals: several (sum, max, min, abs, pow, slice) would shadow builtins.
 _generated = {op.name: _make_function(op) for op in O.all_ops() if op.name not in _SKIP}
-globals().update({k: v for k, v in _generated.items() if k not in {"transpose", "reshape", "concat",
-                                                                    "squeeze", "expand_dims", "broadcast_to"}})
-maximum = _generated["maximum"]
-minimum = _generated["minimum"]
+
+
+def __getattr__(name: str) -> Callable[..., Traced]:
+    try:
+        return _generated[name]
+    except KeyError:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
 
 
 # ------------------------------------------------------------------------------------------------
 # The decorator
 # ------------------------------------------------------------------------------------------------
-def _trace(fn: Callable[..., Any], name: str | None, sizes: dict[str, int]) -> Program:
-    try:
-        annotations = inspect.get_annotations(fn, eval_str=True)
+def _trace(fn: Callable[..., Any], name: str | None, sizes: dict[str, int], scope: dict[str, Any]) -> Program:
+    try:  # string annotations (from __future__ import annotations) may name the caller's locals
+        annotations = inspect.get_annotations(fn, eval_str=True, locals=scope)
     except Exception as e:  # noqa: BLE001 - report which annotation failed
         raise ProgramError(f"{fn.__qualname__}: cannot evaluate its annotations: {e}") from None
     b = Builder(name or fn.__name__, value_type=Traced)
@@ -330,9 +335,10 @@ def _trace(fn: Callable[..., Any], name: str | None, sizes: dict[str, int]) -> P
 
 def program(fn: Callable[..., Any] | None = None, /, *, name: str | None = None, **sizes: int) -> Any:
     """Trace ``fn`` into a Program; keyword arguments bind dims (``@ax.program(M=4096)``)."""
+    scope = dict(sys._getframe(1).f_locals)
     if fn is not None:
-        return _trace(fn, name, sizes)
-    return lambda f: _trace(f, name, sizes)
+        return _trace(fn, name, sizes, scope)
+    return lambda f: _trace(f, name, sizes, scope)
 
 
 __all__ = sorted(

@@ -91,6 +91,8 @@ class Attr:
                 raise bad
             value = tuple(int(v) for v in value)
         elif k == "dim":
+            if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
+                return int(value)  # may be negative before canon (slice bounds from the end)
             try:
                 value = D.as_dim(value)
             except ShapeError:

@@ -416,7 +416,7 @@ class Builder:
         except (ShapeError, InvalidAttribute) as e:
             where = f" at {self._location}" if self._location else ""
             shapes = ", ".join(D.format_shape(s) for s in in_shapes)
-            raise type(e)(f"{op_name}({shapes}){where}: {e}") from None
+            raise type(e)(f"{op_name}({shapes}){where}: {_strip_op(str(e), op_name)}") from None
         return self._add(Node(op_name, tuple(x.id for x in inputs), a, shape, dtype))
 
     def expand(self, op: O.OpDef, inputs: Sequence[Value], attrs: Mapping[str, Any]) -> Value:
@@ -432,7 +432,7 @@ class Builder:
         except (ShapeError, InvalidAttribute) as e:
             where = f" at {self._location}" if self._location else ""
             shapes = ", ".join(D.format_shape(s) for s in in_shapes)
-            raise type(e)(f"{op.name}({shapes}){where}: {e}") from None
+            raise type(e)(f"{op.name}({shapes}){where}: {_strip_op(str(e), op.name)}") from None
         return op.expand(self, *inputs, **dict(a))
 
     def build(self, outputs: Sequence[Value] | Value, *, dims: Mapping[str, int] | None = None,
@@ -459,6 +459,10 @@ class Builder:
         program = Program(nodes, tuple(remap[o.id] for o in outs), (), self.name, role_items,
                           tuple(self.locations[i] for i in keep))
         return program.bind(dims) if dims else program
+
+
+def _strip_op(message: str, op_name: str) -> str:
+    return message.removeprefix(f"{op_name}: ")
 
 
 class _Location:

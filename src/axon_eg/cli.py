@@ -1,0 +1,172 @@
+"""The ``axon-eg`` command line. Only subcommands that work are listed.
+
+    axon-eg ops                      the operator registry
+    axon-eg suite                    the benchmark suite programs
+    axon-eg inspect TARGET           print a program and run its float64 reference
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from axon_eg.errors import AxonError, ProblemLoadError
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+def _console() -> Any:
+    from rich.console import Console
+
+    return Console(highlight=False)
+
+
+def load_suite() -> Any:
+    """The benchmark suite module (``benchmarks/suite.py`` of the source checkout)."""
+    if str(REPO_ROOT) not in sys.path:
+        sys.path.insert(0, str(REPO_ROOT))
+    try:
+        import benchmarks.suite as suite
+    except ModuleNotFoundError:
+        raise AxonError("the benchmark suite ships with the source checkout (benchmarks/suite.py); "
+                        "install axon_eg in editable mode from a clone") from None
+    return suite
+
+
+def load_target(target: str, *, small: bool) -> tuple[Any, dict[str, Any] | None]:
+    """A Program from a suite name, a KernelBench file or a Python file defining an ``@ax.program``.
+
+    Returns (program with bound dims, fixed input values or None)."""
+    path = Path(target)
+    if path.suffix == ".py" or path.exists():
+        if not path.exists():
+            raise ProblemLoadError(f"{target}: no such file")
+        source = path.read_text()
+        if "class Model" in source and "get_inputs" in source:
+            from axon_eg.ir.torch_import import load_problem
+
+            problem = load_problem(path)
+            return problem.program, problem.random_inputs(0)
+        return _program_from_module(path), None
+    suite = load_suite()
+    entry = suite.get(target)
+    return entry.bound(small=small), None
+
+
+def _program_from_module(path: Path) -> Any:
+    from axon_eg.ir.program import Program
+
+    spec = importlib.util.spec_from_file_location(f"axon_eg_user_{path.stem}", path)
+    if spec is None or spec.loader is None:
+        raise ProblemLoadError(f"{path}: cannot be imported as a Python module")
+    module = importlib.util.module_from_spec(spec)
+    try:
+        spec.loader.exec_module(module)
+    except SyntaxError as e:
+        raise ProblemLoadError(f"{path}:{e.lineno}: syntax error: {e.msg}") from None
+    programs = [v for v in vars(module).values() if isinstance(v, Program)]
+    if len(programs) != 1:
+        found = ", ".join(p.name for p in programs) or "none"
+        raise ProblemLoadError(f"{path}: expected exactly one @ax.program at module level, found {found}")
+    return programs[0]
+
+
+# ------------------------------------------------------------------------------------------------
+def cmd_ops(args: argparse.Namespace) -> int:
+    from rich.table import Table
+
+    from axon_eg.ir import ops as O
+
+    table = Table(title=f"{len(O.REGISTRY)} registered ops")
+    for col in ("op", "kind", "inputs", "attributes", "meaning"):
+        table.add_column(col)
+    for op in O.all_ops():
+        if args.kind and op.kind.value != args.kind:
+            continue
+        attrs = ", ".join(a.name if a.required else f"{a.name}={a.default!r}" for a in op.attrs)
+        table.add_row(op.name, op.kind.value, ", ".join(op.inputs), attrs, op.doc)
+    _console().print(table)
+    return 0
+
+
+def cmd_suite(args: argparse.Namespace) -> int:
+    from rich.table import Table
+
+    suite = load_suite()
+    table = Table(title=f"benchmark suite: {len(suite.SUITE)} programs")
+    for col in ("name", "kind", "ops", "H200 sizes", "description"):
+        table.add_column(col)
+    for e in suite.SUITE:
+        sizes = " ".join(f"{k}={v}" for k, v in sorted(e.sizes.items()))
+        table.add_row(e.name, e.kind, str(sum(1 for n in e.program.nodes if n.op not in ("input", "constant"))),
+                      sizes, e.description)
+    _console().print(table)
+    return 0
+
+
+def cmd_inspect(args: argparse.Namespace) -> int:
+    import numpy as np
+
+    from axon_eg.ir.inputs import random_inputs
+    from axon_eg.ir.interpret import interpret
+
+    console = _console()
+    program, fixed = load_target(args.target, small=not args.full)
+    if args.expand:
+        program = program.expand()
+    if args.json:
+        print(program.to_json())
+        return 0
+    console.print(str(program), markup=False)
+    console.print(f"hash {program.hash}")
+    inputs = fixed if fixed is not None else random_inputs(program, seed=args.seed)
+    start = time.perf_counter()
+    outputs = interpret(program, inputs)
+    seconds = time.perf_counter() - start
+    outputs = outputs if isinstance(outputs, tuple) else (outputs,)
+    for i, out in enumerate(outputs):
+        finite = np.isfinite(out)
+        console.print(
+            f"output {i}: shape {list(out.shape)}  mean {np.mean(out[finite]) if finite.any() else float('nan'):.6g}"
+            f"  std {np.std(out[finite]) if finite.any() else float('nan'):.6g}  non-finite {int((~finite).sum())}"
+        )
+    console.print(f"float64 reference ran in {seconds * 1e3:.1f} ms")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="axon-eg", description="axon_eg: a superoptimizer for tensor programs")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("ops", help="list the operator registry")
+    p.add_argument("--kind", help="only ops of this kind (elementwise, reduce, layout, composite, ...)")
+    p.set_defaults(func=cmd_ops)
+
+    p = sub.add_parser("suite", help="list the benchmark suite programs")
+    p.set_defaults(func=cmd_suite)
+
+    p = sub.add_parser("inspect", help="print a program and run its float64 reference on random inputs")
+    p.add_argument("target", help="suite program name, KernelBench file, or .py file with one @ax.program")
+    p.add_argument("--full", action="store_true", help="suite programs: H200 sizes instead of small ones")
+    p.add_argument("--expand", action="store_true", help="expand composite ops into primitives")
+    p.add_argument("--json", action="store_true", help="print the program as JSON and exit")
+    p.add_argument("--seed", type=int, default=0)
+    p.set_defaults(func=cmd_inspect)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except (AxonError, KeyError) as e:
+        print(f"axon-eg: error: {e.args[0] if isinstance(e, KeyError) and e.args else e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

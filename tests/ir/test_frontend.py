@@ -1,0 +1,169 @@
+"""The NumPy-like front end traces what NumPy would compute, and its errors name the culprit."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import axon_eg as ax
+from axon_eg.errors import InvalidAttribute, ProgramError, ShapeError
+from axon_eg.ir.inputs import random_inputs
+
+
+sizes = st.integers(1, 6)
+
+
+@given(m=st.integers(2, 6), n=sizes, k=sizes, seed=st.integers(0, 2**16))
+def test_numpy_like_program_matches_numpy(m: int, n: int, k: int, seed: int) -> None:
+    @ax.program(M=m, N=n, K=k)
+    def f(x: ax.Tensor["M", "K"], w: ax.Tensor["K", "N"], b: ax.Tensor["N"]):
+        h = ax.exp(x @ w * 0.5) + b
+        s = h.sum(axis=-1, keepdims=True)
+        return ax.softmax(h / s, axis=0).T, (2.0 - h)[1:, ::2].max(axis=0), x.reshape(-1)
+
+    inputs = random_inputs(f, seed)
+    x, w, b = inputs["x"], inputs["w"], inputs["b"]
+    h = np.exp(x @ w * 0.5) + b
+    s = h.sum(axis=-1, keepdims=True)
+    z = h / s
+    e = np.exp(z - z.max(axis=0, keepdims=True))
+    want = ((e / e.sum(axis=0, keepdims=True)).T, None, x.reshape(-1))
+    got = ax.interpret(f, inputs)
+    np.testing.assert_allclose(got[0], want[0], rtol=1e-12)
+    np.testing.assert_array_equal(got[2], want[2])
+    np.testing.assert_allclose(got[1], (2.0 - h)[1:, ::2].max(axis=0), rtol=1e-12)
+
+
+@given(shape=st.lists(sizes, min_size=1, max_size=4), data=st.data())
+def test_broadcasting_and_indexing_match_numpy(shape: list[int], data: st.DataObject) -> None:
+    other = [d if data.draw(st.booleans()) else 1 for d in shape][data.draw(st.integers(0, len(shape))):]
+    axis = data.draw(st.integers(-len(shape), len(shape) - 1))
+    stop = data.draw(st.integers(1, shape[axis]))
+
+    @ax.program
+    def f(x: ax.Tensor[tuple(shape)], y: ax.Tensor[tuple(other) or ()]):
+        index = [slice(None)] * len(shape)
+        index[axis] = slice(0, stop)
+        return (ax.maximum(x, y) * ax.sigmoid(y))[tuple(index)], x[..., None].mean(axis=axis)
+
+    rng = np.random.default_rng(0)
+    x, y = rng.standard_normal(shape), rng.standard_normal(other)
+    index = [slice(None)] * len(shape)
+    index[axis] = slice(0, stop)
+    got = ax.interpret(f, [x, y])
+    np.testing.assert_allclose(got[0], (np.maximum(x, y) * (1 / (1 + np.exp(-y))))[tuple(index)], rtol=1e-12)
+    np.testing.assert_allclose(got[1], x[..., None].mean(axis=axis), rtol=1e-12)
+
+
+def test_symbolic_dims_are_kept_and_bound_later() -> None:
+    @ax.program
+    def f(x: ax.Tensor["B", "H*D", ax.bf16]):
+        return x.reshape("B", "H", -1).sum(axis=1)
+
+    assert f.free_dims == {"B", "H", "D"} and not f.bindings
+    assert str(f.nodes[f.outputs[0]].shape[-1]) == "D"
+    g = f.bind(B=2, H=3, D=4)
+    assert g.output_shapes() == [(2, 4)] and g.hash != f.hash
+    assert ax.interpret(g, [np.ones((2, 12))]).tolist() == [[3.0] * 4] * 2
+
+
+def test_shape_mismatch_names_op_shapes_and_line() -> None:
+    with pytest.raises(ShapeError) as e:
+        @ax.program
+        def f(x: ax.Tensor["M", "K"], w: ax.Tensor["N", "K"]):
+            return x @ w
+    message = str(e.value)
+    assert "matmul([M, K], [N, K])" in message and "contraction dims differ" in message
+    path, line = re.search(r"at (\S+test_frontend\.py):(\d+)", message).groups()
+    assert "return x @ w" in open(path).read().splitlines()[int(line) - 1]
+
+
+def test_bad_axis_names_op_and_shape() -> None:
+    with pytest.raises(ShapeError, match=r"sum\(\[M, K\]\).*axis 2 is out of range for rank 2"):
+        @ax.program
+        def f(x: ax.Tensor["M", "K"]):
+            return x.sum(axis=2)
+
+
+def test_bad_broadcast_names_both_shapes() -> None:
+    with pytest.raises(ShapeError, match=r"add\(\[M, K\], \[M\]\).*cannot broadcast \[M, K\] and \[M\]"):
+        @ax.program
+        def f(x: ax.Tensor["M", "K"], y: ax.Tensor["M"]):
+            return x + y
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda x: ax.leaky_relu(x, slope="steep"), "leaky_relu.*'slope' must be float"),
+    (lambda x: ax.gelu(x, approximate="fast"), r"gelu.*'approximate' must be str in \('none', 'tanh'\)"),
+    (lambda x: ax.softmax(x, dim=0), "softmax.*unknown attribute 'dim'"),
+    (lambda x: ax.cumsum(x), "cumsum.*missing required attribute 'axis'"),
+    (lambda x: ax.transpose(x, (0, 0)), r"transpose.*not a permutation"),
+    (lambda x: x.reshape(5, -1), r"reshape.*cannot reshape \[4, 6\]"),
+    (lambda x: ax.squeeze(x, 0), "squeeze.*size is 4, not 1"),
+    (lambda x: x[7:], "slice.*empty slice"),
+    (lambda x: ax.groupnorm(x[None], groups=5), "groupnorm.*do not split into 5 groups"),
+    (lambda x: ax.sdpa(x, x[:, :5], x), r"sdpa\(\[4, 6\], \[4, 5\], \[4, 6\]\).*contraction dims differ"),
+])
+def test_invalid_use_raises_naming_the_op(call, message) -> None:
+    with pytest.raises((ShapeError, InvalidAttribute), match=message):
+        @ax.program
+        def f(x: ax.Tensor[4, 6]):
+            return call(x)
+
+
+def test_missing_annotation_names_parameter() -> None:
+    with pytest.raises(ProgramError, match="parameter 'w' needs an annotation"):
+        @ax.program
+        def f(x: ax.Tensor["M"], w):
+            return x
+
+
+def test_bind_errors_name_the_dim_and_op() -> None:
+    @ax.program
+    def f(x: ax.Tensor["N"]):
+        return x[3:]
+
+    with pytest.raises(ProgramError, match="no dim named 'Q'"):
+        f.bind(Q=3)
+    with pytest.raises(ProgramError, match="dim N must be bound to an int >= 1"):
+        f.bind(N=0)
+    with pytest.raises(ShapeError, match=r"slice\(\[2\]\) with N=2"):
+        f.bind(N=2)
+    with pytest.raises(ProgramError, match=r"dims \['N'\] are not bound"):
+        ax.interpret(f, [np.ones(4)])
+
+
+def test_interpret_checks_input_shapes_by_name() -> None:
+    @ax.program(N=3)
+    def g(x: ax.Tensor["N"]):
+        return -x
+
+    with pytest.raises(ProgramError, match=r"input 'x' has shape \[4\], expected \[3\]"):
+        ax.interpret(g, {"x": np.ones(4)})
+    with pytest.raises(ProgramError, match=r"missing inputs \['x'\]"):
+        ax.interpret(g, {"y": np.ones(3)})
+
+
+@given(st.sampled_from(['{"version": 1}', "not json", '{"version": 1, "nodes": [{"op": "warp"}], "outputs": []}',
+                        '{"version": 1, "nodes": [{"op": "exp", "inputs": [0], "attrs": {}, "shape": [],'
+                        ' "dtype": "fp32"}], "outputs": [0]}']))
+def test_bad_json_is_a_clear_program_error(text: str) -> None:
+    with pytest.raises((ProgramError, ax.errors.UnknownOperation)) as e:
+        ax.Program.from_json(text)
+    assert str(e.value)
+
+
+def test_json_with_wrong_stored_shape_is_refused() -> None:
+    @ax.program(N=3)
+    def g(x: ax.Tensor["N"]):
+        return ax.exp(x)
+
+    body = json.loads(g.to_json())
+    body["nodes"][1]["shape"] = ["N + 1"]
+    with pytest.raises(ProgramError, match=r"node 1 \(exp\): stored shape/dtype"):
+        ax.Program.from_json(json.dumps(body))
