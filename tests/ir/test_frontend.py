@@ -14,7 +14,6 @@ import axon_eg as ax
 from axon_eg.errors import InvalidAttribute, ProgramError, ShapeError
 from axon_eg.ir.inputs import random_inputs
 
-
 sizes = st.integers(1, 6)
 
 

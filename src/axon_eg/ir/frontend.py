@@ -24,7 +24,7 @@ from axon_eg.errors import ProgramError, ShapeError
 from axon_eg.ir import dims as D
 from axon_eg.ir import ops as O
 from axon_eg.ir.dims import Dim, Shape
-from axon_eg.ir.dtypes import DType, as_dtype, bf16, fp16, fp32, fp64
+from axon_eg.ir.dtypes import DType, as_dtype, fp32
 from axon_eg.ir.program import Builder, Program, Value
 
 _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -319,7 +319,7 @@ def _trace(fn: Callable[..., Any], name: str | None, sizes: dict[str, int], scop
         raise ProgramError(f"{fn.__qualname__}: cannot evaluate its annotations: {e}") from None
     b = Builder(name or fn.__name__, value_type=Traced)
     args = []
-    for pname, param in inspect.signature(fn).parameters.items():
+    for pname in inspect.signature(fn).parameters:
         spec = annotations.get(pname)
         if not isinstance(spec, TensorSpec):
             raise ProgramError(f"{fn.__qualname__}: parameter {pname!r} needs an annotation like "

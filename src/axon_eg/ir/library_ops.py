@@ -13,7 +13,7 @@ import numpy as np
 from axon_eg.errors import ShapeError
 from axon_eg.ir import dims as D
 from axon_eg.ir.dims import Dim, Shape
-from axon_eg.ir.ops import Attr, Attrs, OpDef, OpKind, fmt, register, same_dtype, promoted
+from axon_eg.ir.ops import Attr, Attrs, OpDef, OpKind, fmt, promoted, register, same_dtype
 
 
 def _torch_ref(fn_name: str, **fixed: Any):

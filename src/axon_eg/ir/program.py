@@ -134,15 +134,17 @@ class Program:
     def check_bound(self) -> None:
         """Re-infer every shape with the bound sizes; raise naming the first op that does not fit."""
         bound = self.bindings
-        shapes: list[tuple[int, ...]] = []
-        for i, n in enumerate(self.nodes):
+        shapes: list[tuple[int, ...] | None] = []  # None: depends on a dim not bound yet
+        for n in self.nodes:
             op = O.get(n.op)
             try:
                 want = tuple(D.evaluate(d, bound) for d in n.shape)
             except ShapeError:
-                shapes.append(())
-                continue
+                want = None
             ins = tuple(shapes[j] for j in n.inputs)
+            if want is None or any(s is None for s in ins):
+                shapes.append(None)
+                continue
             attrs = n.attrs
             if n.op == "input":
                 got = want
