@@ -121,7 +121,7 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     if args.json:
         print(program.to_json())
         return 0
-    console.print(str(program), markup=False)
+    console.print(str(program), markup=False, soft_wrap=True)
     console.print(f"hash {program.hash}")
     inputs = fixed if fixed is not None else random_inputs(program, seed=args.seed)
     start = time.perf_counter()

@@ -1,0 +1,28 @@
+# Two commands: `make demo` runs axon_eg on a built-in example, `make test` runs the test suite.
+# Each creates its own virtual environment (.venv) on first use.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+# A CPU build of torch where one is available (a bare `torch` requirement can pull a multi-GB CUDA build).
+TORCH_SPEC ?= torch==2.13.0
+
+.PHONY: demo test lint clean
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q "$(TORCH_SPEC)" || $(PY) -m pip install -q torch
+	$(PY) -m pip install -q -e '.[dev]'
+	touch $@
+
+demo: $(VENV)/.installed
+	$(VENV)/bin/axon-eg inspect rmsnorm_matmul
+
+test: $(VENV)/.installed
+	TRITON_INTERPRET=1 $(PY) -m pytest -n 2 --durations=10
+
+lint: $(VENV)/.installed
+	$(VENV)/bin/ruff check src tests benchmarks
+
+clean:
+	rm -rf $(VENV) .pytest_cache .hypothesis
