@@ -86,7 +86,8 @@ def _conv(n: int) -> None:
         attrs=(Attr("stride", "ints", (1,)), Attr("padding", "ints", (0,)), Attr("dilation", "ints", (1,)),
                Attr("groups", "int", 1)),
         canon=canon, accumulates=True, inputs=("x", "weight", "bias"),
-        doc=f"{n}-d convolution (cross-correlation) as torch.nn.functional.{name}", meta={"spatial": n},
+        doc=f"{n}-d convolution (cross-correlation) as torch.nn.functional.{name}",
+        meta={"spatial": n, "shape_family": "conv"},
     ))
 
 
@@ -119,7 +120,8 @@ def _conv_transpose(n: int) -> None:
         attrs=(Attr("stride", "ints", (1,)), Attr("padding", "ints", (0,)), Attr("output_padding", "ints", (0,)),
                Attr("groups", "int", 1), Attr("dilation", "ints", (1,))),
         canon=canon, accumulates=True, inputs=("x", "weight", "bias"),
-        doc=f"{n}-d transposed convolution as torch.nn.functional.{name}", meta={"spatial": n},
+        doc=f"{n}-d transposed convolution as torch.nn.functional.{name}",
+        meta={"spatial": n, "shape_family": "conv_transpose"},
     ))
 
 
@@ -136,6 +138,10 @@ def _pool(kind: str, n: int) -> None:
         for k, p in zip(a["kernel_size"], a["padding"]):
             if p > k // 2:
                 raise ShapeError(f"padding {p} must be at most half the kernel size {k}")
+        if kind == "avg" and n == 3:  # torch's avg_pool3d (unlike 1d/2d) wants a kernel to fit unpadded
+            for size, k in zip(x[2:], a["kernel_size"]):
+                if isinstance(size, int) and size < k:
+                    raise ShapeError(f"spatial size {size} of {fmt(x)} is smaller than the kernel size {k}")
         return a
 
     def shape(shapes: tuple[Shape, ...], a: Attrs) -> Shape:
@@ -153,7 +159,8 @@ def _pool(kind: str, n: int) -> None:
     register(OpDef(
         name, OpKind.LIBRARY, (1, 1), shape=shape, dtype=same_dtype, reference=_torch_ref(name),
         attrs=attrs, canon=canon, inputs=("x",),
-        doc=f"{n}-d {kind} pooling as torch.nn.functional.{name}", meta={"spatial": n},
+        doc=f"{n}-d {kind} pooling as torch.nn.functional.{name}",
+        meta={"spatial": n, "shape_family": "pool"},
     ))
 
 

@@ -268,7 +268,8 @@ def promoted(dtypes: tuple[DType, ...], attrs: Attrs) -> DType:
 def _erf(x: np.ndarray) -> np.ndarray:
     import torch  # float64 erf; NumPy has none
 
-    return torch.special.erf(torch.from_numpy(np.ascontiguousarray(x, dtype=np.float64))).numpy()
+    x = np.asarray(x, dtype=np.float64)  # ascontiguousarray alone would turn a 0-d array into [1]
+    return torch.special.erf(torch.from_numpy(np.ascontiguousarray(x))).numpy().reshape(x.shape)
 
 
 def _softplus(x: np.ndarray, beta: float = 1.0, threshold: float = 20.0) -> np.ndarray:
@@ -295,6 +296,7 @@ register(OpDef(
     shape=lambda s, a: a["shape"], dtype=lambda d, a: a["dtype"], reference=_no_reference("input"),
     attrs=(Attr("name", "str"), Attr("shape", "dims"), Attr("dtype", "dtype")),
     doc="A named program input (argument, parameter or buffer).",
+    meta={"shape_family": "input"},
 ))
 register(OpDef(
     "constant", OpKind.SOURCE, (0, 0),
@@ -302,6 +304,7 @@ register(OpDef(
     reference=lambda xs, a: np.array(a["value"], dtype=np.float64),
     attrs=(Attr("value", "float"), Attr("dtype", "dtype")),
     doc="A scalar constant; broadcasting gives it any shape.",
+    meta={"shape_family": "scalar"},
 ))
 
 
@@ -496,6 +499,7 @@ register(OpDef(
     "matmul", OpKind.CONTRACTION, (2, 2), shape=_matmul_shape, dtype=promoted,
     reference=lambda xs, a: np.matmul(xs[0], xs[1]), accumulates=True, inputs=("x", "y"),
     doc="x @ y over the last two axes, batch axes broadcast",
+    meta={"shape_family": "matmul"},
 ))
 
 
@@ -516,6 +520,7 @@ register(OpDef(
     reference=lambda xs, a: np.transpose(xs[0], a["perm"]),
     attrs=(Attr("perm", "ints"),), canon=_transpose_canon, inputs=("x",),
     doc="permute axes: out axis i is input axis perm[i]",
+    meta={"shape_family": "transpose"},
 ))
 
 
@@ -530,6 +535,7 @@ register(OpDef(
     "reshape", OpKind.LAYOUT, (1, 1), shape=_reshape_shape, dtype=same_dtype,
     reference=lambda xs, a: xs[0].reshape(_concrete(a["shape"], xs[0])),
     attrs=(Attr("shape", "dims"),), inputs=("x",), doc="row-major reshape to the given shape",
+    meta={"shape_family": "reshape", "view": True},
 ))
 
 
@@ -555,6 +561,7 @@ register(OpDef(
     "broadcast_to", OpKind.LAYOUT, (1, 1), shape=_broadcast_to_shape, dtype=same_dtype,
     reference=lambda xs, a: np.broadcast_to(xs[0], _broadcast_target(xs[0], a["shape"])),
     attrs=(Attr("shape", "dims"),), inputs=("x",), doc="NumPy broadcast to a larger shape",
+    meta={"shape_family": "reshape", "view": True},
 ))
 
 
@@ -571,6 +578,7 @@ register(OpDef(
     attrs=(Attr("axis", "int"),),
     canon=lambda s, a: a.replace(axis=normalize_axis(a["axis"], len(s[0]) + 1)),
     inputs=("x",), doc="insert a size-1 axis at position axis",
+    meta={"shape_family": "expand_dims", "view": True},
 ))
 
 
@@ -590,6 +598,7 @@ register(OpDef(
     reference=lambda xs, a: np.squeeze(xs[0], axis=a["axes"]) if a["axes"] else xs[0],
     attrs=(Attr("axes", "ints", ()),), canon=_squeeze_canon, inputs=("x",),
     doc="drop size-1 axes (all of them when axes is empty)",
+    meta={"shape_family": "squeeze", "view": True},
 ))
 
 
@@ -643,6 +652,7 @@ register(OpDef(
     "slice", OpKind.LAYOUT, (1, 1), shape=_slice_shape, dtype=same_dtype, reference=_slice_ref,
     attrs=(Attr("axis", "int"), Attr("start", "dim", 0), Attr("stop", "optional_dim", None), Attr("step", "int", 1)),
     canon=_slice_canon, inputs=("x",), doc="x[start:stop:step] along axis",
+    meta={"shape_family": "slice"},
 ))
 
 
@@ -667,7 +677,22 @@ register(OpDef(
     "concat", OpKind.LAYOUT, (1, None), shape=_concat_shape, dtype=promoted,
     reference=lambda xs, a: np.concatenate(xs, axis=a["axis"]),
     attrs=(Attr("axis", "int"),), canon=_concat_canon, inputs=("*xs",), doc="join tensors along axis",
+    meta={"shape_family": "concat"},
 ))
+
+
+def shape_family(op: OpDef) -> str:
+    """How an op's output shape follows from its inputs, for analyses that re-implement shape rules
+    in another language (the νGraph's egglog shape analysis): declared in ``meta`` or given by kind."""
+    if "shape_family" in op.meta:
+        return op.meta["shape_family"]
+    if op.kind is OpKind.ELEMENTWISE:
+        return "same" if op.arity[1] == 1 else "broadcast"
+    if op.kind is OpKind.REDUCE:
+        return "reduce"
+    if op.kind is OpKind.SCAN:
+        return "same"
+    raise KeyError(f"op {op.name} ({op.kind.value}) has no shape family")
 
 
 def all_ops() -> list[OpDef]:

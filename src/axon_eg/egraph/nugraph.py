@@ -1,0 +1,242 @@
+"""The νGraph: an egglog e-graph holding every equivalent variant of a program.
+
+    g = NuGraph(program, rules)          # program: bound dims; composites are expanded on entry
+    report = g.saturate(Limits(iterations=20, nodes=50_000, seconds=2))
+    variants = g.extract(k=5)            # the 5 cheapest distinct programs, cheapest first
+
+Saturation runs one iteration at a time from Python so that the limits on iterations, e-nodes and
+seconds are checked between iterations, with a back-off scheduler per rule (a rule whose matches
+exceed its threshold is skipped and banned for a while, and its threshold doubles) so that
+associativity-style rules cannot explode. A rewrite that equates tensors of different shapes or
+dtypes raises :class:`UnsoundRewrite` naming the rule.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+from egglog import bindings
+
+from axon_eg.errors import AxonError
+from axon_eg.ir.program import Program
+
+from . import convert, schema
+from .extract import dag_cost, k_best
+from .patterns import Rule
+from .rules import compile_rule
+
+# bytes-equivalent of one flop in the default cost: H200 bf16 peak over HBM bandwidth (~790e12/4.3e12)
+DEFAULT_FLOPS_PER_BYTE = 184
+
+
+class UnsoundRewrite(AxonError):
+    """A rule equated tensors whose shapes or dtypes differ: it cannot be an equivalence."""
+
+    def __init__(self, rule: str, detail: str):
+        super().__init__(f"rule {rule!r} is unsound here: it merges tensors of different shape or dtype ({detail})")
+        self.rule = rule
+
+
+@dataclass(frozen=True)
+class Limits:
+    iterations: int = 30
+    nodes: int = 100_000
+    seconds: float = 10.0
+    match_limit: int = 1_000  # back-off: initial per-rule match threshold per iteration
+    ban_length: int = 2  # back-off: iterations a rule sits out, doubled each time it is banned
+
+
+@dataclass
+class SaturationReport:
+    iterations: int = 0
+    enodes: int = 0
+    eclasses: int = 0
+    stop_reason: str = "not run"
+    seconds: float = 0.0
+    seconds_per_ruleset: dict[str, float] = field(default_factory=dict)
+    matches_per_rule: dict[str, int] = field(default_factory=dict)
+    bans: dict[str, int] = field(default_factory=dict)
+
+    def __str__(self) -> str:
+        top = sorted(self.matches_per_rule.items(), key=lambda kv: -kv[1])[:8]
+        rules = ", ".join(f"{k}: {v}" for k, v in top) or "none"
+        return (f"{self.iterations} iterations, {self.enodes} e-nodes, {self.eclasses} e-classes, "
+                f"stopped: {self.stop_reason}, {self.seconds:.3f} s; matches {rules}")
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One algebraic variant taken out of the νGraph, as a Program (so the reference can check it)."""
+
+    program: Program
+    cost: int  # tree cost (what extraction ranks by)
+    dag_cost: int  # shared subterms counted once
+    rank: int
+
+
+class NuGraph:
+    def __init__(self, program: Program, rules: Iterable[Rule] = (), *,
+                 flops_per_byte: int = DEFAULT_FLOPS_PER_BYTE):
+        self.original = program
+        self.program = program.expand()
+        self.flops_per_byte = flops_per_byte
+        self._egraph = bindings.EGraph()
+        self._serialized: convert.SerializedGraph | None = None
+        self._run(schema.declarations(flops_per_byte))
+        text, self._names, self._root = convert.to_egglog(self.program)
+        self._run(text)
+        self._saturate_analysis()
+        self._root_class = self._eclass_of(self._root)
+        self.rules: list[Rule] = []
+        self._ruleset: dict[str, str] = {}
+        self._threshold: dict[str, int] = {}
+        self._banned_until: dict[str, int] = {}
+        self._times_banned: dict[str, int] = {}
+        self._iteration = 0
+        self.report = SaturationReport()
+        self.add_rules(rules)
+
+    # -- egglog plumbing -------------------------------------------------------------------------
+    def _run(self, text: str) -> list:
+        return self._egraph.run_program(*self._egraph.parse_program(text))
+
+    def _saturate_analysis(self) -> None:
+        self._run(f"(run-schedule (saturate (run {schema.ANALYSIS})))")
+
+    def _eclass_of(self, let_name: str) -> str:
+        g = self.serialized()
+        for cls, members in g.classes.items():
+            if any(g.nodes[m]["op"].startswith("root__") for m in members):
+                return cls
+        raise AxonError(f"νGraph: no root e-class for {let_name}")
+
+    def serialized(self) -> convert.SerializedGraph:
+        """The current e-graph as Python data (cached until the next saturation)."""
+        if self._serialized is None:
+            span = bindings.PanicSpan()
+            text = self._egraph.serialize([bindings.Var(span, self._root)]).to_json()
+            self._serialized = convert.SerializedGraph.from_json(text)
+        return self._serialized
+
+    # -- rules -----------------------------------------------------------------------------------
+    def add_rules(self, rules: Iterable[Rule]) -> None:
+        for rule in rules:
+            if rule.name in self._ruleset:
+                raise AxonError(f"νGraph: two rules named {rule.name!r}")
+            rs = f"rule{len(self.rules)}"
+            self._run(f"(ruleset {rs})\n{compile_rule(rule, rs)}")
+            self.rules.append(rule)
+            self._ruleset[rule.name] = rs
+            self._times_banned[rule.name] = 0
+            self._banned_until[rule.name] = 0
+
+    # -- saturation ------------------------------------------------------------------------------
+    def enode_count(self) -> int:
+        (sizes,) = self._run("(print-size)")
+        names = schema.constructor_by_name()
+        return sum(n for f, n in sizes.sizes if f in names)
+
+    def saturate(self, limits: Limits = Limits()) -> SaturationReport:
+        report = self.report
+        start = time.perf_counter()
+        stop = "saturated"
+        for _ in range(limits.iterations):
+            if time.perf_counter() - start > limits.seconds:
+                stop = "time limit"
+                break
+            if self.enode_count() > limits.nodes:
+                stop = "node limit"
+                break
+            it = self._iteration
+            active = [r for r in self.rules if self._banned_until[r.name] <= it]
+            if not active:
+                if any(self._banned_until[r.name] > it for r in self.rules):
+                    self._iteration += 1
+                    continue
+                break
+            changed = self._iterate(active, limits, report)
+            self._iteration += 1
+            report.iterations += 1
+            self._serialized = None
+            banned_now = any(self._banned_until[r.name] > self._iteration for r in self.rules)
+            if not changed and not banned_now:
+                break
+        else:
+            stop = "iteration limit"
+        report.seconds += time.perf_counter() - start
+        report.stop_reason = stop
+        report.enodes = self.enode_count()
+        report.eclasses = sum(1 for c in self.serialized().classes if not c.startswith("Root"))
+        return report
+
+    def _iterate(self, active: Sequence[Rule], limits: Limits, report: SaturationReport) -> bool:
+        thresholds = {r.name: limits.match_limit << self._times_banned[r.name] for r in active}
+        lets = [f"(let-scheduler b{t} (back-off :match-limit {t} :ban-length 1))" for t in sorted(set(thresholds.values()))]
+        runs = [f"(run-with b{thresholds[r.name]} {self._ruleset[r.name]})" for r in active]
+        command = f"(run-schedule {' '.join(lets)} (seq {' '.join(runs)}) (saturate (run {schema.ANALYSIS})))"
+        self._run("(push)")
+        try:
+            (out,) = self._run(command)
+        except bindings.EggSmolError as e:
+            self._run("(pop)")
+            raise self._diagnose(active, str(e)) from None
+        self._run("(push)")  # keep the stack balanced: drop the checkpoint, keep the state
+        self._run("(pop)")
+        changed = out.report.updated
+        for iteration in out.report.iterations:
+            for rs_report in [iteration.rule_set_report]:
+                for name, rule_reports in rs_report.rule_reports.items():
+                    searched = sum(r.num_matches for r in rule_reports)
+                    if name in thresholds and searched > thresholds[name]:
+                        self._times_banned[name] += 1
+                        self._banned_until[name] = self._iteration + 1 + (limits.ban_length << (self._times_banned[name] - 1))
+                        report.bans[name] = report.bans.get(name, 0) + 1
+        for name, n in out.report.num_matches_per_rule.items():
+            if name in self._ruleset:  # not the analysis rules
+                report.matches_per_rule[name] = report.matches_per_rule.get(name, 0) + n
+        for rs, t in out.report.search_and_apply_time_per_ruleset.items():
+            report.seconds_per_ruleset[rs] = report.seconds_per_ruleset.get(rs, 0.0) + t.total_seconds()
+        return changed
+
+    def _diagnose(self, active: Sequence[Rule], message: str) -> Exception:
+        """Re-run each rule alone from the last good state to name the one that broke an analysis."""
+        for rule in active:
+            self._run("(push)")
+            try:
+                self._run(f"(run-schedule (run {self._ruleset[rule.name]}) (saturate (run {schema.ANALYSIS})))")
+            except bindings.EggSmolError as e:
+                self._run("(pop)")
+                return UnsoundRewrite(rule.name, _first_line(str(e)))
+            self._run("(pop)")
+        return UnsoundRewrite("+".join(r.name for r in active), _first_line(message))
+
+    # -- extraction ------------------------------------------------------------------------------
+    def extract(self, k: int = 1) -> list[Variant]:
+        """The k cheapest distinct variants, cheapest first (fewer if fewer exist)."""
+        g = self.serialized()
+        out = []
+        for rank, (cost, term) in enumerate(k_best(g, k, self._root_class)):
+            program = convert.term_to_program(g, term, self.program)
+            out.append(Variant(program, cost, dag_cost(g, term), rank))
+        return out
+
+    def best(self) -> Variant:
+        return self.extract(1)[0]
+
+    # -- views -----------------------------------------------------------------------------------
+    def _repr_html_(self) -> str:
+        from .views import nugraph_html
+
+        return nugraph_html(self)
+
+    def __repr__(self) -> str:
+        g = self.serialized()
+        return (f"<NuGraph {self.program.name}: {sum(len(m) for m in g.classes.values()) - 1} e-nodes in "
+                f"{len(g.classes) - 1} e-classes, {len(self.rules)} rules>")
+
+
+def _first_line(text: str) -> str:
+    lines = [line for line in text.splitlines() if line.strip()]
+    return lines[-1] if lines else text

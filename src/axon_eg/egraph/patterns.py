@@ -1,0 +1,294 @@
+"""The pattern language shared by rule discovery, the prover, the rule files and the νGraph.
+
+A rule is data: ``lhs => rhs if conditions``, written as s-expressions over registry op names.
+
+    (matmul (mul ?A ?c) ?B)  =>  (mul (matmul ?A ?B) ?c)   if (= (rank ?c) 0)
+    (sum (transpose ?X :perm [1 0]) :axes [0] :keepdims false)  =>  (sum ?X :axes [1] :keepdims false)
+
+- ``?X`` is a pattern variable. In a tensor position it matches a tensor; after ``:attr`` it matches
+  that attribute's value (so ``:slope ?s`` binds the slope).
+- ``:attr value`` fixes an attribute: ints, floats (``inf``, ``-inf``), ``true``/``false``, strings in
+  double quotes, int lists ``[1 0]``, dtype names as strings. An attribute left out of a left-hand
+  side matches anything (and is not available to the right-hand side); left out of a right-hand side
+  it takes the op's default.
+- Conditions are s-expressions over ``(dim ?X i)`` (negative ``i`` counts from the end), ``(rank ?X)``,
+  ``(dtype ?X)``, attribute variables, numbers, and ``+ - * / = != < <= > >= and or not``.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any, Union
+
+from axon_eg.errors import AxonError
+from axon_eg.ir import ops as O
+
+
+class PatternError(AxonError, ValueError):
+    """A malformed pattern or rule (names the rule and the offending piece)."""
+
+
+@dataclass(frozen=True)
+class Var:
+    name: str  # without the leading "?"
+
+    def __str__(self) -> str:
+        return f"?{self.name}"
+
+
+@dataclass(frozen=True)
+class App:
+    op: str
+    args: tuple[Pattern, ...]
+    attrs: tuple[tuple[str, Any], ...] = ()  # values: literals or Var
+
+    def attr(self, name: str, default: Any = None) -> Any:
+        return dict(self.attrs).get(name, default)
+
+    def __str__(self) -> str:
+        parts = [self.op] + [f":{k} {format_value(v)}" for k, v in self.attrs] + [str(a) for a in self.args]
+        return "(" + " ".join(parts) + ")"
+
+
+Pattern = Union[Var, App]
+
+# Conditions are plain s-expression trees: str (symbol or ?var), int, float, bool, list.
+Cond = Any
+
+
+@dataclass(frozen=True)
+class Rule:
+    name: str
+    lhs: App
+    rhs: Pattern
+    conditions: tuple[Cond, ...] = ()
+    meta: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
+
+    def __str__(self) -> str:
+        text = f"{self.lhs}  =>  {self.rhs}"
+        if self.conditions:
+            text += "   if " + " ".join(format_sexp(c) for c in self.conditions)
+        return text
+
+    def variables(self) -> tuple[set[str], set[str]]:
+        """(tensor variables, attribute variables) of the left-hand side."""
+        return _vars(self.lhs)
+
+
+def _vars(p: Pattern) -> tuple[set[str], set[str]]:
+    tensors: set[str] = set()
+    attrs: set[str] = set()
+    for node in walk(p):
+        if isinstance(node, Var):
+            tensors.add(node.name)
+        else:
+            attrs |= {v.name for _, v in node.attrs if isinstance(v, Var)}
+    return tensors, attrs
+
+
+def walk(p: Pattern) -> Iterator[Pattern]:
+    yield p
+    if isinstance(p, App):
+        for a in p.args:
+            yield from walk(a)
+
+
+# ------------------------------------------------------------------------------------------------
+# s-expressions
+# ------------------------------------------------------------------------------------------------
+_TOKEN = re.compile(r'\s*(?:(\()|(\))|(\[)|(\])|("(?:[^"\\]|\\.)*")|([^\s()\[\]]+))')
+
+
+def parse_sexp(text: str) -> Any:
+    """Parse one s-expression: lists from () and [] (brackets become tuples), atoms typed."""
+    tokens = [m for m in _TOKEN.finditer(text) if m.group(0).strip()]
+    pos = 0
+
+    def atom(tok: str) -> Any:
+        if tok in ("true", "false"):
+            return tok == "true"
+        if tok in ("inf", "+inf", "-inf"):
+            return -math.inf if tok.startswith("-") else math.inf
+        try:
+            return int(tok)
+        except ValueError:
+            pass
+        try:
+            return float(tok)
+        except ValueError:
+            return tok
+
+    def read() -> Any:
+        nonlocal pos
+        if pos >= len(tokens):
+            raise PatternError(f"unexpected end of {text!r}")
+        m = tokens[pos]
+        pos += 1
+        if m.group(1) or m.group(3):
+            close = ")" if m.group(1) else "]"
+            items = []
+            while pos < len(tokens) and tokens[pos].group(0).strip() != close:
+                items.append(read())
+            if pos >= len(tokens):
+                raise PatternError(f"missing {close!r} in {text!r}")
+            pos += 1
+            return items if close == ")" else tuple(items)
+        if m.group(2) or m.group(4):
+            raise PatternError(f"unexpected {m.group(0).strip()!r} in {text!r}")
+        if m.group(5):
+            return _Str(m.group(5)[1:-1].replace('\\"', '"'))
+        return atom(m.group(6))
+
+    value = read()
+    if pos != len(tokens):
+        raise PatternError(f"trailing text after the expression in {text!r}")
+    return value
+
+
+class _Str(str):
+    """A quoted string literal (as opposed to a symbol)."""
+
+
+def format_value(v: Any) -> str:
+    if isinstance(v, Var):
+        return str(v)
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, float):
+        return ("inf" if v > 0 else "-inf") if math.isinf(v) else repr(v)
+    if isinstance(v, tuple):
+        return "[" + " ".join(format_value(x) for x in v) + "]"
+    if isinstance(v, str):
+        return '"' + v.replace('"', '\\"') + '"'
+    return str(v)
+
+
+def format_sexp(x: Any) -> str:
+    if isinstance(x, list):
+        return "(" + " ".join(format_sexp(i) for i in x) + ")"
+    if isinstance(x, _Str):
+        return format_value(str(x))
+    if isinstance(x, str):
+        return x
+    return format_value(x)
+
+
+def parse_pattern(text: str | Any, *, rule: str = "?") -> Pattern:
+    """Parse a pattern from text or an already parsed s-expression; checks ops and attributes."""
+    sexp = parse_sexp(text) if isinstance(text, str) else text
+    return _to_pattern(sexp, rule)
+
+
+def _to_pattern(x: Any, rule: str) -> Pattern:
+    if isinstance(x, str) and not isinstance(x, _Str) and x.startswith("?"):
+        return Var(x[1:])
+    if not isinstance(x, list) or not x or not isinstance(x[0], str):
+        raise PatternError(f"rule {rule}: expected (op ...) or ?var, got {format_sexp(x)}")
+    try:
+        op = O.get(x[0])
+    except O.UnknownOperation:
+        raise PatternError(f"rule {rule}: unknown op {x[0]!r}") from None
+    args: list[Pattern] = []
+    attrs: list[tuple[str, Any]] = []
+    known = {a.name: a for a in op.attrs}
+    items = x[1:]
+    i = 0
+    while i < len(items):
+        item = items[i]
+        if isinstance(item, str) and not isinstance(item, _Str) and item.startswith(":"):
+            name = item[1:]
+            if name not in known:
+                raise PatternError(f"rule {rule}: op {op.name} has no attribute {name!r}")
+            if i + 1 >= len(items):
+                raise PatternError(f"rule {rule}: attribute :{name} of {op.name} has no value")
+            raw = items[i + 1]
+            if isinstance(raw, str) and not isinstance(raw, _Str) and raw.startswith("?"):
+                value: Any = Var(raw[1:])
+            else:
+                try:
+                    value = known[name].coerce(op.name, str(raw) if isinstance(raw, _Str) else raw)
+                except O.InvalidAttribute as e:
+                    raise PatternError(f"rule {rule}: {e}") from None
+            attrs.append((name, value))
+            i += 2
+        else:
+            args.append(_to_pattern(item, rule))
+            i += 1
+    order = [a.name for a in op.attrs]
+    attrs.sort(key=lambda kv: order.index(kv[0]))
+    try:
+        op.check_arity(len(args))
+    except O.InvalidAttribute as e:
+        raise PatternError(f"rule {rule}: {e}") from None
+    return App(op.name, tuple(args), tuple(attrs))
+
+
+def parse_rule(name: str, lhs: str, rhs: str, conditions: tuple[str, ...] | list[str] = (),
+               **meta: Any) -> Rule:
+    """Build and check a Rule: rhs and condition variables must be bound by the lhs."""
+    left = parse_pattern(lhs, rule=name)
+    if not isinstance(left, App):
+        raise PatternError(f"rule {name}: the left-hand side must be an op application, got {left}")
+    right = parse_pattern(rhs, rule=name)
+    conds = tuple(parse_sexp(c) if isinstance(c, str) else c for c in conditions)
+    rule = Rule(name, left, right, conds, dict(meta))
+    check_rule(rule)
+    return rule
+
+
+def check_rule(rule: Rule) -> None:
+    tensors, attrs = rule.variables()
+    if tensors & attrs:
+        raise PatternError(f"rule {rule.name}: ?{sorted(tensors & attrs)[0]} is used as a tensor and an attribute")
+    r_tensors, r_attrs = _vars(rule.rhs)
+    for v in sorted(r_tensors - tensors):
+        raise PatternError(f"rule {rule.name}: right-hand side uses ?{v}, which the left-hand side does not bind")
+    for v in sorted(r_attrs - attrs):
+        raise PatternError(f"rule {rule.name}: right-hand side uses attribute ?{v}, unbound on the left")
+    for c in rule.conditions:
+        for sym in _symbols(c):
+            if sym.startswith("?") and sym[1:] not in tensors | attrs:
+                raise PatternError(f"rule {rule.name}: condition {format_sexp(c)} uses unbound {sym}")
+    for node in walk(rule.rhs):
+        if isinstance(node, App):
+            given = {k for k, _ in node.attrs}
+            for a in O.get(node.op).attrs:
+                if a.required and a.name not in given:
+                    raise PatternError(f"rule {rule.name}: right-hand side {node.op} needs attribute :{a.name}")
+
+
+def _symbols(x: Any) -> Iterator[str]:
+    if isinstance(x, list):
+        for i in x:
+            yield from _symbols(i)
+    elif isinstance(x, str) and not isinstance(x, _Str):
+        yield x
+
+
+def rename_canonical(rule: Rule) -> tuple[str, str, tuple[str, ...]]:
+    """The rule's text with variables renamed in order of first appearance: equal up to renaming."""
+    mapping: dict[str, str] = {}
+
+    def fresh(name: str) -> str:
+        if name not in mapping:
+            mapping[name] = f"v{len(mapping)}"
+        return mapping[name]
+
+    def ren(p: Pattern) -> Pattern:
+        if isinstance(p, Var):
+            return Var(fresh(p.name))
+        attrs = tuple((k, Var(fresh(v.name)) if isinstance(v, Var) else v) for k, v in p.attrs)
+        return App(p.op, tuple(ren(a) for a in p.args), attrs)
+
+    def ren_cond(x: Any) -> Any:
+        if isinstance(x, list):
+            return [ren_cond(i) for i in x]
+        if isinstance(x, str) and not isinstance(x, _Str) and x.startswith("?"):
+            return "?" + fresh(x[1:])
+        return x
+
+    lhs, rhs = ren(rule.lhs), ren(rule.rhs)
+    return str(lhs), str(rhs), tuple(format_sexp(ren_cond(c)) for c in rule.conditions)

@@ -1,0 +1,87 @@
+"""Compile pattern-language rules (``patterns.Rule``) into egglog rewrites at run time."""
+
+from __future__ import annotations
+
+import itertools
+import math
+from typing import Any
+
+from . import schema as S
+from .convert import attr_to_egg
+from .patterns import App, Pattern, PatternError, Rule, Var, _Str, format_sexp
+
+_COMPARISONS = {"=": "=", "!=": "!=", "<": "<", "<=": "<=", ">": ">", ">=": ">="}
+_ARITH = {"+", "-", "*", "/", "min", "max"}
+
+
+def egg_var(name: str) -> str:
+    return f"v_{name}"
+
+
+def _pattern(p: Pattern, side: str, rule: Rule, fresh: itertools.count) -> str:
+    if isinstance(p, Var):
+        return egg_var(p.name)
+    c = S.constructor_for(p.op, len(p.args))
+    given = dict(p.attrs)
+    parts = [c.name] + [_pattern(a, side, rule, fresh) for a in p.args]
+    for a in c.op.attrs:
+        if a.name in given:
+            v = given[a.name]
+            parts.append(egg_var(v.name) if isinstance(v, Var) else attr_to_egg(a.kind, v))
+        elif side == "lhs":
+            parts.append(f"w_{next(fresh)}")  # matches any value
+        elif a.required:
+            raise PatternError(f"rule {rule.name}: right-hand side {p.op} needs attribute :{a.name}")
+        else:
+            parts.append(attr_to_egg(a.kind, a.default))
+    return "(" + " ".join(parts) + ")"
+
+
+def _expr(x: Any, rule: Rule) -> str:
+    """A condition sub-expression: dims, ranks, dtypes, attribute variables, numbers, arithmetic."""
+    if isinstance(x, bool):
+        return "true" if x else "false"
+    if isinstance(x, int):
+        return str(x)
+    if isinstance(x, float):
+        return ("inf" if x > 0 else "-inf") if math.isinf(x) else repr(x)
+    if isinstance(x, _Str):
+        return f'"{x}"'
+    if isinstance(x, str) and x.startswith("?"):
+        return egg_var(x[1:])
+    if isinstance(x, list) and x:
+        head, args = x[0], x[1:]
+        if head == "dim" and len(args) == 2 and isinstance(args[1], int):
+            shape = f"(shape {_expr(args[0], rule)})"
+            index = args[1] if args[1] >= 0 else f"(+ (vec-length {shape}) {args[1]})"
+            return f"(vec-get {shape} {index})"
+        if head == "rank" and len(args) == 1:
+            return f"(vec-length (shape {_expr(args[0], rule)}))"
+        if head == "dtype" and len(args) == 1:
+            return f"(dtype {_expr(args[0], rule)})"
+        if head == "numel" and len(args) == 1:
+            return f"(numel (shape {_expr(args[0], rule)}))"
+        if head in _ARITH and len(args) == 2:
+            return f"({head} {_expr(args[0], rule)} {_expr(args[1], rule)})"
+    raise PatternError(f"rule {rule.name}: cannot compile condition term {format_sexp(x)}")
+
+
+def _facts(cond: Any, rule: Rule) -> list[str]:
+    if isinstance(cond, list) and cond and cond[0] == "and":
+        return [f for c in cond[1:] for f in _facts(c, rule)]
+    if isinstance(cond, list) and len(cond) == 3 and cond[0] in _COMPARISONS:
+        return [f"({_COMPARISONS[cond[0]]} {_expr(cond[1], rule)} {_expr(cond[2], rule)})"]
+    raise PatternError(f"rule {rule.name}: conditions must be comparisons joined by 'and', got {format_sexp(cond)}")
+
+
+def compile_rule(rule: Rule, ruleset: str) -> str:
+    """The egglog command for one rule, in its own ruleset (named after the rule)."""
+    fresh = itertools.count()
+    lhs = _pattern(rule.lhs, "lhs", rule, fresh)
+    rhs = _pattern(rule.rhs, "rhs", rule, fresh)
+    facts = [f for c in rule.conditions for f in _facts(c, rule)]
+    when = f" :when ({' '.join(facts)})" if facts else ""
+    return f'(rewrite {lhs} {rhs}{when} :ruleset {ruleset} :name "{rule.name}")'
+
+
+__all__ = ["App", "Rule", "Var", "compile_rule", "egg_var"]
