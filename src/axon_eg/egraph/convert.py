@@ -122,6 +122,7 @@ class SerializedGraph:
     shape: dict[str, tuple[int, ...]] = field(default_factory=dict)
     dtype: dict[str, str] = field(default_factory=dict)
     cost: dict[str, int] = field(default_factory=dict)  # e-node id -> cost
+    made_by: dict[str, set[str]] = field(default_factory=dict)  # e-node id -> rules that created it
     root: str | None = None
 
     @staticmethod
@@ -130,6 +131,7 @@ class SerializedGraph:
         g = SerializedGraph(raw)
         ctors = S.constructor_by_name()
         cost_index: dict[tuple[str, tuple[str, ...]], int] = {}
+        made_index: dict[tuple[str, tuple[str, ...]], set[str]] = {}
         for nid, n in raw.items():
             op = n["op"]
             if op in ctors or op.startswith("root__"):
@@ -141,6 +143,9 @@ class SerializedGraph:
             elif op.startswith("cost_T_"):
                 key = (op[len("cost_"):], tuple(g.eclass(ch) for ch in n["children"]))
                 cost_index[key] = int(g.nodes[g.value_node(n["eclass"])]["op"])
+            elif op.startswith("made_T_"):
+                key = (op[len("made_"):], tuple(g.eclass(ch) for ch in n["children"][:-1]))
+                made_index.setdefault(key, set()).add(g.string(n["children"][-1]))
         for cls, members in g.classes.items():
             for nid in members:
                 n = raw[nid]
@@ -152,6 +157,8 @@ class SerializedGraph:
                 if key not in cost_index:
                     raise ProgramError(f"νGraph: e-node {n['op']} has no cost (its analyses did not run)")
                 g.cost[nid] = cost_index[key]
+                if key in made_index:
+                    g.made_by[nid] = made_index[key]
             members.sort()
         if root_class is not None:
             g.root = root_class

@@ -48,11 +48,16 @@ def _combine(node_cost: int, nid: str, lists: list[list[Entry]], k: int) -> list
     return out
 
 
-def k_best(g: SerializedGraph, k: int, root: str | None = None, max_rounds: int = 10_000) -> list[Entry]:
+def k_best(g: SerializedGraph, k: int, root: str | None = None) -> list[Entry]:
     """The k cheapest distinct terms of ``root`` (default: the graph's root), cheapest first."""
     root = root or g.root
     if root is None:
         raise ValueError("the serialized e-graph has no root e-class")
+    return k_best_all(g, k)[root]
+
+
+def k_best_all(g: SerializedGraph, k: int, max_rounds: int = 10_000) -> dict[str, list[Entry]]:
+    """The k cheapest distinct terms of every e-class."""
     best: dict[str, list[Entry]] = {c: [] for c in g.classes}
     parents = g.parents()
     children = {nid: g.tensor_children(nid) for members in g.classes.values() for nid in members}
@@ -78,7 +83,7 @@ def k_best(g: SerializedGraph, k: int, root: str | None = None, max_rounds: int 
                 if p not in queued:
                     queued.add(p)
                     queue.append(p)
-    return best[root]
+    return best
 
 
 def _order(entry: Entry) -> tuple[int, Any]:

@@ -35,7 +35,7 @@ class UnsoundRewrite(AxonError):
     """A rule equated tensors whose shapes or dtypes differ: it cannot be an equivalence."""
 
     def __init__(self, rule: str, detail: str):
-        super().__init__(f"rule {rule!r} is unsound here: it merges tensors of different shape or dtype ({detail})")
+        super().__init__(f"rule {rule!r} is not an equivalence: {detail}")
         self.rule = rule
 
 
@@ -208,9 +208,10 @@ class NuGraph:
                 self._run(f"(run-schedule (run {self._ruleset[rule.name]}) (saturate (run {schema.ANALYSIS})))")
             except bindings.EggSmolError as e:
                 self._run("(pop)")
-                return UnsoundRewrite(rule.name, _first_line(str(e)))
+                return UnsoundRewrite(rule.name, f"it merges tensors of different shape or dtype ({_first_line(str(e))})")
             self._run("(pop)")
-        return UnsoundRewrite("+".join(r.name for r in active), _first_line(message))
+        return UnsoundRewrite("+".join(r.name for r in active),
+                              f"together they merge tensors of different shape or dtype ({_first_line(message)})")
 
     # -- extraction ------------------------------------------------------------------------------
     def extract(self, k: int = 1) -> list[Variant]:
@@ -225,7 +226,40 @@ class NuGraph:
     def best(self) -> Variant:
         return self.extract(1)[0]
 
+    def check(self, seeds: Sequence[int] = (0, 1), rtol: float = 1e-7, atol: float = 1e-9) -> None:
+        """Every e-node must compute its e-class's value (float64, random inputs).
+
+        Raises :class:`UnsoundRewrite` naming the rules that created a disagreeing e-node."""
+        from .check import inconsistencies
+
+        for seed in seeds:
+            bad = inconsistencies(self, seed, rtol, atol)
+            if bad:
+                rules = sorted({r for b in bad for r in b.rules}) or ["(unknown: an original node disagrees)"]
+                first = bad[0]
+                raise UnsoundRewrite(
+                    "+".join(rules),
+                    f"in e-class {first.eclass}, {first.enode} differs from the class value by "
+                    f"{first.max_error:.3g} in float64 (seed {seed}); {len(bad)} e-node(s) disagree",
+                )
+
     # -- views -----------------------------------------------------------------------------------
+    def eclasses(self) -> list:
+        from .views import eclasses
+
+        return eclasses(self)
+
+    def members(self, eclass: str) -> list[str]:
+        from .views import members
+
+        return members(self, eclass)
+
+    def render(self, center: str | None = None, radius: int = 2) -> str:
+        """SVG of the e-graph or of a neighbourhood of ``center`` (text when graphviz is missing)."""
+        from .views import render
+
+        return render(self, center, radius)
+
     def _repr_html_(self) -> str:
         from .views import nugraph_html
 

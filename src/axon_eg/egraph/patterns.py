@@ -11,8 +11,9 @@ A rule is data: ``lhs => rhs if conditions``, written as s-expressions over regi
   double quotes, int lists ``[1 0]``, dtype names as strings. An attribute left out of a left-hand
   side matches anything (and is not available to the right-hand side); left out of a right-hand side
   it takes the op's default.
-- Conditions are s-expressions over ``(dim ?X i)`` (negative ``i`` counts from the end), ``(rank ?X)``,
-  ``(dtype ?X)``, attribute variables, numbers, and ``+ - * / = != < <= > >= and or not``.
+- Conditions are comparisons ``= != < <= > >=`` joined by ``and``, over ``(dim ?X i)`` (negative
+  ``i`` counts from the end), ``(rank ?X)``, ``(shape ?X)`` (whole shapes compare with ``=``),
+  ``(numel ?X)``, ``(dtype ?X)``, attribute variables, numbers and ``+ - * / min max``.
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ from typing import Any
 
 from . import schema as S
 from .convert import attr_to_egg
-from .patterns import App, Pattern, PatternError, Rule, Var, _Str, format_sexp
+from .patterns import App, Pattern, PatternError, Rule, Var, _Str, format_sexp, walk
 
 _COMPARISONS = {"=": "=", "!=": "!=", "<": "<", "<=": "<=", ">": ">", ">=": ">="}
 _ARITH = {"+", "-", "*", "/", "min", "max"}
@@ -59,6 +59,8 @@ def _expr(x: Any, rule: Rule) -> str:
             return f"(vec-length (shape {_expr(args[0], rule)}))"
         if head == "dtype" and len(args) == 1:
             return f"(dtype {_expr(args[0], rule)})"
+        if head == "shape" and len(args) == 1:
+            return f"(shape {_expr(args[0], rule)})"
         if head == "numel" and len(args) == 1:
             return f"(numel (shape {_expr(args[0], rule)}))"
         if head in _ARITH and len(args) == 2:
@@ -75,13 +77,19 @@ def _facts(cond: Any, rule: Rule) -> list[str]:
 
 
 def compile_rule(rule: Rule, ruleset: str) -> str:
-    """The egglog command for one rule, in its own ruleset (named after the rule)."""
+    """The egglog rule for one rewrite, in its own ruleset, recording which e-nodes it made."""
     fresh = itertools.count()
     lhs = _pattern(rule.lhs, "lhs", rule, fresh)
     rhs = _pattern(rule.rhs, "rhs", rule, fresh)
     facts = [f for c in rule.conditions for f in _facts(c, rule)]
-    when = f" :when ({' '.join(facts)})" if facts else ""
-    return f'(rewrite {lhs} {rhs}{when} :ruleset {ruleset} :name "{rule.name}")'
+    actions = [f"(union matched {rhs})"]
+    for node in walk(rule.rhs):
+        if isinstance(node, App):
+            c = S.constructor_for(node.op, len(node.args))
+            args = _pattern(node, "rhs", rule, fresh)[len(c.name) + 2:-1]
+            actions.append(f'({S.made_relation(c)} {args} "{rule.name}")')
+    query = " ".join([f"(= matched {lhs})", *facts])
+    return f'(rule ({query}) ({" ".join(actions)}) :ruleset {ruleset} :name "{rule.name}")'
 
 
 __all__ = ["App", "Rule", "Var", "compile_rule", "egg_var"]

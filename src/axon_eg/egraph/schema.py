@@ -344,6 +344,11 @@ def cost_function(c: Constructor) -> str:
     return f"cost_{c.name}"
 
 
+def made_relation(c: Constructor) -> str:
+    """Provenance: (made_T_op args... "rule") records which rule created an e-node."""
+    return f"made_{c.name}"
+
+
 @cache
 def declarations(flops_per_byte: int) -> str:
     """The whole egglog prelude: sorts, constructors, analyses and their rules."""
@@ -380,6 +385,7 @@ def declarations(flops_per_byte: int) -> str:
     for c in constructors():
         lines.append(f"(constructor {c.name} ({' '.join(c.sorts())}) T)")
         lines.append(f"(function {cost_function(c)} ({' '.join(c.sorts())}) i64 :no-merge)")
+        lines.append(f"(relation {made_relation(c)} ({' '.join(c.sorts())} String))")
     for c in constructors():
         family = O.shape_family(c.op)
         lines += SHAPE_FAMILIES[family](c)

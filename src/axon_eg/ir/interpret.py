@@ -62,19 +62,25 @@ def interpret(program: Program, inputs: Mapping[str, Any] | Sequence[Any], *,
         if node.op == "input":
             values.append(bound[node.attrs["name"]])
             continue
-        op = O.get(node.op)
-        attrs = node.attrs
-        if any(isinstance(v, O.D.Sym) or (isinstance(v, tuple) and any(isinstance(x, O.D.Sym) for x in v))
-               for v in attrs.values()):
-            attrs = O.Attrs(tuple((k, _bind(v, program.bindings)) for k, v in attrs.items()))
-        with np.errstate(over="ignore", under="ignore"):
-            out = np.asarray(op.reference(tuple(values[j] for j in node.inputs), attrs), dtype=np.float64)
+        out = apply_op(node.op, [values[j] for j in node.inputs], node.attrs, program.bindings)
         want = program.concrete_shape(i)
         if out.shape != want:  # a registry bug: shape rule and reference disagree
             raise AssertionError(f"{node.op}: reference gave {list(out.shape)}, shape rule {list(want)}")
         values.append(out)
     results = tuple(values[o] for o in program.outputs)
     return results[0] if len(results) == 1 else results
+
+
+def apply_op(op_name: str, inputs: Sequence[np.ndarray], attrs: Mapping[str, Any],
+             bindings: Mapping[str, int]) -> np.ndarray:
+    """Run one op's float64 reference; symbolic attributes are evaluated with ``bindings``."""
+    op = O.get(op_name)
+    a = attrs if isinstance(attrs, O.Attrs) else op.make_attrs(attrs)
+    if any(isinstance(v, O.D.Sym) or (isinstance(v, tuple) and any(isinstance(x, O.D.Sym) for x in v))
+           for v in a.values()):
+        a = O.Attrs(tuple((k, _bind(v, bindings)) for k, v in a.items()))
+    with np.errstate(over="ignore", under="ignore"):
+        return np.asarray(op.reference(tuple(inputs), a), dtype=np.float64)
 
 
 def _bind(v: Any, bindings: Mapping[str, int]) -> Any:
