@@ -179,6 +179,35 @@ class Program:
             values.append(v)
         return b.build([values[o] for o in self.outputs], dims=self.bindings, roles=dict(self.roles))
 
+    def canonical(self) -> Program:
+        """The same program with nodes in a canonical order: inputs first (in their order), then a
+        post-order walk from the outputs, operands left to right. Equal computations built in a
+        different order compare equal after this."""
+        b = Builder(self.name)
+        values: dict[int, Value] = {}
+        for i, n in enumerate(self.nodes):
+            if n.op == "input":
+                with b.at(self.location(i)):
+                    values[i] = b.input(n.attrs["name"], n.shape, n.dtype)
+
+        def visit(root: int) -> Value:
+            stack = [(root, False)]
+            while stack:
+                i, ready = stack.pop()
+                if i in values:
+                    continue
+                n = self.nodes[i]
+                if not ready:
+                    stack.append((i, True))
+                    stack.extend((j, False) for j in reversed(n.inputs) if j not in values)
+                    continue
+                with b.at(self.location(i)):
+                    values[i] = b.emit(n.op, *[values[j] for j in n.inputs], **dict(n.attrs))
+            return values[root]
+
+        outputs = [visit(o) for o in self.outputs]
+        return b.build(outputs, dims=self.bindings, roles=dict(self.roles))
+
     # -- JSON ----------------------------------------------------------------------------------
     def _canonical(self, include_meta: bool = True) -> dict[str, Any]:
         body: dict[str, Any] = {
