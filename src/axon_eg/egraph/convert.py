@@ -96,14 +96,14 @@ def check_enterable(program: Program) -> None:
             raise ProgramError(f"{program.name}: {n.op} has rank {len(n.shape)} > {S.MAX_RANK}")
 
 
-def to_egglog(program: Program, prefix: str = "n") -> tuple[str, list[str], str]:
+def to_egglog(program: Program, prefix: str = "node_") -> tuple[str, list[str], str]:
     """(commands, one let-name per node, the root's let-name) for an expanded, bound Program."""
     check_enterable(program)
     lines = [f'(set (dval (DVar "{k}")) {v})' for k, v in sorted(program.bindings.items())]
     names = [f"${prefix}{i}" for i in range(len(program.nodes))]
     for i in range(len(program.nodes)):
         lines.append(f"(let {names[i]} {node_to_egg(program, i, names)})")
-    root = f"${prefix}root"
+    root = f"${prefix}root"  # globals must not clash with rule variables (n0, s0, ...)
     outs = " ".join(names[o] for o in program.outputs)
     lines.append(f"(let {root} (root__{len(program.outputs)} {outs}))")
     return "\n".join(lines), names, root

@@ -24,7 +24,7 @@ from axon_eg.ir.program import Program
 
 from . import convert, schema
 from .extract import dag_cost, k_best
-from .patterns import Rule
+from .patterns import App, Rule, walk
 from .rules import compile_rule
 
 # bytes-equivalent of one flop in the default cost: H200 bf16 peak over HBM bandwidth (~790e12/4.3e12)
@@ -84,8 +84,10 @@ class NuGraph:
         self.flops_per_byte = flops_per_byte
         self._egraph = bindings.EGraph()
         self._serialized: convert.SerializedGraph | None = None
-        self._run(schema.declarations(flops_per_byte))
+        self._declared: set[str] = set()
+        self._run(schema.prelude())
         text, self._names, self._root = convert.to_egglog(self.program)
+        self._declare(schema.constructor_for(n.op, len(n.inputs)).name for n in self.program.nodes)
         self._run(text)
         self._saturate_analysis()
         self._root_class = self._eclass_of(self._root)
@@ -101,6 +103,13 @@ class NuGraph:
     # -- egglog plumbing -------------------------------------------------------------------------
     def _run(self, text: str) -> list:
         return self._egraph.run_program(*self._egraph.parse_program(text))
+
+    def _declare(self, names: Iterable[str]) -> None:
+        """Declare constructors (and their analyses) the first time a program or rule uses them."""
+        todo = [n for n in dict.fromkeys(names) if n not in self._declared]
+        if todo:
+            self._run("\n".join(schema.constructor_block(n, self.flops_per_byte) for n in todo))
+            self._declared.update(todo)
 
     def _saturate_analysis(self) -> None:
         self._run(f"(run-schedule (saturate (run {schema.ANALYSIS})))")
@@ -126,6 +135,8 @@ class NuGraph:
             if rule.name in self._ruleset:
                 raise AxonError(f"νGraph: two rules named {rule.name!r}")
             rs = f"rule{len(self.rules)}"
+            self._declare(schema.constructor_for(p.op, len(p.args)).name
+                          for side in (rule.lhs, rule.rhs) for p in walk(side) if isinstance(p, App))
             self._run(f"(ruleset {rs})\n{compile_rule(rule, rs)}")
             self.rules.append(rule)
             self._ruleset[rule.name] = rs

@@ -350,8 +350,8 @@ def made_relation(c: Constructor) -> str:
 
 
 @cache
-def declarations(flops_per_byte: int) -> str:
-    """The whole egglog prelude: sorts, constructors, analyses and their rules."""
+def prelude() -> str:
+    """Sorts and the analyses shared by all constructors (dims, numel, broadcasting, dtype tables)."""
     lines = [
         "(datatype Dim (DLit i64) (DVar String) (DAdd Dim Dim) (DMul Dim Dim) (DDiv Dim Dim))",
         "(sort DVec (Vec Dim))",
@@ -382,13 +382,25 @@ def declarations(flops_per_byte: int) -> str:
     lines += _bcast_rules()
     for n in range(1, MAX_VARIADIC + 1):
         lines.append(f"(constructor root__{n} ({' '.join(['T'] * n)}) Root)")
-    for c in constructors():
-        lines.append(f"(constructor {c.name} ({' '.join(c.sorts())}) T)")
-        lines.append(f"(function {cost_function(c)} ({' '.join(c.sorts())}) i64 :no-merge)")
-        lines.append(f"(relation {made_relation(c)} ({' '.join(c.sorts())} String))")
-    for c in constructors():
-        family = O.shape_family(c.op)
-        lines += SHAPE_FAMILIES[family](c)
-        lines += _dtype_rules(c)
-        lines += _cost_rules(c, flops_per_byte)
     return "\n".join(lines)
+
+
+@cache
+def constructor_block(name: str, flops_per_byte: int) -> str:
+    """One constructor with its cost table, provenance relation and analysis rules."""
+    c = constructor_by_name()[name]
+    lines = [
+        f"(constructor {c.name} ({' '.join(c.sorts())}) T)",
+        f"(function {cost_function(c)} ({' '.join(c.sorts())}) i64 :no-merge)",
+        f"(relation {made_relation(c)} ({' '.join(c.sorts())} String))",
+    ]
+    lines += SHAPE_FAMILIES[O.shape_family(c.op)](c)
+    lines += _dtype_rules(c)
+    lines += _cost_rules(c, flops_per_byte)
+    return "\n".join(lines)
+
+
+def declarations(flops_per_byte: int, names: list[str] | None = None) -> str:
+    """The prelude plus the blocks of the given constructors (default: all of them)."""
+    chosen = names if names is not None else [c.name for c in constructors()]
+    return "\n".join([prelude(), *(constructor_block(n, flops_per_byte) for n in chosen)])
