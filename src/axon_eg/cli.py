@@ -3,6 +3,7 @@
     axon-eg ops                      the operator registry
     axon-eg suite                    the benchmark suite programs
     axon-eg inspect TARGET           print a program and run its float64 reference
+    axon-eg show TARGET              the program's νGraph: e-classes, members, SVG
 """
 
 from __future__ import annotations
@@ -138,6 +139,47 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_show(args: argparse.Namespace) -> int:
+    from rich.table import Table
+
+    from axon_eg.egraph.nugraph import Limits, NuGraph
+    from axon_eg.egraph.views import members, to_text
+
+    console = _console()
+    program, _ = load_target(args.target, small=not args.full)
+    rules = []
+    if args.identities:
+        load_suite()  # puts the checkout on sys.path
+        from benchmarks.identities import IDENTITIES
+
+        rules = list(IDENTITIES)
+    graph = NuGraph(program, rules)
+    if rules:
+        report = graph.saturate(Limits(iterations=args.iterations, seconds=args.seconds))
+        console.print(f"saturation: {report}", markup=False, soft_wrap=True)
+    if args.eclass:
+        console.print("\n".join(members(graph, args.eclass)), markup=False)
+        return 0
+    if args.text:
+        console.print(to_text(graph), markup=False)
+        return 0
+    rows = graph.eclasses()
+    table = Table(title=f"νGraph of {program.name}: {sum(r.size for r in rows)} e-nodes, {len(rows)} e-classes")
+    for col in ("e-class", "shape", "dtype", "e-nodes", "cost", "cheapest member"):
+        table.add_column(col, overflow="fold")
+    for r in rows:
+        table.add_row(r.id, str(list(r.shape)), r.dtype, str(r.size), str(r.cost), r.cheapest)
+    console.print(table)
+    if args.svg:
+        svg = graph.render()
+        if not svg.startswith("<"):
+            console.print("graphviz 'dot' is not installed: no SVG written (use --text)")
+            return 1
+        Path(args.svg).write_text(svg)
+        console.print(f"wrote {args.svg}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="axon-eg", description="axon_eg: a superoptimizer for tensor programs")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -156,6 +198,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print the program as JSON and exit")
     p.add_argument("--seed", type=int, default=0)
     p.set_defaults(func=cmd_inspect)
+
+    p = sub.add_parser("show", help="build the νGraph of a program and print its e-classes")
+    p.add_argument("target", help="suite program name, KernelBench file, or .py file with one @ax.program")
+    p.add_argument("--full", action="store_true", help="suite programs: H200 sizes instead of small ones")
+    p.add_argument("--identities", action="store_true",
+                   help="saturate with the stated identities of benchmarks/identities.py")
+    p.add_argument("--iterations", type=int, default=30)
+    p.add_argument("--seconds", type=float, default=2.0)
+    p.add_argument("--eclass", help="list the members of one e-class")
+    p.add_argument("--text", action="store_true", help="print every e-class with its e-nodes")
+    p.add_argument("--svg", help="write the e-graph as SVG (needs graphviz)")
+    p.set_defaults(func=cmd_show)
     return parser
 
 
