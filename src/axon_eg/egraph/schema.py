@@ -151,7 +151,7 @@ def _remove_axes(vec: str, axes: str, k: int) -> str:
 
 def _shape_reduce(c: Constructor) -> list[str]:
     rules = []
-    for k in range(1, MAX_RANK + 1):
+    for k in range(MAX_RANK + 1):  # k = 0: a reduction over no axes (of a rank-0 tensor)
         kept = "s0"
         for j in range(k):
             kept = f"(vec-set {kept} {_get('a_axes', j)} 1)"

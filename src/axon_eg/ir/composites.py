@@ -279,8 +279,9 @@ def _sdpa(b: Builder, q: Value, k: Value, v: Value, mask: Value | None = None, *
     perm = tuple(range(k.ndim - 2)) + (k.ndim - 1, k.ndim - 2)
     scores = b.emit("mul", b.emit("matmul", q, b.emit("transpose", k, perm=perm)), b.constant(scale, q.dtype))
     if mask is not None:
-        if grouped:
-            mask = b.emit("expand_dims", mask, axis=-3) if mask.ndim >= 3 else mask
+        if grouped and mask.ndim >= 3:  # [.., 1, S, T] -> [.., 1, 1, S, T]; [.., Hq, S, T] -> [.., Hkv, G, S, T]
+            mask = (b.emit("expand_dims", mask, axis=-3) if mask.shape[-3] == 1
+                    else b.emit("reshape", mask, shape=(*mask.shape[:-3], hkv, group, *mask.shape[-2:])))
         scores = b.emit("add", scores, mask)
     if causal:
         scores = b.emit("causal_mask", scores, diagonal=0, fill=-math.inf)

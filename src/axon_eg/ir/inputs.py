@@ -38,6 +38,6 @@ def random_inputs(program: Program, seed: int = 0, *, scale: float = 1.0) -> dic
             x = rng.uniform(0.5, 2.0, size=shape)
         else:
             x = rng.standard_normal(size=shape) * scale
-            x[x == 0.0] = scale
+            x = np.where(x == 0.0, scale, x)  # also for 0-d inputs, where NumPy returns a scalar
         out[spec.name] = x
     return out

@@ -113,14 +113,22 @@ class Attr:
         return value
 
 
+def _signed(v: Any) -> Any:
+    """``v`` with each float paired with its sign, so that equality tells 0.0 from -0.0."""
+    if isinstance(v, float):
+        return (v, math.copysign(1.0, v))
+    return tuple(_signed(x) for x in v) if isinstance(v, tuple) else v
+
+
 class Attrs(Mapping[str, Any]):
     """Immutable, hashable attribute values of one node, in the op's declaration order."""
 
-    __slots__ = ("_items", "_hash")
+    __slots__ = ("_items", "_key", "_hash")
 
     def __init__(self, items: tuple[tuple[str, Any], ...] = ()):
         self._items = tuple(items)
-        self._hash = hash(self._items)
+        self._key = _signed(self._items)  # 0.0 == -0.0 in Python, but not in the reference: 1/-0.0 = -inf
+        self._hash = hash(self._key)
 
     def __getitem__(self, key: str) -> Any:
         for k, v in self._items:
@@ -138,7 +146,7 @@ class Attrs(Mapping[str, Any]):
         return self._hash
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, Attrs) and self._items == other._items
+        return isinstance(other, Attrs) and self._key == other._key
 
     def replace(self, **changes: Any) -> Attrs:
         return Attrs(tuple((k, changes.get(k, v)) for k, v in self._items))
@@ -248,9 +256,9 @@ def broadcast_shapes(*shapes: Shape) -> Shape:
 
 
 def normalize_axis(axis: int, rank: int, what: str = "axis") -> int:
-    if not -rank <= axis < max(rank, 1) or (rank == 0 and axis not in (0, -1)):
+    if not -rank <= axis < rank:  # a scalar has no axis: the NumPy references cannot take one
         raise ShapeError(f"{what} {axis} is out of range for rank {rank}")
-    return axis % rank if rank else 0
+    return axis % rank
 
 
 def same_shape(shapes: tuple[Shape, ...], attrs: Attrs) -> Shape:
@@ -585,6 +593,9 @@ register(OpDef(
 def _squeeze_canon(shapes: tuple[Shape, ...], a: Attrs) -> Attrs:
     shape = shapes[0]
     axes = a["axes"] if a["axes"] else tuple(i for i, d in enumerate(shape) if d == 1)
+    if not axes and any(isinstance(d, D.Sym) for d in shape):  # stored axes=() would mean "all" again once bound
+        raise ShapeError(f"squeeze without axes of {fmt(shape)}: which axes have size 1 depends on the sizes "
+                         "bound to its dims; pass axes explicitly")
     norm = tuple(sorted({normalize_axis(ax, len(shape)) for ax in axes}))
     for ax in norm:
         if shape[ax] != 1:

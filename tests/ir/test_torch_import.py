@@ -1,0 +1,606 @@
+"""torch front end: every supported aten op against torch in float64, names, roles, locations and errors."""
+
+from __future__ import annotations
+
+import copy
+import random
+from collections.abc import Callable
+
+import numpy as np
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from axon_eg.errors import DtypeError, UnsupportedOperation
+from axon_eg.ir.dtypes import bf16, fp16, fp32, fp64
+from axon_eg.ir.interpret import interpret
+from axon_eg.ir.torch_import import SUPPORTED_ATEN_OPS, from_torch, import_torch
+
+aten = torch.ops.aten
+
+
+# ------------------------------------------------------------------------------------------------
+# Helpers
+# ------------------------------------------------------------------------------------------------
+class Fn(nn.Module):
+    """A tiny module around one function ``fn(module, *inputs)``, with optional parameters and buffers."""
+
+    def __init__(self, fn: Callable, params: dict | None = None, buffers: dict | None = None):
+        super().__init__()
+        self.fn = fn
+        for k, v in (params or {}).items():
+            self.register_parameter(k, nn.Parameter(v))
+        for k, v in (buffers or {}).items():
+            self.register_buffer(k, v)
+
+    def forward(self, *xs):
+        return self.fn(self, *xs)
+
+
+def rand(r: random.Random, *shape: int, positive: bool = False, dtype=torch.float32) -> torch.Tensor:
+    """N(0, 1) with no exact zeros, or U(0.5, 2) where the op needs positive values."""
+    rng = np.random.default_rng(r.getrandbits(32))
+    x = rng.uniform(0.5, 2.0, size=shape) if positive else rng.standard_normal(size=shape)
+    x[x == 0.0] = 1.0
+    return torch.from_numpy(np.asarray(x)).to(dtype)
+
+
+def dims(r: random.Random, n: int, lo: int = 1, hi: int = 5) -> list[int]:
+    return [r.randint(lo, hi) for _ in range(n)]
+
+
+def run_both(module: nn.Module, inputs: tuple) -> tuple[tuple[np.ndarray, ...], tuple[np.ndarray, ...]]:
+    """(interpret(from_torch(module)), module.double()) on the same inputs, both in float64."""
+    with torch.no_grad():
+        want = copy.deepcopy(module).double()(*[x.double() for x in inputs])
+    imported = import_torch(module, inputs)
+    users = [s.name for s in imported.program.inputs if s.role == "input"]
+    got = interpret(imported.program, {**imported.state, **dict(zip(users, inputs))})
+    want = want if isinstance(want, (tuple, list)) else (want,)
+    got = got if isinstance(got, tuple) else (got,)
+    return got, tuple(w.detach().numpy() for w in want)
+
+
+def check(module: nn.Module, inputs: tuple, rtol: float = 1e-7) -> None:
+    got, want = run_both(module, inputs)
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=rtol, atol=1e-9)
+
+
+# ------------------------------------------------------------------------------------------------
+# One case per behaviour; together they use every entry of SUPPORTED_ATEN_OPS (checked below)
+# ------------------------------------------------------------------------------------------------
+Case = Callable[[random.Random], tuple[nn.Module, tuple]]
+CASES: dict[str, Case] = {}
+
+
+def case(fn: Case) -> Case:
+    CASES[fn.__name__] = fn
+    return fn
+
+
+def one_input(name: str, f: Callable, positive: bool = False) -> None:
+    def make(r: random.Random) -> tuple[nn.Module, tuple]:
+        return Fn(lambda m, x: f(x)), (rand(r, *dims(r, r.randint(1, 3)), positive=positive),)
+
+    make.__name__ = name
+    case(make)
+
+
+for _name, _f, _pos in [
+    ("neg", torch.neg, False), ("exp", torch.exp, False), ("log", torch.log, True), ("sqrt", torch.sqrt, True),
+    ("rsqrt", torch.rsqrt, True), ("reciprocal", torch.reciprocal, False), ("abs", torch.abs, False),
+    ("square", torch.square, False), ("relu", torch.relu, False), ("sigmoid", torch.sigmoid, False),
+    ("tanh", torch.tanh, False), ("silu", F.silu, False), ("mish", F.mish, False), ("hardswish", F.hardswish, False),
+    ("hardsigmoid", F.hardsigmoid, False), ("erf", torch.erf, False), ("relu6", F.relu6, False),
+    ("gelu_exact", F.gelu, False), ("gelu_tanh", lambda x: F.gelu(x, approximate="tanh"), False),
+    ("pow_cube", lambda x: x**3, False), ("pow_fractional", lambda x: x.pow(0.7), True),
+    ("pow_scalar_base", lambda x: 1.7**x, False), ("rsub_scalar", lambda x: 2.5 - x, False),
+    ("identities", lambda x: x.clone().detach() + aten.alias(x), False),
+    ("dropout_eval", lambda x: F.dropout(x, 0.4, training=False), False),
+    ("casts", lambda x: x.to(torch.float64).float().type_as(x) + aten._to_copy(x, dtype=torch.float64), False),
+    ("scalar_overloads", lambda x: aten.div.Scalar(aten.mul.Scalar(aten.sub.Scalar(aten.add.Scalar(x, 1.5), 0.25),
+                                                                   3.0), 2.0), False),
+    ("scalar_alpha", lambda x: aten.add.Scalar(x, 1.5, alpha=2) + aten.sub.Scalar(x, 0.5, alpha=3), False),
+    ("constants", lambda x: x * torch.tensor(2.0) + torch.tensor([[0.5]]), False),
+    ("selu_celu_logsigmoid", lambda x: F.selu(x) + F.celu(x, 0.7) + F.logsigmoid(x * 30), False),
+    ("normalize", lambda x: F.normalize(x, dim=-1) + x.norm() + torch.norm(x, p=1, dim=0, keepdim=True).sum()
+     + torch.linalg.vector_norm(x, 3.0) + torch.linalg.vector_norm(x, float("inf"))
+     + torch.linalg.vector_norm(x, -float("inf")), False),
+]:
+    one_input(_name, _f, _pos)
+
+
+@case
+def leaky_relu(r):
+    slope = r.uniform(0.01, 0.5)
+    return Fn(lambda m, x: F.leaky_relu(x, slope)), (rand(r, *dims(r, 2)),)
+
+
+@case
+def softplus(r):
+    beta, threshold = r.uniform(0.5, 2.0), r.uniform(0.5, 20.0)
+    return Fn(lambda m, x: F.softplus(x * 3, beta, threshold)), (rand(r, *dims(r, 2)),)
+
+
+@case
+def elu(r):
+    alpha = r.uniform(0.1, 2.0)
+    return Fn(lambda m, x: F.elu(x, alpha)), (rand(r, *dims(r, 2)),)
+
+
+@case
+def clamps(r):
+    lo = r.uniform(-1.0, 0.0)
+    hi = lo + r.uniform(0.1, 2.0)
+    return Fn(lambda m, x: torch.clamp(x, lo, hi) + x.clamp(min=lo) + x.clamp(max=hi) + torch.clamp_min(x, hi)
+              + torch.clamp_max(x, lo) + F.hardtanh(x, lo, hi)), (rand(r, *dims(r, 2)),)
+
+
+@case
+def binary_broadcast(r):
+    a, b, c = dims(r, 3)
+    x, y = rand(r, a, b, c), rand(r, b, 1)
+    return Fn(lambda m, x, y: (x + y) * (x - y) / y + torch.add(x, y, alpha=2) - torch.sub(x, y, alpha=0.5)
+              + torch.rsub(x, y, alpha=3) + x * 2 - 1 + 3 / y), (x, y)
+
+
+@case
+def maximum_minimum(r):
+    a, b = dims(r, 2)
+    return Fn(lambda m, x, y: torch.maximum(x, y) + torch.minimum(x, y) + torch.max(x, y) + torch.min(x, y)), (
+        rand(r, a, b), rand(r, b))
+
+
+@case
+def matmuls(r):
+    b, m, k, n = dims(r, 4)
+    return Fn(lambda mod, x, y, z: (torch.mm(x[0], y[0]), torch.bmm(x, y), x @ y[0], torch.matmul(x, z),
+                                    torch.matmul(x[:1, None], y[None]))), (
+        rand(r, b, m, k), rand(r, b, k, n), rand(r, k, k))
+
+
+@case
+def matmul_vectors(r):
+    k, n = dims(r, 2)
+    return Fn(lambda m, v, w, y: (torch.matmul(v, w), torch.matmul(v, y), torch.matmul(y.T, v), torch.mv(y.T, v))), (
+        rand(r, k), rand(r, k), rand(r, k, n))
+
+
+@case
+def addmm(r):
+    m, k, n = dims(r, 3)
+    beta, alpha = r.choice([1.0, 0.5]), r.choice([1.0, 2.0])
+    return Fn(lambda mod, b, x, y: torch.addmm(b, x, y, beta=beta, alpha=alpha)), (
+        rand(r, n), rand(r, m, k), rand(r, k, n))
+
+
+@case
+def linear(r):
+    b, s, i, o = dims(r, 4)
+    return Fn(lambda m, x: F.linear(x, m.w, m.b) + F.linear(x, m.w), {"w": rand(r, o, i), "b": rand(r, o)}), (
+        rand(r, b, s, i),)
+
+
+@case
+def layout(r):
+    a, b, c = dims(r, 3, 2, 4)
+    perm = r.sample(range(3), 3)
+    return Fn(lambda m, x: (x.transpose(0, 2).permute(perm).reshape(-1).view(c, a * b).t().contiguous()
+                            .flatten().unflatten(0, (a, b * c)).T.unsqueeze(1).expand(b * c, 2, a)
+                            .sum(1)) + x[0, 0].expand_as(x).sum()), (rand(r, a, b, c),)
+
+
+@case
+def unsafe_view(r):
+    a, b = dims(r, 2)
+    return Fn(lambda m, x: aten._unsafe_view(x * 2, [b, a])), (rand(r, a, b),)
+
+
+@case
+def squeezes(r):
+    a, b = dims(r, 2, 2, 4)
+    return Fn(lambda m, x: x.squeeze() + x.squeeze(1).unsqueeze(1).squeeze((0, 1, 3))[None, :, None]
+              .squeeze(0) + x.squeeze(0).squeeze(-1)), (rand(r, a, 1, b, 1),)
+
+
+@case
+def slices(r):
+    a, b = dims(r, 2, 2, 7)
+    i0 = r.randint(0, a - 1)
+    j0 = r.randint(0, b - 1)
+    j1 = r.randint(j0 + 1, b)
+    j0, j1 = (j0 - b if r.random() < 0.5 else j0), (j1 - b if j1 < b and r.random() < 0.5 else j1)
+    step = r.randint(1, 3)
+    return Fn(lambda m, x: x[i0:, j0:j1:step] + x[i0, j0:j1:step] + x[-1, j0:j1:step] + x[:, j0][i0]), (
+        rand(r, a, b),)
+
+
+@case
+def cat(r):
+    a, b, c = dims(r, 3)
+    axis = r.randint(-2, 1)
+    shapes = [(a, b), (c, b)] if axis in (0, -2) else [(a, b), (a, c)]
+    return Fn(lambda m, x, y: torch.cat([x, y, x * 2], dim=axis)), tuple(rand(r, *s) for s in shapes)
+
+
+@case
+def reductions(r):
+    shape = dims(r, 3)
+    axis = r.randint(-3, 2)
+    keep = r.random() < 0.5
+    return Fn(lambda m, x: (x.sum() + x.mean() + x.max() + x.min()
+                            + (x.sum(axis, keepdim=keep) + x.mean((0, 2), keepdim=keep).sum()
+                               + x.amax(axis, keepdim=keep) + x.amin((axis,), keepdim=keep)
+                               + x.max(axis, keepdim=keep)[0] + x.min(dim=axis, keepdim=keep).values
+                               + torch.logsumexp(x, axis, keepdim=keep)))), (rand(r, *shape),)
+
+
+@case
+def cumsum(r):
+    shape, axis = dims(r, 2), r.randint(-2, 1)
+    return Fn(lambda m, x: torch.cumsum(x, axis)), (rand(r, *shape),)
+
+
+@case
+def variances(r):
+    a, b = dims(r, 2, 2, 5)
+    return Fn(lambda m, x: x.var(1) + x.std(1) + x.var(dim=1, correction=0) + torch.std(x, dim=1, correction=0)
+              + x.var() + x.std()), (rand(r, a, b),)
+
+
+@case
+def softmaxes(r):
+    shape = dims(r, 3)
+    axis = r.randint(-3, 2)
+    return Fn(lambda m, x: torch.softmax(x, axis) + F.log_softmax(x, axis) + aten._softmax(x, axis, False)
+              + aten._log_softmax(x, axis, False)), (rand(r, *shape),)
+
+
+@case
+def layer_norm(r):
+    b, s, h = dims(r, 3, 2, 5)
+    k = r.randint(1, 2)
+    shape = (s, h)[-k:]
+    params = {"w": rand(r, *shape), "b": rand(r, *shape)}
+    return Fn(lambda m, x: F.layer_norm(x, shape, m.w, m.b, 1e-3) + F.layer_norm(x, shape)
+              + F.layer_norm(x, shape, None, m.b), params), (rand(r, b, s, h),)
+
+
+@case
+def rms_norm(r):
+    b, h = dims(r, 2, 2, 6)
+    return Fn(lambda m, x: F.rms_norm(x, (h,), m.w, eps=1e-5) + F.rms_norm(x, (h,), eps=1e-3),
+              {"w": rand(r, h)}), (rand(r, b, h),)
+
+
+@case
+def group_norm(r):
+    n, g, cpg, s = dims(r, 4, 1, 3)
+    c = g * cpg
+    return Fn(lambda m, x: F.group_norm(x, g, m.w, m.b, 1e-4) + F.group_norm(x, g)
+              + F.group_norm(x, g, None, m.b), {"w": rand(r, c), "b": rand(r, c)}), (rand(r, n, c, s + 1, 2),)
+
+
+@case
+def instance_norm(r):
+    n, c, s = dims(r, 3, 2, 4)
+    return Fn(lambda m, x: F.instance_norm(x, weight=m.w, bias=m.b, eps=1e-4) + F.instance_norm(
+        x, m.rm, m.rv, use_input_stats=False), {"w": rand(r, c), "b": rand(r, c)},
+        {"rm": rand(r, c), "rv": rand(r, c, positive=True)}), (rand(r, n, c, s),)
+
+
+@case
+def batch_norm(r):
+    n, c, s = dims(r, 3, 2, 4)
+    return Fn(lambda m, x: (F.batch_norm(x, m.rm, m.rv, m.w, m.b, False, 0.1, 1e-3)
+                            + F.batch_norm(x, None, None, m.w, m.b, True)
+                            + F.batch_norm(x, m.rm, m.rv, None, m.b)
+                            + aten._native_batch_norm_legit_no_training(x, m.w, m.b, m.rm, m.rv, 0.1, 1e-5)[0]),
+              {"w": rand(r, c), "b": rand(r, c)}, {"rm": rand(r, c), "rv": rand(r, c, positive=True)}), (
+        rand(r, n, c, s),)
+
+
+@case
+def attention(r):
+    b, hkv, g, lq, lk, d = dims(r, 6, 1, 4)
+    causal, gqa = r.random() < 0.5, r.random() < 0.5
+    scale = r.choice([None, 0.3])
+    hq = hkv * g if gqa else hkv
+    return Fn(lambda m, q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale,
+                                                                enable_gqa=gqa)), (
+        rand(r, b, hq, lq, d), rand(r, b, hkv, lk, d), rand(r, b, hkv, lk, d))
+
+
+@case
+def attention_mask(r):
+    b, hkv, g, lq, lk, d = dims(r, 6, 1, 4)
+    per_head = r.random() < 0.5
+    mask = rand(r, b, hkv * g, lq, lk) if per_head else rand(r, lq, lk)
+    return Fn(lambda m, q, k, v, mask: F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=True)), (
+        rand(r, b, hkv * g, lq, d), rand(r, b, hkv, lk, d), rand(r, b, hkv, lk, d), mask)
+
+
+def _conv_case(n: int, transposed: bool, padding_string: bool = False) -> Case:
+    def make(r: random.Random) -> tuple[nn.Module, tuple]:
+        groups, cin_g, cout_g, batch = dims(r, 4, 1, 2)
+        stride, dilation = r.randint(1, 2), r.randint(1, 2)
+        kernel = [r.choice([1, 3]) if padding_string else r.randint(1, 3) for _ in range(n)]
+        padding = [r.randint(0, (k - 1) * dilation // 2) for k in kernel]
+        size = [r.randint(dilation * (k - 1) + 1, dilation * (k - 1) + 3) for k in kernel]
+        x = rand(r, batch, groups * cin_g, *size)
+        if transposed:
+            w = rand(r, groups * cin_g, cout_g, *kernel)
+            out_pad = r.randint(0, max(stride, dilation) - 1)
+            f = getattr(F, f"conv_transpose{n}d")
+            return Fn(lambda m, x: f(x, m.w, m.b, stride, padding, out_pad, groups, dilation)
+                      + aten.convolution(x, m.w, None, [stride] * n, padding, [dilation] * n, True, [out_pad] * n,
+                                         groups), {"w": w, "b": rand(r, groups * cout_g)}), (x,)
+        w = rand(r, groups * cout_g, cin_g, *kernel)
+        f = getattr(F, f"conv{n}d")
+        if padding_string:
+            return Fn(lambda m, x: f(x, m.w, m.b, 1, "same", dilation, groups)
+                      + f(x, m.w, None, 1, "valid", 1, groups).sum(), {"w": w, "b": rand(r, groups * cout_g)}), (x,)
+        return Fn(lambda m, x: f(x, m.w, m.b, stride, padding, dilation, groups)
+                  + aten.convolution(x, m.w, None, [stride] * n, padding, [dilation] * n, False, [0] * n, groups),
+                  {"w": w, "b": rand(r, groups * cout_g)}), (x,)
+
+    make.__name__ = f"conv{'_transpose' if transposed else ''}{n}d{'_padding_string' if padding_string else ''}"
+    return case(make)
+
+
+def _pool_case(n: int, kind: str) -> Case:
+    def make(r: random.Random) -> tuple[nn.Module, tuple]:
+        kernel = [r.randint(1, 3) for _ in range(n)]
+        stride = [r.randint(1, 2) for _ in range(n)] if r.random() < 0.7 else None
+        padding = [r.randint(0, k // 2) for k in kernel]
+        dilation = r.randint(1, 2) if kind == "max" else 1
+        size = [dilation * (k - 1) + r.randint(1, 4) for k in kernel]
+        ceil = r.random() < 0.3
+        x = rand(r, *dims(r, 2, 1, 2), *size)
+        if kind == "max":
+            f = getattr(F, f"max_pool{n}d")
+            return Fn(lambda m, x: f(x, kernel, stride, padding, dilation, ceil)
+                      + f(x, kernel, stride, padding, dilation, ceil, return_indices=True)[0]), (x,)
+        f = getattr(F, f"avg_pool{n}d")
+        include = r.random() < 0.5
+        return Fn(lambda m, x: f(x, kernel, stride, padding, ceil, include)), (x,)
+
+    make.__name__ = f"{kind}_pool{n}d"
+    return case(make)
+
+
+def _adaptive_case(n: int) -> Case:
+    def make(r: random.Random) -> tuple[nn.Module, tuple]:
+        out = [r.randint(1, 3) for _ in range(n)]
+        size = [o * r.randint(1, 3) for o in out]
+        f = getattr(F, f"adaptive_avg_pool{n}d")
+        return Fn(lambda m, x: f(x, out) + f(x, 1)), (rand(r, 2, 3, *size),)
+
+    make.__name__ = f"adaptive_avg_pool{n}d"
+    return case(make)
+
+
+for _n in (1, 2, 3):
+    _conv_case(_n, False)
+    _conv_case(_n, False, padding_string=True)
+    _conv_case(_n, True)
+    _pool_case(_n, "max")
+    _pool_case(_n, "avg")
+    _adaptive_case(_n)
+
+
+@case
+def inplace(r):
+    a, b = dims(r, 2)
+
+    def f(m, x, y):
+        z = x * 2
+        z.add_(y)
+        z.relu_()
+        w = F.hardtanh(z - 1, -0.5, 0.5, inplace=True)
+        w.mul_(3)
+        return z + w, w
+
+    return Fn(f), (rand(r, a, b), rand(r, b))
+
+
+# ------------------------------------------------------------------------------------------------
+# The tests
+# ------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("name", sorted(CASES))
+@settings(max_examples=max(2, settings.default.max_examples // 8))
+@given(r=st.randoms(use_true_random=False))
+def test_case_matches_torch_float64(name, r):
+    module, inputs = CASES[name](r)
+    check(module, inputs)
+
+
+def test_every_supported_aten_op_has_a_case():
+    seen = set()
+    for make in CASES.values():
+        module, inputs = make(random.Random(0))
+        graph = torch.export.export(module, inputs).graph
+        seen |= {str(n.target) for n in graph.nodes if n.op == "call_function"}
+    missing = sorted(set(SUPPORTED_ATEN_OPS) - seen)
+    assert not missing, f"SUPPORTED_ATEN_OPS entries without a test case: {missing}"
+
+
+def test_supported_ops_are_sorted_aten_names():
+    assert list(SUPPORTED_ATEN_OPS) == sorted(SUPPORTED_ATEN_OPS)
+    assert all(name.startswith("aten.") and name.count(".") == 2 for name in SUPPORTED_ATEN_OPS)
+
+
+class Block(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.linear = nn.Linear(6, 4)
+        self.norm = nn.BatchNorm1d(4).eval()
+        self.unused = nn.Linear(3, 3)
+        self.register_buffer("offset", torch.full((4,), 0.5))
+
+    def forward(self, tokens, gate):
+        y = self.norm(self.linear(tokens))
+        return torch.sigmoid(gate) * y + self.offset, y.sum(1)
+
+
+def test_names_roles_shapes_and_unused_state():
+    block = Block().eval()
+    with torch.no_grad():
+        block.norm.running_var.uniform_(0.5, 2.0)
+        block.norm.running_mean.normal_()
+    inputs = (rand(random.Random(1), 3, 6), rand(random.Random(2), 3, 4))
+    program = from_torch(block, inputs)
+    specs = {s.name: s for s in program.inputs}
+    assert [s.name for s in program.inputs][:2] == ["tokens", "gate"]
+    assert specs["tokens"].shape == (3, 6) and specs["tokens"].role == "input" and specs["tokens"].dtype == fp32
+    assert specs["linear.weight"].role == "parameter" and specs["linear.weight"].shape == (4, 6)
+    assert specs["norm.running_var"].role == "buffer" and specs["offset"].role == "buffer"
+    assert not any(name.startswith("unused.") or "num_batches" in name for name in specs)
+    assert program.name == "Block" and program.free_dims == set()
+    assert program.output_shapes() == [(3, 4), (3,)]
+    check(block, inputs)
+
+
+def test_training_batch_norm_uses_batch_statistics_and_drops_running_stats():
+    module = nn.Sequential(nn.Linear(5, 4), nn.BatchNorm1d(4))
+    inputs = (rand(random.Random(3), 6, 5),)
+    program = from_torch(module, inputs)
+    assert not any("running" in s.name for s in program.inputs)
+    check(module, inputs)
+
+
+class TanhTwice(nn.Module):
+    def forward(self, x):
+        return torch.tanh(x) * 2  # the line every node comes from
+
+
+def test_locations_point_at_user_lines():
+    # torch.export records the innermost forward() frame of the user's modules (not helper functions)
+    line = TanhTwice.forward.__code__.co_firstlineno + 1
+    program = from_torch(TanhTwice(), (torch.randn(2, 3),))
+    ops = [i for i, n in enumerate(program.nodes) if n.op not in ("input", "constant")]
+    assert ops and all(program.location(i).endswith(f"test_torch_import.py:{line}") for i in ops)
+
+
+class Argsort(nn.Module):
+    def forward(self, x):
+        return torch.argsort(x, dim=-1).float() + x
+
+
+ARGSORT_LINE = Argsort.forward.__code__.co_firstlineno + 1
+
+
+def test_unsupported_op_names_the_op_and_the_line():
+    with pytest.raises(UnsupportedOperation) as info:
+        from_torch(Argsort(), (torch.randn(2, 3),))
+    message = str(info.value)
+    assert "aten.argsort" in message and f"test_torch_import.py:{ARGSORT_LINE}" in message
+    assert info.value.op == "aten.argsort.default"
+    assert info.value.location.endswith(f"test_torch_import.py:{ARGSORT_LINE}")
+
+
+@pytest.mark.parametrize("fn, op", [
+    (lambda m, x: torch.sort(x, dim=1)[0], "aten.sort"),
+    (lambda m, x: F.embedding(torch.tensor([[0, 1]]), x), "aten.embedding"),
+    (lambda m, x: torch.where(x > 0, x, 0.0), "aten.gt"),
+])
+def test_other_unsupported_ops(fn, op):
+    with pytest.raises(UnsupportedOperation, match=op.replace(".", r"\.") + r".*test_torch_import\.py:\d+"):
+        from_torch(Fn(fn), (torch.randn(3, 4),))
+
+
+def test_used_indices_are_unsupported():
+    with pytest.raises(UnsupportedOperation, match=r"aten\.max\.dim.*indices"):
+        from_torch(Fn(lambda m, x: x.max(dim=1)[1].float()), (torch.randn(3, 4),))
+
+
+@pytest.mark.parametrize("fn, why", [
+    (lambda m, x: F.dropout(x, 0.5, training=True), "random"),
+    (lambda m, x: F.conv2d(x, m.w, padding="same"), "unevenly"),
+    (lambda m, x: F.adaptive_avg_pool2d(x, 3), "uneven windows"),
+])
+def test_unsupported_variants_say_why(fn, why):
+    with pytest.raises(UnsupportedOperation, match=why):
+        from_torch(Fn(fn, {"w": torch.ones(2, 1, 2, 2)}), (torch.randn(1, 1, 4, 4),))
+
+
+def test_inplace_write_through_a_view_is_refused():
+    def f(m, x):
+        y = x * 2
+        v = y.view(-1)
+        y.relu_()
+        return v
+
+    with pytest.raises(UnsupportedOperation, match=r"aten\.relu_.*view"):
+        from_torch(Fn(f), (torch.randn(3, 4),))
+
+
+def test_inplace_on_a_view_whose_base_is_dead_is_fine():
+    def f(m, x):
+        v = (x * 2).view(-1)
+        v.relu_()
+        return v + 1
+
+    check(Fn(f), (torch.randn(3, 4),))
+
+
+class Scale(nn.Module):
+    def forward(self, x, idx):
+        return x * idx.float()
+
+
+def test_integer_input_is_a_clear_dtype_error():
+    with pytest.raises(DtypeError, match=r"'idx'.*torch\.int64.*bf16, fp16, fp32 and fp64"):
+        from_torch(Scale(), (torch.randn(3), torch.arange(3)))
+
+
+def test_export_failure_is_reported():
+    def branchy(m, x):
+        return x if x.sum() > 0 else -x
+
+    with pytest.raises(UnsupportedOperation, match="torch.export could not trace"):
+        from_torch(Fn(branchy), (torch.randn(3),))
+
+
+@pytest.mark.parametrize("dtype, want", [(torch.bfloat16, bf16), (torch.float16, fp16), (torch.float64, fp64)])
+def test_low_precision_dtypes(dtype, want):
+    module = nn.Sequential(nn.Linear(8, 4), nn.GELU(), nn.LayerNorm(4)).to(dtype)
+    x = rand(random.Random(4), 3, 8, dtype=dtype)
+    program = from_torch(module, (x,))
+    assert {s.dtype for s in program.inputs} == {want}
+    assert program.nodes[program.outputs[0]].dtype == want
+    check(module, (x,))
+
+
+def test_mixed_dtype_promotion_and_cast():
+    program = from_torch(Fn(lambda m, x, y: (x + y).to(torch.bfloat16)),
+                         (torch.randn(3, dtype=torch.bfloat16), torch.randn(3)))
+    ops = [n.op for n in program.nodes]
+    assert program.nodes[program.outputs[0]].dtype == bf16 and "cast" in ops
+
+
+def test_python_number_inputs_are_specialized():
+    program = from_torch(Fn(lambda m, x, k: x * k), (torch.randn(2, 3), 3))
+    assert [s.name for s in program.inputs] == ["xs_0"]
+    np.testing.assert_allclose(interpret(program, [np.ones((2, 3))]), np.full((2, 3), 3.0))
+
+
+def test_exported_program_and_decomposed_graphs():
+    module = nn.Sequential(nn.Conv2d(2, 3, 3), nn.BatchNorm2d(3), nn.ReLU(inplace=True)).eval()
+    with torch.no_grad():
+        module[1].running_var.uniform_(0.5, 2.0)
+    x = rand(random.Random(5), 2, 2, 5, 5)
+    ep = torch.export.export(module, (x,)).run_decompositions({})
+    ops = {str(n.target) for n in ep.graph.nodes if n.op == "call_function"}
+    assert "aten._native_batch_norm_legit_no_training.default" in ops
+    imported = import_torch(ep, (x,), name="decomposed")
+    assert imported.program.name == "decomposed"
+    got = interpret(imported.program, {**imported.state, "input": x})
+    with torch.no_grad():
+        want = copy.deepcopy(module).double()(x.double())
+    np.testing.assert_allclose(got, want.numpy(), rtol=1e-7, atol=1e-9)
