@@ -68,6 +68,9 @@ class Rule:
     conditions: tuple[Cond, ...] = ()
     meta: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
 
+    def __hash__(self) -> int:  # conditions are lists (s-expressions): hash the text instead
+        return hash((self.name, str(self)))
+
     def __str__(self) -> str:
         text = f"{self.lhs}  =>  {self.rhs}"
         if self.conditions:

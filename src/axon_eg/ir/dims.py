@@ -10,6 +10,7 @@ constants are returned as plain ``int``.
 from __future__ import annotations
 
 import ast
+import numbers
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Union
@@ -129,9 +130,11 @@ def as_dim(d: object) -> Dim:
             raise ShapeError(f"dimension must be >= 0, got {d}")
         return d
     if isinstance(d, str):
-        return parse_dim(d)
+        return as_dim(parse_dim(d))  # "-3" is as negative as -3
     if isinstance(d, Sym):
         return d
+    if isinstance(d, numbers.Real) and not isinstance(d, numbers.Integral):  # int(2.5) would give 2
+        raise ShapeError(f"not a dimension: {d!r} (dimensions are ints)")
     try:  # numpy integers, torch.SymInt with a hint, ...
         return as_dim(int(d))  # type: ignore[call-overload]
     except (TypeError, ValueError):

@@ -849,21 +849,26 @@ class DimExpr:
         return str(self.args[0]) if self.op in ("name", "int") else f"({self.args[0]} {self.op} {self.args[1]})"
 
 
-def dim_expressions(names: tuple[str, ...] = DIM_NAMES, max_leaves: int = 6,
-                    floordiv: bool = True) -> st.SearchStrategy[DimExpr]:
-    """Random dim expressions; divisors are positive for sizes >= 1 (names, positive ints, their sums
-    and products), so ``value`` never divides by zero."""
+def dim_expressions(names: tuple[str, ...] = DIM_NAMES, max_leaves: int = 6, floordiv: bool = True,
+                    positive: bool = False) -> st.SearchStrategy[DimExpr]:
+    """Random dim expressions over ``names``. Divisors are positive for sizes >= 1 (names, positive
+    ints, their sums and products), so ``value`` never divides by zero; ``positive=True`` gives only
+    such expressions."""
     name = st.sampled_from(names).map(lambda n: DimExpr("name", (n,)))
-    positive = st.recursive(
-        st.one_of(name, st.integers(1, 4).map(lambda i: DimExpr("int", (i,)))),
-        lambda kids: st.builds(lambda op, a, b: DimExpr(op, (a, b)), st.sampled_from(("+", "*")), kids, kids),
-        max_leaves=3)
+
+    def pair(ops: tuple[str, ...], kids: st.SearchStrategy[DimExpr]) -> st.SearchStrategy[DimExpr]:
+        return st.builds(lambda op, a, b: DimExpr(op, (a, b)), st.sampled_from(ops), kids, kids)
+
+    positives = st.recursive(st.one_of(name, st.integers(1, 4).map(lambda i: DimExpr("int", (i,)))),
+                             lambda kids: pair(("+", "*"), kids), max_leaves=min(max_leaves, 3))
+    if positive:
+        return positives
     leaves = st.one_of(name, st.integers(-3, 5).map(lambda i: DimExpr("int", (i,))))
 
     def extend(kids: st.SearchStrategy[DimExpr]) -> st.SearchStrategy[DimExpr]:
-        ring = st.builds(lambda op, a, b: DimExpr(op, (a, b)), st.sampled_from(("+", "-", "*")), kids, kids)
+        ring = pair(("+", "-", "*"), kids)
         if not floordiv:
             return ring
-        return st.one_of(ring, st.builds(lambda a, b: DimExpr("//", (a, b)), kids, positive))
+        return st.one_of(ring, st.builds(lambda a, b: DimExpr("//", (a, b)), kids, positives))
 
     return st.recursive(leaves, extend, max_leaves=max_leaves)
