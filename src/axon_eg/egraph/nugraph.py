@@ -83,6 +83,7 @@ class NuGraph:
         self.program = program.expand()
         self.flops_per_byte = flops_per_byte
         self._egraph = bindings.EGraph()
+        self._egraph.set_report_level(bindings.TimeOnly())  # per-rule and per-ruleset times in reports
         self._serialized: convert.SerializedGraph | None = None
         self._declared: set[str] = set()
         self._run(schema.prelude())
@@ -183,32 +184,39 @@ class NuGraph:
         return report
 
     def _iterate(self, active: Sequence[Rule], limits: Limits, report: SaturationReport) -> bool:
-        thresholds = {r.name: limits.match_limit << self._times_banned[r.name] for r in active}
-        lets = [f"(let-scheduler b{t} (back-off :match-limit {t} :ban-length 1))" for t in sorted(set(thresholds.values()))]
-        runs = [f"(run-with b{thresholds[r.name]} {self._ruleset[r.name]})" for r in active]
-        command = f"(run-schedule {' '.join(lets)} (seq {' '.join(runs)}) (saturate (run {schema.ANALYSIS})))"
+        """One iteration: each active rule once (under its back-off threshold), then the analyses.
+
+        Each rule runs as its own egglog command so that its time is measured (egglog's reports
+        carry no times here); a rule whose matches exceed its threshold is skipped and banned."""
         self._run("(push)")
+        changed = False
+        current = None
         try:
-            (out,) = self._run(command)
+            for rule in active:
+                current = rule
+                threshold = limits.match_limit << self._times_banned[rule.name]
+                start = time.perf_counter()
+                (out,) = self._run(f"(run-schedule (let-scheduler b (back-off :match-limit {threshold} "
+                                   f":ban-length 1)) (run-with b {self._ruleset[rule.name]}))")
+                _add(report.seconds_per_ruleset, rule.name, time.perf_counter() - start)
+                changed |= out.report.updated
+                searched = sum(r.num_matches for it in out.report.iterations
+                               for r in it.rule_set_report.rule_reports.get(rule.name, ()))
+                if searched > threshold:
+                    self._times_banned[rule.name] += 1
+                    ban = limits.ban_length << (self._times_banned[rule.name] - 1)
+                    self._banned_until[rule.name] = self._iteration + 1 + ban
+                    _add(report.bans, rule.name, 1)
+                _add(report.matches_per_rule, rule.name, out.report.num_matches_per_rule.get(rule.name, 0))
+            current = None
+            start = time.perf_counter()
+            self._saturate_analysis()
+            _add(report.seconds_per_ruleset, schema.ANALYSIS, time.perf_counter() - start)
         except bindings.EggSmolError as e:
             self._run("(pop)")
-            raise self._diagnose(active, str(e)) from None
-        self._run("(push)")  # keep the stack balanced: drop the checkpoint, keep the state
+            raise self._diagnose([current] if current is not None else active, str(e)) from None
+        self._run("(push)")  # drop the checkpoint, keep the state
         self._run("(pop)")
-        changed = out.report.updated
-        for iteration in out.report.iterations:
-            for rs_report in [iteration.rule_set_report]:
-                for name, rule_reports in rs_report.rule_reports.items():
-                    searched = sum(r.num_matches for r in rule_reports)
-                    if name in thresholds and searched > thresholds[name]:
-                        self._times_banned[name] += 1
-                        self._banned_until[name] = self._iteration + 1 + (limits.ban_length << (self._times_banned[name] - 1))
-                        report.bans[name] = report.bans.get(name, 0) + 1
-        for name, n in out.report.num_matches_per_rule.items():
-            if name in self._ruleset:  # not the analysis rules
-                report.matches_per_rule[name] = report.matches_per_rule.get(name, 0) + n
-        for rs, t in out.report.search_and_apply_time_per_ruleset.items():
-            report.seconds_per_ruleset[rs] = report.seconds_per_ruleset.get(rs, 0.0) + t.total_seconds()
         return changed
 
     def _diagnose(self, active: Sequence[Rule], message: str) -> Exception:
@@ -280,6 +288,10 @@ class NuGraph:
         g = self.serialized()
         return (f"<NuGraph {self.program.name}: {sum(len(m) for m in g.classes.values()) - 1} e-nodes in "
                 f"{len(g.classes) - 1} e-classes, {len(self.rules)} rules>")
+
+
+def _add(table: dict, key: str, value: float) -> None:
+    table[key] = table.get(key, 0) + value
 
 
 def _first_line(text: str) -> str:
