@@ -71,6 +71,43 @@ def test_each_drawn_op_appears_and_agrees_with_its_reference(name: str, data: st
     check_against_reference(program, inputs)
 
 
+NEW_OPS = [  # ops of existing kinds that the strategy has never heard of
+    O.OpDef("cube_for_test", O.OpKind.ELEMENTWISE, (1, 1), shape=O.same_shape, dtype=O.same_dtype,
+            reference=lambda xs, a: a["gain"] * xs[0] ** 3, attrs=(O.Attr("gain", "float", 1.0),), inputs=("x",),
+            meta={"arity": 1}),
+    O.OpDef("hypot_for_test", O.OpKind.ELEMENTWISE, (2, 2), shape=lambda s, a: O.broadcast_shapes(*s),
+            dtype=O.promoted, reference=lambda xs, a: np.hypot(*xs), inputs=("x", "y"), meta={"arity": 2}),
+    O.OpDef("prod_for_test", O.OpKind.REDUCE, (1, 1), shape=O._reduce_shape, dtype=O.same_dtype,
+            reference=lambda xs, a: np.prod(xs[0], axis=a["axes"], keepdims=a["keepdims"]),
+            attrs=(O.Attr("axes", "ints", ()), O.Attr("keepdims", "bool", False)), canon=O._axes_canon,
+            inputs=("x",)),
+]
+
+
+@pytest.mark.parametrize("op", NEW_OPS, ids=lambda op: op.name)
+def test_a_new_op_of_an_existing_kind_is_drawn_without_edits(op: O.OpDef, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(O.REGISTRY, op.name, op)
+    assert op.name in drawn_ops()
+
+    @PER_OP
+    @given(programs_with_inputs(ops=[op.name], max_nodes=2))
+    def check(case: tuple[Program, dict[str, np.ndarray]]) -> None:
+        assert op.name in {n.op for n in case[0].nodes}
+        check_against_reference(*case)
+
+    check()
+
+
+@given(programs(ops=["add", "exp", "sum", "sigmoid"], max_nodes=6))
+def test_ops_restricts_every_op_in_the_program(program: Program) -> None:
+    assert {n.op for n in program.nodes} <= {"add", "exp", "sum", "sigmoid", *SOURCE_OPS}
+
+
+def test_ops_must_be_drawable() -> None:
+    with pytest.raises(ValueError, match="not drawable"):
+        programs(ops=["no_such_op"])
+
+
 @given(programs_with_inputs())
 def test_program_inputs_are_nonzero_and_positive_where_needed(case: tuple[Program, dict[str, np.ndarray]]) -> None:
     program, inputs = case

@@ -176,7 +176,7 @@ def _shape_transpose(c: Constructor) -> list[str]:
     return [
         _set_shape(c, f"(= s0 (shape i0)) (= (vec-length a_perm) {r})",
                    _vec([_get("s0", _get("a_perm", i)) for i in range(r)]))
-        for r in range(1, MAX_RANK + 1)
+        for r in range(MAX_RANK + 1)
     ]
 
 

@@ -229,7 +229,7 @@ class _Gen:
                 ok: Callable[[_Val], bool] = lambda v: True) -> _Val:
         """``x`` if its rank fits, else another value that fits, else a fresh input."""
         def fits(v: _Val) -> bool:
-            return min_rank <= v.ndim <= (max_rank if max_rank is not None else 99) and ok(v)
+            return min_rank <= v.ndim and (max_rank is None or v.ndim <= max_rank) and ok(v)
 
         if fits(x):
             return x
