@@ -1,0 +1,325 @@
+"""The element-level meaning of every registry op, as normal-form terms (see ``nf``).
+
+``Evaluator(program).value(node, index)`` is the node's value at a symbolic index: input tensors are
+uninterpreted functions of their indices, element-wise transcendental functions are uninterpreted
+(exp, log, tanh, erf, sqrt, ...; sigmoid, silu, gelu, softplus, mish, hardswish are defined from
+them), broadcasting, transpose, reshape, slice and concat are index maps, reductions are sums (or
+max/min atoms) over fresh bound indices, and library ops (conv, pool) are uninterpreted functions of
+their whole input tensors. ``SEMANTICS`` is looked up by op name; a test checks that every registry
+op has an entry.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Mapping
+from fractions import Fraction
+from typing import Any
+
+from axon_eg.errors import AxonError
+from axon_eg.ir import dims as D
+from axon_eg.ir import ops as O
+from axon_eg.ir.program import Program
+
+from . import nf
+from .nf import ONE, ZERO, Ix, Poly
+
+
+class NoSemantics(AxonError):
+    """An op (or op use) the prover cannot express; the candidate is reported as unknown."""
+
+
+def dim_to_ix(d: D.Dim) -> Ix:
+    if isinstance(d, int):
+        return Ix(d)
+    out = Ix(0)
+    for mono, coeff in d.terms:
+        term = Ix(coeff)
+        for atom in mono:
+            factor = Ix.of(atom) if isinstance(atom, str) else dim_to_ix(atom.num).floordiv(dim_to_ix(atom.den))
+            term = term * factor
+        out = out + term
+    return out
+
+
+def _c(x: float) -> Fraction:
+    if not math.isfinite(x):
+        raise NoSemantics(f"non-finite constant {x}")
+    return Fraction(x)
+
+
+def clamp(x: Poly, lo: float, hi: float) -> Poly:
+    if lo > -math.inf:
+        x = nf.ite("<", x, Poly.const(_c(lo)), Poly.const(_c(lo)), x)
+    if hi < math.inf:
+        x = nf.ite("<", Poly.const(_c(hi)), x, Poly.const(_c(hi)), x)
+    return x
+
+
+def sigmoid(x: Poly) -> Poly:
+    return nf.recip(ONE + nf.exp(-x))
+
+
+def softplus(x: Poly, beta: float = 1.0, threshold: float = 20.0) -> Poly:
+    bx = x.scale(_c(beta))
+    soft = nf.fn("log", ONE + nf.exp(bx)).scale(1 / _c(beta))
+    return nf.ite("<", Poly.const(_c(threshold)), bx, x, soft)
+
+
+def _pow(x: Poly, e: float) -> Poly:
+    if e == int(e) and 0 <= e <= 4:
+        out = ONE
+        for _ in range(int(e)):
+            out = out * x
+        return out
+    if e == -1:
+        return nf.recip(x)
+    if e == 0.5:
+        return nf.fn("sqrt", x)
+    if e == -0.5:
+        return nf.recip(nf.fn("sqrt", x))
+    return nf.fn(f"pow[{e!r}]", x)
+
+
+def _gelu(x: Poly, approximate: str) -> Poly:
+    half = Fraction(1, 2)
+    if approximate == "tanh":
+        inner = (x + (x * x * x).scale(_c(0.044715))).scale(_c(math.sqrt(2.0 / math.pi)))
+        return (x * (ONE + nf.fn("tanh", inner))).scale(half)
+    return (x * (ONE + nf.fn("erf", x.scale(_c(1.0 / math.sqrt(2.0)))))).scale(half)
+
+
+UNARY: dict[str, Callable[..., Poly]] = {
+    "neg": lambda x: -x,
+    "exp": nf.exp,
+    "log": lambda x: nf.fn("log", x),
+    "sqrt": lambda x: nf.fn("sqrt", x),
+    "rsqrt": lambda x: nf.recip(nf.fn("sqrt", x)),
+    "reciprocal": nf.recip,
+    "abs": lambda x: nf.ite("<", x, ZERO, -x, x),
+    "square": lambda x: x * x,
+    "relu": lambda x: nf.ite("<", ZERO, x, x, ZERO),
+    "leaky_relu": lambda x, slope: nf.ite("<", x, ZERO, x.scale(_c(slope)), x),
+    "sigmoid": sigmoid,
+    "tanh": lambda x: nf.fn("tanh", x),
+    "silu": lambda x: x * sigmoid(x),
+    "gelu": _gelu,
+    "mish": lambda x: x * nf.fn("tanh", softplus(x)),
+    "hardswish": lambda x: x * clamp(x.scale(Fraction(1, 6)) + Poly.const(Fraction(1, 2)), 0.0, 1.0),
+    "hardsigmoid": lambda x: clamp(x.scale(Fraction(1, 6)) + Poly.const(Fraction(1, 2)), 0.0, 1.0),
+    "softplus": softplus,
+    "clamp": clamp,
+    "pow": lambda x, exponent: _pow(x, exponent),
+    "erf": lambda x: nf.fn("erf", x),
+    "cast": lambda x, dtype: x,  # real semantics: rounding is the float-safety test's business
+}
+
+BINARY: dict[str, Callable[[Poly, Poly], Poly]] = {
+    "add": lambda a, b: a + b,
+    "sub": lambda a, b: a - b,
+    "mul": lambda a, b: a * b,
+    "div": lambda a, b: a * nf.recip(b),
+    "maximum": lambda a, b: nf.ite("<", a, b, b, a),
+    "minimum": lambda a, b: nf.ite("<", a, b, a, b),
+}
+
+
+class Evaluator:
+    """Values of a Program's nodes at symbolic indices. ``symbols`` maps constant values to the
+    names of symbolic scalars (a constant standing for any value, e.g. a positive scale ``c``)."""
+
+    def __init__(self, program: Program, symbols: Mapping[float, str] | None = None,
+                 positive: Iterable[str] = ()):
+        self.program = program
+        self.symbols = dict(symbols or {})
+        self.positive = frozenset(("sym", name) for name in positive)  # symbolic scalars known > 0
+        self.shapes = [tuple(dim_to_ix(d) for d in n.shape) for n in program.nodes]
+        self._memo: dict[tuple[int, tuple[Ix, ...]], Poly] = {}
+
+    def output(self, which: int = 0, prefix: str = "i") -> tuple[Poly, tuple[Ix, ...]]:
+        node = self.program.outputs[which]
+        idx = tuple(Ix.of(f"{prefix}{a}") for a in range(len(self.shapes[node])))
+        return self.value(node, idx), idx
+
+    def value(self, i: int, idx: tuple[Ix, ...]) -> Poly:
+        key = (i, idx)
+        if key not in self._memo:
+            self._memo[key] = self._value(i, idx)
+        return self._memo[key]
+
+    def _broadcast(self, j: int, idx: tuple[Ix, ...]) -> tuple[Ix, ...]:
+        """Index into operand j of an op with output index idx (NumPy broadcasting)."""
+        shape = self.shapes[j]
+        tail = idx[len(idx) - len(shape):] if shape else ()
+        return tuple(Ix(0) if (d.is_const and d.const == 1) else ix for d, ix in zip(shape, tail))
+
+    def _value(self, i: int, idx: tuple[Ix, ...]) -> Poly:
+        node = self.program.nodes[i]
+        op = O.get(node.op)
+        a = node.attrs
+        args = node.inputs
+        if node.op == "input":
+            return Poly.atom(("in", a["name"], idx))
+        if node.op == "constant":
+            if a["value"] in self.symbols:
+                return Poly.atom(("sym", self.symbols[a["value"]]))
+            return Poly.const(_c(a["value"]))
+        if node.op in UNARY:
+            x = self.value(args[0], idx)
+            return UNARY[node.op](x, **dict(a))
+        if node.op == "causal_mask":
+            x = self.value(args[0], idx)
+            fill = a["fill"]
+            fill_value = Poly.atom(("sym", "-inf")) if fill == -math.inf else Poly.const(_c(fill))
+            return nf.ite("<=", idx[-1] - idx[-2], Ix(a["diagonal"]), x, fill_value)
+        if node.op in BINARY:
+            return BINARY[node.op](self.value(args[0], self._broadcast(args[0], idx)),
+                                   self.value(args[1], self._broadcast(args[1], idx)))
+        handler = _STRUCTURED.get(node.op) or _STRUCTURED.get(op.kind.value)
+        if handler is None:
+            raise NoSemantics(f"op {node.op} has no element semantics")
+        return handler(self, i, idx)
+
+    # -- structured ops ------------------------------------------------------------------------
+    def reduction(self, i: int, idx: tuple[Ix, ...]) -> Poly:
+        node = self.program.nodes[i]
+        (x,) = node.inputs
+        in_shape = self.shapes[x]
+        axes, keep = node.attrs["axes"], node.attrs["keepdims"]
+        in_idx: list[Ix] = []
+        binders = []
+        out_pos = 0
+        for ax in range(len(in_shape)):
+            if ax in axes:
+                v = nf.fresh("r")
+                binders.append((v, in_shape[ax]))
+                in_idx.append(Ix.of(v))
+                out_pos += 1 if keep else 0
+            else:
+                in_idx.append(idx[out_pos])
+                out_pos += 1
+        body = self.value(x, tuple(in_idx))
+        kind = node.op
+        if kind in ("max", "min"):
+            return nf.reduce_max(kind, tuple(binders), body, self.positive)
+        if kind == "logsumexp":
+            body = nf.exp(body)
+        total = body
+        for v, n in reversed(binders):
+            total = nf.sum_over(v, n, total)
+        if kind == "mean":
+            count = Ix(1)
+            for _, n in binders:
+                count = count * n
+            total = total * nf.recip(Poly.atom(("dim", count)) if not count.is_const else Poly.const(count.const))
+        if kind == "logsumexp":
+            total = nf.fn("log", total)
+        return total
+
+    def cumsum(self, i: int, idx: tuple[Ix, ...]) -> Poly:
+        node = self.program.nodes[i]
+        axis = node.attrs["axis"]
+        v = nf.fresh("c")
+        in_idx = list(idx)
+        in_idx[axis] = Ix.of(v)
+        return nf.sum_over(v, idx[axis] + 1, self.value(node.inputs[0], tuple(in_idx)))
+
+    def matmul(self, i: int, idx: tuple[Ix, ...]) -> Poly:
+        node = self.program.nodes[i]
+        x, y = node.inputs
+        k = nf.fresh("k")
+        batch = idx[:-2]
+        xi = self._broadcast_batch(x, batch) + (idx[-2], Ix.of(k))
+        yi = self._broadcast_batch(y, batch) + (Ix.of(k), idx[-1])
+        return nf.sum_over(k, self.shapes[x][-1], self.value(x, xi) * self.value(y, yi))
+
+    def _broadcast_batch(self, j: int, batch: tuple[Ix, ...]) -> tuple[Ix, ...]:
+        shape = self.shapes[j][:-2]
+        tail = batch[len(batch) - len(shape):] if shape else ()
+        return tuple(Ix(0) if (d.is_const and d.const == 1) else ix for d, ix in zip(shape, tail))
+
+    def layout(self, i: int, idx: tuple[Ix, ...]) -> Poly:
+        node = self.program.nodes[i]
+        a = node.attrs
+        x = node.inputs[0]
+        if node.op == "transpose":
+            in_idx: list[Ix] = [Ix(0)] * len(idx)
+            for out_axis, in_axis in enumerate(a["perm"]):
+                in_idx[in_axis] = idx[out_axis]
+            return self.value(x, tuple(in_idx))
+        if node.op == "broadcast_to":
+            return self.value(x, self._broadcast(x, idx))
+        if node.op == "expand_dims":
+            return self.value(x, idx[: a["axis"]] + idx[a["axis"] + 1:])
+        if node.op == "squeeze":
+            out = list(idx)
+            for ax in a["axes"]:
+                out.insert(ax, Ix(0))
+            return self.value(x, tuple(out))
+        if node.op == "slice":
+            out = list(idx)
+            out[a["axis"]] = dim_to_ix(a["start"]) + idx[a["axis"]].scale(a["step"])
+            return self.value(x, tuple(out))
+        if node.op == "concat":
+            axis = a["axis"]
+            offsets, total = [], Ix(0)
+            for j in node.inputs:
+                offsets.append(total)
+                total = total + self.shapes[j][axis]
+            result = None
+            for j, start in reversed(list(zip(node.inputs, offsets))):
+                sub = list(idx)
+                sub[axis] = idx[axis] - start
+                part = self.value(j, tuple(sub))
+                result = part if result is None else nf.ite("<", idx[axis], start + self.shapes[j][axis], part, result)
+            assert result is not None
+            return result
+        if node.op == "reshape":
+            return self.value(x, self._reshape_index(x, i, idx))
+        raise NoSemantics(f"layout op {node.op} has no element semantics")
+
+    def _reshape_index(self, x: int, i: int, idx: tuple[Ix, ...]) -> tuple[Ix, ...]:
+        src = [d for d in self.shapes[x]]
+        dst = [d for d in self.shapes[i]]
+        non1_src = [d for d in src if not (d.is_const and d.const == 1)]
+        non1_dst = [d for d in dst if not (d.is_const and d.const == 1)]
+        if non1_src == non1_dst:  # only size-1 axes move: map the other axes in order
+            picks = iter(ix for d, ix in zip(dst, idx) if not (d.is_const and d.const == 1))
+            return tuple(Ix(0) if (d.is_const and d.const == 1) else next(picks) for d in src)
+        linear = Ix(0)
+        for d, ix in zip(dst, idx):
+            linear = linear * d + ix
+        out = []
+        stride = Ix(1)
+        for d in reversed(src):
+            out.append(linear.floordiv(stride).mod(d))
+            stride = stride * d
+        return tuple(reversed(out))
+
+    def library(self, i: int, idx: tuple[Ix, ...]) -> Poly:
+        node = self.program.nodes[i]
+        lams = []
+        for j in node.inputs:
+            names = tuple(f"l{a}" for a in range(len(self.shapes[j])))
+            lams.append((names, self.value(j, tuple(Ix.of(n) for n in names))))
+        attrs = tuple((k, v) for k, v in node.attrs.items())
+        return Poly.atom(("lib", node.op, repr(attrs), tuple(lams), idx))
+
+
+_STRUCTURED: dict[str, Callable[[Evaluator, int, tuple[Ix, ...]], Poly]] = {
+    "reduce": Evaluator.reduction,
+    "cumsum": Evaluator.cumsum,
+    "matmul": Evaluator.matmul,
+    "layout": Evaluator.layout,
+    "library": Evaluator.library,
+}
+
+
+def has_semantics(op: O.OpDef) -> bool:
+    """Whether the prover can express ``op`` (composites: through their expansion)."""
+    return (op.kind in (O.OpKind.SOURCE, O.OpKind.COMPOSITE) or op.name in UNARY or op.name in BINARY
+            or op.name == "causal_mask" or op.name in _STRUCTURED or op.kind.value in _STRUCTURED)
+
+
+def describe(value: Any) -> str:
+    return repr(value)
