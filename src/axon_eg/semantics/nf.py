@@ -419,7 +419,10 @@ def canonical_binders(binders: tuple[Binder, ...], body: Poly) -> tuple[tuple[Bi
 # Operations the op semantics use
 # ------------------------------------------------------------------------------------------------
 def sum_over(var: str, length: Ix, body: Poly) -> Poly:
-    """SUM_{var < length} body: each monomial gains the binder (additivity, linearity)."""
+    """SUM_{var < length} body: each monomial gains the binder (additivity, linearity).
+    A sum over one element is that element (sum_range_split with a = 1, n = 0)."""
+    if length == Ix(1):
+        return body.subst({var: Ix(0)})
     out = []
     for m in body.monos:
         m = _rename_apart(m, {var})
@@ -438,6 +441,16 @@ def exp(p: Poly) -> Poly:
 
 
 def fn(name: str, p: Poly) -> Poly:
+    if name == "log" and len(p.monos) == 1:
+        m = p.monos[0]  # log(exp(u) * r) = u + log(r): exp factors (outside any sum: linearity) leave
+        bound = {v for v, _ in m.binders}
+        exps = [f for f in m.factors if f[0] == "fn" and f[1] == "exp" and not atom_symbols(f) & bound]
+        if exps:
+            rest = Poly._build([Mono(m.coeff, m.binders, tuple(f for f in m.factors if f not in exps))])
+            out = ZERO if rest == ONE else Poly.atom(("fn", "log", rest))
+            for e in exps:
+                out = out + e[2]
+            return out
     return Poly.atom(("fn", name, p))
 
 
@@ -462,11 +475,32 @@ def ite(op: str, x: Poly | Ix, y: Poly | Ix, then: Poly, other: Poly) -> Poly:
     return Poly.atom(("ite", (op, x, y), then, other))
 
 
-def reduce_max(kind: str, binders: tuple[Binder, ...], body: Poly, positive: frozenset = frozenset()) -> Poly:
+def _sign(a: Atom, positive: frozenset, negative: frozenset) -> int:
+    """+1 / -1 when an atom is known positive / negative (symbolic scalars and their reciprocals)."""
+    if a in positive or (a[0] == "fn" and a[1] == "exp"):
+        return 1
+    if a in negative:
+        return -1
+    if a[0] == "recip" and len(a[1].monos) == 1:
+        m = a[1].monos[0]
+        if not m.binders and len(m.factors) == 1:
+            inner = _sign(m.factors[0], positive, negative)
+            return inner * (1 if m.coeff > 0 else -1) if inner else 0
+    return 0
+
+
+def reduce_max(kind: str, binders: tuple[Binder, ...], body: Poly, positive: frozenset = frozenset(),
+               negative: frozenset = frozenset()) -> Poly:
     """max/min over binders; a part of the body that ignores the binders comes out
     (max(x + c) = max(x) + c), as does a constant factor (max(c x) = c max(x) for c > 0, c min(x)
     for c < 0), numeric or an atom in ``positive`` (symbolic scalars constrained to be positive)."""
+    single = {v: Ix(0) for v, n in binders if n == Ix(1)}  # max over one element is that element
+    if single:
+        body = body.subst(single)
+        binders = tuple(b for b in binders if b[0] not in single)
     bound = {v for v, _ in binders}
+    if not binders:
+        return body
     inside, outside = [], []
     for m in body.monos:
         syms = set()
@@ -485,10 +519,17 @@ def reduce_max(kind: str, binders: tuple[Binder, ...], body: Poly, positive: fro
                 kind = "min" if kind == "max" else "max"
             inner = inner.scale(1 / c)
     factor = ONE
-    for a in sorted(positive, key=repr):  # a positive atom that multiplies every monomial comes out
-        if all(a in m.factors for m in inner.monos):
+    for a in sorted({f for m in inner.monos for f in m.factors}, key=repr):
+        sign = _sign(a, positive, negative)  # a signed, binder-free factor common to every monomial
+        if sign and not atom_symbols(a) & bound and all(a in m.factors for m in inner.monos):
             inner = Poly._build(Mono(m.coeff, m.binders, _remove_one(m.factors, a)) for m in inner.monos)
             factor = factor * Poly.atom(a)
+            if sign < 0:
+                kind = "min" if kind == "max" else "max"
+    if len(inner.monos) == 1 and inner.monos[0].coeff == 1 and not inner.monos[0].binders \
+            and len(inner.monos[0].factors) == 1 and inner.monos[0].factors[0][:2] == ("red", kind):
+        nested = inner.monos[0].factors[0]  # max of a max: one max over both binder sets
+        binders, inner = tuple(binders) + nested[2], nested[3]
     names, inner = canonical_binders(tuple(binders), inner)
     atom = Poly.atom(("red", kind, names, inner))
     return (atom * factor).scale(scale) + Poly(tuple(outside))

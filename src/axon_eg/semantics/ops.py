@@ -129,10 +129,11 @@ class Evaluator:
     names of symbolic scalars (a constant standing for any value, e.g. a positive scale ``c``)."""
 
     def __init__(self, program: Program, symbols: Mapping[float, str] | None = None,
-                 positive: Iterable[str] = ()):
+                 positive: Iterable[str] = (), negative: Iterable[str] = ()):
         self.program = program
         self.symbols = dict(symbols or {})
         self.positive = frozenset(("sym", name) for name in positive)  # symbolic scalars known > 0
+        self.negative = frozenset(("sym", name) for name in negative)  # ... known < 0
         self.shapes = [tuple(dim_to_ix(d) for d in n.shape) for n in program.nodes]
         self._memo: dict[tuple[int, tuple[Ix, ...]], Poly] = {}
 
@@ -201,7 +202,7 @@ class Evaluator:
         body = self.value(x, tuple(in_idx))
         kind = node.op
         if kind in ("max", "min"):
-            return nf.reduce_max(kind, tuple(binders), body, self.positive)
+            return nf.reduce_max(kind, tuple(binders), body, self.positive, self.negative)
         if kind == "logsumexp":
             body = nf.exp(body)
         total = body

@@ -142,12 +142,13 @@ def prove_equal(lhs: Program, rhs: Program, *, symbols: Sequence[ScalarSymbol] =
             return done("refuted", "numpy search", str(cex), cex)
     values = {s.value: s.name for s in symbols}
     positive = [s.name for s in symbols if s.constraint == ">0"]
+    negative = [s.name for s in symbols if s.constraint == "<0"]
     sums_lemmas: tuple[str, ...] = ()
     try:
         diffs = []
         for k in range(len(lhs.outputs)):
-            left, idx = Evaluator(lhs, values, positive).output(k, prefix=f"o{k}_")
-            right, _ = Evaluator(rhs, values, positive).output(k, prefix=f"o{k}_")
+            left, idx = Evaluator(lhs, values, positive, negative).output(k, prefix=f"o{k}_")
+            right, _ = Evaluator(rhs, values, positive, negative).output(k, prefix=f"o{k}_")
             diffs.append((left - right, idx, lhs.outputs[k]))
             if any(m.binders for side in (left, right) for m in side.monos):
                 sums_lemmas = ("sum_additivity", "sum_linearity", "sum_swap")

@@ -15,6 +15,10 @@ from . import nf
 from .nf import Ix, Mono, Poly
 
 
+# Strictly increasing functions (on their domain): their ground monotonicity instances are sound.
+MONOTONE = {"exp", "log", "sqrt", "tanh", "erf"}
+
+
 @dataclass
 class Z3Context:
     ints: dict[str, z3.ArithRef] = field(default_factory=dict)
@@ -25,6 +29,7 @@ class Z3Context:
     exps: dict[str, tuple[Poly, z3.ArithRef]] = field(default_factory=dict)
     positive: dict[str, z3.ArithRef] = field(default_factory=dict)  # known-positive terms, by repr
     lemmas: set[str] = field(default_factory=set)
+    applications: dict[str, dict[str, tuple]] = field(default_factory=dict)
 
     # -- integers ----------------------------------------------------------------------------------
     def int_sym(self, name: str) -> z3.ArithRef:
@@ -104,6 +109,15 @@ class Z3Context:
         if tag == "fn":
             arg = self.poly(a[2])
             value = self.func(f"fn_{a[1]}", 1, [z3.RealSort()])(arg)
+            if a[1] in MONOTONE:  # ground monotonicity instances against the same function's other uses
+                seen = self.applications.setdefault(a[1], {})
+                if repr(a[2]) not in seen:
+                    for other_arg, other in seen.values():
+                        self.axioms.append(z3.Implies(arg < other_arg, value < other))
+                        self.axioms.append(z3.Implies(other_arg < arg, other < value))
+                    seen[repr(a[2])] = (arg, value)
+                    if len(seen) > 1:
+                        self.lemmas.add("monotonicity")
             if a[1] == "exp":
                 key = repr(a[2])
                 if key not in self.exps:

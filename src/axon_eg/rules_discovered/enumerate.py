@@ -1,0 +1,349 @@
+"""The propagation enumerator: candidate rewrites found by moving one operator past its neighbour.
+
+Candidates are pairs of Programs over the same inputs with symbolic dims (``Candidate``); the
+prover decides which are true. Families, each generated from the registry (op kinds, arities and
+attributes), never from a list of identities:
+
+- ``through_layout``: a unary or binary element-wise op moved through an index map (transpose,
+  broadcast, reshape, expand/squeeze, slice, concat);
+- ``scale_matmul``: a scale (mul/div by a scalar, a row or a column vector) moved onto either matmul
+  operand; ``transpose_matmul``; ``reduce_matmul``: a reduction of a matmul's output moved onto
+  an operand (a GEMM becomes a GEMV);
+- ``reduce_binary``: a reduction moved through an element-wise binary op (same shapes, or an operand
+  constant along the reduced axis, or a symbolic positive / negative scalar);
+- ``binary_binary``: one binary op moved into an operand of another (distributivity, associativity),
+  and ``swap``: operand order;
+- ``homomorphism``: f(a op b) against f(a) op' f(b) for every unary f and binary op, op';
+- ``simplify``: reductions over size-1 axes, transpose of transpose, scale by 1 / add 0, f(f(x));
+- ``shift``: removing a max-shift from composites' expansions (softmax, log_softmax);
+- ``rescale``: for every unary f proven to be a homomorphism from + to *, the rescaling identity
+  f(m1 - m2) * sum(f(x - m1)) = sum(f(x - m2)) that online softmax relies on;
+- ``fold``: a composite applied to a matmul, rewritten by the νGraph with the rules proven so far
+  (e.g. inference batchnorm folded into the matmul's weights), proposed as one rule.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+
+from axon_eg.errors import AxonError
+from axon_eg.ir import ops as O
+from axon_eg.ir.program import Builder, Program, Value
+from axon_eg.semantics.prover import ScalarSymbol
+
+DTYPE = "fp32"
+
+
+@dataclass(frozen=True)
+class Candidate:
+    name: str
+    family: str
+    lhs: Program
+    rhs: Program
+    symbols: tuple[ScalarSymbol, ...] = field(default=())
+
+
+Build = Callable[..., Value]
+
+
+def make(name: str, family: str, inputs: Sequence[tuple[str, tuple]], lhs: Build, rhs: Build,
+         symbols: Sequence[ScalarSymbol] = ()) -> Candidate | None:
+    """Build both sides over the same inputs; None when a side is ill-typed (the move does not fit)."""
+    sides = []
+    for fn in (lhs, rhs):
+        b = Builder(name)
+        values = {n: b.input(n, shape, DTYPE) for n, shape in inputs}
+        try:
+            sides.append(b.build(fn(b, **values)))
+        except AxonError:
+            return None
+    if sides[0] == sides[1]:
+        return None
+    return Candidate(name, family, sides[0], sides[1], tuple(symbols))
+
+
+def unary_ops() -> list[O.OpDef]:
+    return [op for op in O.ops_of_kind(O.OpKind.ELEMENTWISE)
+            if op.meta.get("arity") == 1 and not op.meta.get("index_dependent") and op.name != "cast"]
+
+
+def binary_ops() -> list[O.OpDef]:
+    return [op for op in O.ops_of_kind(O.OpKind.ELEMENTWISE) if op.meta.get("arity") == 2]
+
+
+# Attribute values that make an op interesting to enumerate (defaults otherwise).
+_SAMPLE_ATTRS = {"clamp": {"lo": -0.5, "hi": 0.5}, "pow": {"exponent": 3.0}, "leaky_relu": {"slope": 0.1}}
+
+
+def unary(b: Builder, op: O.OpDef, x: Value) -> Value:
+    return b.emit(op.name, x, **_SAMPLE_ATTRS.get(op.name, {}))
+
+
+# ------------------------------------------------------------------------------------------------
+# Index maps: (name, inputs, apply(b, x) -> value, apply to a second operand of the same shape)
+# ------------------------------------------------------------------------------------------------
+def layouts() -> list[tuple[str, tuple, Callable[[Builder, Value], Value]]]:
+    return [
+        ("transpose2", ("M", "N"), lambda b, x: b.emit("transpose", x, perm=(1, 0))),
+        ("transpose3", ("B", "M", "N"), lambda b, x: b.emit("transpose", x, perm=(0, 2, 1))),
+        ("transpose3_rot", ("B", "M", "N"), lambda b, x: b.emit("transpose", x, perm=(2, 0, 1))),
+        ("broadcast_rows", ("N",), lambda b, x: b.emit("broadcast_to", x, shape=("M", "N"))),
+        ("broadcast_cols", ("M", 1), lambda b, x: b.emit("broadcast_to", x, shape=("M", "N"))),
+        ("flatten", ("M", "N"), lambda b, x: b.emit("reshape", x, shape=("M*N",))),
+        ("merge_batch", ("B", "M", "N"), lambda b, x: b.emit("reshape", x, shape=("B*M", "N"))),
+        ("expand_dims", ("M", "N"), lambda b, x: b.emit("expand_dims", x, axis=0)),
+        ("squeeze", ("M", 1), lambda b, x: b.emit("squeeze", x, axes=(1,))),
+        ("slice", ("M", "N"), lambda b, x: b.emit("slice", x, axis=1, start=1, stop=None, step=1)),
+        ("slice_step", ("M", "N"), lambda b, x: b.emit("slice", x, axis=0, start=0, stop=None, step=2)),
+    ]
+
+
+def through_layout() -> Iterator[Candidate]:
+    for lname, shape, lay in layouts():
+        for op in unary_ops():
+            yield make(f"{op.name}_through_{lname}", "through_layout", [("x", shape)],
+                       lambda b, x, op=op, lay=lay: unary(b, op, lay(b, x)),
+                       lambda b, x, op=op, lay=lay: lay(b, unary(b, op, x)))
+        for op in binary_ops():
+            yield make(f"{op.name}_through_{lname}", "through_layout", [("x", shape), ("y", shape)],
+                       lambda b, x, y, op=op, lay=lay: b.emit(op.name, lay(b, x), lay(b, y)),
+                       lambda b, x, y, op=op, lay=lay: lay(b, b.emit(op.name, x, y)))
+    for op in unary_ops():  # concat: f applied to each part
+        yield make(f"{op.name}_through_concat", "through_layout", [("x", ("M", "N")), ("y", ("M", "K"))],
+                   lambda b, x, y, op=op: unary(b, op, b.emit("concat", x, y, axis=1)),
+                   lambda b, x, y, op=op: b.emit("concat", unary(b, op, x), unary(b, op, y), axis=1))
+
+
+# ------------------------------------------------------------------------------------------------
+# Matmul neighbours
+# ------------------------------------------------------------------------------------------------
+MATMULS = [("", ("M", "K"), ("K", "N")), ("batched_", ("B", "M", "K"), ("B", "K", "N"))]
+SCALES = [("scalar", ()), ("row", ("M", 1)), ("col", ("N",))]
+
+
+def _mm(b: Builder, a: Value, w: Value) -> Value:
+    return b.emit("matmul", a, w)
+
+
+def matmul_neighbours() -> Iterator[Candidate]:
+    for prefix, sa, sb in MATMULS:
+        ins = [("A", sa), ("B", sb)]
+        for op in ("mul", "div", "add"):
+            for sname, sshape in SCALES:
+                shape = sshape if not (prefix and sname == "row") else ("B", "M", 1)
+                for side in ("A", "B"):
+                    def rhs(b, A, B, s, op=op, side=side):
+                        return _mm(b, b.emit(op, A, s), B) if side == "A" else _mm(b, A, b.emit(op, B, s))
+                    yield make(f"{prefix}{op}_{sname}_through_matmul_{side}", "scale_matmul", ins + [("s", shape)],
+                               lambda b, A, B, s, op=op: b.emit(op, _mm(b, A, B), s), rhs)
+        rank = len(sa)
+        perm = tuple(range(rank - 2)) + (rank - 1, rank - 2)
+        t = lambda b, x, perm=perm: b.emit("transpose", x, perm=perm)  # noqa: E731
+        yield make(f"{prefix}transpose_through_matmul", "transpose_matmul", ins,
+                   lambda b, A, B, t=t: t(b, _mm(b, A, B)), lambda b, A, B, t=t: _mm(b, t(b, B), t(b, A)))
+        yield make(f"{prefix}transpose_through_matmul_unswapped", "transpose_matmul", ins,
+                   lambda b, A, B, t=t: t(b, _mm(b, A, B)), lambda b, A, B, t=t: _mm(b, t(b, A), t(b, B)))
+        for red in ("sum", "mean", "max"):
+            for axis in (rank - 2, rank - 1):
+                for keep in (True, False):
+                    for side in ("A", "B"):
+                        ax = rank - 2 if side == "A" else rank - 1  # the operand axis that survives into `axis`
+
+                        def rhs(b, A, B, red=red, keep=keep, side=side, ax=ax, axis=axis):
+                            if side == "A":
+                                out = _mm(b, b.emit(red, A, axes=(ax,), keepdims=True), B)
+                            else:
+                                out = _mm(b, A, b.emit(red, B, axes=(ax,), keepdims=True))
+                            return out if keep else b.emit("squeeze", out, axes=(axis,))
+                        yield make(f"{prefix}{red}{axis}{'_keep' if keep else ''}_into_matmul_{side}", "reduce_matmul",
+                                   ins, lambda b, A, B, red=red, axis=axis, keep=keep:
+                                   b.emit(red, _mm(b, A, B), axes=(axis,), keepdims=keep), rhs)
+    # associativity: the second matmul moved into the first's right operand
+    yield make("matmul_assoc", "binary_binary", [("A", ("M", "K")), ("B", ("K", "L")), ("C", ("L", "N"))],
+               lambda b, A, B, C: _mm(b, _mm(b, A, B), C), lambda b, A, B, C: _mm(b, A, _mm(b, B, C)))
+    yield make("matmul_comm", "swap", [("A", ("M", "M")), ("B", ("M", "M"))],
+               lambda b, A, B: _mm(b, A, B), lambda b, A, B: _mm(b, B, A))
+
+
+# ------------------------------------------------------------------------------------------------
+# Reductions through element-wise binary ops
+# ------------------------------------------------------------------------------------------------
+REDUCTIONS = ("sum", "mean", "max", "min")
+POSITIVE, NEGATIVE = 1.6180339887, -2.7182818284  # sentinel values of symbolic scalars
+
+
+def reduce_binary() -> Iterator[Candidate]:
+    for red in REDUCTIONS:
+        for op in binary_ops():
+            r = lambda b, x, red=red: b.emit(red, x, axes=(1,), keepdims=True)  # noqa: E731
+            for kind, shape in (("same", ("M", "N")), ("rowconst", ("M", 1))):
+                yield make(f"{red}_through_{op.name}_{kind}", "reduce_binary", [("a", ("M", "N")), ("c", shape)],
+                           lambda b, a, c, op=op, r=r: r(b, b.emit(op.name, a, c)),
+                           lambda b, a, c, op=op, r=r, kind=kind:
+                           b.emit(op.name, r(b, a), r(b, c) if kind == "same" else c))
+            for value, sign in ((POSITIVE, ">0"), (NEGATIVE, "<0")):
+                sym = ScalarSymbol(value, "c", sign)
+                for flip in (False, True):
+                    other = {"max": "min", "min": "max"}.get(red, red) if flip else red
+                    yield make(f"{red}_through_{op.name}_scalar{sign}{'_flip' if flip else ''}", "reduce_binary",
+                               [("a", ("M", "N"))],
+                               lambda b, a, op=op, r=r, value=value: r(b, b.emit(op.name, a, b.constant(value, DTYPE))),
+                               lambda b, a, op=op, other=other, value=value: b.emit(
+                                   op.name, b.emit(other, a, axes=(1,), keepdims=True), b.constant(value, DTYPE)),
+                               [sym])
+    for red in REDUCTIONS:  # reduction of a reduction: one reduction over both axes
+        yield make(f"{red}_of_{red}", "reduce_binary", [("x", ("M", "N", "K"))],
+                   lambda b, x, red=red: b.emit(red, b.emit(red, x, axes=(2,), keepdims=False), axes=(1,), keepdims=False),
+                   lambda b, x, red=red: b.emit(red, x, axes=(1, 2), keepdims=False))
+        yield make(f"{red}_through_transpose", "reduce_binary", [("x", ("M", "N"))],
+                   lambda b, x, red=red: b.emit(red, b.emit("transpose", x, perm=(1, 0)), axes=(0,), keepdims=False),
+                   lambda b, x, red=red: b.emit(red, x, axes=(1,), keepdims=False))
+
+
+def binary_binary() -> Iterator[Candidate]:
+    ins = [("a", ("N",)), ("b_", ("N",)), ("c", ("N",))]
+    for outer, inner in itertools.product(binary_ops(), repeat=2):
+        o, i = outer.name, inner.name
+        yield make(f"{o}_distributes_over_{i}", "binary_binary", ins,
+                   lambda b, a, b_, c, o=o, i=i: b.emit(o, b.emit(i, a, b_), c),
+                   lambda b, a, b_, c, o=o, i=i: b.emit(i, b.emit(o, a, c), b.emit(o, b_, c)))
+        yield make(f"{o}_into_{i}", "binary_binary", ins,
+                   lambda b, a, b_, c, o=o, i=i: b.emit(o, b.emit(i, a, b_), c),
+                   lambda b, a, b_, c, o=o, i=i: b.emit(i, a, b.emit(o, b_, c)))
+    for op in binary_ops():
+        yield make(f"{op.name}_swap", "swap", [("a", ("N",)), ("b_", ("N",))],
+                   lambda b, a, b_, op=op: b.emit(op.name, a, b_), lambda b, a, b_, op=op: b.emit(op.name, b_, a))
+
+
+def homomorphisms() -> Iterator[Candidate]:
+    for f in unary_ops():
+        for inner, outer in itertools.product(binary_ops(), repeat=2):
+            yield make(f"{f.name}_{inner.name}_to_{outer.name}", "homomorphism", [("a", ("N",)), ("b_", ("N",))],
+                       lambda b, a, b_, f=f, i=inner.name: unary(b, f, b.emit(i, a, b_)),
+                       lambda b, a, b_, f=f, o=outer.name: b.emit(o, unary(b, f, a), unary(b, f, b_)))
+
+
+def simplifications() -> Iterator[Candidate]:
+    for red in O.ops_of_kind(O.OpKind.REDUCE):
+        for keep in (True, False):
+            yield make(f"{red.name}_over_size1{'_keep' if keep else ''}", "simplify", [("x", ("M", 1))],
+                       lambda b, x, r=red.name, keep=keep: b.emit(r, x, axes=(1,), keepdims=keep),
+                       lambda b, x, keep=keep: x if keep else b.emit("squeeze", x, axes=(1,)))
+    for p1, p2 in itertools.product([(1, 0, 2), (0, 2, 1), (2, 0, 1), (1, 2, 0)], repeat=2):
+        composed = tuple(p1[p] for p in p2)
+        yield make(f"transpose{''.join(map(str, p1))}_transpose{''.join(map(str, p2))}", "simplify",
+                   [("x", ("B", "M", "N"))],
+                   lambda b, x, p1=p1, p2=p2: b.emit("transpose", b.emit("transpose", x, perm=p1), perm=p2),
+                   lambda b, x, c=composed: x if c == (0, 1, 2) else b.emit("transpose", x, perm=c))
+    yield make("transpose_transpose", "simplify", [("x", ("M", "N"))],
+               lambda b, x: b.emit("transpose", b.emit("transpose", x, perm=(1, 0)), perm=(1, 0)), lambda b, x: x)
+    for op in binary_ops():
+        for value in (0.0, 1.0):
+            yield make(f"{op.name}_by_{int(value)}", "simplify", [("x", ("N",))],
+                       lambda b, x, op=op, v=value: b.emit(op.name, x, b.constant(v, DTYPE)), lambda b, x: x)
+    for f in unary_ops():
+        yield make(f"{f.name}_idempotent", "simplify", [("x", ("N",))],
+                   lambda b, x, f=f: unary(b, f, unary(b, f, x)), lambda b, x, f=f: unary(b, f, x))
+        yield make(f"{f.name}_involution", "simplify", [("x", ("N",))],
+                   lambda b, x, f=f: unary(b, f, unary(b, f, x)), lambda b, x: x)
+        for g in unary_ops():
+            if g.name != f.name:
+                yield make(f"{f.name}_inverts_{g.name}", "simplify", [("x", ("N",))],
+                           lambda b, x, f=f, g=g: unary(b, f, unary(b, g, x)), lambda b, x: x)
+
+
+# ------------------------------------------------------------------------------------------------
+# Families derived from the registry's composites and from proven facts
+# ------------------------------------------------------------------------------------------------
+def shift_removal() -> Iterator[Candidate]:
+    """In each composite's expansion, drop a subtraction of a max over the same tensor."""
+    for comp in O.ops_of_kind(O.OpKind.COMPOSITE):
+        if comp.arity[0] != 1:
+            continue
+        b = Builder(comp.name)
+        x = b.input("x", ("M", "N"), DTYPE)
+        try:
+            original = b.build(b.emit(comp.name, x)).expand()
+        except AxonError:
+            continue
+        for i, node in enumerate(original.nodes):
+            if node.op != "sub":
+                continue
+            a, m = node.inputs
+            if original.nodes[m].op == "max" and original.nodes[m].inputs == (a,):
+                yield Candidate(f"{comp.name}_drop_max_shift", "shift", original, _bypass(original, i, a))
+
+
+def _bypass(program: Program, node: int, replacement: int) -> Program:
+    """The program with every use of ``node`` replaced by ``replacement``."""
+    b = Builder(program.name)
+    values: dict[int, Value] = {}
+    for i, n in enumerate(program.nodes):
+        if i == node:
+            values[i] = values[replacement]
+        elif n.op == "input":
+            values[i] = b.input(n.attrs["name"], n.shape, n.dtype)
+        else:
+            values[i] = b.emit(n.op, *[values[j] for j in n.inputs], **dict(n.attrs))
+    return b.build([values[o] for o in program.outputs])
+
+
+def rescaling(homomorphic: Sequence[str]) -> Iterator[Candidate]:
+    """For f with f(a + b) = f(a) * f(b): f(m1 - m2) * sum(f(x - m1)) = sum(f(x - m2))."""
+    for f in homomorphic:
+        yield make(f"{f}_online_rescale", "rescale", [("x", ("M", "N")), ("m1", ("M", 1)), ("m2", ("M", 1))],
+                   lambda b, x, m1, m2, f=f: b.emit("mul", b.emit(f, b.emit("sub", m1, m2)),
+                                                     b.emit("sum", b.emit(f, b.emit("sub", x, m1)), axes=(1,), keepdims=True)),
+                   lambda b, x, m1, m2, f=f: b.emit("sum", b.emit(f, b.emit("sub", x, m2)), axes=(1,), keepdims=True))
+
+
+def folds(rules: Sequence) -> Iterator[Candidate]:
+    """A composite (with per-channel statistics) applied to a matmul, rewritten by the νGraph with the
+    rules proven so far; the cheapest different variant is proposed as one rule."""
+    from axon_eg.egraph.nugraph import Limits, NuGraph
+
+    for comp in O.ops_of_kind(O.OpKind.COMPOSITE):
+        lo, hi = comp.arity
+        if hi < 2:
+            continue
+        b = Builder(comp.name)
+        A, B = b.input("A", ("M", "K"), DTYPE), b.input("B", ("K", "N"), DTYPE)
+        stats = [b.input(n, ("N",), DTYPE) for n in comp.inputs[1:hi]]
+        try:
+            lhs = b.build(b.emit(comp.name, b.emit("matmul", A, B), *stats, **_axis_last(comp))).expand()
+            graph = NuGraph(lhs.bind({"M": 3, "K": 4, "N": 5}), rules)
+            graph.saturate(Limits(iterations=12, nodes=20_000, seconds=10))
+        except AxonError:
+            continue
+        for variant in graph.extract(8)[1:]:
+            ops = [n.op for n in variant.program.nodes]
+            if ops.count("matmul") == 1 and _matmul_is_last_op_or_before_add(variant.program):
+                rhs = Program(variant.program.nodes, variant.program.outputs, (), lhs.name, (), ())
+                yield Candidate(f"{comp.name}_folded_into_matmul", "fold", lhs, rhs)
+                break
+
+
+def _axis_last(comp: O.OpDef) -> dict:
+    return {"axis": 1} if any(a.name == "axis" for a in comp.attrs) else {}
+
+
+def _matmul_is_last_op_or_before_add(program: Program) -> bool:
+    """The folded form: a matmul followed by at most one bias add (no per-element work after it)."""
+    out = program.nodes[program.outputs[0]]
+    if out.op == "matmul":
+        return True
+    return out.op == "add" and any(program.nodes[j].op == "matmul" for j in out.inputs)
+
+
+def phase_one() -> list[Candidate]:
+    """Every candidate that needs no proven facts, deduplicated, in a deterministic order."""
+    out: list[Candidate] = []
+    for family in (through_layout, matmul_neighbours, reduce_binary, binary_binary, homomorphisms,
+                   simplifications, shift_removal):
+        out += [c for c in family() if c is not None]
+    return out
+
+
+__all__ = ["Candidate", "folds", "make", "phase_one", "rescaling"]
