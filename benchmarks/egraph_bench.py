@@ -25,7 +25,7 @@ from axon_eg.egraph.nugraph import Limits, NuGraph  # noqa: E402
 def load_rules(which: str) -> tuple[str, list]:
     if which in ("discovered", "auto"):
         try:
-            from axon_eg.rules_discovered import load_rules as load_discovered
+            from axon_eg.rules_discovered.store import load_rules as load_discovered
         except ImportError:
             if which == "discovered":
                 raise SystemExit("no discovered rule set yet (axon_eg.rules_discovered)") from None

@@ -4,6 +4,7 @@
     axon-eg suite                    the benchmark suite programs
     axon-eg inspect TARGET           print a program and run its float64 reference
     axon-eg show TARGET              the program's νGraph: e-classes, members, SVG
+    axon-eg rules discover|verify|list   the Z3-proven rewrite rules
 """
 
 from __future__ import annotations
@@ -148,7 +149,11 @@ def cmd_show(args: argparse.Namespace) -> int:
     console = _console()
     program, _ = load_target(args.target, small=not args.full)
     rules = []
-    if args.identities:
+    if args.rules == "discovered":
+        from axon_eg.rules_discovered.store import load_rules
+
+        rules = load_rules()
+    elif args.rules == "identities":
         load_suite()  # puts the checkout on sys.path
         from benchmarks.identities import IDENTITIES
 
@@ -180,6 +185,72 @@ def cmd_show(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_rules_discover(args: argparse.Namespace) -> int:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from axon_eg.rules_discovered.driver import discover
+
+    console = _console()
+    tasks: dict[str, object] = {}
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=console, transient=False) as bar:
+        def progress(label: str, done: int, total: int) -> None:
+            if label not in tasks:
+                tasks[label] = bar.add_task(f"proving {label}", total=total)
+            bar.update(tasks[label], completed=done)
+
+        summary, admitted, rejected = discover(timeout_ms=args.timeout_ms, jobs=args.jobs,
+                                               write_store=not args.dry_run, progress=progress)
+    _print_summary(console, summary)
+    unsafe = sum(1 for e in admitted if not (e["float_safe"]["forward"] and e["float_safe"]["backward"]))
+    console.print(f"{len(admitted)} rules admitted ({unsafe} with a float-unsafe direction), "
+                  f"{len(rejected)} candidates rejected" + ("" if args.dry_run else "; store written"))
+    return 0
+
+
+def _print_summary(console: Any, summary: Any) -> None:
+    import statistics
+
+    from rich.table import Table
+
+    table = Table(title="rule discovery")
+    for col in ("family", "candidates", "proven", "refuted", "unknown"):
+        table.add_column(col, justify="right" if col != "family" else "left")
+    for fam, row in sorted(summary.by_family.items()):
+        table.add_row(fam, *(str(row[k]) for k in ("candidates", "proven", "refuted", "unknown")))
+    table.add_row("total", str(summary.candidates), str(summary.proven), str(summary.refuted), str(summary.unknown))
+    console.print(table)
+    times = sorted(summary.proof_seconds) or [0.0]
+    p95 = times[min(len(times) - 1, int(0.95 * len(times)))]
+    console.print(f"total {summary.seconds:.1f} s; per candidate median {statistics.median(times) * 1e3:.1f} ms, "
+                  f"p95 {p95 * 1e3:.1f} ms, max {times[-1] * 1e3:.0f} ms")
+
+
+def cmd_rules_verify(args: argparse.Namespace) -> int:
+    from axon_eg.rules_discovered.verify import verify
+
+    console = _console()
+    failures, total, seconds = verify(jobs=args.jobs, timeout_ms=args.timeout_ms)
+    for name, why in failures:
+        console.print(f"[red]FAILED[/red] {name}: {why}")
+    console.print(f"re-proved {total - len(failures)} of {total} stored rules in {seconds:.1f} s")
+    return 1 if failures else 0
+
+
+def cmd_rules_list(args: argparse.Namespace) -> int:
+    from axon_eg.rules_discovered.store import load_stored
+
+    console = _console()
+    for stored in load_stored():
+        e = stored.entry
+        if args.family and e["family"] != args.family:
+            continue
+        safe = "".join(("→" if e["float_safe"]["forward"] else "·", "←" if e["float_safe"]["backward"] else "·"))
+        cond = f"   if {' '.join(e['conditions'])}" if e["conditions"] and args.conditions else ""
+        console.print(f"{e['name']:40s} {safe} {e['lhs']}  =>  {e['rhs']}{cond}", markup=False, soft_wrap=True)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="axon-eg", description="axon_eg: a superoptimizer for tensor programs")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -202,14 +273,31 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("show", help="build the νGraph of a program and print its e-classes")
     p.add_argument("target", help="suite program name, KernelBench file, or .py file with one @ax.program")
     p.add_argument("--full", action="store_true", help="suite programs: H200 sizes instead of small ones")
-    p.add_argument("--identities", action="store_true",
-                   help="saturate with the stated identities of benchmarks/identities.py")
+    p.add_argument("--rules", choices=["discovered", "identities", "none"], default="discovered",
+                   help="saturate with the discovered rules (default), the stated identities of "
+                        "benchmarks/identities.py, or not at all")
     p.add_argument("--iterations", type=int, default=30)
     p.add_argument("--seconds", type=float, default=2.0)
     p.add_argument("--eclass", help="list the members of one e-class")
     p.add_argument("--text", action="store_true", help="print every e-class with its e-nodes")
     p.add_argument("--svg", help="write the e-graph as SVG (needs graphviz)")
     p.set_defaults(func=cmd_show)
+
+    rules = sub.add_parser("rules", help="discover, verify and list the Z3-proven rewrite rules")
+    rsub = rules.add_subparsers(dest="rules_command", required=True)
+    p = rsub.add_parser("discover", help="enumerate candidates by operator propagation, prove them, write the store")
+    p.add_argument("--jobs", type=int, default=2)
+    p.add_argument("--timeout-ms", type=int, default=2000, help="Z3 timeout per query")
+    p.add_argument("--dry-run", action="store_true", help="do not write the store")
+    p.set_defaults(func=cmd_rules_discover)
+    p = rsub.add_parser("verify", help="re-prove every stored rule (CI runs this)")
+    p.add_argument("--jobs", type=int, default=2)
+    p.add_argument("--timeout-ms", type=int, default=4000)
+    p.set_defaults(func=cmd_rules_verify)
+    p = rsub.add_parser("list", help="print the admitted rules (→/← mark the float-safe directions)")
+    p.add_argument("--family")
+    p.add_argument("--conditions", action="store_true")
+    p.set_defaults(func=cmd_rules_list)
     return parser
 
 

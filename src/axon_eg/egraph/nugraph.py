@@ -98,8 +98,10 @@ class NuGraph:
         self._banned_until: dict[str, int] = {}
         self._times_banned: dict[str, int] = {}
         self._iteration = 0
+        self._broken = False
+        self._limits = Limits()
         self.report = SaturationReport()
-        self.add_rules(rules)
+        self.add_rules(self.relevant(rules))
 
     # -- egglog plumbing -------------------------------------------------------------------------
     def _run(self, text: str) -> list:
@@ -131,6 +133,24 @@ class NuGraph:
         return self._serialized
 
     # -- rules -----------------------------------------------------------------------------------
+    def relevant(self, rules: Iterable[Rule]) -> list[Rule]:
+        """The rules that can ever match: those whose left-hand ops all occur in the program or in
+        the right-hand side of another such rule (a fixed point). The others only cost time."""
+        rules = list(rules)
+        present = {n.op for n in self.program.nodes}
+        lhs_ops = [{p.op for p in walk(r.lhs) if isinstance(p, App)} for r in rules]
+        rhs_ops = [{p.op for p in walk(r.rhs) if isinstance(p, App)} for r in rules]
+        keep = [False] * len(rules)
+        changed = True
+        while changed:
+            changed = False
+            for i in range(len(rules)):
+                if not keep[i] and lhs_ops[i] <= present:
+                    keep[i] = True
+                    changed = True
+                    present |= rhs_ops[i]
+        return [r for r, k in zip(rules, keep) if k]
+
     def add_rules(self, rules: Iterable[Rule]) -> None:
         for rule in rules:
             if rule.name in self._ruleset:
@@ -151,6 +171,9 @@ class NuGraph:
         return sum(n for f, n in sizes.sizes if f in names)
 
     def saturate(self, limits: Limits = Limits()) -> SaturationReport:
+        if self._broken:
+            raise AxonError("this νGraph was left inconsistent by an unsound rule; build a new one")
+        self._limits = limits
         report = self.report
         start = time.perf_counter()
         stop = "saturated"
@@ -184,52 +207,62 @@ class NuGraph:
         return report
 
     def _iterate(self, active: Sequence[Rule], limits: Limits, report: SaturationReport) -> bool:
-        """One iteration: each active rule once (under its back-off threshold), then the analyses.
+        """One iteration: every active rule once (under its back-off threshold), then the analyses.
 
-        Each rule runs as its own egglog command so that its time is measured (egglog's reports
-        carry no times here); a rule whose matches exceed its threshold is skipped and banned."""
-        self._run("(push)")
+        Rules run one egglog command per ruleset group (a rule's ``meta["family"]``), so the
+        report has the time of each group; a rule whose matches exceed its threshold is skipped
+        and banned, its threshold doubling each time."""
+        groups: dict[str, list[Rule]] = {}
+        for rule in active:
+            groups.setdefault(str(rule.meta.get("family", "rules")), []).append(rule)
         changed = False
-        current = None
+        current: Sequence[Rule] = ()
         try:
-            for rule in active:
-                current = rule
-                threshold = limits.match_limit << self._times_banned[rule.name]
+            for group, rules in groups.items():
+                current = rules
+                thresholds = {r.name: limits.match_limit << self._times_banned[r.name] for r in rules}
+                lets = " ".join(f"(let-scheduler b{t} (back-off :match-limit {t} :ban-length 1))"
+                                for t in sorted(set(thresholds.values())))
+                runs = " ".join(f"(run-with b{thresholds[r.name]} {self._ruleset[r.name]})" for r in rules)
                 start = time.perf_counter()
-                (out,) = self._run(f"(run-schedule (let-scheduler b (back-off :match-limit {threshold} "
-                                   f":ban-length 1)) (run-with b {self._ruleset[rule.name]}))")
-                _add(report.seconds_per_ruleset, rule.name, time.perf_counter() - start)
+                (out,) = self._run(f"(run-schedule {lets} (seq {runs}))")
+                _add(report.seconds_per_ruleset, group, time.perf_counter() - start)
                 changed |= out.report.updated
-                searched = sum(r.num_matches for it in out.report.iterations
-                               for r in it.rule_set_report.rule_reports.get(rule.name, ()))
-                if searched > threshold:
-                    self._times_banned[rule.name] += 1
-                    ban = limits.ban_length << (self._times_banned[rule.name] - 1)
-                    self._banned_until[rule.name] = self._iteration + 1 + ban
-                    _add(report.bans, rule.name, 1)
-                _add(report.matches_per_rule, rule.name, out.report.num_matches_per_rule.get(rule.name, 0))
-            current = None
+                for it in out.report.iterations:
+                    for name, rule_reports in it.rule_set_report.rule_reports.items():
+                        if name in thresholds and sum(r.num_matches for r in rule_reports) > thresholds[name]:
+                            self._times_banned[name] += 1
+                            ban = limits.ban_length << (self._times_banned[name] - 1)
+                            self._banned_until[name] = self._iteration + 1 + ban
+                            _add(report.bans, name, 1)
+                for name, n in out.report.num_matches_per_rule.items():
+                    if name in thresholds:
+                        _add(report.matches_per_rule, name, n)
+            current = ()
             start = time.perf_counter()
             self._saturate_analysis()
             _add(report.seconds_per_ruleset, schema.ANALYSIS, time.perf_counter() - start)
         except bindings.EggSmolError as e:
-            self._run("(pop)")
-            raise self._diagnose([current] if current is not None else active, str(e)) from None
-        self._run("(push)")  # drop the checkpoint, keep the state
-        self._run("(pop)")
+            self._broken = True
+            raise self._diagnose(current or active, str(e)) from None
         return changed
 
-    def _diagnose(self, active: Sequence[Rule], message: str) -> Exception:
-        """Re-run each rule alone from the last good state to name the one that broke an analysis."""
-        for rule in active:
-            self._run("(push)")
+    def _diagnose(self, suspects: Sequence[Rule], message: str) -> Exception:
+        """Name the rule that broke an analysis: replay the saturation up to the last good iteration
+        on a fresh νGraph (no checkpoint is kept on the fast path), then run each suspect alone."""
+        replay = NuGraph(self.original, self.rules, flops_per_byte=self.flops_per_byte)
+        for _ in range(self._iteration):
+            active = [r for r in replay.rules if replay._banned_until[r.name] <= replay._iteration]
+            replay._iterate(active, self._limits, SaturationReport())
+            replay._iteration += 1
+        for rule in suspects:
+            replay._run("(push)")
             try:
-                self._run(f"(run-schedule (run {self._ruleset[rule.name]}) (saturate (run {schema.ANALYSIS})))")
+                replay._run(f"(run-schedule (run {replay._ruleset[rule.name]}) (saturate (run {schema.ANALYSIS})))")
             except bindings.EggSmolError as e:
-                self._run("(pop)")
                 return UnsoundRewrite(rule.name, f"it merges tensors of different shape or dtype ({_first_line(str(e))})")
-            self._run("(pop)")
-        return UnsoundRewrite("+".join(r.name for r in active),
+            replay._run("(pop)")
+        return UnsoundRewrite("+".join(r.name for r in suspects),
                               f"together they merge tensors of different shape or dtype ({_first_line(message)})")
 
     # -- extraction ------------------------------------------------------------------------------

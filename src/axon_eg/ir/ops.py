@@ -277,7 +277,7 @@ def _erf(x: np.ndarray) -> np.ndarray:
     import torch  # float64 erf; NumPy has none
 
     x = np.asarray(x, dtype=np.float64)  # ascontiguousarray alone would turn a 0-d array into [1]
-    return torch.special.erf(torch.from_numpy(np.ascontiguousarray(x))).numpy().reshape(x.shape)
+    return torch.special.erf(torch.from_numpy(np.array(x, dtype=np.float64))).numpy().reshape(x.shape)
 
 
 def _softplus(x: np.ndarray, beta: float = 1.0, threshold: float = 20.0) -> np.ndarray:

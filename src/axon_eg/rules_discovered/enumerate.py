@@ -313,7 +313,7 @@ def folds(rules: Sequence) -> Iterator[Candidate]:
         stats = [b.input(n, ("N",), DTYPE) for n in comp.inputs[1:hi]]
         try:
             lhs = b.build(b.emit(comp.name, b.emit("matmul", A, B), *stats, **_axis_last(comp))).expand()
-            graph = NuGraph(lhs.bind({"M": 3, "K": 4, "N": 5}), rules)
+            graph = NuGraph(lhs.bind({"M": 256, "K": 8, "N": 8}), rules)  # many rows: folding pays
             graph.saturate(Limits(iterations=12, nodes=20_000, seconds=10))
         except AxonError:
             continue

@@ -195,7 +195,7 @@ class Poly:
         for m in self.monos:
             inner: set[str] = set()
             for _, length in m.binders:
-                out |= length.symbols()
+                inner |= length.symbols()  # may mention another binder (a sum of a cumsum)
             for f in m.factors:
                 inner |= atom_symbols(f)
             out |= inner - {v for v, _ in m.binders}
@@ -340,7 +340,7 @@ def _subst_atom(a: Atom, mapping: Mapping[str, Ix]) -> Atom:
 def _subst_mono(m: Mono, mapping: Mapping[str, Ix]) -> Mono:
     bound = {v for v, _ in m.binders}
     inner = {k: v for k, v in mapping.items() if k not in bound}
-    return Mono(m.coeff, tuple((v, n.subst(mapping)) for v, n in m.binders),
+    return Mono(m.coeff, tuple((v, n.subst(inner)) for v, n in m.binders),
                 tuple(sorted((_subst_atom(f, inner) for f in m.factors), key=repr)))
 
 
@@ -349,7 +349,7 @@ def _rename_apart(m: Mono, avoid: set[str]) -> Mono:
     if not clash:
         return m
     mapping = {v: Ix.of(fresh("k")) for v in clash}
-    binders = tuple((mapping[v].terms[0][0] if v in mapping else v, n) for v, n in m.binders)
+    binders = tuple((mapping[v].terms[0][0] if v in mapping else v, n.subst(mapping)) for v, n in m.binders)
     return Mono(m.coeff, binders, tuple(sorted((_subst_atom(f, mapping) for f in m.factors), key=repr)))
 
 
@@ -358,18 +358,17 @@ def _canonical(m: Mono) -> Mono:
     canonical names, trying every order (sum swap), so equal sums compare equal."""
     factors = list(m.factors)
     coeff = m.coeff
-    used = set()
-    for f in factors:
-        used |= atom_symbols(f)
-    binders = []
-    for v, n in m.binders:
-        if v in used:
-            binders.append((v, n))
-        else:  # SUM_{v<n} c = n * c  (lemma: sum of a constant)
-            if n.is_const:
-                coeff *= n.const
-            else:
-                factors.append(("dim", n))
+    binders = list(m.binders)
+    while True:  # a binder is used by a factor or by another binder's length (a sum of a cumsum)
+        used = set().union(*(atom_symbols(f) for f in factors), *(n.symbols() for _, n in binders))
+        unused = [k for k, (v, _) in enumerate(binders) if v not in used]
+        if not unused:
+            break
+        v, n = binders.pop(unused[0])  # SUM_{v<n} c = n * c  (lemma: sum of a constant)
+        if n.is_const:
+            coeff *= n.const
+        else:
+            factors.append(("dim", n))
     if not binders:
         return Mono(coeff, (), tuple(sorted(factors, key=repr)))
     bound = {v for v, _ in binders}
@@ -382,7 +381,7 @@ def _canonical(m: Mono) -> Mono:
     for perm in itertools.permutations(range(len(binders))) if len(binders) <= 4 else [range(len(binders))]:
         mapping = {binders[p][0]: Ix.of(names[i]) for i, p in enumerate(perm)}
         new_dependent = sorted((_subst_atom(f, mapping) for f in dependent), key=repr)
-        new_binders = tuple((names[i], binders[p][1]) for i, p in enumerate(perm))
+        new_binders = tuple((names[i], binders[p][1].subst(mapping)) for i, p in enumerate(perm))
         key = (repr(new_dependent), repr(new_binders))  # independent factors do not change under renaming
         if best is None or key < best[0]:
             best = (key, new_binders, new_dependent)
@@ -503,7 +502,7 @@ def reduce_max(kind: str, binders: tuple[Binder, ...], body: Poly, positive: fro
         return body
     inside, outside = [], []
     for m in body.monos:
-        syms = set()
+        syms = set().union(*(n.symbols() for _, n in m.binders))  # max over r of SUM_{c<r+1} x[c]
         for f in m.factors:
             syms |= atom_symbols(f)
         (inside if syms & bound else outside).append(m)
@@ -521,7 +520,8 @@ def reduce_max(kind: str, binders: tuple[Binder, ...], body: Poly, positive: fro
     factor = ONE
     for a in sorted({f for m in inner.monos for f in m.factors}, key=repr):
         sign = _sign(a, positive, negative)  # a signed, binder-free factor common to every monomial
-        if sign and not atom_symbols(a) & bound and all(a in m.factors for m in inner.monos):
+        if sign and not atom_symbols(a) & bound and all(  # nor bound by the monomial's own sum
+                a in m.factors and not atom_symbols(a) & {v for v, _ in m.binders} for m in inner.monos):
             inner = Poly._build(Mono(m.coeff, m.binders, _remove_one(m.factors, a)) for m in inner.monos)
             factor = factor * Poly.atom(a)
             if sign < 0:

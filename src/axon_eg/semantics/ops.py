@@ -303,8 +303,10 @@ class Evaluator:
         for j in node.inputs:
             names = tuple(f"l{a}" for a in range(len(self.shapes[j])))
             lams.append((names, self.value(j, tuple(Ix.of(n) for n in names))))
-        attrs = tuple((k, v) for k, v in node.attrs.items())
-        return Poly.atom(("lib", node.op, repr(attrs), tuple(lams), idx))
+        # the input shapes are part of the function: a lambda does not carry its domain (conv over a
+        # slice of x and conv over x have the same lambda), so without them the two would be equal
+        attrs = (tuple(node.attrs.items()), tuple(self.shapes[j] for j in node.inputs))
+        return Poly.atom(("lib", node.op, attrs, tuple(lams), idx))
 
 
 _STRUCTURED: dict[str, Callable[[Evaluator, int, tuple[Ix, ...]], Poly]] = {

@@ -1,0 +1,180 @@
+"""The rule store: admitted rules as human-readable JSON, one file per family, with proof records.
+
+``data/<family>.json`` holds entries sorted by name; each entry has the rule's text (lhs, rhs,
+conditions), its proof record (method, solver and version, seconds, lemmas, the hash of the
+semantics it was proved against), its float-safety verdict per direction, the two Programs it was
+proved on, and a digest of all of that. ``data/rejected.json`` lists refuted candidates with their
+counterexamples and unknown ones with the reason.
+
+``load_rules()`` refuses, naming the entry, any entry without a proof, proved against other
+semantics, whose digest does not match, or whose rule text does not follow from its programs
+(an edited right-hand side is caught twice).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from axon_eg.egraph.patterns import Rule, format_sexp
+from axon_eg.errors import AxonError
+from axon_eg.ir.program import Program
+from axon_eg.semantics.prover import ScalarSymbol
+
+from .enumerate import Candidate
+from .to_rule import reverse, to_rule
+
+DATA = Path(__file__).resolve().parent / "data"
+SEMANTICS_DIR = Path(__file__).resolve().parent.parent / "semantics"
+
+
+class RuleStoreError(AxonError):
+    """A stored rule that cannot be trusted (no proof, stale semantics, edited, malformed)."""
+
+
+@cache
+def semantics_hash() -> str:
+    """SHA-256 of the semantics package's source: the meaning every proof was checked against."""
+    h = hashlib.sha256()
+    for path in sorted(SEMANTICS_DIR.glob("*.py")):
+        h.update(path.name.encode())
+        h.update(path.read_bytes())
+    return h.hexdigest()
+
+
+def _digest(entry: dict[str, Any]) -> str:
+    body = {k: v for k, v in entry.items() if k != "digest"}
+    return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+def rule_text(rule: Rule) -> dict[str, Any]:
+    return {"lhs": str(rule.lhs), "rhs": str(rule.rhs), "conditions": [format_sexp(c) for c in rule.conditions]}
+
+
+def make_entry(c: Candidate, rule: Rule, proof: Any, safety: Any) -> dict[str, Any]:
+    entry = {
+        "name": c.name,
+        "family": c.family,
+        **rule_text(rule),
+        "proof": {"status": proof.status, "method": proof.method, "solver": proof_solver(),
+                  "seconds": round(proof.seconds, 4), "lemmas": list(proof.lemmas), "semantics": semantics_hash()},
+        "float_safe": {"forward": safety.forward, "backward": safety.backward, "detail": safety.detail},
+        "programs": {"lhs": json.loads(c.lhs.to_json()), "rhs": json.loads(c.rhs.to_json()),
+                     "symbols": [[s.value, s.name, s.constraint] for s in c.symbols]},
+    }
+    entry["digest"] = _digest(entry)
+    return entry
+
+
+def proof_solver() -> str:
+    from axon_eg.semantics.prover import SOLVER
+
+    return SOLVER
+
+
+def write(entries: list[dict[str, Any]], rejected: list[dict[str, Any]], directory: Path = DATA) -> list[Path]:
+    """Write one file per family (atomically: temp file, then rename), sorted by name."""
+    directory.mkdir(parents=True, exist_ok=True)
+    by_family: dict[str, list[dict[str, Any]]] = {}
+    for e in entries:
+        by_family.setdefault(e["family"], []).append(e)
+    written = []
+    for stale in directory.glob("*.json"):
+        if stale.stem not in by_family and stale.stem != "rejected":
+            stale.unlink()
+    for family, items in sorted(by_family.items()):
+        written.append(_atomic_write(directory / f"{family}.json",
+                                     {"family": family, "entries": sorted(items, key=lambda e: e["name"])}))
+    written.append(_atomic_write(directory / "rejected.json",
+                                 {"entries": sorted(rejected, key=lambda e: (e["family"], e["name"]))}))
+    return written
+
+
+def _atomic_write(path: Path, body: Any) -> Path:
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(body, indent=1, sort_keys=True) + "\n")
+    os.replace(tmp, path)
+    return path
+
+
+@dataclass(frozen=True)
+class StoredRule:
+    rule: Rule
+    entry: dict[str, Any]
+
+    @property
+    def forward_safe(self) -> bool:
+        return bool(self.entry["float_safe"]["forward"])
+
+    @property
+    def backward_safe(self) -> bool:
+        return bool(self.entry["float_safe"]["backward"])
+
+
+def candidate_of(entry: dict[str, Any]) -> Candidate:
+    progs = entry["programs"]
+    symbols = tuple(ScalarSymbol(v, n, c) for v, n, c in progs["symbols"])
+    return Candidate(entry["name"], entry["family"], Program.from_json(json.dumps(progs["lhs"])),
+                     Program.from_json(json.dumps(progs["rhs"])), symbols)
+
+
+def check_entry(entry: dict[str, Any], where: str) -> StoredRule:
+    name = entry.get("name", "?")
+    proof = entry.get("proof")
+    if not isinstance(proof, dict) or proof.get("status") != "proven":
+        raise RuleStoreError(f"rule {name} in {where}: no proof record; run `axon-eg rules discover`")
+    if proof.get("semantics") != semantics_hash():
+        raise RuleStoreError(f"rule {name} in {where}: proved against other semantics (stale hash "
+                             f"{str(proof.get('semantics'))[:12]}); run `axon-eg rules discover`")
+    if entry.get("digest") != _digest(entry):
+        raise RuleStoreError(f"rule {name} in {where}: its digest does not match its contents (edited by hand?)")
+    try:
+        candidate = candidate_of(entry)
+        rule = to_rule(candidate)
+    except (AxonError, KeyError, TypeError, ValueError) as e:
+        raise RuleStoreError(f"rule {name} in {where}: malformed ({e})") from None
+    if rule_text(rule) != {k: entry[k] for k in ("lhs", "rhs", "conditions")}:
+        raise RuleStoreError(f"rule {name} in {where}: its text does not follow from its proved programs")
+    return StoredRule(rule, entry)
+
+
+def load_entries(directory: Path = DATA) -> list[tuple[dict[str, Any], str]]:
+    out = []
+    for path in sorted(directory.glob("*.json")):
+        if path.stem == "rejected":
+            continue
+        try:
+            body = json.loads(path.read_text())
+        except json.JSONDecodeError as e:
+            raise RuleStoreError(f"{path}: not valid JSON ({e})") from None
+        out += [(e, str(path.name)) for e in body.get("entries", [])]
+    return out
+
+
+@cache
+def _load_cached(directory: str) -> tuple[StoredRule, ...]:
+    return tuple(check_entry(e, where) for e, where in load_entries(Path(directory)))
+
+
+def load_stored(directory: Path = DATA) -> tuple[StoredRule, ...]:
+    return _load_cached(str(directory))
+
+
+def load_rules(directory: Path = DATA, *, families: set[str] | None = None) -> list[Rule]:
+    """The admitted rules as νGraph rules: each float-safe direction (a rule read right to left is
+    named ``name~rev``); a direction that hurts in floating point is never returned."""
+    out = []
+    for stored in load_stored(directory):
+        if families is not None and stored.entry["family"] not in families:
+            continue
+        if stored.forward_safe:
+            out.append(stored.rule)
+        back = reverse(stored.rule)
+        if back is not None and stored.backward_safe:
+            out.append(back)
+    return out
