@@ -17,9 +17,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.suite import SUITE  # noqa: E402
-
 from axon_eg.egraph.nugraph import Limits, NuGraph  # noqa: E402
+from benchmarks.suite import SUITE  # noqa: E402
 
 
 def load_rules(which: str) -> tuple[str, list]:

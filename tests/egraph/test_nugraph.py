@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from benchmarks.identities import IDENTITIES, UNSOUND
+from benchmarks.suite import SUITE
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -15,8 +17,6 @@ from axon_eg.egraph.patterns import parse_rule
 from axon_eg.ir.inputs import random_inputs
 from axon_eg.ir.interpret import interpret
 from axon_eg.testing.strategies import programs
-from benchmarks.identities import IDENTITIES, UNSOUND
-from benchmarks.suite import SUITE
 
 
 def outputs(p, inputs):

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import heapq
 from collections import deque
-from typing import Any
 
 from .convert import SerializedGraph, Term
 

@@ -13,6 +13,7 @@ semantics, whose digest does not match, or whose rule text does not follow from 
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import json
 import os
@@ -39,11 +40,18 @@ class RuleStoreError(AxonError):
 
 @cache
 def semantics_hash() -> str:
-    """SHA-256 of the semantics package's source: the meaning every proof was checked against."""
+    """SHA-256 of the semantics package's code: the meaning every proof was checked against.
+    Hashed as syntax trees without docstrings, so comments and formatting do not invalidate proofs."""
     h = hashlib.sha256()
     for path in sorted(SEMANTICS_DIR.glob("*.py")):
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            body = getattr(node, "body", None)
+            if isinstance(body, list) and body and isinstance(body[0], ast.Expr) \
+                    and isinstance(getattr(body[0], "value", None), ast.Constant) and isinstance(body[0].value.value, str):
+                node.body = body[1:] or [ast.Pass()]
         h.update(path.name.encode())
-        h.update(path.read_bytes())
+        h.update(ast.dump(tree, include_attributes=False).encode())
     return h.hexdigest()
 
 

@@ -14,7 +14,6 @@ import z3
 from . import nf
 from .nf import Ix, Mono, Poly
 
-
 # Strictly increasing functions (on their domain): their ground monotonicity instances are sound.
 MONOTONE = {"exp", "log", "sqrt", "tanh", "erf"}
 
