@@ -132,3 +132,21 @@ def test_discovery_regenerates_the_store_exactly() -> None:
     assert all(r["status"] != "proven" for r in rejected if r["status"] != "unexpressible")
     refuted = [r for r in rejected if r["status"] == "refuted"]
     assert refuted and all(r["detail"] for r in refuted)  # every refutation carries its counterexample
+
+
+@pytest.mark.parametrize("name", ["sum_matmul", "rmsnorm_matmul", "softmax", "linear_batchnorm", "gqa"])
+def test_nugraph_with_discovered_rules_extracts_correct_variants(name: str) -> None:
+    from axon_eg.egraph.nugraph import Limits, NuGraph
+    from benchmarks.suite import get
+
+    program = get(name).bound(small=True)
+    graph = NuGraph(program, load_rules())
+    graph.saturate(Limits(iterations=8, seconds=20))
+    graph.check(seeds=(0,))
+    inputs = random_inputs(program, 3)
+    want = interpret(program, inputs)
+    for v in graph.extract(6):
+        np.testing.assert_allclose(interpret(v.program, inputs), want, rtol=1e-7, atol=1e-9)
+    if name == "sum_matmul":  # the GEMM became a GEMV
+        best = graph.best().program
+        assert any(n.op == "matmul" and best.concrete_shape(i)[-1] == 1 for i, n in enumerate(best.nodes))

@@ -177,10 +177,12 @@ class NuGraph:
         report = self.report
         start = time.perf_counter()
         stop = "saturated"
+        last = 0.0  # the previous iteration's duration: do not start one that would overrun the limit
         for _ in range(limits.iterations):
-            if time.perf_counter() - start > limits.seconds:
+            if time.perf_counter() - start + last > limits.seconds:
                 stop = "time limit"
                 break
+            began = time.perf_counter()
             if self.enode_count() > limits.nodes:
                 stop = "node limit"
                 break
@@ -192,6 +194,7 @@ class NuGraph:
                     continue
                 break
             changed = self._iterate(active, limits, report)
+            last = time.perf_counter() - began
             self._iteration += 1
             report.iterations += 1
             self._serialized = None
