@@ -1,0 +1,241 @@
+"""Fusion plans: partitions of a Variant's DAG into groups that one kernel runs, intermediates on chip.
+
+Every compute node gets a role from the registry (element-wise, reduction, scan, contraction,
+library, materializing layout); views (reshape, expand/squeeze, broadcast) ride along with their
+consumer. Two groups may merge along a producer -> consumer edge when the pair of group kinds is in
+``MERGES`` (element-wise chains; reductions with their producers and consumers, as in norms and
+softmax; a matmul with an element-wise or row-reduction prologue and an element-wise or N-reduction
+epilogue; matmul -> row reduction -> matmul as attention; a library op with its epilogue) and the
+result stays convex (no path leaves the group and comes back). ``plans()`` returns several distinct
+partitions, from unfused to greedily fused.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from axon_eg.ir import ops as O
+from axon_eg.ir.program import Program
+
+ELEMENTWISE, REDUCTION, SCAN, MATMUL, ATTENTION, LIBRARY, LAYOUT = (
+    "elementwise", "reduction", "scan", "matmul", "attention", "library", "layout")
+
+# (producer group kind, consumer group kind) -> kind of the merged group
+MERGES: dict[tuple[str, str], str] = {
+    (ELEMENTWISE, ELEMENTWISE): ELEMENTWISE,
+    (ELEMENTWISE, REDUCTION): REDUCTION,  # producers of a reduction (x*x before a mean)
+    (REDUCTION, ELEMENTWISE): REDUCTION,  # consumers broadcasting the result back (normalize)
+    (REDUCTION, REDUCTION): REDUCTION,  # softmax: max then sum over the same rows
+    (ELEMENTWISE, SCAN): SCAN,
+    (SCAN, ELEMENTWISE): SCAN,
+    (LAYOUT, ELEMENTWISE): ELEMENTWISE,  # transpose / slice / concat on load: index-mapped element-wise
+    (ELEMENTWISE, LAYOUT): ELEMENTWISE,
+    (LAYOUT, LAYOUT): LAYOUT,
+    (ELEMENTWISE, MATMUL): MATMUL,  # prologue: row scale, activation of an operand
+    (LAYOUT, MATMUL): MATMUL,  # transpose on load
+    (REDUCTION, MATMUL): MATMUL,  # a row reduction feeding the matmul (rmsnorm + matmul)
+    (MATMUL, ELEMENTWISE): MATMUL,  # epilogue: bias, activation, residual, scaling
+    (MATMUL, REDUCTION): MATMUL,  # epilogue reduction across N (and softmax rows, see attention)
+    (MATMUL, MATMUL): ATTENTION,  # scores -> softmax -> second matmul (only through a row reduction)
+    (ATTENTION, ELEMENTWISE): ATTENTION,
+    (LIBRARY, ELEMENTWISE): LIBRARY,  # conv / pool + epilogue
+}
+
+
+def node_kind(op_name: str) -> str | None:
+    """The fusion role of an op, from its registry kind (None: not a kernel of its own)."""
+    op = O.get(op_name)
+    if op.kind is O.OpKind.SOURCE or op.meta.get("view"):
+        return None
+    return {
+        O.OpKind.ELEMENTWISE: ELEMENTWISE, O.OpKind.REDUCE: REDUCTION, O.OpKind.SCAN: SCAN,
+        O.OpKind.CONTRACTION: MATMUL, O.OpKind.LIBRARY: LIBRARY, O.OpKind.LAYOUT: LAYOUT,
+    }[op.kind]
+
+
+@dataclass(frozen=True)
+class Group:
+    kind: str
+    nodes: tuple[int, ...]  # compute and view nodes, sorted
+
+    def anchor(self, program: Program) -> int:
+        """The node whose iteration space the kernel loops over: the (last) matmul / reduction /
+        library op / scan, else the group's last node."""
+        for kind in (MATMUL, LIBRARY, REDUCTION, SCAN):
+            hits = [i for i in self.nodes if node_kind(program.nodes[i].op) == kind]
+            if hits:
+                return hits[-1] if kind != REDUCTION else hits[0]
+        return self.nodes[-1]
+
+
+@dataclass(frozen=True)
+class FusionPlan:
+    program: Program
+    groups: tuple[Group, ...]  # in a topological order
+
+    @property
+    def name(self) -> str:
+        return "+".join(g.kind for g in self.groups)
+
+    def group_of(self) -> dict[int, int]:
+        return {n: gi for gi, g in enumerate(self.groups) for n in g.nodes}
+
+    def inputs_of(self, gi: int) -> list[int]:
+        """Tensors a group reads from HBM: nodes outside it that its nodes use."""
+        inside = set(self.groups[gi].nodes)
+        return sorted({j for i in inside for j in self.program.nodes[i].inputs if j not in inside})
+
+    def outputs_of(self, gi: int) -> list[int]:
+        """Tensors a group writes to HBM: used outside it, or program outputs."""
+        inside = set(self.groups[gi].nodes)
+        users = self.program.users()
+        return sorted(i for i in inside if i in self.program.outputs or any(u not in inside for u in users[i]))
+
+
+def _compute_nodes(program: Program) -> list[int]:
+    return [i for i, n in enumerate(program.nodes) if node_kind(n.op) is not None]
+
+
+def _initial(program: Program) -> dict[int, list[int]]:
+    """One group per compute node; each view joins the group of its (first) consumer."""
+    owner: dict[int, int] = {i: i for i in _compute_nodes(program)}
+    users = program.users()
+    for i in reversed(range(len(program.nodes))):
+        n = program.nodes[i]
+        if n.op in ("input", "constant") or i in owner:
+            continue
+        consumers = [u for u in users[i] if u in owner]
+        if consumers:
+            owner[i] = owner[consumers[0]]
+        else:  # a view that is a program output: a (trivial) element-wise kernel of its own
+            owner[i] = i
+    groups: dict[int, list[int]] = {}
+    for node, root in owner.items():
+        groups.setdefault(root, []).append(node)
+    return groups
+
+
+def _kind(program: Program, nodes: Iterable[int]) -> str:
+    kinds = {node_kind(program.nodes[i].op) for i in nodes} - {None}
+    if kinds == {LAYOUT}:
+        return LAYOUT  # a pure data movement kernel (transpose through shared-memory tiles)
+    for k in (MATMUL, LIBRARY, SCAN, REDUCTION):
+        if k in kinds:
+            if k == MATMUL and sum(1 for i in nodes if node_kind(program.nodes[i].op) == MATMUL) > 1:
+                return ATTENTION
+            return k
+    return ELEMENTWISE
+
+
+def _allowed(program: Program, producer: set[int], consumer: set[int], allowed: set[tuple[str, str]]) -> bool:
+    pair = (_kind(program, producer), _kind(program, consumer))
+    if pair not in allowed:
+        return False
+    if pair == (MATMUL, MATMUL):  # attention: the scores reach the second matmul through a row reduction
+        has_reduction = any(node_kind(program.nodes[i].op) == REDUCTION for i in producer)
+        second = [i for i in consumer if node_kind(program.nodes[i].op) == MATMUL]
+        return has_reduction and any(program.nodes[i].inputs[0] in producer for i in second)
+    return True
+
+
+def _convex(program: Program, nodes: set[int]) -> bool:
+    """No path from the group to outside and back into it."""
+    users = program.users()
+    frontier = [u for i in nodes for u in users[i] if u not in nodes]
+    seen: set[int] = set()
+    while frontier:
+        v = frontier.pop()
+        if v in seen:
+            continue
+        seen.add(v)
+        if v in nodes:
+            return False
+        frontier.extend(users[v])
+    return True
+
+
+def _fuse(program: Program, allowed: set[tuple[str, str]]) -> list[set[int]]:
+    groups = [set(g) for g in _initial(program).values()]
+    changed = True
+    while changed:
+        changed = False
+        owner = {n: gi for gi, g in enumerate(groups) for n in g}
+        for gi in range(len(groups)):
+            for n in sorted(groups[gi]):
+                for j in program.nodes[n].inputs:
+                    pj = owner.get(j)
+                    if pj is None or pj == gi:
+                        continue
+                    if not _allowed(program, groups[pj], groups[gi], allowed):
+                        continue
+                    merged = groups[pj] | groups[gi]
+                    if not _convex(program, merged):
+                        continue
+                    groups[gi] = merged
+                    groups[pj] = set()
+                    changed = True
+                    break
+                if changed:
+                    break
+            if changed:
+                break
+        groups = [g for g in groups if g]
+    return groups
+
+
+def _plan(program: Program, sets: list[set[int]]) -> FusionPlan:
+    """Groups in a topological order of the quotient graph (acyclic: every group is convex)."""
+    groups = [Group(_kind(program, s), tuple(sorted(s))) for s in sets]
+    owner = {n: gi for gi, g in enumerate(groups) for n in g.nodes}
+    deps = {gi: {owner[j] for n in g.nodes for j in program.nodes[n].inputs if j in owner} - {gi}
+            for gi, g in enumerate(groups)}
+    order: list[Group] = []
+    done: set[int] = set()
+    while len(done) < len(groups):
+        ready = sorted((gi for gi in deps if gi not in done and deps[gi] <= done), key=lambda gi: groups[gi].nodes[0])
+        if not ready:
+            raise AssertionError("fusion produced a cycle between groups")
+        done.add(ready[0])
+        order.append(groups[ready[0]])
+    return FusionPlan(program, tuple(order))
+
+
+def plans(program: Program) -> list[FusionPlan]:
+    """Distinct fusion plans, from unfused to greedily fused (deterministic order)."""
+    program = program.expand()
+    strategies = [
+        set(),  # unfused: one kernel per compute op
+        {(ELEMENTWISE, ELEMENTWISE), (LAYOUT, ELEMENTWISE)},
+        {k for k in MERGES if MATMUL not in k and ATTENTION not in k},  # no matmul prologue/epilogue
+        {k for k in MERGES if k != (REDUCTION, MATMUL) and k != (MATMUL, MATMUL)},
+        set(MERGES),  # greedy: everything the table allows
+    ]
+    out: list[FusionPlan] = []
+    seen: set[tuple] = set()
+    for allowed in strategies:
+        plan = _plan(program, _fuse(program, {k for k in allowed}))
+        key = tuple(g.nodes for g in plan.groups)
+        if key not in seen:
+            seen.add(key)
+            out.append(plan)
+    return out
+
+
+def check_plan(plan: FusionPlan) -> None:
+    """Each compute node in exactly one group; groups ordered so that dependencies come first."""
+    program = plan.program
+    owner: dict[int, int] = {}
+    for gi, g in enumerate(plan.groups):
+        for n in g.nodes:
+            if n in owner:
+                raise AssertionError(f"node {n} in groups {owner[n]} and {gi}")
+            owner[n] = gi
+    for i in _compute_nodes(program):
+        if i not in owner:
+            raise AssertionError(f"compute node {i} ({program.nodes[i].op}) is in no group")
+    for gi, g in enumerate(plan.groups):
+        for n in g.nodes:
+            for j in program.nodes[n].inputs:
+                if j in owner and owner[j] > gi:
+                    raise AssertionError(f"group {gi} reads node {j} computed later by group {owner[j]}")
