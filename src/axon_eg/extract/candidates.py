@@ -1,0 +1,107 @@
+"""``enumerate_candidates``: the k best Candidates by predicted cost across algebraic variants x
+fusion plans x tilings x ISA choices, deterministic, with counts of what each level considered and
+pruned.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from axon_eg.egraph.nugraph import NuGraph, Variant
+from axon_eg.hw import HardwareSpec, load
+
+from .cost import CostReport, cost
+from .fusion import LAYOUT, MATMUL, FusionPlan, plans
+from .tiling import Tiling, space, tilings
+
+
+@dataclass(frozen=True)
+class Candidate:
+    variant: Variant
+    plan: FusionPlan
+    tilings: tuple[Tiling, ...]
+    isa: tuple[tuple[int, str], ...]  # (group, instruction choice)
+    predicted_seconds: float
+    report: CostReport = field(compare=False, repr=False)
+
+    @property
+    def key(self) -> tuple:
+        return (self.variant.program.hash, tuple(g.nodes for g in self.plan.groups),
+                tuple(t.values for t in self.tilings), self.isa)
+
+
+@dataclass
+class EnumerationSummary:
+    variants: int = 0
+    plans: int = 0
+    tilings_considered: int = 0
+    tilings_feasible: int = 0
+    tilings_kept: int = 0
+    candidates: int = 0
+    kept: int = 0
+
+
+def isa_choices(plan: FusionPlan, hw: HardwareSpec) -> list[tuple[tuple[int, str], ...]]:
+    """Instruction choices per group: on Trainium a transpose runs on the Tensor engine
+    (``nc_transpose``) or, where the chip has it, in the DMA (``dma_transpose``); on GPUs a matmul
+    with a single output column (a GEMV after the νGraph's rewrite) may skip ``tl.dot``."""
+    options: list[list[tuple[int, str]]] = []
+    for gi, g in enumerate(plan.groups):
+        program = plan.program
+        if hw.kind == "trainium" and g.kind == LAYOUT:
+            opts = [(gi, "nc_transpose")] + ([(gi, "dma_transpose")] if hw.value("features.dma_transpose") else [])
+            options.append(opts)
+        elif hw.kind != "trainium" and g.kind == MATMUL:
+            anchor = g.anchor(program)
+            narrow = program.concrete_shape(anchor)[-1] < 16
+            options.append([(gi, "tl.dot")] + ([(gi, "fma_reduce")] if narrow else []))
+    combos = [()]
+    for opts in options:
+        combos = [c + (o,) for c in combos for o in opts]
+    return combos
+
+
+def enumerate_candidates(nugraph: NuGraph, target: str | HardwareSpec, k: int = 8, *, variants: int = 8,
+                         tilings_per_group: int = 4) -> tuple[list[Candidate], EnumerationSummary]:
+    hw = load(target) if not isinstance(target, HardwareSpec) else target
+    summary = EnumerationSummary()
+    found: dict[tuple, Candidate] = {}
+    for variant in nugraph.extract(variants):
+        summary.variants += 1
+        for plan in plans(variant.program):
+            summary.plans += 1
+            per_group: list[list[Tiling]] = []
+            for gi in range(len(plan.groups)):
+                sp = space(plan, gi, hw)
+                options, stats = tilings(sp)
+                summary.tilings_considered += stats["considered"]
+                summary.tilings_feasible += stats["feasible"]
+                ranked = sorted(options, key=lambda t, gi=gi: (_group_cost(plan, gi, t, hw), t.values))
+                kept = ranked[:tilings_per_group]
+                summary.tilings_kept += len(kept)
+                per_group.append(kept)
+            if any(not opts for opts in per_group):
+                continue  # some group has no feasible tiling on this target
+            best = [opts[0] for opts in per_group]
+            # the best tiling everywhere, then alternatives for the most expensive group
+            costs = [_group_cost(plan, gi, best[gi], hw) for gi in range(len(best))]
+            worst = max(range(len(best)), key=lambda gi: costs[gi])
+            for alt in per_group[worst]:
+                chosen = tuple(alt if gi == worst else best[gi] for gi in range(len(best)))
+                for isa in isa_choices(plan, hw):
+                    report = cost(plan, chosen, hw)
+                    c = Candidate(variant, plan, chosen, isa, report.seconds, report)
+                    summary.candidates += 1
+                    found.setdefault(c.key, c)
+    ranked = sorted(found.values(), key=lambda c: (c.predicted_seconds, c.key))
+    summary.kept = min(k, len(ranked))
+    return ranked[:k], summary
+
+
+def _group_cost(plan: FusionPlan, gi: int, t: Tiling, hw: HardwareSpec) -> float:
+    tilings_all = [None] * len(plan.groups)
+    tilings_all[gi] = t
+    report = cost(plan, tilings_all, hw)
+    g = report.groups[gi]
+    return g.seconds if math.isfinite(g.seconds) else float("inf")

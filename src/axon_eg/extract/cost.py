@@ -1,0 +1,254 @@
+"""Cost models that rank Candidates before anything is measured. Every number comes from the
+hardware description (``data/hw_costs``); calibration fits per-target coefficients on measurements.
+
+GPU: per fusion group, bytes between HBM and the chip (a matmul re-reads its operands once per
+output tile column / row unless both fit in L2) and flops (tensor cores for matmuls, the vector
+rate otherwise); roofline time ``max(bytes / bandwidth, flops / peak)`` divided by the wave
+efficiency (programs over SMs times blocks per SM, from shared-memory and register use), plus one
+launch per group.
+
+Trainium: a timeline over the engine queues (DMA, Tensor, Vector, Scalar, GpSimd). Each group
+becomes DMA-in, compute and DMA-out work items; a work item starts when its engine is free and its
+inputs are done, so independent branches overlap (RMSNorm's reduction on the Vector engine while a
+matmul runs on the Tensor engine).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from axon_eg.hw import HardwareSpec
+from axon_eg.ir import ops as O
+
+from .fusion import ATTENTION, LAYOUT, MATMUL, REDUCTION, FusionPlan, node_kind
+from .tiling import FP32, Tiling
+
+
+@dataclass(frozen=True)
+class GroupCost:
+    group: int
+    kind: str
+    bytes: float
+    flops: float
+    seconds: float
+    engine: str = ""  # trainium: the compute engine
+
+
+@dataclass(frozen=True)
+class Interval:
+    engine: str
+    start: float
+    end: float
+    label: str
+
+
+@dataclass
+class CostReport:
+    seconds: float
+    groups: list[GroupCost]
+    timeline: list[Interval] = field(default_factory=list)
+
+    @property
+    def bytes(self) -> float:
+        return sum(g.bytes for g in self.groups)
+
+    @property
+    def flops(self) -> float:
+        return sum(g.flops for g in self.groups)
+
+
+def _nbytes(plan: FusionPlan, node: int) -> float:
+    n = plan.program.nodes[node]
+    if n.op == "constant":
+        return 0.0
+    return float(math.prod(plan.program.concrete_shape(node)) * n.dtype.itemsize)
+
+
+def group_traffic(plan: FusionPlan, gi: int, tiling: Tiling | None, l2_bytes: float) -> tuple[float, float, float]:
+    """(HBM bytes, matmul flops, other flops) of one group."""
+    program = plan.program
+    reads = [_nbytes(plan, j) for j in plan.inputs_of(gi)]
+    writes = sum(_nbytes(plan, j) for j in plan.outputs_of(gi))
+    mm_flops = other = 0.0
+    for i in plan.groups[gi].nodes:
+        n = program.nodes[i]
+        out = math.prod(program.concrete_shape(i))
+        kind = node_kind(n.op)
+        if n.op == "matmul":
+            k = program.concrete_shape(n.inputs[0])[-1]
+            mm_flops += 2.0 * out * k
+        elif kind in (REDUCTION,) or O.get(n.op).kind is O.OpKind.SCAN:
+            other += math.prod(program.concrete_shape(n.inputs[0]))
+        elif kind is not None and kind != LAYOUT:
+            other += out
+    total_read = sum(reads)
+    if mm_flops and tiling is not None and total_read > l2_bytes:
+        # operands that do not stay in L2 are re-read once per tile of the other dimension
+        anchor = program.nodes[plan.groups[gi].anchor(program)]
+        a, b = (program.concrete_shape(j) for j in anchor.inputs)
+        bm, bn = int(tiling.get("BLOCK_M", tiling.get("TILE_M", 128))), int(tiling.get("BLOCK_N", tiling.get("TILE_N", 128)))
+        a_bytes = math.prod(a) * program.nodes[anchor.inputs[0]].dtype.itemsize
+        b_bytes = math.prod(b) * program.nodes[anchor.inputs[1]].dtype.itemsize
+        total_read += a_bytes * (math.ceil(b[-1] / bn) - 1) + b_bytes * (math.ceil(a[-2] / bm) - 1)
+    return total_read + writes, mm_flops, other
+
+
+def gpu_cost(plan: FusionPlan, tilings: Sequence[Tiling | None], hw: HardwareSpec,
+             coefficients: dict[str, float] | None = None) -> CostReport:
+    c = {"bytes": 1.0, "flops": 1.0, "launch": 1.0, **(coefficients or {})}
+    bw = hw.get("memory.hbm.measured_bandwidth") or hw.value("memory.hbm.bandwidth")
+    peak_mm = hw.get("compute.measured_peak.bf16") or hw.value("compute.peak.bf16")
+    peak_vec = hw.value("compute.peak.fp32")
+    units = hw.value("compute.units")
+    l2 = hw.value("memory.l2.capacity")
+    launch = hw.value("costs.launch")
+    groups = []
+    for gi, group in enumerate(plan.groups):
+        t = tilings[gi] if gi < len(tilings) else None
+        nbytes, mm, other = group_traffic(plan, gi, t, l2)
+        roof = max(c["bytes"] * nbytes / bw, c["flops"] * (mm / peak_mm + other / peak_vec))
+        seconds = roof / _wave_efficiency(plan, gi, t, hw, units) + c["launch"] * launch
+        groups.append(GroupCost(gi, group.kind, nbytes, mm + other, seconds))
+    return CostReport(sum(g.seconds for g in groups), groups)
+
+
+def _programs(plan: FusionPlan, gi: int, t: Tiling | None) -> int:
+    program = plan.program
+    anchor = plan.groups[gi].anchor(program)
+    shape = program.concrete_shape(anchor)
+    kind = plan.groups[gi].kind
+    if t is None:
+        return 1
+    if kind in (MATMUL, ATTENTION) and "BLOCK_M" in dict(t.values):
+        node = program.nodes[anchor]
+        if node.op == "matmul":
+            a, b = (program.concrete_shape(j) for j in node.inputs)
+            batch = math.prod(shape[:-2])
+            return batch * math.ceil(a[-2] / int(t["BLOCK_M"])) * math.ceil(b[-1] / int(t["BLOCK_N"]))
+    if kind == REDUCTION and "ROWS_PER_PROGRAM" in dict(t.values):
+        src = program.concrete_shape(program.nodes[anchor].inputs[0]) if program.nodes[anchor].inputs else shape
+        return math.ceil(max(1, math.prod(src[:-1])) / int(t["ROWS_PER_PROGRAM"]))
+    if "BLOCK" in dict(t.values):
+        return math.ceil(max(1, math.prod(shape)) / int(t["BLOCK"]))
+    return 1
+
+
+def _wave_efficiency(plan: FusionPlan, gi: int, t: Tiling | None, hw: HardwareSpec, units: float) -> float:
+    """Useful fraction of the last wave: programs / (waves * slots), slots = SMs * blocks per SM."""
+    programs = _programs(plan, gi, t)
+    per_sm = 1
+    if t is not None and "BLOCK_M" in dict(t.values):
+        smem = (int(t["BLOCK_M"]) * int(t["BLOCK_K"]) + int(t["BLOCK_K"]) * int(t["BLOCK_N"])) * 2 * int(t["num_stages"])
+        regs = int(t["BLOCK_M"]) * int(t["BLOCK_N"]) * FP32
+        per_sm = max(1, min(hw.value("memory.shared.per_sm") // max(1, smem), hw.value("memory.registers.per_sm") // max(1, regs)))
+    elif t is not None:
+        per_sm = 4
+    slots = units * per_sm
+    waves = math.ceil(programs / slots)
+    return max(1e-3, programs / (waves * slots)) if programs < slots * 4 else 1.0
+
+
+# ------------------------------------------------------------------------------------------------
+# Trainium: a timeline over engine queues
+# ------------------------------------------------------------------------------------------------
+_ACTIVATIONS = {"exp", "log", "tanh", "sigmoid", "silu", "gelu", "erf", "sqrt", "rsqrt", "softplus", "mish"}
+
+
+def trainium_cost(plan: FusionPlan, tilings: Sequence[Tiling | None], hw: HardwareSpec) -> CostReport:
+    program = plan.program
+    clock = {e: hw.value(f"compute.engines.{e}.clock") for e in ("tensor", "vector", "scalar", "gpsimd")}
+    partitions = hw.value("limits.partition_max")
+    dma_bw = hw.value("compute.dma.engines") * hw.value("compute.dma.bandwidth_per_engine")
+    dma_fixed = hw.value("costs.dma_fixed")
+    moving_min = hw.value("costs.matmul_moving_min_cycles")
+    free = {e: 0.0 for e in ("dma", "tensor", "vector", "scalar", "gpsimd")}
+    done: dict[int, float] = {}
+    owner = plan.group_of()
+    timeline: list[Interval] = []
+    groups: list[GroupCost] = []
+
+    def run(engine: str, ready: float, seconds: float, label: str) -> float:
+        start = max(free[engine], ready)
+        free[engine] = start + seconds
+        timeline.append(Interval(engine, start, start + seconds, label))
+        return start + seconds
+
+    for gi, group in enumerate(plan.groups):
+        t = tilings[gi] if gi < len(tilings) else None
+        deps = {owner[j] for n in group.nodes for j in program.nodes[n].inputs if j in owner} - {gi}
+        ready = max((done[d] for d in deps), default=0.0)
+        nbytes, mm, other = group_traffic(plan, gi, t, float("inf"))
+        transfers = max(1, len(plan.inputs_of(gi)) + len(plan.outputs_of(gi)))
+        loaded = run("dma", ready, dma_fixed * transfers / 2 + nbytes / 2 / dma_bw, f"g{gi} load")
+        if mm:
+            tile_n = int(t.get("TILE_N", 512)) if t is not None else 512
+            tile_m = int(t.get("TILE_M", 128)) if t is not None else 128
+            tile_k = int(t.get("TILE_K", 128)) if t is not None else 128
+            node = program.nodes[group.anchor(program)]
+            a, b = (program.concrete_shape(j) for j in node.inputs)
+            batch = math.prod(program.concrete_shape(group.anchor(program))[:-2])
+            instrs = batch * math.ceil(a[-2] / tile_m) * math.ceil(b[-1] / tile_n) * math.ceil(a[-1] / tile_k)
+            engine, seconds = "tensor", instrs * max(tile_n, moving_min) / clock["tensor"]
+        else:
+            ops = [program.nodes[n].op for n in group.nodes if node_kind(program.nodes[n].op) is not None]
+            engine = "scalar" if any(op in _ACTIVATIONS for op in ops) and group.kind != REDUCTION else "vector"
+            elements = other / max(1, len(ops))
+            seconds = len(ops) * elements / partitions * hw.value("costs.vector_cycles_per_element") / clock[engine]
+        computed = run(engine, loaded, seconds, f"g{gi} {group.kind}")
+        stored = run("dma", computed, dma_fixed * transfers / 2 + nbytes / 2 / dma_bw, f"g{gi} store")
+        done[gi] = stored
+        groups.append(GroupCost(gi, group.kind, nbytes, mm + other, stored - ready, engine))
+    makespan = max((i.end for i in timeline), default=0.0) + hw.value("costs.launch")
+    return CostReport(makespan, groups, timeline)
+
+
+def cost(plan: FusionPlan, tilings: Sequence[Tiling | None], hw: HardwareSpec,
+         coefficients: dict[str, float] | None = None) -> CostReport:
+    return trainium_cost(plan, tilings, hw) if hw.kind == "trainium" else gpu_cost(plan, tilings, hw, coefficients)
+
+
+# ------------------------------------------------------------------------------------------------
+# Calibration
+# ------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Calibration:
+    coefficients: dict[str, float]
+    spearman_before: float
+    spearman_after: float
+
+
+def spearman(a: Sequence[float], b: Sequence[float]) -> float:
+    """Rank correlation (average ranks for ties)."""
+    ra, rb = _ranks(np.asarray(a, float)), _ranks(np.asarray(b, float))
+    if ra.std() == 0 or rb.std() == 0:
+        return 0.0
+    return float(np.corrcoef(ra, rb)[0, 1])
+
+
+def _ranks(x: np.ndarray) -> np.ndarray:
+    order = np.argsort(x, kind="stable")
+    ranks = np.empty(len(x))
+    ranks[order] = np.arange(len(x))
+    for v in np.unique(x):
+        tie = x == v
+        ranks[tie] = ranks[tie].mean()
+    return ranks
+
+
+def calibrate(rows: Sequence[tuple[dict[str, float], float]]) -> Calibration:
+    """Fit non-negative coefficients for the terms ``bytes``, ``flops`` and ``launch`` (each row:
+    the model's per-term seconds, and the measured seconds) by least squares on relative error, and
+    report the rank correlation between prediction and measurement before and after."""
+    terms = ("bytes", "flops", "launch")
+    x = np.array([[r[0].get(t, 0.0) for t in terms] for r in rows], float)
+    y = np.array([r[1] for r in rows], float)
+    weights = 1.0 / np.maximum(y, 1e-12)
+    coef, *_ = np.linalg.lstsq(x * weights[:, None], y * weights, rcond=None)
+    coef = np.maximum(coef, 1e-3)
+    before = spearman(x.sum(axis=1), y)
+    after = spearman(x @ coef, y)
+    return Calibration(dict(zip(terms, map(float, coef))), before, after)

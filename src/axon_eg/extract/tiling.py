@@ -1,0 +1,218 @@
+"""Symbolic tiling: tile parameters per fusion group, constrained by the hardware description.
+
+Each group gets named parameters (``BLOCK_M``, ``TILE_N``, ``num_warps``, ...) with candidate values
+and constraints read from ``data/hw_costs`` (never numbers in code): on-chip capacity per block or per
+partition including multi-buffering, partition and matmul tile limits, PSUM banks, powers of two for
+Triton block shapes. Remainders are handled by masking, so sizes need not divide. ``tilings``
+enumerates every feasible assignment and prunes dominated ones (same tile shape with less
+pipelining, or a smaller reduction tile that fits as well).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from axon_eg.hw import HardwareSpec
+
+from .fusion import ATTENTION, MATMUL, REDUCTION, FusionPlan
+
+FP32 = 4
+
+
+@dataclass(frozen=True)
+class Constraint:
+    name: str
+    text: str
+    holds: Callable[[dict[str, int | str]], bool]
+
+
+@dataclass(frozen=True)
+class TilingSpace:
+    group: int
+    kind: str
+    dims: tuple[tuple[str, int], ...]  # the group's problem sizes: M, N, K, rows, cols, ...
+    params: tuple[tuple[str, tuple], ...]
+    constraints: tuple[Constraint, ...]
+
+    def size(self) -> int:
+        return math.prod(len(v) for _, v in self.params)
+
+
+@dataclass(frozen=True)
+class Tiling:
+    group: int
+    values: tuple[tuple[str, int | str], ...]
+
+    def __getitem__(self, key: str) -> int | str:
+        return dict(self.values)[key]
+
+    def get(self, key: str, default: int | str | None = None) -> int | str | None:
+        return dict(self.values).get(key, default)
+
+
+def pow2(lo: int, hi: int) -> tuple[int, ...]:
+    out, v = [], 1
+    while v <= hi:
+        if v >= lo:
+            out.append(v)
+        v *= 2
+    return tuple(out)
+
+
+def _dims(plan: FusionPlan, gi: int) -> dict[str, int]:
+    """Problem sizes of a group from its anchor node's concrete shapes."""
+    program = plan.program
+    group = plan.groups[gi]
+    anchor = group.anchor(program)
+    node = program.nodes[anchor]
+    if node.op == "matmul":
+        a, b = (program.concrete_shape(j) for j in node.inputs)
+        out = program.concrete_shape(anchor)
+        return {"M": a[-2], "N": b[-1], "K": a[-1], "BATCH": math.prod(out[:-2])}
+    shape = program.concrete_shape(node.inputs[0] if node.inputs and group.kind == REDUCTION else anchor)
+    cols = shape[-1] if shape else 1
+    return {"ROWS": max(1, math.prod(shape[:-1])) if shape else 1, "COLS": cols}
+
+
+def _itemsize(plan: FusionPlan, gi: int) -> int:
+    program = plan.program
+    return max(program.nodes[n].dtype.itemsize for n in plan.groups[gi].nodes)
+
+
+def space(plan: FusionPlan, gi: int, hw: HardwareSpec) -> TilingSpace:
+    kind = plan.groups[gi].kind
+    dims = _dims(plan, gi)
+    item = _itemsize(plan, gi)
+    live = max(2, len(plan.inputs_of(gi)) + len(plan.outputs_of(gi)))
+    if hw.kind == "trainium":
+        params, constraints = _trainium(kind, dims, item, live, hw)
+    else:
+        params, constraints = _gpu(kind, dims, item, live, hw)
+    return TilingSpace(gi, kind, tuple(sorted(dims.items())), tuple(params), tuple(constraints))
+
+
+def _gpu(kind: str, dims: dict[str, int], item: int, live: int, hw: HardwareSpec):
+    warps = tuple(hw.value("knobs.num_warps"))
+    warp_size = max(hw.value("knobs.warp_size"))
+    smem = hw.value("memory.shared.per_block")
+    regs = hw.value("memory.registers.per_sm")
+    stages = tuple(range(int(hw.value("knobs.num_stages.min")), int(hw.value("knobs.num_stages.max")) + 1))
+    extra: list[tuple[str, tuple]] = []
+    if hw.get("knobs.grf_mode") is not None:
+        extra.append(("grf_mode", tuple(hw.value("knobs.grf_mode"))))
+    if kind in (MATMUL, ATTENTION):
+        params = [("BLOCK_M", pow2(16, 256)), ("BLOCK_N", pow2(16, 256)), ("BLOCK_K", pow2(16, 128)),
+                  ("num_warps", warps), ("num_stages", stages), *extra]
+        constraints = [
+            Constraint("shared memory", f"(BM*BK + BK*BN) * {item} B * stages <= {smem} B",
+                       lambda t: (t["BLOCK_M"] * t["BLOCK_K"] + t["BLOCK_K"] * t["BLOCK_N"]) * item * t["num_stages"] <= smem),
+            Constraint("accumulator registers", f"BM*BN*4 B <= registers per SM {regs} B / 2",
+                       lambda t: t["BLOCK_M"] * t["BLOCK_N"] * FP32 <= regs // 2),
+            Constraint("warp tiles", "BM*BN >= num_warps * 16*16",
+                       lambda t: t["BLOCK_M"] * t["BLOCK_N"] >= t["num_warps"] * 256),
+            Constraint("no oversized K tile", f"BK <= max(16, K={dims['K']} rounded up to 16)",
+                       lambda t: t["BLOCK_K"] <= max(16, 1 << max(4, math.ceil(math.log2(max(1, dims["K"])))))),
+        ]
+        return params, constraints
+    if kind == REDUCTION:
+        cols = dims["COLS"]
+        params = [("BLOCK_N", pow2(16, max(16, 1 << math.ceil(math.log2(max(1, cols)))))),
+                  ("ROWS_PER_PROGRAM", (1, 2, 4, 8)), ("num_warps", warps), *extra]
+        constraints = [
+            Constraint("registers", f"ROWS*BLOCK_N*4 B*{live} live <= {regs} B / 2",
+                       lambda t: t["ROWS_PER_PROGRAM"] * t["BLOCK_N"] * FP32 * live <= regs // 2),
+            Constraint("threads have work", f"ROWS*BLOCK_N >= num_warps*{warp_size}",
+                       lambda t: t["ROWS_PER_PROGRAM"] * t["BLOCK_N"] >= t["num_warps"] * warp_size),
+        ]
+        return params, constraints
+    total = dims["ROWS"] * dims["COLS"]
+    params = [("BLOCK", pow2(128, max(128, min(16384, 1 << math.ceil(math.log2(max(1, total))))))),
+              ("num_warps", warps), *extra]
+    constraints = [
+        Constraint("threads have work", f"BLOCK >= num_warps*{warp_size}",
+                   lambda t: t["BLOCK"] >= t["num_warps"] * warp_size),
+        Constraint("registers", f"BLOCK*4 B*{live} live <= {regs} B / 2",
+                   lambda t: t["BLOCK"] * FP32 * live <= regs // 2),
+    ]
+    return params, constraints
+
+
+def _trainium(kind: str, dims: dict[str, int], item: int, live: int, hw: HardwareSpec):
+    pmax = int(hw.value("limits.partition_max"))
+    sbuf = hw.value("memory.sbuf.per_partition")
+    bank = hw.value("memory.psum.bank")
+    banks = int(hw.value("memory.psum.banks"))
+    if kind in (MATMUL, ATTENTION):
+        kmax = int(hw.value("limits.matmul.contraction_max"))
+        smax = int(hw.value("limits.matmul.stationary_free_max"))
+        mmax = int(hw.value("limits.matmul.moving_free_max"))
+        groups = int(hw.value("limits.matmul.accumulation_groups"))
+        params = [("TILE_K", pow2(32, 512)), ("TILE_M", pow2(32, 512)), ("TILE_N", pow2(64, 2048)),
+                  ("BLOCK_M", (1, 2, 4, 8)), ("BLOCK_N", (1, 2, 4, 8))]
+        constraints = [
+            Constraint("partition dim", f"TILE_K <= partitions {pmax} and contraction limit {kmax}",
+                       lambda t: t["TILE_K"] <= min(pmax, kmax)),
+            Constraint("stationary tile", f"TILE_M <= {smax}", lambda t: t["TILE_M"] <= smax),
+            Constraint("moving tile", f"TILE_N <= {mmax}", lambda t: t["TILE_N"] <= mmax),
+            Constraint("PSUM bank", f"TILE_N * 4 B <= bank {bank} B", lambda t: t["TILE_N"] * FP32 <= bank),
+            Constraint("accumulation groups", f"BLOCK_M*BLOCK_N <= min({groups} groups, {banks} banks)",
+                       lambda t: t["BLOCK_M"] * t["BLOCK_N"] <= min(groups, banks)),
+            Constraint("SBUF per partition", f"2 buffers * (BM*TM + BN*TN) * {item} B <= {sbuf} B",
+                       lambda t: 2 * (t["BLOCK_M"] * t["TILE_M"] + t["BLOCK_N"] * t["TILE_N"]) * item <= sbuf),
+        ]
+        return params, constraints
+    free_max = int(hw.value("limits.vector.free_max_sbuf"))
+    params = [("TILE_P", pow2(1, pmax * 2)), ("TILE_F", pow2(64, 65536))]
+    constraints = [
+        Constraint("partition dim", f"TILE_P <= {pmax}", lambda t: t["TILE_P"] <= pmax),
+        Constraint("vector free size", f"TILE_F <= {free_max}", lambda t: t["TILE_F"] <= free_max),
+        Constraint("SBUF per partition", f"2 buffers * {live} tiles * TILE_F * {item} B <= {sbuf} B",
+                   lambda t: 2 * live * t["TILE_F"] * item <= sbuf),
+    ]
+    if kind == REDUCTION:  # a row must fit one tile's free dim, or be reduced in passes
+        constraints.append(Constraint("row in passes", "TILE_F <= next power of two >= COLS",
+                                      lambda t: t["TILE_F"] <= max(64, 1 << math.ceil(math.log2(max(1, dims["COLS"]))))))
+    return params, constraints
+
+
+def feasible(space: TilingSpace, assignment: dict[str, int | str]) -> list[str]:
+    """Names of the constraints an assignment violates (empty: feasible)."""
+    return [c.name for c in space.constraints if not c.holds(assignment)]
+
+
+def tilings(space: TilingSpace, limit: int | None = None) -> tuple[list[Tiling], dict[str, int]]:
+    """Feasible, non-dominated assignments (deterministic order) and counts of what was pruned."""
+    names = [n for n, _ in space.params]
+    feasible_list = []
+    considered = 0
+    for values in itertools.product(*(v for _, v in space.params)):
+        considered += 1
+        t = dict(zip(names, values))
+        if not feasible(space, t):
+            feasible_list.append(t)
+    kept = _prune(feasible_list)
+    stats = {"considered": considered, "feasible": len(feasible_list), "kept": len(kept)}
+    if limit is not None:
+        kept = kept[:limit]
+    return [Tiling(space.group, tuple(t.items())) for t in kept], stats
+
+
+def _prune(candidates: list[dict]) -> list[dict]:
+    """Drop an assignment when another equal in every parameter but a pipelining/reduction one
+    (num_stages, BLOCK_K, TILE_K) has a larger value there: deeper pipelines and longer K tiles
+    that still fit never lose on a roofline."""
+    if not candidates:
+        return []
+    monotone = [k for k in ("num_stages", "BLOCK_K", "TILE_K") if k in candidates[0]]
+    if not monotone:
+        return candidates
+    best: dict[tuple, dict] = {}
+    for t in candidates:
+        key = tuple((k, v) for k, v in t.items() if k not in monotone)
+        cur = best.get(key)
+        if cur is None or tuple(t[k] for k in monotone) > tuple(cur[k] for k in monotone):
+            best[key] = t
+    return list(best.values())
