@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from axon_eg.egraph.nugraph import NuGraph, Variant
 from axon_eg.hw import HardwareSpec, load
 
-from .cost import CostReport, cost
+from .cost import CostReport, cost, gpu_group_cost
 from .fusion import LAYOUT, MATMUL, FusionPlan, plans
 from .tiling import Tiling, space, tilings
 
@@ -100,8 +100,11 @@ def enumerate_candidates(nugraph: NuGraph, target: str | HardwareSpec, k: int = 
 
 
 def _group_cost(plan: FusionPlan, gi: int, t: Tiling, hw: HardwareSpec) -> float:
-    tilings_all = [None] * len(plan.groups)
-    tilings_all[gi] = t
-    report = cost(plan, tilings_all, hw)
-    g = report.groups[gi]
-    return g.seconds if math.isfinite(g.seconds) else float("inf")
+    """A group's cost alone (for ranking its tilings): roofline on GPUs, its own timeline on Trainium."""
+    if hw.kind == "trainium":
+        tilings_all: list[Tiling | None] = [None] * len(plan.groups)
+        tilings_all[gi] = t
+        seconds = cost(plan, tilings_all, hw).groups[gi].seconds
+    else:
+        seconds = gpu_group_cost(plan, gi, t, hw).seconds
+    return seconds if math.isfinite(seconds) else float("inf")

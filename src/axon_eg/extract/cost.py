@@ -7,7 +7,7 @@ rate otherwise); roofline time ``max(bytes / bandwidth, flops / peak)`` divided 
 efficiency (programs over SMs times blocks per SM, from shared-memory and register use), plus one
 launch per group.
 
-Trainium: a timeline over the engine queues (DMA, Tensor, Vector, Scalar, GpSimd). Each group
+Trainium: a timeline over the engine queues (DMA in, DMA out, Tensor, Vector, Scalar, GpSimd). Each group
 becomes DMA-in, compute and DMA-out work items; a work item starts when its engine is free and its
 inputs are done, so independent branches overlap (RMSNorm's reduction on the Vector engine while a
 matmul runs on the Tensor engine).
@@ -97,22 +97,21 @@ def group_traffic(plan: FusionPlan, gi: int, tiling: Tiling | None, l2_bytes: fl
     return total_read + writes, mm_flops, other
 
 
-def gpu_cost(plan: FusionPlan, tilings: Sequence[Tiling | None], hw: HardwareSpec,
-             coefficients: dict[str, float] | None = None) -> CostReport:
+def gpu_group_cost(plan: FusionPlan, gi: int, t: Tiling | None, hw: HardwareSpec,
+                   coefficients: dict[str, float] | None = None) -> GroupCost:
     c = {"bytes": 1.0, "flops": 1.0, "launch": 1.0, **(coefficients or {})}
     bw = hw.get("memory.hbm.measured_bandwidth") or hw.value("memory.hbm.bandwidth")
     peak_mm = hw.get("compute.measured_peak.bf16") or hw.value("compute.peak.bf16")
-    peak_vec = hw.value("compute.peak.fp32")
-    units = hw.value("compute.units")
-    l2 = hw.value("memory.l2.capacity")
-    launch = hw.value("costs.launch")
-    groups = []
-    for gi, group in enumerate(plan.groups):
-        t = tilings[gi] if gi < len(tilings) else None
-        nbytes, mm, other = group_traffic(plan, gi, t, l2)
-        roof = max(c["bytes"] * nbytes / bw, c["flops"] * (mm / peak_mm + other / peak_vec))
-        seconds = roof / _wave_efficiency(plan, gi, t, hw, units) + c["launch"] * launch
-        groups.append(GroupCost(gi, group.kind, nbytes, mm + other, seconds))
+    nbytes, mm, other = group_traffic(plan, gi, t, hw.value("memory.l2.capacity"))
+    roof = max(c["bytes"] * nbytes / bw, c["flops"] * (mm / peak_mm + other / hw.value("compute.peak.fp32")))
+    seconds = roof / _wave_efficiency(plan, gi, t, hw, hw.value("compute.units")) + c["launch"] * hw.value("costs.launch")
+    return GroupCost(gi, plan.groups[gi].kind, nbytes, mm + other, seconds)
+
+
+def gpu_cost(plan: FusionPlan, tilings: Sequence[Tiling | None], hw: HardwareSpec,
+             coefficients: dict[str, float] | None = None) -> CostReport:
+    groups = [gpu_group_cost(plan, gi, tilings[gi] if gi < len(tilings) else None, hw, coefficients)
+              for gi in range(len(plan.groups))]
     return CostReport(sum(g.seconds for g in groups), groups)
 
 
@@ -165,7 +164,9 @@ def trainium_cost(plan: FusionPlan, tilings: Sequence[Tiling | None], hw: Hardwa
     dma_bw = hw.value("compute.dma.engines") * hw.value("compute.dma.bandwidth_per_engine")
     dma_fixed = hw.value("costs.dma_fixed")
     moving_min = hw.value("costs.matmul_moving_min_cycles")
-    free = {e: 0.0 for e in ("dma", "tensor", "vector", "scalar", "gpsimd")}
+    # loads and stores on separate DMA queues (a chip has 16 DMA engines): one group's store does not
+    # hold up the next independent group's load
+    free = {e: 0.0 for e in ("dma_in", "dma_out", "tensor", "vector", "scalar", "gpsimd")}
     done: dict[int, float] = {}
     owner = plan.group_of()
     timeline: list[Interval] = []
@@ -183,7 +184,7 @@ def trainium_cost(plan: FusionPlan, tilings: Sequence[Tiling | None], hw: Hardwa
         ready = max((done[d] for d in deps), default=0.0)
         nbytes, mm, other = group_traffic(plan, gi, t, float("inf"))
         transfers = max(1, len(plan.inputs_of(gi)) + len(plan.outputs_of(gi)))
-        loaded = run("dma", ready, dma_fixed * transfers / 2 + nbytes / 2 / dma_bw, f"g{gi} load")
+        loaded = run("dma_in", ready, dma_fixed * transfers / 2 + nbytes / 2 / dma_bw, f"g{gi} load")
         if mm:
             tile_n = int(t.get("TILE_N", 512)) if t is not None else 512
             tile_m = int(t.get("TILE_M", 128)) if t is not None else 128
@@ -199,7 +200,7 @@ def trainium_cost(plan: FusionPlan, tilings: Sequence[Tiling | None], hw: Hardwa
             elements = other / max(1, len(ops))
             seconds = len(ops) * elements / partitions * hw.value("costs.vector_cycles_per_element") / clock[engine]
         computed = run(engine, loaded, seconds, f"g{gi} {group.kind}")
-        stored = run("dma", computed, dma_fixed * transfers / 2 + nbytes / 2 / dma_bw, f"g{gi} store")
+        stored = run("dma_out", computed, dma_fixed * transfers / 2 + nbytes / 2 / dma_bw, f"g{gi} store")
         done[gi] = stored
         groups.append(GroupCost(gi, group.kind, nbytes, mm + other, stored - ready, engine))
     makespan = max((i.end for i in timeline), default=0.0) + hw.value("costs.launch")

@@ -139,9 +139,31 @@ def _allowed(program: Program, producer: set[int], consumer: set[int], allowed: 
     return True
 
 
+def _producers(program: Program, i: int) -> set[int]:
+    """The compute nodes a node reads, looking through views (views are recomputed where used)."""
+    out: set[int] = set()
+    stack = list(program.nodes[i].inputs)
+    while stack:
+        j = stack.pop()
+        if node_kind(program.nodes[j].op) is not None:
+            out.add(j)
+        elif program.nodes[j].op not in ("input", "constant"):
+            stack.extend(program.nodes[j].inputs)
+    return out
+
+
+def _compute_users(program: Program) -> list[list[int]]:
+    users: list[list[int]] = [[] for _ in program.nodes]
+    for i in range(len(program.nodes)):
+        if node_kind(program.nodes[i].op) is not None:
+            for j in _producers(program, i):
+                users[j].append(i)
+    return users
+
+
 def _convex(program: Program, nodes: set[int]) -> bool:
-    """No path from the group to outside and back into it."""
-    users = program.users()
+    """No path (between compute nodes, through views) from the group to outside and back into it."""
+    users = _compute_users(program)
     frontier = [u for i in nodes for u in users[i] if u not in nodes]
     seen: set[int] = set()
     while frontier:
@@ -155,6 +177,27 @@ def _convex(program: Program, nodes: set[int]) -> bool:
     return True
 
 
+def _acyclic(program: Program, groups: list[set[int]]) -> bool:
+    """Whether the groups can be run one after another: the quotient graph has no cycle (two convex
+    groups can still depend on each other through different nodes)."""
+    owner = {n: gi for gi, g in enumerate(groups) for n in g if node_kind(program.nodes[n].op) is not None}
+    deps = {gi: {owner[j] for n in g for j in _producers(program, n) if j in owner} - {gi}
+            for gi, g in enumerate(groups)}
+    state: dict[int, int] = {}
+
+    def visit(gi: int) -> bool:  # iterative DFS would be longer; group counts are small
+        if state.get(gi) == 1:
+            return False
+        if state.get(gi) == 2:
+            return True
+        state[gi] = 1
+        ok = all(visit(d) for d in deps[gi])
+        state[gi] = 2
+        return ok
+
+    return all(visit(gi) for gi in deps)
+
+
 def _fuse(program: Program, allowed: set[tuple[str, str]]) -> list[set[int]]:
     groups = [set(g) for g in _initial(program).values()]
     changed = True
@@ -163,14 +206,15 @@ def _fuse(program: Program, allowed: set[tuple[str, str]]) -> list[set[int]]:
         owner = {n: gi for gi, g in enumerate(groups) for n in g}
         for gi in range(len(groups)):
             for n in sorted(groups[gi]):
-                for j in program.nodes[n].inputs:
+                for j in sorted(_producers(program, n)):
                     pj = owner.get(j)
                     if pj is None or pj == gi:
                         continue
                     if not _allowed(program, groups[pj], groups[gi], allowed):
                         continue
                     merged = groups[pj] | groups[gi]
-                    if not _convex(program, merged):
+                    trial = [merged if k == gi else g for k, g in enumerate(groups) if k != pj]
+                    if not _convex(program, merged) or not _acyclic(program, trial):
                         continue
                     groups[gi] = merged
                     groups[pj] = set()
@@ -187,8 +231,8 @@ def _fuse(program: Program, allowed: set[tuple[str, str]]) -> list[set[int]]:
 def _plan(program: Program, sets: list[set[int]]) -> FusionPlan:
     """Groups in a topological order of the quotient graph (acyclic: every group is convex)."""
     groups = [Group(_kind(program, s), tuple(sorted(s))) for s in sets]
-    owner = {n: gi for gi, g in enumerate(groups) for n in g.nodes}
-    deps = {gi: {owner[j] for n in g.nodes for j in program.nodes[n].inputs if j in owner} - {gi}
+    owner = {n: gi for gi, g in enumerate(groups) for n in g.nodes if node_kind(program.nodes[n].op) is not None}
+    deps = {gi: {owner[j] for n in g.nodes for j in _producers(program, n) if j in owner} - {gi}
             for gi, g in enumerate(groups)}
     order: list[Group] = []
     done: set[int] = set()
@@ -236,6 +280,6 @@ def check_plan(plan: FusionPlan) -> None:
             raise AssertionError(f"compute node {i} ({program.nodes[i].op}) is in no group")
     for gi, g in enumerate(plan.groups):
         for n in g.nodes:
-            for j in program.nodes[n].inputs:
-                if j in owner and owner[j] > gi:
+            for j in _producers(program, n):
+                if owner[j] > gi:
                     raise AssertionError(f"group {gi} reads node {j} computed later by group {owner[j]}")
