@@ -31,12 +31,25 @@ def independent_plan_check(plan) -> None:
         for n in g.nodes:
             assert n not in seen
             seen[n] = gi
-    compute = [i for i, n in enumerate(program.nodes) if n.op not in ("input", "constant") and not O.get(n.op).meta.get("view")]
+    def is_compute(i: int) -> bool:
+        n = program.nodes[i]
+        return n.op not in ("input", "constant") and not O.get(n.op).meta.get("view")
+
+    def sources(i: int) -> set[int]:  # compute nodes read by i, through views (views are free to recompute)
+        out, stack = set(), list(program.nodes[i].inputs)
+        while stack:
+            j = stack.pop()
+            if is_compute(j):
+                out.add(j)
+            else:
+                stack.extend(program.nodes[j].inputs)
+        return out
+
+    compute = [i for i in range(len(program.nodes)) if is_compute(i)]
     assert set(compute) <= set(seen)
-    for i, n in enumerate(program.nodes):
-        for j in n.inputs:
-            if i in seen and j in seen:
-                assert seen[j] <= seen[i], f"node {i} in group {seen[i]} uses node {j} of later group {seen[j]}"
+    for i in compute:
+        for j in sources(i):
+            assert seen[j] <= seen[i], f"node {i} in group {seen[i]} uses node {j} of later group {seen[j]}"
 
 
 @settings(max_examples=30, deadline=None)
