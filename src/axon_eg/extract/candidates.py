@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from axon_eg.egraph.nugraph import NuGraph, Variant
 from axon_eg.hw import HardwareSpec, load
 
-from .cost import CostReport, cost, gpu_group_cost
+from .cost import CostReport, cost, gpu_group_cost, trainium_group_work
 from .fusion import LAYOUT, MATMUL, FusionPlan, plans
 from .tiling import Tiling, space, tilings
 
@@ -102,9 +102,8 @@ def enumerate_candidates(nugraph: NuGraph, target: str | HardwareSpec, k: int = 
 def _group_cost(plan: FusionPlan, gi: int, t: Tiling, hw: HardwareSpec) -> float:
     """A group's cost alone (for ranking its tilings): roofline on GPUs, its own timeline on Trainium."""
     if hw.kind == "trainium":
-        tilings_all: list[Tiling | None] = [None] * len(plan.groups)
-        tilings_all[gi] = t
-        seconds = cost(plan, tilings_all, hw).groups[gi].seconds
+        dma, _, compute, _ = trainium_group_work(plan, gi, t, hw)
+        seconds = 2 * dma + compute
     else:
         seconds = gpu_group_cost(plan, gi, t, hw).seconds
     return seconds if math.isfinite(seconds) else float("inf")

@@ -157,13 +157,33 @@ def _wave_efficiency(plan: FusionPlan, gi: int, t: Tiling | None, hw: HardwareSp
 _ACTIVATIONS = {"exp", "log", "tanh", "sigmoid", "silu", "gelu", "erf", "sqrt", "rsqrt", "softplus", "mish"}
 
 
+def trainium_group_work(plan: FusionPlan, gi: int, t: Tiling | None, hw: HardwareSpec) -> tuple[float, str, float, float]:
+    """(DMA seconds each way, compute engine, compute seconds, bytes) of one group on its own."""
+    program = plan.program
+    group = plan.groups[gi]
+    clock = hw.value("compute.engines.tensor.clock")
+    dma_bw = hw.value("compute.dma.engines") * hw.value("compute.dma.bandwidth_per_engine")
+    nbytes, mm, other = group_traffic(plan, gi, t, float("inf"))
+    transfers = max(1, len(plan.inputs_of(gi)) + len(plan.outputs_of(gi)))
+    dma = hw.value("costs.dma_fixed") * transfers / 2 + nbytes / 2 / dma_bw
+    if mm:
+        tile_n = int(t.get("TILE_N", 512)) if t is not None else 512
+        tile_m = int(t.get("TILE_M", 128)) if t is not None else 128
+        tile_k = int(t.get("TILE_K", 128)) if t is not None else 128
+        anchor = group.anchor(program)
+        a, b = (program.concrete_shape(j) for j in program.nodes[anchor].inputs)
+        batch = math.prod(program.concrete_shape(anchor)[:-2])
+        instrs = batch * math.ceil(a[-2] / tile_m) * math.ceil(b[-1] / tile_n) * math.ceil(a[-1] / tile_k)
+        return dma, "tensor", instrs * max(tile_n, hw.value("costs.matmul_moving_min_cycles")) / clock, nbytes
+    ops = [program.nodes[n].op for n in group.nodes if node_kind(program.nodes[n].op) is not None]
+    engine = "scalar" if any(op in _ACTIVATIONS for op in ops) and group.kind != REDUCTION else "vector"
+    elements = other / max(1, len(ops))
+    cycles = len(ops) * elements / hw.value("limits.partition_max") * hw.value("costs.vector_cycles_per_element")
+    return dma, engine, cycles / hw.value(f"compute.engines.{engine}.clock"), nbytes
+
+
 def trainium_cost(plan: FusionPlan, tilings: Sequence[Tiling | None], hw: HardwareSpec) -> CostReport:
     program = plan.program
-    clock = {e: hw.value(f"compute.engines.{e}.clock") for e in ("tensor", "vector", "scalar", "gpsimd")}
-    partitions = hw.value("limits.partition_max")
-    dma_bw = hw.value("compute.dma.engines") * hw.value("compute.dma.bandwidth_per_engine")
-    dma_fixed = hw.value("costs.dma_fixed")
-    moving_min = hw.value("costs.matmul_moving_min_cycles")
     # loads and stores on separate DMA queues (a chip has 16 DMA engines): one group's store does not
     # hold up the next independent group's load
     free = {e: 0.0 for e in ("dma_in", "dma_out", "tensor", "vector", "scalar", "gpsimd")}
@@ -182,27 +202,12 @@ def trainium_cost(plan: FusionPlan, tilings: Sequence[Tiling | None], hw: Hardwa
         t = tilings[gi] if gi < len(tilings) else None
         deps = {owner[j] for n in group.nodes for j in program.nodes[n].inputs if j in owner} - {gi}
         ready = max((done[d] for d in deps), default=0.0)
-        nbytes, mm, other = group_traffic(plan, gi, t, float("inf"))
-        transfers = max(1, len(plan.inputs_of(gi)) + len(plan.outputs_of(gi)))
-        loaded = run("dma_in", ready, dma_fixed * transfers / 2 + nbytes / 2 / dma_bw, f"g{gi} load")
-        if mm:
-            tile_n = int(t.get("TILE_N", 512)) if t is not None else 512
-            tile_m = int(t.get("TILE_M", 128)) if t is not None else 128
-            tile_k = int(t.get("TILE_K", 128)) if t is not None else 128
-            node = program.nodes[group.anchor(program)]
-            a, b = (program.concrete_shape(j) for j in node.inputs)
-            batch = math.prod(program.concrete_shape(group.anchor(program))[:-2])
-            instrs = batch * math.ceil(a[-2] / tile_m) * math.ceil(b[-1] / tile_n) * math.ceil(a[-1] / tile_k)
-            engine, seconds = "tensor", instrs * max(tile_n, moving_min) / clock["tensor"]
-        else:
-            ops = [program.nodes[n].op for n in group.nodes if node_kind(program.nodes[n].op) is not None]
-            engine = "scalar" if any(op in _ACTIVATIONS for op in ops) and group.kind != REDUCTION else "vector"
-            elements = other / max(1, len(ops))
-            seconds = len(ops) * elements / partitions * hw.value("costs.vector_cycles_per_element") / clock[engine]
+        dma, engine, seconds, nbytes = trainium_group_work(plan, gi, t, hw)
+        loaded = run("dma_in", ready, dma, f"g{gi} load")
         computed = run(engine, loaded, seconds, f"g{gi} {group.kind}")
-        stored = run("dma_out", computed, dma_fixed * transfers / 2 + nbytes / 2 / dma_bw, f"g{gi} store")
+        stored = run("dma_out", computed, dma, f"g{gi} store")
         done[gi] = stored
-        groups.append(GroupCost(gi, group.kind, nbytes, mm + other, stored - ready, engine))
+        groups.append(GroupCost(gi, group.kind, nbytes, 0.0, stored - ready, engine))
     makespan = max((i.end for i in timeline), default=0.0) + hw.value("costs.launch")
     return CostReport(makespan, groups, timeline)
 
