@@ -269,13 +269,25 @@ class NuGraph:
                               f"together they merge tensors of different shape or dtype ({_first_line(message)})")
 
     # -- extraction ------------------------------------------------------------------------------
-    def extract(self, k: int = 1) -> list[Variant]:
-        """The k cheapest distinct variants, cheapest first (fewer if fewer exist)."""
+    def extract(self, k: int = 1, *, modulo_commutativity: bool = False) -> list[Variant]:
+        """The k cheapest distinct variants, cheapest first (fewer if fewer exist).
+
+        With ``modulo_commutativity`` variants that differ only in the operand order of commutative
+        ops (``mul(g, x)`` vs ``mul(x, g)``) count once, so the k slots go to different algebra."""
         g = self.serialized()
-        out = []
-        for rank, (cost, term) in enumerate(k_best(g, k, self._root_class)):
+        out: list[Variant] = []
+        seen: set = set()
+        wanted = k * 8 if modulo_commutativity else k
+        for cost, term in k_best(g, wanted, self._root_class):
             program = convert.term_to_program(g, term, self.program)
-            out.append(Variant(program, cost, dag_cost(g, term), rank))
+            if modulo_commutativity:
+                key = commutative_key(program)
+                if key in seen:
+                    continue
+                seen.add(key)
+            out.append(Variant(program, cost, dag_cost(g, term), len(out)))
+            if len(out) == k:
+                break
         return out
 
     def best(self) -> Variant:
@@ -324,6 +336,19 @@ class NuGraph:
         g = self.serialized()
         return (f"<NuGraph {self.program.name}: {sum(len(m) for m in g.classes.values()) - 1} e-nodes in "
                 f"{len(g.classes) - 1} e-classes, {len(self.rules)} rules>")
+
+
+def commutative_key(program: Program) -> tuple:
+    """A structural key of the program's outputs in which commutative ops' operands are unordered."""
+    from axon_eg.ir import ops as O
+
+    keys: list = []
+    for n in program.nodes:
+        kids = [keys[j] for j in n.inputs]
+        if O.get(n.op).meta.get("commutative"):
+            kids.sort(key=repr)
+        keys.append((n.op, tuple(n.attrs.items()) if n.op != "input" else n.attrs["name"], tuple(kids)))
+    return tuple(keys[o] for o in program.outputs)
 
 
 def _add(table: dict, key: str, value: float) -> None:

@@ -67,7 +67,7 @@ def enumerate_candidates(nugraph: NuGraph, target: str | HardwareSpec, k: int = 
     hw = load(target) if not isinstance(target, HardwareSpec) else target
     summary = EnumerationSummary()
     found: dict[tuple, Candidate] = {}
-    for variant in nugraph.extract(variants):
+    for variant in nugraph.extract(variants, modulo_commutativity=True):
         summary.variants += 1
         for plan in plans(variant.program):
             summary.plans += 1
