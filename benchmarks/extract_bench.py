@@ -16,11 +16,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.suite import SUITE  # noqa: E402
-
 from axon_eg.egraph.nugraph import Limits, NuGraph  # noqa: E402
 from axon_eg.extract.candidates import enumerate_candidates  # noqa: E402
 from axon_eg.rules_discovered.store import load_rules  # noqa: E402
+from benchmarks.suite import SUITE  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -32,7 +31,8 @@ def main(argv: list[str] | None = None) -> int:
     chosen = set(args.programs.split(",")) if args.programs else None
     rules = load_rules()
     print(f"target {args.target}; k = {args.k}")
-    print("| program | variants | plans | tilings considered | feasible | kept | candidates | kept | best predicted us | seconds |")
+    print("| program | variants | plans | tilings considered | feasible | kept | candidates | kept "
+          "| best predicted us | seconds |")
     print("|---|---|---|---|---|---|---|---|---|---|")
     worst = 0.0
     for entry in SUITE:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 import pytest
+from benchmarks.suite import SUITE, get
 from hypothesis import given, settings
 
 import axon_eg as ax
@@ -17,7 +18,6 @@ from axon_eg.hw import load
 from axon_eg.ir import ops as O
 from axon_eg.rules_discovered.store import load_rules
 from axon_eg.testing.strategies import programs
-from benchmarks.suite import SUITE, get
 
 TARGETS = ["h200", "h100", "intel-xe2", "trn1", "trn2"]
 
@@ -115,7 +115,10 @@ def _best(plan, hw):
     chosen = []
     for gi in range(len(plan.groups)):
         options = tilings(space(plan, gi, hw))[0]
-        chosen.append(min(options, key=lambda t: cost(plan, [None] * gi + [t] + [None] * (len(plan.groups) - gi - 1), hw).groups[gi].seconds) if options else None)
+        def alone(t, gi=gi):
+            return cost(plan, [None] * gi + [t] + [None] * (len(plan.groups) - gi - 1), hw).groups[gi].seconds
+
+        chosen.append(min(options, key=alone) if options else None)
     return cost(plan, chosen, hw)
 
 

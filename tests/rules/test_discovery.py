@@ -136,8 +136,9 @@ def test_discovery_regenerates_the_store_exactly() -> None:
 
 @pytest.mark.parametrize("name", ["sum_matmul", "rmsnorm_matmul", "softmax", "linear_batchnorm", "gqa"])
 def test_nugraph_with_discovered_rules_extracts_correct_variants(name: str) -> None:
-    from axon_eg.egraph.nugraph import Limits, NuGraph
     from benchmarks.suite import get
+
+    from axon_eg.egraph.nugraph import Limits, NuGraph
 
     program = get(name).bound(small=True)
     graph = NuGraph(program, load_rules())

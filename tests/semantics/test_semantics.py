@@ -125,7 +125,7 @@ BROADCASTS = [(("M", "N"), ("M", "N")), (("M", "N"), ("N",)), (("M", 1), (1, "N"
 
 @pytest.mark.parametrize("name", UNARY_OPS)
 def test_unary_op_semantics_at_every_attribute(name: str) -> None:
-    for k, attrs in enumerate(UNARY_ATTRS.get(name, [{}])):
+    for attrs in UNARY_ATTRS.get(name, [{}]):
         program = _program({"x": ("M", "N")}, lambda p, x, attrs=attrs: getattr(p, name)(x, **attrs))
         inputs = {"x": np.linspace(-3.0, 3.0, 20).reshape(4, 5)}  # both signs, near the kinks
         if O.get(name).meta.get("positive_inputs"):
@@ -212,7 +212,8 @@ def test_evaluate_sums_reductions_and_ite() -> None:
     total = nf.sum_over("r", nf.Ix.of("M"), nf.sum_over("c", nf.Ix.of("N"), _x("r", "c")))
     assert evaluate_poly(total, {"M": 3, "N": 4}, {"x": x}, {}) == pytest.approx(x.sum(), rel=1e-12)
     # a binder whose length mentions another one: SUM_{r<M} SUM_{c<=r} x[0, c]
-    tri = nf.Poly((nf.Mono(Fraction(1), (("c", nf.Ix.of("r") + 1), ("r", nf.Ix.of("N"))), (("in", "x", (nf.Ix(0), nf.Ix.of("c"))),)),))
+    binders = (("c", nf.Ix.of("r") + 1), ("r", nf.Ix.of("N")))
+    tri = nf.Poly((nf.Mono(Fraction(1), binders, (("in", "x", (nf.Ix(0), nf.Ix.of("c"))),)),))
     assert evaluate_poly(tri, {"N": 4}, {"x": x}, {}) == pytest.approx(np.cumsum(x[0]).sum(), rel=1e-12)
     biggest = nf.reduce_max("max", (("c", nf.Ix.of("N")),), _x("i", "c"))
     assert evaluate_poly(biggest, {"N": 4}, {"x": x}, {"i": 1}) == x[1].max()

@@ -143,7 +143,8 @@ def _wave_efficiency(plan: FusionPlan, gi: int, t: Tiling | None, hw: HardwareSp
     if t is not None and "BLOCK_M" in dict(t.values):
         smem = (int(t["BLOCK_M"]) * int(t["BLOCK_K"]) + int(t["BLOCK_K"]) * int(t["BLOCK_N"])) * 2 * int(t["num_stages"])
         regs = int(t["BLOCK_M"]) * int(t["BLOCK_N"]) * FP32
-        per_sm = max(1, min(hw.value("memory.shared.per_sm") // max(1, smem), hw.value("memory.registers.per_sm") // max(1, regs)))
+        per_sm = max(1, min(hw.value("memory.shared.per_sm") // max(1, smem),
+                            hw.value("memory.registers.per_sm") // max(1, regs)))
     elif t is not None:
         per_sm = 4
     slots = units * per_sm

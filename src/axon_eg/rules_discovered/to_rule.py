@@ -43,7 +43,7 @@ class _Converter:
 
     def pattern(self, program: Program) -> Pattern:
         memo: dict[int, Pattern] = {}
-        for i, n in enumerate(program.nodes):
+        for i in range(len(program.nodes)):
             memo[i] = self._node(program, i, memo)
         out = program.outputs
         if len(out) != 1:

@@ -18,7 +18,7 @@ from functools import cache
 import z3
 
 R = z3.RealSort()
-I = z3.IntSort()
+I = z3.IntSort()  # noqa: E741 - the integer sort, as in the literature
 ARR = z3.ArraySort(I, R)
 SUM = z3.Function("Sum", I, ARR, R)
 

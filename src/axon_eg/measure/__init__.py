@@ -1,0 +1,30 @@
+"""Phase 2: the fixed measurement harness, the isolated worker and the result tables.
+
+Everything in this package except :mod:`axon_eg.measure.tables` imports only the standard library,
+numpy, torch and triton, so the worker runs on a bare GPU box (no egglog, z3 or polars).
+Submodules are imported on demand to keep ``import axon_eg.measure`` cheap.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_LAZY = {
+    "InputSpec": "axon_eg.measure.harness",
+    "measure": "axon_eg.measure.harness",
+    "check_correctness": "axon_eg.measure.harness",
+    "time_candidate": "axon_eg.measure.harness",
+    "make_inputs": "axon_eg.measure.harness",
+    "TOLERANCES": "axon_eg.measure.harness",
+    "run_bundle": "axon_eg.measure.worker",
+    "STATUSES": "axon_eg.measure.worker",
+}
+
+__all__ = sorted(_LAZY)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'axon_eg.measure' has no attribute {name!r}")
