@@ -19,6 +19,7 @@ demo: $(VENV)/.installed
 	$(VENV)/bin/axon-eg inspect rmsnorm_matmul
 
 test: $(VENV)/.installed
+	$(VENV)/bin/ruff check src tests benchmarks
 	$(VENV)/bin/axon-eg rules verify
 	TRITON_INTERPRET=1 $(PY) -m pytest -n 2 --durations=10
 
