@@ -1,0 +1,298 @@
+"""The fixed measurement harness: inputs, reference, correctness gate and timing.
+
+Generated code never creates inputs, computes the reference or times itself; this module does.
+It imports only the standard library, numpy and torch (triton is only needed by the candidates).
+
+Calling convention of a candidate ``fn`` (``mode``):
+
+* ``"dps"`` (destination passing): ``fn(*inputs, *outputs)`` writes into the preallocated output
+  tensors; its return value is ignored. The outputs are poisoned (NaN, or the dtype's minimum for
+  integer dtypes) before every run, so an element the candidate never writes fails the check.
+* ``"return"``: ``fn(*inputs)`` returns one tensor or a tuple/list of tensors.
+* ``"auto"`` (default): ``"dps"`` when ``fn`` takes exactly ``len(inputs) + len(outputs)`` positional
+  parameters, ``"return"`` when it takes ``len(inputs)``; otherwise ``"dps"`` when outputs are known.
+
+The reference is either a callable (float64 numpy arrays in, one array or a tuple of arrays out)
+applied to the very inputs the candidate sees (after rounding to their dtype), or precomputed outputs:
+a mapping ``trial seed -> list of arrays`` (or a callable ``seed -> list of arrays``).
+"""
+
+from __future__ import annotations
+
+import inspect
+import statistics
+import traceback
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+
+TOLERANCES: dict[str, float] = {"fp32": 1e-4, "bf16": 1e-2, "fp16": 1e-2}
+"""Relative and absolute tolerance per dtype: ``|out - ref| <= tol + tol * |ref|``."""
+
+TORCH_DTYPES: dict[str, torch.dtype] = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+
+L2_FLUSH_BYTES = 256 * 1024 * 1024
+MIN_TRIALS = 3
+MIN_RUNS = 30
+
+
+@dataclass(frozen=True)
+class InputSpec:
+    """One tensor: name, concrete shape, dtype string ("bf16", "fp16", "fp32"); ``positive`` asks for
+    uniform values in [0.5, 1.5) (for logs, square roots, divisors) instead of a standard normal."""
+
+    name: str
+    shape: tuple[int, ...]
+    dtype: str = "fp32"
+    positive: bool = False
+
+    @staticmethod
+    def coerce(spec: Any) -> InputSpec:
+        if isinstance(spec, InputSpec):
+            return spec
+        if isinstance(spec, Mapping):
+            return InputSpec(str(spec["name"]), tuple(int(d) for d in spec["shape"]), str(spec.get("dtype", "fp32")),
+                             bool(spec.get("positive", False)))
+        name, shape, dtype, *rest = spec
+        return InputSpec(str(name), tuple(int(d) for d in shape), str(dtype), bool(rest[0]) if rest else False)
+
+    def __post_init__(self) -> None:
+        if self.dtype not in TORCH_DTYPES:
+            raise ValueError(f"input {self.name!r}: unknown dtype {self.dtype!r} (expected one of {list(TORCH_DTYPES)})")
+
+
+@dataclass
+class Outcome:
+    """What the harness observed for one candidate. ``status`` is ok / compile_error / runtime_error /
+    wrong_result; ``stage`` is where it stopped (compile, run, correctness, timing, done)."""
+
+    status: str = "ok"
+    stage: str = "done"
+    error: str | None = None
+    max_abs_err: float | None = None
+    max_rel_err: float | None = None
+    trials: int = 0
+    median_us: float | None = None
+    iqr_us: float | None = None
+    mean_us: float | None = None
+    min_us: float | None = None
+    runs: int | None = None
+    device: str = "cpu"
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        d = {k: v for k, v in self.__dict__.items() if k != "extra"}
+        d.update(self.extra)
+        return d
+
+
+def make_inputs(specs: Sequence[Any], seed: int, device: str | torch.device = "cpu") -> list[torch.Tensor]:
+    """Seeded inputs: standard normal (exact zeros replaced), or uniform [0.5, 1.5) for positive specs."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for spec in map(InputSpec.coerce, specs):
+        if spec.positive:
+            a = rng.uniform(0.5, 1.5, size=spec.shape)
+        else:
+            a = rng.standard_normal(size=spec.shape)
+            a[a == 0.0] = 0.5
+        t = torch.from_numpy(np.ascontiguousarray(a)).to(TORCH_DTYPES[spec.dtype])
+        if spec.dtype != "fp32":  # rounding to 16 bits can make tiny values zero
+            t = torch.where(t == 0, torch.full_like(t, 0.5), t)
+        out.append(t.to(device))
+    return out
+
+
+def _poison(t: torch.Tensor) -> None:
+    if t.is_floating_point():
+        t.fill_(float("nan"))
+    else:
+        t.fill_(torch.iinfo(t.dtype).min)
+
+
+def _to64(t: torch.Tensor) -> np.ndarray:
+    return t.detach().to("cpu", torch.float64).numpy()
+
+
+def _as_list(x: Any) -> list[Any]:
+    if isinstance(x, (tuple, list)):
+        return list(x)
+    return [x]
+
+
+def resolve_mode(fn: Callable[..., Any], n_in: int, n_out: int | None, mode: str = "auto") -> str:
+    if mode in ("dps", "return"):
+        return mode
+    if mode != "auto":
+        raise ValueError(f"unknown calling mode {mode!r}")
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):  # builtins, triton launchers without a signature
+        return "dps" if n_out else "return"
+    pos = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    if n_out is not None and len(pos) == n_in + n_out and n_out > 0:
+        return "dps"
+    if len(pos) == n_in:
+        return "return"
+    return "dps" if n_out else "return"
+
+
+def reference_outputs(reference: Any, seed: int, inputs: Sequence[torch.Tensor]) -> list[np.ndarray]:
+    """Float64 reference outputs for the trial with ``seed`` (see the module docstring for the forms)."""
+    if isinstance(reference, Mapping):
+        if seed not in reference:
+            raise KeyError(f"no precomputed reference outputs for trial seed {seed}")
+        return [np.asarray(r, dtype=np.float64) for r in _as_list(reference[seed])]
+    if getattr(reference, "_takes_seed", False):
+        return [np.asarray(r, dtype=np.float64) for r in _as_list(reference(seed))]
+    return [np.asarray(r, dtype=np.float64) for r in _as_list(reference(*[_to64(t) for t in inputs]))]
+
+
+def _call(fn: Callable[..., Any], mode: str, inputs: Sequence[torch.Tensor], outputs: Sequence[torch.Tensor]) -> list:
+    if mode == "dps":
+        fn(*inputs, *outputs)
+        return list(outputs)
+    return _as_list(fn(*inputs))
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def _classify(exc: BaseException) -> str:
+    names = {c.__name__ for c in type(exc).__mro__}
+    if names & {"CompilationError", "CompileTimeAssertionFailure", "SyntaxError"}:
+        return "compile_error"
+    return "runtime_error"
+
+
+def check_correctness(fn: Callable[..., Any], specs: Sequence[Any], reference: Any, *, seed: int = 0,
+                      trials: int = MIN_TRIALS, device: str | torch.device = "cpu", mode: str = "auto",
+                      out_dtypes: Sequence[str] | None = None) -> Outcome:
+    """Run ``fn`` on ``trials`` fresh seeded inputs (seeds ``seed, seed+1, ...``) and compare with the
+    float64 reference. Output dtypes default to the first input's dtype."""
+    specs = [InputSpec.coerce(s) for s in specs]
+    device = torch.device(device)
+    trials = max(int(trials), MIN_TRIALS)
+    res = Outcome(device=str(device), stage="correctness")
+    max_abs = max_rel = 0.0
+    for t in range(trials):
+        s = seed + t
+        inputs = make_inputs(specs, s, device)
+        saved = [x.clone() for x in inputs]
+        try:
+            refs = reference_outputs(reference, s, inputs)
+        except Exception as exc:  # the reference is the harness's, so a failure here is not the candidate's
+            raise RuntimeError(f"reference failed for trial seed {s}: {exc}") from exc
+        dts = list(out_dtypes) if out_dtypes else [specs[0].dtype if specs else "fp32"] * len(refs)
+        outputs = [torch.empty(r.shape, dtype=TORCH_DTYPES[d], device=device) for r, d in zip(refs, dts)]
+        for o in outputs:
+            _poison(o)
+        m = resolve_mode(fn, len(inputs), len(outputs), mode)
+        try:
+            got = _call(fn, m, inputs, outputs)
+            _sync(device)
+        except Exception as exc:
+            res.status, res.stage = _classify(exc), ("compile" if _classify(exc) == "compile_error" else "run")
+            res.error = "".join(traceback.format_exception(exc))[-4000:]
+            return res
+        res.trials = t + 1
+        for x, x0, spec in zip(inputs, saved, specs):
+            if not torch.equal(x, x0) and not (torch.isnan(x) & torch.isnan(x0)).all().item():
+                res.status, res.error = "wrong_result", f"candidate mutated input {spec.name!r} (trial seed {s})"
+                return res
+        if len(got) != len(refs):
+            res.status, res.error = "wrong_result", f"expected {len(refs)} outputs, got {len(got)}"
+            return res
+        tol = max(TOLERANCES[d] for d in dts) if dts else 1e-4
+        for j, (g, r) in enumerate(zip(got, refs)):
+            if not isinstance(g, torch.Tensor):
+                res.status, res.error = "wrong_result", f"output {j} is {type(g).__name__}, not a tensor"
+                return res
+            if tuple(g.shape) != tuple(r.shape):
+                res.status, res.error = "wrong_result", f"output {j} has shape {tuple(g.shape)}, expected {r.shape}"
+                return res
+            g64 = _to64(g)
+            bad = ~np.isfinite(g64)
+            if bad.any():
+                hint = " (outputs are NaN-poisoned before the run: NaN may be an unwritten element)" if m == "dps" else ""
+                res.status = "wrong_result"
+                res.error = (f"output {j}: {int(bad.sum())} of {g64.size} elements are NaN/Inf, first at index "
+                             f"{tuple(int(i) for i in np.argwhere(bad)[0])}{hint} (trial seed {s})")
+                res.max_abs_err = float("inf")
+                return res
+            err = np.abs(g64 - r)
+            if err.size:
+                max_abs = max(max_abs, float(err.max()))
+                max_rel = max(max_rel, float((err / np.maximum(np.abs(r), 1e-30)).max()))
+            res.max_abs_err, res.max_rel_err = max_abs, max_rel
+            over = err > tol + tol * np.abs(r)
+            if over.any():
+                i = tuple(int(k) for k in np.argwhere(over)[0])
+                res.status = "wrong_result"
+                res.error = (f"output {j}: {int(over.sum())} of {g64.size} elements beyond tolerance {tol} "
+                             f"(first at {i}: got {g64[i]!r}, expected {r[i]!r}; max abs err {max_abs:.3g}; "
+                             f"trial seed {s})")
+                return res
+    res.status, res.stage = "ok", "done"
+    return res
+
+
+def time_candidate(fn: Callable[..., Any], specs: Sequence[Any], *, seed: int = 0, device: str | torch.device = "cuda",
+                   mode: str = "auto", out_shapes: Sequence[tuple[int, ...]] = (), out_dtypes: Sequence[str] = (),
+                   warmup: int = 10, runs: int = MIN_RUNS) -> dict[str, float | int | None]:
+    """Latency in microseconds on CUDA: warm-up, then ``runs`` (>= 30) timed runs, each preceded by an
+    L2 flush (writing a 256 MB buffer) and timed with CUDA events. On CPU every field is None."""
+    device = torch.device(device)
+    if device.type != "cuda":
+        return {"median_us": None, "iqr_us": None, "mean_us": None, "min_us": None, "runs": None}
+    runs = max(int(runs), MIN_RUNS)
+    specs = [InputSpec.coerce(s) for s in specs]
+    inputs = make_inputs(specs, seed, device)
+    dts = list(out_dtypes) or [specs[0].dtype] * len(out_shapes)
+    outputs = [torch.empty(tuple(s), dtype=TORCH_DTYPES[d], device=device) for s, d in zip(out_shapes, dts)]
+    m = resolve_mode(fn, len(inputs), len(outputs), mode)
+    flush = torch.empty(L2_FLUSH_BYTES // 4, dtype=torch.int32, device=device)
+    for _ in range(max(1, warmup)):
+        _call(fn, m, inputs, outputs)
+    torch.cuda.synchronize(device)
+    times = []
+    for _ in range(runs):
+        flush.zero_()
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        _call(fn, m, inputs, outputs)
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end) * 1000.0)
+    q = statistics.quantiles(times, n=4)
+    return {"median_us": statistics.median(times), "iqr_us": q[2] - q[0], "mean_us": statistics.fmean(times),
+            "min_us": min(times), "runs": runs}
+
+
+def measure(fn: Callable[..., Any], specs: Sequence[Any], reference: Any, *, seed: int = 0, trials: int = MIN_TRIALS,
+            device: str | torch.device | None = None, mode: str = "auto", out_dtypes: Sequence[str] | None = None,
+            warmup: int = 10, runs: int = MIN_RUNS) -> Outcome:
+    """Correctness gate, then (on CUDA, when correct) timing. ``device`` defaults to CUDA when available."""
+    if device is None:
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    res = check_correctness(fn, specs, reference, seed=seed, trials=trials, device=device, mode=mode,
+                            out_dtypes=out_dtypes)
+    if res.status != "ok":
+        return res
+    specs = [InputSpec.coerce(s) for s in specs]
+    refs = reference_outputs(reference, seed, make_inputs(specs, seed, "cpu"))
+    try:
+        stats = time_candidate(fn, specs, seed=seed, device=device, mode=mode, out_shapes=[r.shape for r in refs],
+                               out_dtypes=list(out_dtypes or []), warmup=warmup, runs=runs)
+    except Exception as exc:
+        res.status, res.stage = "runtime_error", "timing"
+        res.error = "".join(traceback.format_exception(exc))[-4000:]
+        return res
+    for k, v in stats.items():
+        setattr(res, k, v)
+    return res
