@@ -1,0 +1,334 @@
+"""The phase-2 worker: run every candidate of a bundle in its own child process, one JSON row each.
+
+Imports only the standard library here (numpy/torch/triton are imported by the child), so it runs on a
+bare GPU box. Usage: ``python -m axon_eg.measure BUNDLE --out FILE``.
+
+Bundle layout: ``BUNDLE/manifest.json`` plus the source files it names. The manifest is a list of
+candidates (or ``{"candidates": [...]}``), each::
+
+    {"id": "softmax_v3",                 # unique within the bundle; the resume key
+     "source": "softmax_v3.py",          # relative to the bundle
+     "entry": "kernel",                  # callable in the source (see harness.py for calling modes)
+     "inputs": [{"name": "x", "shape": [64, 128], "dtype": "fp32", "positive": false}],
+     "out_dtypes": ["fp32"],             # optional; default: first input's dtype
+     "reference": "ref.npz" | "ref.py:fn",
+     "mode": "auto",                     # optional: dps / return / auto
+     "seed": 0, "trials": 3,             # optional
+     "timeout_s": 30}                    # optional, wall-clock seconds after the child is ready
+
+``ref.npz`` holds precomputed float64 outputs under keys ``seed{S}_out{J}`` for trial seeds
+``seed .. seed+trials-1``; ``ref.py:fn`` names a NumPy float64 reference function in the bundle.
+
+Every outcome is one row, appended to FILE as JSON lines, flushed and fsynced per row. Rows already in
+FILE are skipped on a rerun, so a killed run resumes; a partially written last line is dropped.
+Statuses: ok, syntax_error, compile_error, runtime_error, wrong_result, timeout, crashed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import datetime as _dt
+import json
+import os
+import platform
+import select
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+STATUSES = ("ok", "syntax_error", "compile_error", "runtime_error", "wrong_result", "timeout", "crashed")
+ROW_FIELDS = ("id", "status", "stage", "error", "median_us", "iqr_us", "mean_us", "min_us", "runs", "max_abs_err",
+              "max_rel_err", "trials", "device", "torch_version", "triton_version", "python_version", "timestamp",
+              "elapsed_s", "source", "entry")
+DEFAULT_TIMEOUT_S = 60.0
+STARTUP_TIMEOUT_S = 300.0  # importing torch/triton in the child is not charged to the candidate
+
+
+def _version(pkg: str) -> str | None:
+    from importlib import metadata
+
+    try:
+        return metadata.version(pkg)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def _now() -> str:
+    return _dt.datetime.now(_dt.UTC).isoformat()
+
+
+def load_manifest(bundle: str | os.PathLike[str]) -> list[dict[str, Any]]:
+    data = json.loads((Path(bundle) / "manifest.json").read_text())
+    cands = data["candidates"] if isinstance(data, dict) else data
+    ids = [c["id"] for c in cands]
+    dup = {i for i in ids if ids.count(i) > 1}
+    if dup:
+        raise ValueError(f"duplicate candidate ids in manifest: {sorted(dup)}")
+    return cands
+
+
+def read_rows(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
+    """Complete rows of a JSON-lines file; a partial or unparsable line is ignored."""
+    rows = []
+    p = Path(path)
+    if not p.exists():
+        return rows
+    for line in p.read_text().splitlines(keepends=True):
+        if not line.endswith("\n"):
+            break
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue
+    return rows
+
+
+class RowWriter:
+    """Append-only JSON-lines writer: one write, flush and fsync per row, under a lock."""
+
+    def __init__(self, path: str | os.PathLike[str]):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        if self.path.exists():  # drop a partially written last line left by a killed run
+            data = self.path.read_bytes()
+            if data and not data.endswith(b"\n"):
+                with open(self.path, "r+b") as f:
+                    f.truncate(data.rfind(b"\n") + 1)
+                    os.fsync(f.fileno())
+        self._f = open(self.path, "a", encoding="utf-8")
+        self._lock = threading.Lock()
+
+    def write(self, row: dict[str, Any]) -> None:
+        line = json.dumps(row, default=str) + "\n"
+        with self._lock:
+            self._f.write(line)
+            self._f.flush()
+            os.fsync(self._f.fileno())
+
+    def close(self) -> None:
+        self._f.close()
+
+
+def _row(cand: dict[str, Any], device: str, **fields: Any) -> dict[str, Any]:
+    row = dict.fromkeys(ROW_FIELDS)
+    row.update(id=cand["id"], source=cand.get("source"), entry=cand.get("entry"), device=device,
+               torch_version=_version("torch"), triton_version=_version("triton"),
+               python_version=platform.python_version(), timestamp=_now())
+    row.update({k: v for k, v in fields.items() if k in ROW_FIELDS})
+    return row
+
+
+def _kill_group(proc: subprocess.Popen[Any]) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    proc.wait()
+
+
+def run_candidate(bundle: Path, cand: dict[str, Any], gpu: int | None = None) -> dict[str, Any]:
+    """Check and run one candidate; always returns a row, never raises for a bad candidate."""
+    t0 = time.monotonic()
+    device = "cpu" if gpu is None else f"cuda:{gpu}"
+    src_path = bundle / cand["source"]
+    try:
+        ast.parse(src_path.read_text(), filename=str(src_path))
+    except SyntaxError as exc:
+        return _row(cand, device, status="syntax_error", stage="syntax", error=f"{type(exc).__name__}: {exc}",
+                    elapsed_s=time.monotonic() - t0)
+    except OSError as exc:
+        return _row(cand, device, status="compile_error", stage="syntax", error=f"cannot read source: {exc}",
+                    elapsed_s=time.monotonic() - t0)
+    env = dict(os.environ)
+    if gpu is not None:
+        env["CUDA_VISIBLE_DEVICES"] = str(gpu)
+    else:
+        env.setdefault("TRITON_INTERPRET", "1")
+    timeout = float(cand.get("timeout_s", DEFAULT_TIMEOUT_S))
+    with tempfile.TemporaryDirectory(prefix="axon_eg_child_") as tmp:
+        result_path = Path(tmp) / "result.json"
+        err_path = Path(tmp) / "stderr.txt"
+        with open(err_path, "wb") as err:
+            proc = subprocess.Popen([sys.executable, "-m", "axon_eg.measure.worker", "--child", str(bundle),
+                                     cand["id"], str(result_path)], stdout=subprocess.PIPE, stderr=err, env=env,
+                                    start_new_session=True)
+            assert proc.stdout is not None
+            ready, _, _ = select.select([proc.stdout], [], [], STARTUP_TIMEOUT_S)
+            line = proc.stdout.readline() if ready else b""
+            if line.strip() != b"READY":
+                _kill_group(proc)
+                return _row(cand, device, status="crashed", stage="startup",
+                            error=f"child did not start (exit {proc.returncode}): {err_path.read_text()[-4000:]}",
+                            elapsed_s=time.monotonic() - t0)
+            try:
+                proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                _kill_group(proc)
+                return _row(cand, device, status="timeout", stage="run",
+                            error=f"killed after {timeout:g} s", elapsed_s=time.monotonic() - t0)
+            proc.stdout.close()
+        stderr_tail = err_path.read_text(errors="replace")[-4000:]
+        if result_path.exists():
+            res = json.loads(result_path.read_text())
+            return _row(cand, res.pop("device", device), **res, elapsed_s=time.monotonic() - t0)
+        rc = proc.returncode
+        how = f"killed by signal {signal.Signals(-rc).name}" if rc < 0 else f"exited with code {rc}"
+        return _row(cand, device, status="crashed", stage="run", error=f"child {how}; stderr: {stderr_tail}",
+                    elapsed_s=time.monotonic() - t0)
+
+
+def _visible_gpus() -> list[int]:
+    """GPUs the worker may use, without creating a CUDA context in this process."""
+    if os.environ.get("AXON_EG_FORCE_CPU"):
+        return []
+    try:
+        out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+    n = sum(1 for ln in out.stdout.splitlines() if ln.startswith("GPU "))
+    vis = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if vis is not None:
+        ids = [v.strip() for v in vis.split(",") if v.strip() and v.strip() != "-1"]
+        return [int(v) for v in ids if v.isdigit()][:n] if n else []
+    return list(range(n))
+
+
+def run_bundle(bundle: str | os.PathLike[str], out: str | os.PathLike[str], gpus: Sequence[int] | None = None,
+               ids: Iterable[str] | None = None) -> list[dict[str, Any]]:
+    """Run every candidate without a row in ``out``; returns the new rows. One worker thread (each driving
+    one child at a time) per GPU; sequential on CPU."""
+    bundle = Path(bundle).resolve()
+    cands = load_manifest(bundle)
+    if ids is not None:
+        want = set(ids)
+        cands = [c for c in cands if c["id"] in want]
+    writer = RowWriter(out)
+    done = {r.get("id") for r in read_rows(out)}
+    todo = [c for c in cands if c["id"] not in done]
+    gpus = _visible_gpus() if gpus is None else list(gpus)
+    slots: list[int | None] = list(gpus) or [None]
+    new: list[dict[str, Any]] = []
+
+    def work(k: int) -> None:
+        for c in todo[k::len(slots)]:
+            row = run_candidate(bundle, c, slots[k])
+            writer.write(row)
+            new.append(row)
+
+    try:
+        if len(slots) == 1:
+            work(0)
+        else:
+            threads = [threading.Thread(target=work, args=(k,)) for k in range(len(slots))]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+    finally:
+        writer.close()
+    return new
+
+
+# ----------------------------------------------------------------------------------------------- child side
+
+
+def _load_reference(bundle: Path, cand: dict[str, Any]) -> Any:
+    import importlib.util
+
+    import numpy as np
+
+    ref = cand["reference"]
+    if ref.endswith(".npz"):
+        data = np.load(bundle / ref)
+        seeds: dict[int, list[Any]] = {}
+        for key in data.files:
+            s, j = key.removeprefix("seed").split("_out")
+            seeds.setdefault(int(s), []).append((int(j), data[key]))
+        return {s: [a for _, a in sorted(v, key=lambda p: p[0])] for s, v in seeds.items()}
+    path, _, name = ref.partition(":")
+    spec = importlib.util.spec_from_file_location("axon_eg_reference", bundle / path)
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return getattr(mod, name or "reference")
+
+
+def _child(bundle: Path, cand_id: str, result_path: Path) -> int:
+    import faulthandler
+    import importlib.util
+    import traceback
+
+    faulthandler.enable()
+    import numpy  # noqa: F401
+    import torch
+
+    from axon_eg.measure import harness
+
+    try:
+        import triton  # noqa: F401
+    except ImportError:
+        pass
+    cand = next(c for c in load_manifest(bundle) if c["id"] == cand_id)
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    dev_name = torch.cuda.get_device_name(0) if device == "cuda" else platform.processor() or "cpu"
+    sys.stdout.write("READY\n")
+    sys.stdout.flush()
+    os.dup2(2, 1)  # candidate prints must not reach the control pipe
+    sys.stdout = sys.stderr
+
+    def finish(res: dict[str, Any]) -> int:
+        res["device"] = f"{device} ({dev_name})"
+        tmp = result_path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(res, default=str))
+        os.replace(tmp, result_path)
+        return 0
+
+    try:
+        reference = _load_reference(bundle, cand)
+    except Exception:
+        return finish({"status": "crashed", "stage": "reference", "error": traceback.format_exc()[-4000:]})
+    try:
+        src = bundle / cand["source"]
+        spec = importlib.util.spec_from_file_location(f"axon_eg_candidate_{cand_id}", src)
+        assert spec is not None and spec.loader is not None
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = mod
+        spec.loader.exec_module(mod)
+        fn = getattr(mod, cand.get("entry", "kernel"))
+    except BaseException:
+        return finish({"status": "compile_error", "stage": "compile", "error": traceback.format_exc()[-4000:]})
+    try:
+        res = harness.measure(fn, cand["inputs"], reference, seed=int(cand.get("seed", 0)),
+                              trials=int(cand.get("trials", harness.MIN_TRIALS)), device=device,
+                              mode=cand.get("mode", "auto"), out_dtypes=cand.get("out_dtypes"))
+    except Exception:
+        return finish({"status": "crashed", "stage": "harness", "error": traceback.format_exc()[-4000:]})
+    return finish(res.as_dict())
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] == "--child":
+        return _child(Path(argv[1]), argv[2], Path(argv[3]))
+    ap = argparse.ArgumentParser(prog="python -m axon_eg.measure", description=__doc__.splitlines()[0])
+    ap.add_argument("bundle", help="bundle directory with manifest.json and sources")
+    ap.add_argument("--out", required=True, help="JSON-lines file of result rows (appended; resumable)")
+    ap.add_argument("--cpu", action="store_true", help="ignore GPUs, run sequentially on the CPU")
+    args = ap.parse_args(argv)
+    rows = run_bundle(args.bundle, args.out, gpus=[] if args.cpu else None)
+    counts: dict[str, int] = {}
+    for r in rows:
+        counts[r["status"]] = counts.get(r["status"], 0) + 1
+    print(json.dumps({"new_rows": len(rows), "statuses": counts}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

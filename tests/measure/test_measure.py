@@ -1,0 +1,190 @@
+"""The measurement layer on CPU: planted bad candidates, kill-and-resume, concurrent table writers, isolation."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from axon_eg.measure import harness, tables
+from axon_eg.measure.worker import read_rows, run_bundle
+
+PY = sys.executable
+ENV = {**os.environ, "AXON_EG_FORCE_CPU": "1"}
+
+SPECS = [{"name": "x", "shape": [4, 8], "dtype": "fp32"}, {"name": "y", "shape": [4, 8], "dtype": "fp32"}]
+
+CANDIDATES = {
+    "good": "import torch\ndef kernel(x, y, out):\n    torch.add(x, y, out=out)\n",
+    "good_return": "def kernel(x, y):\n    return x + y\n",
+    "syntax": "def kernel(x, y, out)\n    pass\n",
+    "compile": "import not_a_module_axon\ndef kernel(x, y, out):\n    pass\n",
+    "raises": "def kernel(x, y, out):\n    raise ValueError('planted')\n",
+    "wrong": "import torch\ndef kernel(x, y, out):\n    torch.sub(x, y, out=out)\n",
+    "nan": "def kernel(x, y, out):\n    out.copy_(x + y)\n    out[1, 2] = float('nan')\n",
+    "loop": "def kernel(x, y, out):\n    while True:\n        pass\n",
+    "segv": "import ctypes\ndef kernel(x, y, out):\n    ctypes.string_at(0)\n",
+    "unwritten": "def kernel(x, y, out):\n    out[:, :-1] = (x + y)[:, :-1]\n",
+    "mutates": "def kernel(x, y, out):\n    out.copy_(x + y)\n    x.mul_(2)\n",
+}
+EXPECTED = {
+    "good": ("ok", "done"), "good_return": ("ok", "done"), "syntax": ("syntax_error", "syntax"),
+    "compile": ("compile_error", "compile"), "raises": ("runtime_error", "run"),
+    "wrong": ("wrong_result", "correctness"), "nan": ("wrong_result", "correctness"), "loop": ("timeout", "run"),
+    "segv": ("crashed", "run"), "unwritten": ("wrong_result", "correctness"),
+    "mutates": ("wrong_result", "correctness"),
+}
+
+
+def make_bundle(root: Path, cands: dict[str, str], reference: str = "ref.py:ref", timeout: float = 20.0) -> Path:
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "ref.py").write_text("def ref(x, y):\n    return x + y\n")
+    manifest = []
+    for cid, src in cands.items():
+        (root / f"{cid}.py").write_text(src)
+        manifest.append({"id": cid, "source": f"{cid}.py", "entry": "kernel", "inputs": SPECS, "reference": reference,
+                         "timeout_s": 2.0 if cid == "loop" else timeout})
+    (root / "manifest.json").write_text(json.dumps({"candidates": manifest}))
+    return root
+
+
+def test_planted_candidates_get_the_right_status_and_stage(tmp_path):
+    bundle = make_bundle(tmp_path / "b", CANDIDATES)
+    out = tmp_path / "rows.jsonl"
+    proc = subprocess.run([PY, "-m", "axon_eg.measure", str(bundle), "--out", str(out), "--cpu"], env=ENV,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    rows = {r["id"]: r for r in read_rows(out)}
+    assert set(rows) == set(CANDIDATES)
+    for cid, (status, stage) in EXPECTED.items():
+        assert (rows[cid]["status"], rows[cid]["stage"]) == (status, stage), (cid, rows[cid]["error"])
+    assert "planted" in rows["raises"]["error"]
+    assert "SIGSEGV" in rows["segv"]["error"]
+    assert "mutated input 'x'" in rows["mutates"]["error"]
+    assert "NaN" in rows["unwritten"]["error"] and "NaN" in rows["nan"]["error"]
+    good = rows["good"]
+    assert good["error"] is None and good["max_abs_err"] <= 1e-6 and good["median_us"] is None  # CPU: no timing
+    assert good["torch_version"] and good["triton_version"] and good["timestamp"] and good["device"].startswith("cpu")
+    # the rows load into the measurements table
+    n = tables.import_jsonl(out, cache=tmp_path / "cache")
+    df = tables.read("measurements", cache=tmp_path / "cache").collect()
+    assert n == df.height == len(CANDIDATES)
+    assert dict(df.group_by("status").len().iter_rows())["wrong_result"] == 4
+
+
+def test_precomputed_npz_reference(tmp_path):
+    ref = {}
+    for s in range(3):
+        x, y = (t.double().numpy() for t in harness.make_inputs(SPECS, s))
+        ref[f"seed{s}_out0"] = x + y
+    root = make_bundle(tmp_path / "b", {"good": CANDIDATES["good"], "wrong": CANDIDATES["wrong"]},
+                       reference="ref.npz")
+    np.savez(root / "ref.npz", **ref)
+    rows = {r["id"]: r for r in run_bundle(root, tmp_path / "o.jsonl", gpus=[])}
+    assert rows["good"]["status"] == "ok" and rows["wrong"]["status"] == "wrong_result"
+
+
+def test_harness_in_process_modes_and_dtypes():
+    def ref(x, y):
+        return x * y
+
+    def dps(x, y, out):
+        out.copy_(x * y)
+
+    def ret(x, y):
+        return x * y
+
+    for dt in ("fp32", "bf16", "fp16"):
+        specs = [{"name": "x", "shape": [16, 16], "dtype": dt}, {"name": "y", "shape": [16], "dtype": dt,
+                                                                "positive": True}]
+        assert harness.check_correctness(dps, specs, ref).status == "ok"
+        assert harness.check_correctness(ret, specs, ref).status == "ok"
+    xs = harness.make_inputs([("p", (1000,), "fp32", True), ("n", (1000,), "bf16")], seed=1)
+    assert (xs[0] > 0).all() and (xs[1] != 0).all()
+    a, b = harness.make_inputs(SPECS, 0), harness.make_inputs(SPECS, 1)
+    assert not np.array_equal(a[0].numpy(), b[0].numpy())  # fresh inputs per trial
+    res = harness.measure(dps, SPECS, ref, device="cpu")
+    assert res.status == "ok" and res.trials >= 3 and res.median_us is None
+
+
+def test_sigkill_mid_run_then_resume_loses_and_duplicates_nothing(tmp_path):
+    slow = "import time\ndef kernel(x, y, out):\n    time.sleep(0.3)\n    out.copy_(x + y)\n"
+    cands = {f"c{i}": slow for i in range(5)}
+    bundle = make_bundle(tmp_path / "b", cands)
+    out = tmp_path / "rows.jsonl"
+    proc = subprocess.Popen([PY, "-m", "axon_eg.measure", str(bundle), "--out", str(out), "--cpu"], env=ENV,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and len(read_rows(out)) < 2:
+        time.sleep(0.05)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    before = read_rows(out)
+    assert 2 <= len(before) < len(cands)
+    with open(out, "a") as f:  # a torn last line, as if killed mid-write
+        f.write('{"id": "c4", "status": "o')
+    subprocess.run([PY, "-m", "axon_eg.measure", str(bundle), "--out", str(out), "--cpu"], env=ENV, check=True,
+                   capture_output=True, timeout=120)
+    after = read_rows(out)
+    ids = [r["id"] for r in after]
+    assert sorted(ids) == sorted(cands) and len(ids) == len(set(ids))
+    assert after[: len(before)] == before  # nothing rewritten
+    assert all(r["status"] == "ok" for r in after)
+
+
+WRITER = """
+import sys
+from axon_eg.measure import tables
+for i in range(15):
+    tables.append("events", [{"writer": int(sys.argv[2]), "i": i, "k": k} for k in range(4)], cache=sys.argv[1])
+"""
+
+
+def test_concurrent_table_writers_lose_nothing(tmp_path):
+    cache = tmp_path / "cache"
+    procs = [subprocess.Popen([PY, "-c", WRITER, str(cache), str(w)]) for w in range(2)]
+    assert [p.wait(timeout=60) for p in procs] == [0, 0]
+    df = tables.read("events", cache=cache).collect()
+    assert df.height == 2 * 15 * 4
+    assert df.unique().height == df.height
+    assert not list((cache / "tables" / "events").glob(".*tmp"))
+
+
+def test_table_schema_validation_and_cache_dir(tmp_path, monkeypatch):
+    row = dict.fromkeys(tables.SCHEMA)
+    row.update(id="a", status="ok")
+    with pytest.raises(ValueError, match="'bogus'"):
+        tables.append("measurements", [{**row, "bogus": 1}], cache=tmp_path)
+    bad = dict(row)
+    del bad["status"]
+    with pytest.raises(ValueError, match="'status'"):
+        tables.append("measurements", [bad], cache=tmp_path)
+    monkeypatch.setenv("AXON_EG_CACHE", str(tmp_path / "env"))
+    assert tables.cache_dir() == tmp_path / "env" and tables.cache_dir(tmp_path / "arg") == tmp_path / "arg"
+    tables.append("measurements", [row])
+    assert tables.read("measurements").collect().height == 1
+    assert tables.read("measurements", cache=tmp_path / "none").collect().height == 0
+
+
+def test_worker_imports_only_numpy_torch_triton():
+    code = ("import axon_eg.measure.worker, axon_eg.measure.harness, sys; "
+            "bad = [m for m in sys.modules if m.startswith(('egglog', 'z3', 'polars'))]; assert not bad, bad")
+    subprocess.run([PY, "-c", code], check=True, timeout=60)
+    src = Path(harness.__file__).parent
+    for f in ("__init__.py", "harness.py", "worker.py", "__main__.py"):
+        assert not any(f"import {m}" in (src / f).read_text() for m in ("polars", "egglog", "z3")), f
+
+
+def test_syntax_errors_never_start_a_child(tmp_path):
+    bundle = make_bundle(tmp_path / "b", {"syntax": CANDIDATES["syntax"]})
+    t = time.monotonic()
+    (row,) = run_bundle(bundle, tmp_path / "o.jsonl", gpus=[])
+    assert row["status"] == "syntax_error" and time.monotonic() - t < 1.0
+    assert row["error"].startswith("SyntaxError")
