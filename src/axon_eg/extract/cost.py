@@ -27,6 +27,8 @@ from axon_eg.ir import ops as O
 from .fusion import ATTENTION, LAYOUT, MATMUL, REDUCTION, FusionPlan, node_kind
 from .tiling import FP32, Tiling
 
+GROUP_SIZE_M = 8  # the tile-row swizzle the Triton matmul lowering uses
+
 
 @dataclass(frozen=True)
 class GroupCost:
@@ -68,8 +70,9 @@ def _nbytes(plan: FusionPlan, node: int) -> float:
     return float(math.prod(plan.program.concrete_shape(node)) * n.dtype.itemsize)
 
 
-def group_traffic(plan: FusionPlan, gi: int, tiling: Tiling | None, l2_bytes: float) -> tuple[float, float, float]:
-    """(HBM bytes, matmul flops, other flops) of one group."""
+def group_traffic(plan: FusionPlan, gi: int, tiling: Tiling | None, l2_bytes: float,
+                  wave: int = 1) -> tuple[float, float, float]:
+    """(HBM bytes, matmul flops, other flops) of one group. ``wave``: programs running at once."""
     program = plan.program
     reads = [_nbytes(plan, j) for j in plan.inputs_of(gi)]
     writes = sum(_nbytes(plan, j) for j in plan.outputs_of(gi))
@@ -87,13 +90,18 @@ def group_traffic(plan: FusionPlan, gi: int, tiling: Tiling | None, l2_bytes: fl
             other += out
     total_read = sum(reads)
     if mm_flops and tiling is not None and total_read > l2_bytes:
-        # operands that do not stay in L2 are re-read once per tile of the other dimension
+        # Operands larger than L2: with the GROUP_SIZE_M swizzle a wave of programs covers `rows` tile
+        # rows by `cols` tile columns, and L2 keeps what one wave reads; A is read once per band of
+        # `cols` tile columns, B once per band of `rows` tile rows.
         anchor = program.nodes[plan.groups[gi].anchor(program)]
         a, b = (program.concrete_shape(j) for j in anchor.inputs)
         bm, bn = int(tiling.get("BLOCK_M", tiling.get("TILE_M", 128))), int(tiling.get("BLOCK_N", tiling.get("TILE_N", 128)))
         a_bytes = math.prod(a) * program.nodes[anchor.inputs[0]].dtype.itemsize
         b_bytes = math.prod(b) * program.nodes[anchor.inputs[1]].dtype.itemsize
-        total_read += a_bytes * (math.ceil(b[-1] / bn) - 1) + b_bytes * (math.ceil(a[-2] / bm) - 1)
+        tile_rows, tile_cols = math.ceil(a[-2] / bm), math.ceil(b[-1] / bn)
+        rows = min(tile_rows, GROUP_SIZE_M)
+        cols = max(1, math.ceil(max(1, wave) / rows))
+        total_read += a_bytes * (math.ceil(tile_cols / cols) - 1) + b_bytes * (math.ceil(tile_rows / rows) - 1)
     return total_read + writes, mm_flops, other
 
 
@@ -102,7 +110,7 @@ def gpu_group_cost(plan: FusionPlan, gi: int, t: Tiling | None, hw: HardwareSpec
     c = {"bytes": 1.0, "flops": 1.0, "launch": 1.0, **(coefficients or {})}
     bw = hw.get("memory.hbm.measured_bandwidth") or hw.value("memory.hbm.bandwidth")
     peak_mm = hw.get("compute.measured_peak.bf16") or hw.value("compute.peak.bf16")
-    nbytes, mm, other = group_traffic(plan, gi, t, hw.value("memory.l2.capacity"))
+    nbytes, mm, other = group_traffic(plan, gi, t, hw.value("memory.l2.capacity"), int(hw.value("compute.units")))
     roof = max(c["bytes"] * nbytes / bw, c["flops"] * (mm / peak_mm + other / hw.value("compute.peak.fp32")))
     seconds = roof / _wave_efficiency(plan, gi, t, hw, hw.value("compute.units")) + c["launch"] * hw.value("costs.launch")
     return GroupCost(gi, plan.groups[gi].kind, nbytes, mm + other, seconds)
