@@ -6,7 +6,8 @@
 - the lemma library proves, and each lemma's *statement* also holds on random arrays;
 - ``prove_equal`` proves true identities over symbolic dims, and refutes planted unsound ones with a
   counterexample that replays in the reference interpreter; without the NumPy search, the symbolic
-  path never proves an unsound one.
+  path never proves an unsound one, nor a random program equal to a mutant of it that computes
+  something else.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, reject, settings
 from hypothesis import strategies as st
 
 from axon_eg.ir import dims as D
@@ -62,15 +63,54 @@ def test_every_primitive_op_is_drawn() -> None:
 # ------------------------------------------------------------------------------------------------
 # Normal forms against the reference interpreter
 # ------------------------------------------------------------------------------------------------
-def check_normal_forms(program: Program, seed: int, points: int = 6) -> None:
+HEAVY = (O.OpKind.REDUCE, O.OpKind.SCAN, O.OpKind.CONTRACTION, O.OpKind.LIBRARY)
+MAX_DEPTH = 4  # reductions on one path: normal forms grow fast with it (three chained layernorms: 9 MB, 20 s)
+BUDGET = 500_000  # numeric evaluation steps per example (a few seconds at most)
+
+
+def reduction_depth(program: Program) -> int:
+    """The most reductions, scans, contractions and library ops on one path to an output."""
+    depth: list[int] = []
+    for n in program.nodes:
+        depth.append(max((depth[j] for j in n.inputs), default=0) + (O.get(n.op).kind in HEAVY))
+    return max(depth[o] for o in program.outputs)
+
+
+class BudgetExceeded(EvaluationError):
+    pass
+
+
+class BudgetedEvaluator(PolyEvaluator):
+    """A PolyEvaluator that gives up after ``budget`` steps (monomials and loop iterations); kept out
+    of ``semantics/`` because every change there invalidates the rule store's proofs."""
+
+    def __init__(self, *args: Any, budget: int | None = None, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.budget, self.steps = budget, 0
+
+    def _step(self) -> None:
+        self.steps += 1
+        if self.budget is not None and self.steps > self.budget:
+            raise BudgetExceeded(f"evaluation took more than {self.budget} steps")
+
+    def mono(self, m: nf.Mono, env: Any) -> Any:
+        self._step()
+        return super().mono(m, env)
+
+    def _sum(self, binders: Any, factors: Any, env: Any) -> Any:
+        self._step()  # once per loop iteration: each one evaluates the remaining binders' sum
+        return super()._sum(binders, factors, env)
+
+
+def check_normal_forms(program: Program, seed: int, points: int = 6, budget: int | None = None) -> None:
     """Each output's normal form (of the expanded, symbolic program, with the bindings as dims) equals
     the reference at every output index of a small output, else at its last index and ``points``
-    random ones."""
+    random ones. With a ``budget`` (evaluation steps), a term too big to evaluate rejects the example."""
     inputs = make_inputs(program, seed)
     reference = interpret(program, inputs)
     reference = reference if isinstance(reference, tuple) else (reference,)
     evaluator = Evaluator(program.expand())
-    numeric = PolyEvaluator(program.bindings, inputs)
+    numeric = BudgetedEvaluator(program.bindings, inputs, budget=budget)
     rng = np.random.default_rng(seed)
     for k, out in enumerate(reference):
         poly, idx = evaluator.output(k, prefix=f"o{k}_")
@@ -86,7 +126,10 @@ def check_normal_forms(program: Program, seed: int, points: int = 6) -> None:
             want = float(out[at])
             if not math.isfinite(want):
                 continue
-            got = numeric.evaluate(poly, {ix.terms[0][0]: v for ix, v in zip(idx, at)})
+            try:
+                got = numeric.evaluate(poly, {ix.terms[0][0]: v for ix, v in zip(idx, at)})
+            except BudgetExceeded:
+                reject()
             assert abs(got - want) <= 1e-9 * (abs(want) + scale), (
                 f"output {k} at {list(at)}: semantics give {got!r}, the reference {want!r}\n{program}\n"
                 f"normal form: {poly}")
@@ -97,13 +140,15 @@ def check_normal_forms(program: Program, seed: int, points: int = 6) -> None:
 @given(data=st.data())
 def test_each_op_semantics_agree_with_the_reference(name: str, data: st.DataObject) -> None:
     program = data.draw(programs(ops=[name], max_nodes=2, bound=True, symbolic=True))
-    check_normal_forms(program, data.draw(st.integers(0, 2**32 - 1)))
+    assume(reduction_depth(program.expand()) <= MAX_DEPTH)
+    check_normal_forms(program, data.draw(st.integers(0, 2**32 - 1)), budget=BUDGET)
 
 
-@settings(max_examples=3 * settings.default.max_examples)
+@settings(max_examples=5 * settings.default.max_examples)
 @given(program=programs(bound=True, symbolic=True, allow_library=True, max_nodes=6), seed=st.integers(0, 2**32 - 1))
 def test_random_program_semantics_agree_with_the_reference(program: Program, seed: int) -> None:
-    check_normal_forms(program, seed)
+    assume(reduction_depth(program.expand()) <= MAX_DEPTH)
+    check_normal_forms(program, seed, budget=BUDGET)
 
 
 # -- every attribute value the strategy draws, and broadcasting in every direction ---------------
@@ -242,6 +287,14 @@ def test_evaluate_exp_products_do_not_overflow() -> None:
 def test_evaluate_library_op() -> None:
     program = _program({"x": (1, 2, "N"), "w": (3, 2, 2)}, lambda p, x, w: p.conv1d(p.relu(x), w, padding=1))
     check_normal_forms(program.bind(N=5), seed=3, points=4)
+
+
+def test_evaluate_budget() -> None:
+    x = np.ones((50, 50))
+    total = nf.sum_over("r", nf.Ix.of("M"), nf.sum_over("c", nf.Ix.of("M"), _x("r", "c") * _x("c", "r")))
+    assert evaluate_poly(total, {"M": 50}, {"x": x}, {}) == 2500.0
+    with pytest.raises(BudgetExceeded):
+        BudgetedEvaluator({"M": 50}, {"x": x}, budget=1000).evaluate(total, {})
 
 
 def test_evaluate_rejects_out_of_range_and_unbound_indices() -> None:
@@ -556,3 +609,48 @@ def test_refute_unsound_candidate(case: Case) -> None:
     assert replay_mismatch(lhs, rhs, result), f"{case.name}: the counterexample {result.counterexample} does not replay"
     symbolic = prove_equal(lhs, rhs, symbols=case.symbols, numeric=False)
     assert symbolic.status != "proven", f"{case.name}: the symbolic path proves it ({symbolic.method})"
+
+
+# -- soundness on random programs: a mutant that computes something else is never proved equal ---
+SWAPS = (("exp", "tanh", "sigmoid", "neg", "relu", "abs", "square", "erf", "silu"),
+         ("add", "sub", "mul", "maximum", "minimum"),
+         ("sum", "mean", "max", "min", "logsumexp"))
+
+
+def _unbound(program: Program) -> Program:
+    return Program(program.nodes, program.outputs, (), program.name, program.roles)
+
+
+def _mutant(program: Program, at: int, op: str) -> Program:
+    """``program`` with node ``at`` computed by ``op`` (same operands and attributes)."""
+    b = Builder("mutant")
+    values: list[Value] = []
+    for i, n in enumerate(program.nodes):
+        args = [values[j] for j in n.inputs]
+        if n.op == "input":
+            values.append(b.input(n.attrs["name"], n.shape, n.dtype))
+        else:
+            values.append(b.emit(op if i == at else n.op, *args, **dict(n.attrs)))
+    return b.build([values[o] for o in program.outputs])
+
+
+@settings(max_examples=2 * settings.default.max_examples)
+@given(program=programs(bound=True, symbolic=True, allow_library=True, max_nodes=5), data=st.data())
+def test_symbolic_path_never_proves_a_mutant(program: Program, data: st.DataObject) -> None:
+    """One op of a random program swapped for another of its family; where the reference tells them
+    apart on finite values, the normal forms, Z3 and induction (no NumPy search) must not prove them
+    equal. (Differences only in inf/NaN are left out: the prover reasons over the reals.)"""
+    program = program.expand()
+    assume(reduction_depth(program) <= MAX_DEPTH)
+    sites = [(i, family) for i, n in enumerate(program.nodes) for family in SWAPS if n.op in family]
+    assume(sites)
+    at, family = data.draw(st.sampled_from(sites))
+    mutant = _mutant(program, at, data.draw(st.sampled_from([op for op in family if op != program.nodes[at].op])))
+    inputs = make_inputs(program, 0)
+    with np.errstate(all="ignore"):
+        a, b = interpret(program, inputs), interpret(mutant.bind(program.bindings), inputs)
+    pairs = list(zip(a if isinstance(a, tuple) else (a,), b if isinstance(b, tuple) else (b,)))
+    assume(all(np.all(np.isfinite(x)) and np.all(np.isfinite(y)) for x, y in pairs))
+    assume(any(not np.allclose(x, y, rtol=1e-6, atol=1e-8) for x, y in pairs))
+    result = prove_equal(_unbound(program), mutant, numeric=False, timeout_ms=500)
+    assert result.status != "proven", f"proved {program}\nequal to\n{mutant}\n({result.method})"

@@ -32,6 +32,7 @@ from .to_rule import reverse, to_rule
 
 DATA = Path(__file__).resolve().parent / "data"
 SEMANTICS_DIR = Path(__file__).resolve().parent.parent / "semantics"
+NOT_SEMANTICS = {"numeric.py"}  # the test oracle that evaluates normal forms; proofs do not use it
 
 
 class RuleStoreError(AxonError):
@@ -44,6 +45,8 @@ def semantics_hash() -> str:
     Hashed as syntax trees without docstrings, so comments and formatting do not invalidate proofs."""
     h = hashlib.sha256()
     for path in sorted(SEMANTICS_DIR.glob("*.py")):
+        if path.name in NOT_SEMANTICS:
+            continue
         tree = ast.parse(path.read_text())
         for node in ast.walk(tree):
             body = getattr(node, "body", None)
