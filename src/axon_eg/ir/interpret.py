@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -51,22 +51,35 @@ def interpret(program: Program, inputs: Mapping[str, Any] | Sequence[Any], *,
     """Evaluate ``program`` in float64; returns one array, or a tuple for several outputs.
 
     Composite ops use their direct reference unless ``expand`` is set (then their primitives run)."""
+    return run(program, inputs, expand=expand)
+
+
+def run(program: Program, inputs: Mapping[str, Any] | Sequence[Any], *, expand: bool = False,
+        prepare: Callable[[np.ndarray], np.ndarray] | None = None,
+        step: Callable[[Any, list[np.ndarray], Program], np.ndarray] | None = None) -> np.ndarray | tuple[np.ndarray, ...]:
+    """The interpreter loop shared by the float64 reference and the low-precision one (``lowp``):
+    ``prepare`` maps each input value, ``step(node, args, program)`` computes one node (default:
+    the registry reference through ``apply_op``)."""
     if expand:
         program = program.expand()
     if program.free_dims - set(program.bindings):
         unbound = sorted(program.free_dims - set(program.bindings))
         raise ProgramError(f"{program.name}: dims {unbound} are not bound; use program.bind(...)")
     bound = bind_inputs(program, inputs)
+    if prepare is not None:
+        bound = {name: prepare(v) for name, v in bound.items()}
     values: list[np.ndarray] = []
-    for i, node in enumerate(program.nodes):
-        if node.op == "input":
-            values.append(bound[node.attrs["name"]])
-            continue
-        out = apply_op(node.op, [values[j] for j in node.inputs], node.attrs, program.bindings)
-        want = program.concrete_shape(i)
-        if out.shape != want:  # a registry bug: shape rule and reference disagree
-            raise AssertionError(f"{node.op}: reference gave {list(out.shape)}, shape rule {list(want)}")
-        values.append(out)
+    with np.errstate(all="ignore"):
+        for i, node in enumerate(program.nodes):
+            if node.op == "input":
+                values.append(bound[node.attrs["name"]])
+                continue
+            args = [values[j] for j in node.inputs]
+            out = step(node, args, program) if step else apply_op(node.op, args, node.attrs, program.bindings)
+            want = program.concrete_shape(i)
+            if out.shape != want:  # a registry bug: shape rule and reference disagree
+                raise AssertionError(f"{node.op}: reference gave {list(out.shape)}, shape rule {list(want)}")
+            values.append(out)
     results = tuple(values[o] for o in program.outputs)
     return results[0] if len(results) == 1 else results
 
