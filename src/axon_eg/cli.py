@@ -4,6 +4,7 @@
     axon-eg suite                    the benchmark suite programs
     axon-eg inspect TARGET           print a program and run its float64 reference
     axon-eg show TARGET              the program's νGraph: e-classes, members, SVG
+    axon-eg optimize TARGET          the whole pipeline: best kernel, report, table (see optimize_cli.py)
     axon-eg rules discover|verify|list   the Z3-proven rewrite rules
 """
 
@@ -282,6 +283,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--text", action="store_true", help="print every e-class with its e-nodes")
     p.add_argument("--svg", help="write the e-graph as SVG (needs graphviz)")
     p.set_defaults(func=cmd_show)
+
+    from axon_eg.optimize_cli import add_parser as add_optimize
+
+    add_optimize(sub)
 
     rules = sub.add_parser("rules", help="discover, verify and list the Z3-proven rewrite rules")
     rsub = rules.add_subparsers(dest="rules_command", required=True)

@@ -86,6 +86,7 @@ _GPU: dict[str, Field] = {
     "knobs.num_stages.min": _q("count"),
     "knobs.num_stages.max": _q("count"),
     "knobs.warp_size": Field("list[int]"),
+    "knobs.max_threads_per_block": _q("count", required=False),  # GPUs: structure-stage limit of one launch
     "knobs.grf_mode": Field("list[str]", required=False),  # Intel XPU only
     "knobs.large_grf_max_warps": _q("count", required=False),  # Intel: 256/512 GRF refused above this
     "costs.launch": _q("time"),  # device-side gap per kernel launch

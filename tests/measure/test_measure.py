@@ -8,9 +8,11 @@ import signal
 import subprocess
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
+import polars as pl
 import pytest
 
 from axon_eg.measure import harness, tables
@@ -20,6 +22,28 @@ PY = sys.executable
 ENV = {**os.environ, "AXON_EG_FORCE_CPU": "1"}
 
 SPECS = [{"name": "x", "shape": [4, 8], "dtype": "fp32"}, {"name": "y", "shape": [4, 8], "dtype": "fp32"}]
+
+TRITON_ADD = """import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _add(x, y, o, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    {store}
+
+
+def kernel(x, y, out):
+    _add[(triton.cdiv(out.numel(), {block}),)](x, y, out, out.numel(), BLOCK={block})
+"""
+LIMITS = {"smem_bytes": 232448, "max_warps": 32, "max_block_elems": 1048576, "regs_per_thread": 255}
+EXTRA = {
+    "smem": {"resources": {"smem_bytes": 262144, "max_warps": 8, "launch": "_k0"}},
+    "good": {"resources": {"smem_bytes": 232448, "max_warps": 32}, "kind": "candidate", "meta": {"predicted_us": 3.5}},
+    "good_return": {"kind": "baseline"},
+}
 
 CANDIDATES = {
     "good": "import torch\ndef kernel(x, y, out):\n    torch.add(x, y, out=out)\n",
@@ -33,13 +57,22 @@ CANDIDATES = {
     "segv": "import ctypes\ndef kernel(x, y, out):\n    ctypes.string_at(0)\n",
     "unwritten": "def kernel(x, y, out):\n    out[:, :-1] = (x + y)[:, :-1]\n",
     "mutates": "def kernel(x, y, out):\n    out.copy_(x + y)\n    x.mul_(2)\n",
+    "oob": ("import torch\ndef kernel(x, y, out):\n    out.copy_(x + y)\n"
+            "    torch.as_strided(out, (out.numel() + 8,), (1,))[out.numel():] = 1.0\n"),
+    "smem": "import torch\ndef kernel(x, y, out):\n    torch.add(x, y, out=out)\n",  # correct, but too big
+    "triton": TRITON_ADD.format(block=16, store="tl.store(o + offs, tl.load(x + offs, mask=m) + tl.load(y + offs, mask=m), "
+                                                "mask=m)"),
+    "triton_nomask": TRITON_ADD.format(block=64, store="tl.store(o + offs, tl.load(x + offs, mask=m, other=0.0) "
+                                                       "+ tl.load(y + offs, mask=m, other=0.0))"),
 }
 EXPECTED = {
     "good": ("ok", "done"), "good_return": ("ok", "done"), "syntax": ("syntax_error", "syntax"),
     "compile": ("compile_error", "compile"), "raises": ("runtime_error", "run"),
     "wrong": ("wrong_result", "correctness"), "nan": ("wrong_result", "correctness"), "loop": ("timeout", "run"),
     "segv": ("crashed", "run"), "unwritten": ("wrong_result", "correctness"),
-    "mutates": ("wrong_result", "correctness"),
+    "mutates": ("wrong_result", "correctness"), "oob": ("wrong_result", "correctness"),
+    "smem": ("structure_error", "structure"), "triton": ("ok", "done"),
+    "triton_nomask": ("wrong_result", "correctness"),
 }
 
 
@@ -50,33 +83,53 @@ def make_bundle(root: Path, cands: dict[str, str], reference: str = "ref.py:ref"
     for cid, src in cands.items():
         (root / f"{cid}.py").write_text(src)
         manifest.append({"id": cid, "source": f"{cid}.py", "entry": "kernel", "inputs": SPECS, "reference": reference,
-                         "timeout_s": 2.0 if cid == "loop" else timeout})
-    (root / "manifest.json").write_text(json.dumps({"candidates": manifest}))
+                         "timeout_s": 2.0 if cid == "loop" else timeout, **EXTRA.get(cid, {})})
+    header = {"limits": LIMITS, "cache_key": "k0", "program": "add", "hw": "cpu-test", "target": "triton"}
+    (root / "manifest.json").write_text(json.dumps({**header, "candidates": manifest}))
     return root
 
 
-def test_planted_candidates_get_the_right_status_and_stage(tmp_path):
-    bundle = make_bundle(tmp_path / "b", CANDIDATES)
+# two halves, so that pytest-xdist can run them side by side; each candidate is one child process
+GROUPS = {"failures": ["good", "good_return", "syntax", "compile", "raises", "wrong", "nan", "loop", "segv"],
+          "gates": ["good", "unwritten", "mutates", "oob", "smem", "triton", "triton_nomask"]}
+MESSAGES = {
+    "raises": "planted", "segv": "SIGSEGV", "mutates": "mutated input 'x'", "unwritten": "NaN", "nan": "NaN",
+    "oob": "out-of-bounds write: 8 elements after output 0 (shape (4, 8)) were overwritten",
+    "triton_nomask": "out-of-bounds write: 32 elements after output 0",  # a 64-wide block over 32 elements, no mask
+    "smem": "shared memory 262144 B > limit 232448 B (launch _k0)",
+}
+
+
+@pytest.mark.parametrize("group", sorted(GROUPS))
+def test_planted_candidates_get_the_right_status_and_stage(tmp_path, group):
+    cands = {cid: CANDIDATES[cid] for cid in GROUPS[group]}
+    bundle = make_bundle(tmp_path / "b", cands)
     out = tmp_path / "rows.jsonl"
     proc = subprocess.run([PY, "-m", "axon_eg.measure", str(bundle), "--out", str(out), "--cpu"], env=ENV,
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     rows = {r["id"]: r for r in read_rows(out)}
-    assert set(rows) == set(CANDIDATES)
-    for cid, (status, stage) in EXPECTED.items():
-        assert (rows[cid]["status"], rows[cid]["stage"]) == (status, stage), (cid, rows[cid]["error"])
-    assert "planted" in rows["raises"]["error"]
-    assert "SIGSEGV" in rows["segv"]["error"]
-    assert "mutated input 'x'" in rows["mutates"]["error"]
-    assert "NaN" in rows["unwritten"]["error"] and "NaN" in rows["nan"]["error"]
+    assert set(rows) == set(cands)
+    for cid in cands:
+        assert (rows[cid]["status"], rows[cid]["stage"]) == EXPECTED[cid], (cid, rows[cid]["error"])
+        assert MESSAGES.get(cid, "") in (rows[cid]["error"] or ""), (cid, rows[cid]["error"])
     good = rows["good"]
     assert good["error"] is None and good["max_abs_err"] <= 1e-6 and good["median_us"] is None  # CPU: no timing
     assert good["torch_version"] and good["triton_version"] and good["timestamp"] and good["device"].startswith("cpu")
+    assert (good["kind"], good["predicted_us"]) == ("candidate", 3.5)
+    assert {(r["cache_key"], r["program"], r["hw"], r["target"]) for r in rows.values()} == {("k0", "add", "cpu-test", "triton")}
+    if group == "gates":
+        assert rows["smem"]["elapsed_s"] < 0.5  # rejected before a child started
+        assert rows["triton"]["max_abs_err"] <= 1e-6  # a @triton.jit kernel, run by the interpreter on the CPU
+    else:
+        assert rows["good_return"]["kind"] == "baseline"
     # the rows load into the measurements table
     n = tables.import_jsonl(out, cache=tmp_path / "cache")
     df = tables.read("measurements", cache=tmp_path / "cache").collect()
-    assert n == df.height == len(CANDIDATES)
-    assert dict(df.group_by("status").len().iter_rows())["wrong_result"] == 4
+    assert n == df.height == len(cands)
+    counts = dict(df.group_by("status").len().iter_rows())
+    assert counts == dict(Counter(EXPECTED[cid][0] for cid in cands))
+    assert df.filter(pl.col("id") == "good")["kind"].to_list() == ["candidate"]
 
 
 def test_precomputed_npz_reference(tmp_path):

@@ -16,6 +16,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from egglog import bindings
 
@@ -74,6 +75,17 @@ class Variant:
     cost: int  # tree cost (what extraction ranks by)
     dag_cost: int  # shared subterms counted once
     rank: int
+    rules: tuple[str, ...] = ()  # the rules that created the e-nodes this variant is built from
+
+
+def _rules_of(g: convert.SerializedGraph, term: Any) -> tuple[str, ...]:
+    found: set[str] = set()
+    stack = [term]
+    while stack:
+        nid, kids = stack.pop()
+        found |= g.made_by.get(nid, set())
+        stack.extend(kids)
+    return tuple(sorted(found))
 
 
 class NuGraph:
@@ -285,7 +297,7 @@ class NuGraph:
                 if key in seen:
                     continue
                 seen.add(key)
-            out.append(Variant(program, cost, dag_cost(g, term), len(out)))
+            out.append(Variant(program, cost, dag_cost(g, term), len(out), _rules_of(g, term)))
             if len(out) == k:
                 break
         return out

@@ -7,7 +7,9 @@ Calling convention of a candidate ``fn`` (``mode``):
 
 * ``"dps"`` (destination passing): ``fn(*inputs, *outputs)`` writes into the preallocated output
   tensors; its return value is ignored. The outputs are poisoned (NaN, or the dtype's minimum for
-  integer dtypes) before every run, so an element the candidate never writes fails the check.
+  integer dtypes) before every run, so an element the candidate never writes fails the check. Each
+  output is a contiguous view into a larger buffer with ``GUARD_ELEMS`` guard elements before and after,
+  filled with a NaN-payload sentinel; a guard whose bits changed is an out-of-bounds write.
 * ``"return"``: ``fn(*inputs)`` returns one tensor or a tuple/list of tensors.
 * ``"auto"`` (default): ``"dps"`` when ``fn`` takes exactly ``len(inputs) + len(outputs)`` positional
   parameters, ``"return"`` when it takes ``len(inputs)``; otherwise ``"dps"`` when outputs are known.
@@ -30,13 +32,27 @@ import numpy as np
 import torch
 
 TOLERANCES: dict[str, float] = {"fp32": 1e-4, "bf16": 1e-2, "fp16": 1e-2}
-"""Relative and absolute tolerance per dtype: ``|out - ref| <= tol + tol * |ref|``."""
+"""Relative and absolute tolerance per dtype: ``|out - ref| <= tol * (scale + |ref|)`` where ``scale`` is
+``max(1, rms(ref))``: the absolute part grows with the output's typical magnitude, since a 16-bit
+result of an accumulation (a matmul over K terms) is off by the rounding of its terms, not of itself,
+so an element that happens to be near zero in an output of magnitude ~10 may be off by ~10 ulps."""
 
 TORCH_DTYPES: dict[str, torch.dtype] = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 
 L2_FLUSH_BYTES = 256 * 1024 * 1024
 MIN_TRIALS = 3
 MIN_RUNS = 30
+GUARD_ELEMS = 4096
+"""Guard elements on each side of every dps output (4096 keeps the output 16 KB-aligned for fp32)."""
+
+GUARD_BITS: dict[int, tuple[torch.dtype, int]] = {
+    2: (torch.int16, 0x7FAD),  # a NaN with a payload both as fp16 and as bf16
+    4: (torch.int32, 0x7FC0DEAD),  # fp32 quiet NaN with a payload
+    8: (torch.int64, 0x7FF8_0000_DEAD_BEEF),
+    1: (torch.int8, 0x5A),
+}
+"""Sentinel bit pattern of the guard regions, by element size: (integer view dtype, bits). Compared
+bitwise, so a candidate writing NaN (or anything else) into a guard is caught."""
 
 
 @dataclass(frozen=True)
@@ -66,8 +82,10 @@ class InputSpec:
 
 @dataclass
 class Outcome:
-    """What the harness observed for one candidate. ``status`` is ok / compile_error / runtime_error /
-    wrong_result; ``stage`` is where it stopped (compile, run, correctness, timing, done)."""
+    """What the harness observed for one candidate. ``status`` is ok / compile_error / structure_error /
+    runtime_error / wrong_result; ``stage`` is where it stopped (compile, structure, run, correctness,
+    timing, done). ``structure_error`` is a kernel that exceeds the hardware's resources (Triton's
+    ``OutOfResources``: shared memory, registers)."""
 
     status: str = "ok"
     stage: str = "done"
@@ -99,11 +117,30 @@ def make_inputs(specs: Sequence[Any], seed: int, device: str | torch.device = "c
         else:
             a = rng.standard_normal(size=spec.shape)
             a[a == 0.0] = 0.5
-        t = torch.from_numpy(np.ascontiguousarray(a)).to(TORCH_DTYPES[spec.dtype])
+        t = torch.from_numpy(np.array(a, dtype=np.float64, order="C")).to(TORCH_DTYPES[spec.dtype])  # keeps rank 0
         if spec.dtype != "fp32":  # rounding to 16 bits can make tiny values zero
             t = torch.where(t == 0, torch.full_like(t, 0.5), t)
         out.append(t.to(device))
     return out
+
+
+def guarded_empty(shape: Sequence[int], dtype: torch.dtype, device: torch.device, guard: int = GUARD_ELEMS,
+                  ) -> tuple[torch.Tensor, torch.Tensor]:
+    """A contiguous tensor of ``shape`` that is a view into a buffer with ``guard`` sentinel elements on
+    each side; returns ``(view, buffer)``. :func:`guard_damage` tells whether the guards were written."""
+    n = int(np.prod(shape, dtype=np.int64))
+    int_dtype, bits = GUARD_BITS[torch.empty((), dtype=dtype).element_size()]
+    buf = torch.full((n + 2 * guard,), bits, dtype=int_dtype, device=device).view(dtype)
+    return buf[guard:guard + n].view(tuple(shape)), buf
+
+
+def guard_damage(buf: torch.Tensor, n: int, guard: int = GUARD_ELEMS) -> tuple[int, int]:
+    """Elements of the guard regions (before, after) of a :func:`guarded_empty` buffer whose bits changed."""
+    int_dtype, bits = GUARD_BITS[buf.element_size()]
+    raw = buf.view(int_dtype)
+    before = int((raw[:guard] != bits).sum())
+    after = int((raw[guard + n:] != bits).sum())
+    return before, after
 
 
 def _poison(t: torch.Tensor) -> None:
@@ -163,11 +200,16 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def _classify(exc: BaseException) -> str:
+def classify(exc: BaseException) -> tuple[str, str]:
+    """(status, stage) of an exception raised by a candidate: Triton's ``OutOfResources`` (a kernel asking
+    for more shared memory or registers than the GPU has) is a structure error, compilation errors are
+    compile errors, anything else a runtime error."""
     names = {c.__name__ for c in type(exc).__mro__}
+    if any("OutOfResources" in n for n in names):
+        return "structure_error", "structure"
     if names & {"CompilationError", "CompileTimeAssertionFailure", "SyntaxError"}:
-        return "compile_error"
-    return "runtime_error"
+        return "compile_error", "compile"
+    return "runtime_error", "run"
 
 
 def check_correctness(fn: Callable[..., Any], specs: Sequence[Any], reference: Any, *, seed: int = 0,
@@ -189,7 +231,8 @@ def check_correctness(fn: Callable[..., Any], specs: Sequence[Any], reference: A
         except Exception as exc:  # the reference is the harness's, so a failure here is not the candidate's
             raise RuntimeError(f"reference failed for trial seed {s}: {exc}") from exc
         dts = list(out_dtypes) if out_dtypes else [specs[0].dtype if specs else "fp32"] * len(refs)
-        outputs = [torch.empty(r.shape, dtype=TORCH_DTYPES[d], device=device) for r, d in zip(refs, dts)]
+        guarded = [guarded_empty(r.shape, TORCH_DTYPES[d], device) for r, d in zip(refs, dts)]
+        outputs = [o for o, _ in guarded]
         for o in outputs:
             _poison(o)
         m = resolve_mode(fn, len(inputs), len(outputs), mode)
@@ -197,13 +240,21 @@ def check_correctness(fn: Callable[..., Any], specs: Sequence[Any], reference: A
             got = _call(fn, m, inputs, outputs)
             _sync(device)
         except Exception as exc:
-            res.status, res.stage = _classify(exc), ("compile" if _classify(exc) == "compile_error" else "run")
+            res.status, res.stage = classify(exc)
             res.error = "".join(traceback.format_exception(exc))[-4000:]
             return res
         res.trials = t + 1
         for x, x0, spec in zip(inputs, saved, specs):
             if not torch.equal(x, x0):  # inputs never hold NaN, so exact equality is the test
                 res.status, res.error = "wrong_result", f"candidate mutated input {spec.name!r} (trial seed {s})"
+                return res
+        for j, ((o, buf), r) in enumerate(zip(guarded, refs)):
+            before, after = guard_damage(buf, o.numel())
+            if before or after:
+                where = " and ".join(f"{k} elements {side}" for k, side in ((before, "before"), (after, "after")) if k)
+                res.status = "wrong_result"
+                res.error = (f"out-of-bounds write: {where} output {j} (shape {tuple(r.shape)}) were overwritten "
+                             f"(trial seed {s})")
                 return res
         if len(got) != len(refs):
             res.status, res.error = "wrong_result", f"expected {len(refs)} outputs, got {len(got)}"
@@ -230,7 +281,8 @@ def check_correctness(fn: Callable[..., Any], specs: Sequence[Any], reference: A
                 max_abs = max(max_abs, float(err.max()))
                 max_rel = max(max_rel, float((err / np.maximum(np.abs(r), 1e-30)).max()))
             res.max_abs_err, res.max_rel_err = max_abs, max_rel
-            over = err > tol + tol * np.abs(r)
+            scale = max(1.0, float(np.sqrt(np.mean(r * r)))) if r.size else 1.0
+            over = err > tol * (scale + np.abs(r))
             if over.any():
                 i = tuple(int(k) for k in np.argwhere(over)[0])
                 res.status = "wrong_result"
@@ -290,7 +342,8 @@ def measure(fn: Callable[..., Any], specs: Sequence[Any], reference: Any, *, see
         stats = time_candidate(fn, specs, seed=seed, device=device, mode=mode, out_shapes=[r.shape for r in refs],
                                out_dtypes=list(out_dtypes or []), warmup=warmup, runs=runs)
     except Exception as exc:
-        res.status, res.stage = "runtime_error", "timing"
+        status, stage = classify(exc)
+        res.status, res.stage = status, ("timing" if stage == "run" else stage)
         res.error = "".join(traceback.format_exception(exc))[-4000:]
         return res
     for k, v in stats.items():

@@ -4,7 +4,7 @@ Imports only the standard library here (numpy/torch/triton are imported by the c
 bare GPU box. Usage: ``python -m axon_eg.measure BUNDLE --out FILE``.
 
 Bundle layout: ``BUNDLE/manifest.json`` plus the source files it names. The manifest is a list of
-candidates (or ``{"candidates": [...]}``), each::
+candidates, or ``{"limits": {...}, "cache_key": ..., "candidates": [...]}``; each candidate::
 
     {"id": "softmax_v3",                 # unique within the bundle; the resume key
      "source": "softmax_v3.py",          # relative to the bundle
@@ -14,14 +14,29 @@ candidates (or ``{"candidates": [...]}``), each::
      "reference": "ref.npz" | "ref.py:fn",
      "mode": "auto",                     # optional: dps / return / auto
      "seed": 0, "trials": 3,             # optional
-     "timeout_s": 30}                    # optional, wall-clock seconds after the child is ready
+     "timeout_s": 30,                    # optional, wall-clock seconds after the child is ready
+     "kind": "candidate",                # optional: candidate / baseline (copied into the row)
+     "resources": {"smem_bytes": 98304, "max_warps": 8, "launch": "_k0"},  # optional, see below
+     "predicted_us": 12.5,               # optional (or meta.predicted_us), copied into the row
+     "meta": {...}}                      # optional, free-form; not interpreted
+
+Top-level keys ``limits``, ``cache_key``, ``program``, ``hw`` and ``target`` are inherited by every
+candidate that does not set them; all but ``limits`` are copied into the rows.
 
 ``ref.npz`` holds precomputed float64 outputs under keys ``seed{S}_out{J}`` for trial seeds
 ``seed .. seed+trials-1``; ``ref.py:fn`` names a NumPy float64 reference function in the bundle.
 
+Verification cascade, cheapest first; a candidate stops at the first stage it fails:
+syntax (``ast.parse``, no child) -> structure (static ``resources`` of the kernel's launches, the max
+over launches as estimated by the code generator, against the hardware ``limits``, e.g.
+``{"smem_bytes": 232448, "max_warps": 32, "max_block_elems": 1048576, "regs_per_thread": 255}``; any
+resource over its limit is a ``structure_error`` without starting a child; Triton's ``OutOfResources``
+in the child is one too) -> correctness (harness.check_correctness) -> performance (harness.time_candidate).
+
 Every outcome is one row, appended to FILE as JSON lines, flushed and fsynced per row. Rows already in
 FILE are skipped on a rerun, so a killed run resumes; a partially written last line is dropped.
-Statuses: ok, syntax_error, compile_error, runtime_error, wrong_result, timeout, crashed.
+Statuses: ok, syntax_error, structure_error, compile_error, runtime_error, wrong_result, timeout, crashed.
+With ``--ray ADDRESS`` the candidates run as Ray tasks instead (see :mod:`axon_eg.measure.ray_runner`).
 """
 
 from __future__ import annotations
@@ -43,10 +58,20 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-STATUSES = ("ok", "syntax_error", "compile_error", "runtime_error", "wrong_result", "timeout", "crashed")
+STATUSES = ("ok", "syntax_error", "structure_error", "compile_error", "runtime_error", "wrong_result", "timeout",
+            "crashed")
 ROW_FIELDS = ("id", "status", "stage", "error", "median_us", "iqr_us", "mean_us", "min_us", "runs", "max_abs_err",
               "max_rel_err", "trials", "device", "torch_version", "triton_version", "python_version", "timestamp",
-              "elapsed_s", "source", "entry")
+              "elapsed_s", "source", "entry", "kind", "cache_key", "program", "hw", "target", "predicted_us")
+INHERITED = ("limits", "cache_key", "program", "hw", "target")
+"""Top-level manifest keys every candidate inherits unless it sets them."""
+RESOURCES: dict[str, tuple[str, str]] = {
+    "smem_bytes": ("shared memory", " B"),
+    "max_warps": ("warps per block", ""),
+    "max_block_elems": ("block elements", ""),
+    "regs_per_thread": ("registers per thread", ""),
+}
+"""Display name and unit of the known resource keys (any other key is compared too, named as is)."""
 DEFAULT_TIMEOUT_S = 60.0
 STARTUP_TIMEOUT_S = 300.0  # importing torch/triton in the child is not charged to the candidate
 
@@ -65,8 +90,12 @@ def _now() -> str:
 
 
 def load_manifest(bundle: str | os.PathLike[str]) -> list[dict[str, Any]]:
+    """The bundle's candidates, each with the top-level ``INHERITED`` keys filled in."""
     data = json.loads((Path(bundle) / "manifest.json").read_text())
     cands = data["candidates"] if isinstance(data, dict) else data
+    if isinstance(data, dict):
+        header = {k: data[k] for k in INHERITED if k in data}
+        cands = [{**header, **c} for c in cands]
     ids = [c["id"] for c in cands]
     dup = {i for i in ids if ids.count(i) > 1}
     if dup:
@@ -116,11 +145,42 @@ class RowWriter:
         self._f.close()
 
 
-def _row(cand: dict[str, Any], device: str, **fields: Any) -> dict[str, Any]:
+def candidate_files(cand: dict[str, Any]) -> list[str]:
+    """Bundle-relative files a candidate needs: its source and its reference file."""
+    return [cand["source"], str(cand["reference"]).partition(":")[0]]
+
+
+def _is_number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _fmt(v: float) -> str:
+    return str(int(v)) if float(v).is_integer() else f"{v:g}"
+
+
+def check_structure(cand: dict[str, Any]) -> str | None:
+    """Why the candidate's static ``resources`` exceed the ``limits`` (None when within them)."""
+    limits, used = cand.get("limits") or {}, cand.get("resources") or {}
+    launch = used.get("launch")
+    problems = []
+    for key, value in used.items():
+        limit = limits.get(key)
+        if not (_is_number(value) and _is_number(limit)) or value <= limit:
+            continue
+        name, unit = RESOURCES.get(key, (key, ""))
+        where = launch.get(key) if isinstance(launch, dict) else launch
+        problems.append(f"{name} {_fmt(value)}{unit} > limit {_fmt(limit)}{unit}" + (f" (launch {where})" if where else ""))
+    return "; ".join(problems) or None
+
+
+def make_row(cand: dict[str, Any], device: str, **fields: Any) -> dict[str, Any]:
     row = dict.fromkeys(ROW_FIELDS)
+    meta = cand.get("meta") if isinstance(cand.get("meta"), dict) else {}
     row.update(id=cand["id"], source=cand.get("source"), entry=cand.get("entry"), device=device,
                torch_version=_version("torch"), triton_version=_version("triton"),
-               python_version=platform.python_version(), timestamp=_now())
+               python_version=platform.python_version(), timestamp=_now(), kind=cand.get("kind"),
+               cache_key=cand.get("cache_key"), program=cand.get("program"), hw=cand.get("hw"),
+               target=cand.get("target"), predicted_us=cand.get("predicted_us", meta.get("predicted_us")))
     row.update({k: v for k, v in fields.items() if k in ROW_FIELDS})
     return row
 
@@ -133,19 +193,34 @@ def _kill_group(proc: subprocess.Popen[Any]) -> None:
     proc.wait()
 
 
-def run_candidate(bundle: Path, cand: dict[str, Any], gpu: int | None = None) -> dict[str, Any]:
-    """Check and run one candidate; always returns a row, never raises for a bad candidate."""
+def static_check(bundle: Path, cand: dict[str, Any], device: str = "cpu") -> dict[str, Any] | None:
+    """The stages that need no child: syntax, then structure. A row when the candidate fails one, else None."""
     t0 = time.monotonic()
-    device = "cpu" if gpu is None else f"cuda:{gpu}"
-    src_path = bundle / cand["source"]
+    src_path = Path(bundle) / cand["source"]
     try:
         ast.parse(src_path.read_text(), filename=str(src_path))
     except SyntaxError as exc:
-        return _row(cand, device, status="syntax_error", stage="syntax", error=f"{type(exc).__name__}: {exc}",
+        return make_row(cand, device, status="syntax_error", stage="syntax", error=f"{type(exc).__name__}: {exc}",
                     elapsed_s=time.monotonic() - t0)
     except OSError as exc:
-        return _row(cand, device, status="compile_error", stage="syntax", error=f"cannot read source: {exc}",
+        return make_row(cand, device, status="compile_error", stage="syntax", error=f"cannot read source: {exc}",
                     elapsed_s=time.monotonic() - t0)
+    too_big = check_structure(cand)
+    if too_big:
+        return make_row(cand, device, status="structure_error", stage="structure", error=too_big,
+                    elapsed_s=time.monotonic() - t0)
+    return None
+
+
+def run_candidate(bundle: Path, cand: dict[str, Any], gpu: int | str | None = None) -> dict[str, Any]:
+    """Check and run one candidate; always returns a row, never raises for a bad candidate. ``gpu`` is the
+    (physical) CUDA device the child may see; None runs on the CPU with ``TRITON_INTERPRET=1``."""
+    t0 = time.monotonic()
+    bundle = Path(bundle)
+    device = "cpu" if gpu is None else f"cuda:{gpu}"
+    failed = static_check(bundle, cand, device)
+    if failed is not None:
+        return failed
     env = dict(os.environ)
     if gpu is not None:
         env["CUDA_VISIBLE_DEVICES"] = str(gpu)
@@ -164,23 +239,23 @@ def run_candidate(bundle: Path, cand: dict[str, Any], gpu: int | None = None) ->
             line = proc.stdout.readline() if ready else b""
             if line.strip() != b"READY":
                 _kill_group(proc)
-                return _row(cand, device, status="crashed", stage="startup",
+                return make_row(cand, device, status="crashed", stage="startup",
                             error=f"child did not start (exit {proc.returncode}): {err_path.read_text()[-4000:]}",
                             elapsed_s=time.monotonic() - t0)
             try:
                 proc.wait(timeout=timeout)
             except subprocess.TimeoutExpired:
                 _kill_group(proc)
-                return _row(cand, device, status="timeout", stage="run",
+                return make_row(cand, device, status="timeout", stage="run",
                             error=f"killed after {timeout:g} s", elapsed_s=time.monotonic() - t0)
             proc.stdout.close()
         stderr_tail = err_path.read_text(errors="replace")[-4000:]
         if result_path.exists():
             res = json.loads(result_path.read_text())
-            return _row(cand, res.pop("device", device), **res, elapsed_s=time.monotonic() - t0)
+            return make_row(cand, res.pop("device", device), **res, elapsed_s=time.monotonic() - t0)
         rc = proc.returncode
         how = f"killed by signal {signal.Signals(-rc).name}" if rc < 0 else f"exited with code {rc}"
-        return _row(cand, device, status="crashed", stage="run", error=f"child {how}; stderr: {stderr_tail}",
+        return make_row(cand, device, status="crashed", stage="run", error=f"child {how}; stderr: {stderr_tail}",
                     elapsed_s=time.monotonic() - t0)
 
 
@@ -321,8 +396,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("bundle", help="bundle directory with manifest.json and sources")
     ap.add_argument("--out", required=True, help="JSON-lines file of result rows (appended; resumable)")
     ap.add_argument("--cpu", action="store_true", help="ignore GPUs, run sequentially on the CPU")
+    ap.add_argument("--ray", metavar="ADDRESS", help="run candidates as Ray tasks on the cluster at ADDRESS "
+                    "(\"local\": start a local one; \"auto\": the running one)")
     args = ap.parse_args(argv)
-    rows = run_bundle(args.bundle, args.out, gpus=[] if args.cpu else None)
+    if args.ray:
+        from axon_eg.measure.ray_runner import run_bundle_ray
+
+        rows = run_bundle_ray(args.bundle, args.out, args.ray)
+    else:
+        rows = run_bundle(args.bundle, args.out, gpus=[] if args.cpu else None)
     counts: dict[str, int] = {}
     for r in rows:
         counts[r["status"]] = counts.get(r["status"], 0) + 1

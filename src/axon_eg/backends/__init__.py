@@ -1,0 +1,1 @@
+"""Code generators that turn Programs into runnable kernels or reference code (Triton, PyTorch)."""

@@ -1,0 +1,51 @@
+"""What a fusion-group lowering hands to the kernel-file emitter: one ``@triton.jit`` function, the
+buffers it reads and writes, its launch grid and constexprs, and its static resource use (checked
+against the hardware limits in the structure stage of the verification cascade)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from axon_eg.ir import dims as D
+from axon_eg.ir.program import Program
+
+
+class NotLowerable(Exception):
+    """The group uses something this lowering does not handle; the emitter falls back to torch."""
+
+
+@dataclass(frozen=True)
+class GroupKernel:
+    name: str  # the jit function's name, e.g. "_g0_rmsnorm"
+    source: str  # the @triton.jit function
+    reads: tuple[int, ...]  # node ids whose HBM buffers are passed, in argument order
+    writes: tuple[int, ...]  # node ids the kernel stores, after the reads in argument order
+    grid: int
+    constexprs: tuple[tuple[str, int], ...]  # tile sizes, passed as keywords
+    num_warps: int
+    resources: dict[str, Any] = field(default_factory=dict, compare=False)
+    note: str = ""  # one line for the file header: what the kernel does and how it is tiled
+
+
+def attr(program: Program, node: int, key: str) -> Any:
+    """A node attribute with symbolic dims evaluated under the program's bindings."""
+    v = program.nodes[node].attrs[key]
+    if isinstance(v, D.Sym):
+        return D.evaluate(v, program.bindings)
+    if isinstance(v, tuple):
+        return tuple(D.evaluate(x, program.bindings) if isinstance(x, D.Sym) else x for x in v)
+    return v
+
+
+def contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
+    return tuple(math.prod(shape[k + 1:]) for k in range(len(shape)))
+
+
+def resources(name: str, block_elems: int, num_warps: int, grid: int, live: int, smem_bytes: int = 0,
+              warp_size: int = 32) -> dict[str, Any]:
+    """Static resource use of one launch, in the units of the manifest's ``limits``."""
+    threads = num_warps * warp_size
+    return {"launch": name, "block_elems": block_elems, "threads": threads, "grid": grid,
+            "smem_bytes": smem_bytes, "regs_per_thread": math.ceil(block_elems * live / threads)}

@@ -1,0 +1,159 @@
+"""Element-wise groups (with broadcasting, views, transposes, slices and concats on load) as one
+1-D Triton kernel over the output's elements.
+
+Each value is computed at an index tuple (one index expression per dim of its shape), starting from
+the output's decomposed flat offset and mapped backwards through the group: broadcasting zeroes the
+size-1 dims, a transpose permutes the tuple, a reshape goes through the flat index, a slice scales
+and shifts, a concat selects its operand with ``tl.where`` and masked loads. Loads whose index is the
+output's own offset stay contiguous so Triton vectorizes them.
+"""
+
+from __future__ import annotations
+
+import math
+
+from axon_eg.extract.fusion import FusionPlan
+from axon_eg.extract.tiling import Tiling
+
+from .base import GroupKernel, NotLowerable, attr, contiguous_strides, resources
+from .ops import ELEMENTWISE, lit
+
+Index = tuple[str, ...]
+
+
+class _Emitter:
+    def __init__(self, plan: FusionPlan, gi: int, domain: tuple[int, ...]):
+        self.program = plan.program
+        self.inside = set(plan.groups[gi].nodes)
+        self.domain = domain
+        self.lines: list[str] = []
+        self.memo: dict[tuple, str] = {}
+        self.reads: list[int] = []
+        st = contiguous_strides(domain)
+        idx = []
+        for k, (d, s) in enumerate(zip(domain, st)):
+            if d == 1:
+                idx.append("0")
+                continue
+            e = "offs" if s == 1 else f"(offs // {s})"
+            if k > 0:
+                e = f"({e} % {d})"
+            idx.append(f"i{k}")
+            self.lines.append(f"i{k} = {e}")
+        self.dom: Index = tuple(idx)
+
+    # -- addressing ---------------------------------------------------------------------------
+    def flat(self, idx: Index, shape: tuple[int, ...]) -> str:
+        if shape == self.domain and idx == self.dom:
+            return "offs"
+        terms = [i if s == 1 else f"{i} * {s}" for i, s, d in zip(idx, contiguous_strides(shape), shape)
+                 if d != 1 and i != "0"]
+        return " + ".join(terms) or "0"
+
+    def unflat(self, flat: str, shape: tuple[int, ...]) -> Index:
+        out = []
+        for k, (d, s) in enumerate(zip(shape, contiguous_strides(shape))):
+            if d == 1:
+                out.append("0")
+                continue
+            e = f"({flat})" if s == 1 else f"(({flat}) // {s})"
+            out.append(e if k == 0 else f"({e} % {d})")
+        return tuple(out)
+
+    # -- values -------------------------------------------------------------------------------
+    def value(self, n: int, idx: Index, cond: str | None = None) -> str:
+        key = (n, idx, cond)
+        if key in self.memo:
+            return self.memo[key]
+        node = self.program.nodes[n]
+        shape = self.program.concrete_shape(n)
+        if node.op == "constant":
+            return lit(node.attrs["value"])
+        if n not in self.inside:  # a program input or another group's output: load it
+            if n not in self.reads:
+                self.reads.append(n)
+            mask = "mask" if cond is None else f"mask & ({cond})"
+            addr = self.flat(idx, shape)
+            if addr == "0":  # one element for the whole block: a scalar load, broadcast by the arithmetic
+                expr = f"tl.load(p{n}).to(tl.float32)"
+            else:
+                expr = f"tl.load(p{n} + {addr}, mask={mask}, other=1.0).to(tl.float32)"
+        else:
+            expr = self._compute(n, idx, cond)
+        name = f"v{n}" if idx == self.dom and cond is None else f"v{n}_{len(self.memo)}"
+        self.lines.append(f"{name} = {expr}")
+        self.memo[key] = name
+        return name
+
+    def _compute(self, n: int, idx: Index, cond: str | None) -> str:
+        node = self.program.nodes[n]
+        shape = self.program.concrete_shape(n)
+        ins = [self.program.concrete_shape(j) for j in node.inputs]
+        if node.op in ELEMENTWISE:
+            args = [self.value(j, self._broadcast(idx, shape, s), cond) for j, s in zip(node.inputs, ins)]
+            return ELEMENTWISE[node.op](args, node.attrs)
+        if node.op == "broadcast_to":
+            return self.value(node.inputs[0], self._broadcast(idx, shape, ins[0]), cond)
+        if node.op == "transpose":
+            perm = tuple(attr(self.program, n, "perm"))
+            j = [""] * len(perm)
+            for k, p in enumerate(perm):
+                j[p] = idx[k]
+            return self.value(node.inputs[0], tuple(j), cond)
+        if node.op in ("reshape", "expand_dims", "squeeze"):
+            if math.prod(shape) == 1:
+                return self.value(node.inputs[0], ("0",) * len(ins[0]), cond)
+            return self.value(node.inputs[0], self.unflat(self.flat(idx, shape), ins[0]), cond)
+        if node.op == "slice":
+            axis, start, step = (int(attr(self.program, n, k)) for k in ("axis", "start", "step"))
+            j = list(idx)
+            j[axis] = f"({idx[axis]} * {step} + {start})" if step != 1 else f"({idx[axis]} + {start})"
+            return self.value(node.inputs[0], tuple(j), cond)
+        if node.op == "concat":
+            axis = int(attr(self.program, n, "axis"))
+            pieces, offset = [], 0
+            for j, s in zip(node.inputs, ins):
+                lo, hi = offset, offset + s[axis]
+                c = f"({idx[axis]} >= {lo}) & ({idx[axis]} < {hi})"
+                sub = list(idx)
+                sub[axis] = f"({idx[axis]} - {lo})" if lo else idx[axis]
+                pieces.append((c, self.value(j, tuple(sub), c if cond is None else f"({cond}) & {c}")))
+                offset = hi
+            expr = pieces[-1][1]
+            for c, v in reversed(pieces[:-1]):
+                expr = f"tl.where({c}, {v}, {expr})"
+            return expr
+        raise NotLowerable(f"{node.op} has no Triton element-wise lowering")
+
+    @staticmethod
+    def _broadcast(idx: Index, out: tuple[int, ...], arg: tuple[int, ...]) -> Index:
+        tail = idx[len(idx) - len(arg):] if arg else ()
+        return tuple("0" if a == 1 else i for i, a in zip(tail, arg))
+
+
+def lower(plan: FusionPlan, gi: int, tiling: Tiling | None, name: str, warp_size: int = 32) -> GroupKernel:
+    program = plan.program
+    outs = plan.outputs_of(gi)
+    if any(program.nodes[n].dtype.name == "fp64" for n in plan.groups[gi].nodes):
+        raise NotLowerable("float64 values stay in torch")
+    domain = program.concrete_shape(outs[0])
+    if any(program.concrete_shape(o) != domain for o in outs):
+        raise NotLowerable("outputs of different shapes")
+    total = max(1, math.prod(domain))
+    block = int(tiling.get("BLOCK", 1024)) if tiling is not None else 1024
+    warps = int(tiling.get("num_warps", 4)) if tiling is not None else 4
+    em = _Emitter(plan, gi, domain)
+    results = [em.value(o, em.dom) for o in outs]
+    reads = tuple(em.reads)
+    params = [f"p{n}" for n in reads] + [f"out{k}" for k in range(len(outs))]
+    body = ["pid = tl.program_id(0)", "offs = pid * BLOCK + tl.arange(0, BLOCK)", f"mask = offs < {total}"]
+    body += em.lines
+    body += [f"tl.store(out{k} + offs, {r}, mask=mask)" for k, r in enumerate(results)]
+    src = "@triton.jit\ndef {}({}, BLOCK: tl.constexpr):\n{}\n".format(
+        name, ", ".join(params), "\n".join("    " + ln for ln in body))
+    grid = math.ceil(total / block)
+    ops = sorted({program.nodes[n].op for n in plan.groups[gi].nodes})
+    return GroupKernel(name, src, reads, tuple(outs), grid, (("BLOCK", block),), warps,
+                       resources(name, block, warps, grid, max(2, len(reads) + len(outs)), warp_size=warp_size),
+                       f"element-wise {'/'.join(ops)} over {list(domain)}: BLOCK={block}, num_warps={warps}, "
+                       f"{grid} programs")

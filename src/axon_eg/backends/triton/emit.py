@@ -1,0 +1,166 @@
+"""Candidate -> one readable Triton kernel file.
+
+The file has a header that states the variant (rules whose e-nodes it uses, fusion groups with their
+tiling and lowering, predicted cost), one ``@triton.jit`` function per group the Triton lowerings
+handle (element-wise groups, row-reduction groups), and a launcher ``kernel(*inputs, *outputs)``
+(destination passing) that allocates intermediates, computes grids and launches the groups in order.
+Groups no Triton lowering handles yet (matmul, attention, scans, library ops, float64) run as torch
+code from the torch lowering of the same registry ops, and the header says so.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from axon_eg.backends.kernel import Kernel, identifier
+from axon_eg.backends.torch.lower import expr as torch_expr
+from axon_eg.extract.candidates import Candidate
+from axon_eg.extract.fusion import ELEMENTWISE, LAYOUT, LIBRARY, REDUCTION, FusionPlan, node_kind
+from axon_eg.hw import HardwareSpec
+
+from . import elementwise, reduction
+from .base import GroupKernel, NotLowerable
+
+LOWERINGS = {ELEMENTWISE: elementwise.lower, LAYOUT: elementwise.lower, REDUCTION: reduction.lower}
+"""Fusion-group kind -> Triton lowering (the other kinds fall back to torch for now)."""
+
+
+def lower_group(plan: FusionPlan, gi: int, tiling: Any, name: str, warp_size: int = 32) -> GroupKernel | str:
+    """The group's Triton kernel, or the reason it stays in torch."""
+    kind = plan.groups[gi].kind
+    if kind not in LOWERINGS:
+        return f"no Triton lowering for {kind} groups yet"
+    try:
+        return LOWERINGS[kind](plan, gi, tiling, name, warp_size)
+    except NotLowerable as exc:
+        return str(exc)
+
+
+def emit(candidate: Candidate, hw: HardwareSpec, name: str) -> Kernel:
+    plan = candidate.plan
+    program = plan.program
+    warp_size = int(max(hw.value("knobs.warp_size")))
+    lowered: list[GroupKernel | str] = []
+    for gi, g in enumerate(plan.groups):
+        ops = "_".join(dict.fromkeys(program.nodes[n].op for n in g.nodes if node_kind(program.nodes[n].op)))[:40]
+        lowered.append(lower_group(plan, gi, candidate.tilings[gi] if gi < len(candidate.tilings) else None,
+                                   f"_g{gi}_{ops}", warp_size))
+    source = _file(candidate, hw, name, lowered)
+    triton_groups = [k for k in lowered if isinstance(k, GroupKernel)]
+    worst = max((k.resources for k in triton_groups), key=lambda r: r.get("block_elems", 0), default={})
+    res = {key: max(k.resources[key] for k in triton_groups)
+           for key in ("block_elems", "threads", "grid", "smem_bytes", "regs_per_thread")} if triton_groups else {}
+    if res:
+        res["launch"] = worst.get("launch")
+    meta = {"lowering": " ".join(f"{k}:{n}" for k, n in
+                                 (("triton", len(triton_groups)), ("torch", len(lowered) - len(triton_groups))) if n),
+            "plan": plan.name, "groups": len(plan.groups), "rules": list(candidate.variant.rules),
+            "predicted_us": candidate.predicted_seconds * 1e6}
+    return Kernel(name, source, "kernel", "dps", "candidate", res, meta)
+
+
+def _file(candidate: Candidate, hw: HardwareSpec, name: str, lowered: list[GroupKernel | str]) -> str:
+    plan = candidate.plan
+    program = plan.program
+    head = [f"# axon_eg kernel {name}: {program.name} on {hw.name} (Triton)",
+            f"# variant {candidate.variant.rank} (program {program.hash[:12]}, tree cost {candidate.variant.cost}); "
+            f"predicted {candidate.predicted_seconds * 1e6:.2f} us",
+            f"# rules with e-nodes in this variant: {', '.join(candidate.variant.rules) or 'none (the program as written)'}",
+            f"# fusion plan {plan.name}:"]
+    for gi, (g, k) in enumerate(zip(plan.groups, lowered)):
+        what = k.note if isinstance(k, GroupKernel) else f"torch ({k})"
+        head.append(f"#   g{gi} {g.kind} nodes {list(g.nodes)}: {what}")
+    head += ["", "import math  # noqa: F401", "", "import torch", "import torch.nn.functional as F  # noqa: F401",
+             "import triton", "import triton.language as tl", "", ""]
+    jits = [k.source for k in lowered if isinstance(k, GroupKernel)]
+    return "\n".join(head) + "\n\n".join(jits) + ("\n\n" if jits else "") + _launcher(plan, lowered)
+
+
+def _launcher(plan: FusionPlan, lowered: list[GroupKernel | str]) -> str:
+    program = plan.program
+    taken: set[str] = set()
+    buf: dict[int, str] = {}
+    params = []
+    for spec, node in zip(program.inputs, program.input_ids):
+        buf[node] = identifier(spec.name, taken)
+        params.append(buf[node])
+    outs = [f"out{k}" for k in range(len(program.outputs))]
+    target: dict[int, str] = {}
+    for k, o in enumerate(program.outputs):
+        target.setdefault(o, outs[k])
+    first_in = buf[program.input_ids[0]] if program.input_ids else outs[0]
+    lines = [f"def kernel({', '.join(params + outs)}):", f"    dev = {first_in}.device"]
+
+    def ensure(j: int) -> str:
+        """A contiguous tensor holding node j (views and constants are built with torch)."""
+        if j in buf:
+            return buf[j]
+        node = program.nodes[j]
+        if node_kind(node.op) is not None:
+            raise AssertionError(f"node {j} ({node.op}) is read before its group ran")
+        args = [ensure(i) for i in node.inputs]
+        if node.op == "constant":
+            return torch_expr(program, j, args)
+        lines.append(f"    t{j} = ({torch_expr(program, j, args)}).contiguous()")
+        buf[j] = f"t{j}"
+        return buf[j]
+
+    for gi, (g, k) in enumerate(zip(plan.groups, lowered)):
+        lines.append(f"    # g{gi}: {g.kind}")
+        if isinstance(k, GroupKernel):
+            args = [ensure(j) for j in k.reads]
+            for o in k.writes:
+                if o in target:
+                    buf[o] = target[o]
+                else:
+                    dt = program.nodes[o].dtype.torch_name
+                    lines.append(f"    t{o} = torch.empty({tuple(program.concrete_shape(o))}, dtype=torch.{dt}, device=dev)")
+                    buf[o] = f"t{o}"
+                args.append(buf[o])
+            consts = ", ".join(f"{c}={v}" for c, v in k.constexprs)
+            lines.append(f"    {k.name}[({k.grid},)]({', '.join(args)}, {consts}, num_warps={k.num_warps})")
+            continue
+        _torch_group(program, plan, gi, ensure, target, buf, lines)
+    for k, o in enumerate(program.outputs):  # outputs that are inputs, views, repeats
+        if buf.get(o) != outs[k]:
+            lines.append(f"    {outs[k]}.copy_({ensure(o)})")
+    return "\n".join(lines) + "\n"
+
+
+
+_NATIVE = ("matmul",)  # ops that run on their declared 16-bit dtype (tensor cores), accumulating in fp32
+
+
+def _torch_group(program: Any, plan: FusionPlan, gi: int, ensure: Any, target: dict[int, str], buf: dict[int, str],
+                 lines: list[str]) -> None:
+    """A group without a Triton lowering, as torch code. Like a fused kernel it computes in fp32 and
+    rounds once when it stores (16-bit programs); matmul and library ops take their operands in the
+    declared dtype and return fp32. Float64 programs run natively."""
+    g = plan.groups[gi]
+    fp32 = all(program.nodes[n].dtype.name in ("bf16", "fp16", "fp32") for n in g.nodes)
+    local: dict[int, str] = {}
+
+    def arg(i: int) -> str:
+        if i in local:
+            return local[i]
+        name = ensure(i)
+        low = fp32 and program.nodes[i].dtype.name in ("bf16", "fp16") and program.nodes[i].op != "constant"
+        return f"{name}.float()" if low else name
+
+    for n in g.nodes:
+        node = program.nodes[n]
+        args = [arg(i) for i in node.inputs]
+        if fp32 and (node.op in _NATIVE or node_kind(node.op) == LIBRARY):
+            args = [a if program.nodes[i].op == "constant" else f"{a}.to(torch.{program.nodes[i].dtype.torch_name})"
+                    for a, i in zip(args, node.inputs)]
+            lines.append(f"    t{n} = ({torch_expr(program, n, args)})" + (".float()" if fp32 else ""))
+        else:
+            lines.append(f"    t{n} = {torch_expr(program, n, args, compute_dtype='fp32' if fp32 else None)}")
+        local[n] = f"t{n}"
+    for o in plan.outputs_of(gi):
+        if o in target:
+            lines.append(f"    {target[o]}.copy_(t{o})")
+            buf[o] = target[o]
+        else:
+            lines.append(f"    t{o} = t{o}.to(torch.{program.nodes[o].dtype.torch_name}).contiguous()")
+            buf[o] = f"t{o}"

@@ -1,0 +1,120 @@
+"""Triton expressions for the registry's element-wise ops, looked up by op name.
+
+Each entry maps the argument expressions (fp32 Triton values) and the node's attributes to one
+expression. Only ``tl`` core functions are used (no libdevice), so the same source runs under
+``TRITON_INTERPRET=1`` and on every GPU Triton supports; ``tanh`` goes through ``exp``, which
+saturates correctly at both ends. An op without an entry is lowered by the torch fallback; the
+test ``tests/backends/test_triton.py`` lists which registry ops have no Triton lowering yet.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+Lowering = Callable[[Sequence[str], Mapping[str, Any]], str]
+
+_SQRT_HALF = repr(math.sqrt(0.5))
+_GELU_C = repr(math.sqrt(2.0 / math.pi))
+
+
+def lit(v: float) -> str:
+    """A float literal Triton accepts (inf and nan through float())."""
+    v = float(v)
+    if math.isinf(v):
+        return 'float("inf")' if v > 0 else 'float("-inf")'
+    if math.isnan(v):
+        return 'float("nan")'
+    return repr(v)
+
+
+def _sigmoid(x: str) -> str:
+    return f"(1.0 / (1.0 + tl.exp(-({x}))))"
+
+
+def _tanh(x: str) -> str:
+    return f"(1.0 - 2.0 / (tl.exp(2.0 * ({x})) + 1.0))"
+
+
+def _softplus(x: str, beta: float, threshold: float) -> str:
+    bx = f"({lit(beta)} * ({x}))"
+    return f"tl.where({bx} > {lit(threshold)}, {x}, tl.log(1.0 + tl.exp({bx})) / {lit(beta)})"
+
+
+def _gelu(x: str, approximate: str) -> str:
+    if approximate == "tanh":
+        return f"(0.5 * ({x}) * (1.0 + {_tanh(f'{_GELU_C} * (({x}) + 0.044715 * ({x}) * ({x}) * ({x}))')}))"
+    return f"(0.5 * ({x}) * (1.0 + tl.erf(({x}) * {_SQRT_HALF})))"
+
+
+def _pow(x: str, e: float) -> str:
+    if float(e).is_integer() and 0 <= e <= 4:
+        return "(" + " * ".join([f"({x})"] * int(e)) + ")" if e else "1.0"
+    if e == 0.5:
+        return f"tl.sqrt({x})"
+    if e == -0.5:
+        return f"tl.rsqrt({x})"
+    if float(e).is_integer() and -4 <= e < 0:
+        return f"(1.0 / {_pow(x, -e)})"
+    return f"tl.exp({lit(e)} * tl.log({x}))"  # the registry's pow is defined for x > 0 here
+
+
+def _clamp(x: str, lo: float, hi: float) -> str:
+    out = x
+    if lo != -math.inf:
+        out = f"tl.maximum({out}, {lit(lo)})"
+    if hi != math.inf:
+        out = f"tl.minimum({out}, {lit(hi)})"
+    return out
+
+
+def _cast(x: str, dtype: Any) -> str:
+    name = str(dtype)
+    if name in ("bf16", "bfloat16"):
+        return f"({x}).to(tl.bfloat16).to(tl.float32)"
+    if name in ("fp16", "float16"):
+        return f"({x}).to(tl.float16).to(tl.float32)"
+    return x  # fp32 (the compute type); fp64 groups are never lowered to Triton
+
+
+ELEMENTWISE: dict[str, Lowering] = {
+    "neg": lambda a, _: f"(-({a[0]}))",
+    "exp": lambda a, _: f"tl.exp({a[0]})",
+    "log": lambda a, _: f"tl.log({a[0]})",
+    "sqrt": lambda a, _: f"tl.sqrt({a[0]})",
+    "rsqrt": lambda a, _: f"tl.rsqrt({a[0]})",
+    "reciprocal": lambda a, _: f"(1.0 / ({a[0]}))",
+    "abs": lambda a, _: f"tl.abs({a[0]})",
+    "square": lambda a, _: f"(({a[0]}) * ({a[0]}))",
+    "relu": lambda a, _: f"tl.maximum({a[0]}, 0.0)",
+    "leaky_relu": lambda a, t: f"tl.where(({a[0]}) >= 0.0, {a[0]}, {lit(t['slope'])} * ({a[0]}))",
+    "sigmoid": lambda a, _: _sigmoid(a[0]),
+    "tanh": lambda a, _: _tanh(a[0]),
+    "silu": lambda a, _: f"(({a[0]}) * {_sigmoid(a[0])})",
+    "gelu": lambda a, t: _gelu(a[0], t["approximate"]),
+    "mish": lambda a, _: f"(({a[0]}) * {_tanh(_softplus(a[0], 1.0, 20.0))})",
+    "hardswish": lambda a, _: f"(({a[0]}) * {_clamp(f'({a[0]}) + 3.0', 0.0, 6.0)} / 6.0)",
+    "hardsigmoid": lambda a, _: _clamp(f"({a[0]}) / 6.0 + 0.5", 0.0, 1.0),
+    "softplus": lambda a, t: _softplus(a[0], t["beta"], t["threshold"]),
+    "clamp": lambda a, t: _clamp(a[0], t["lo"], t["hi"]),
+    "pow": lambda a, t: _pow(a[0], t["exponent"]),
+    "erf": lambda a, _: f"tl.erf({a[0]})",
+    "cast": lambda a, t: _cast(a[0], t["dtype"]),
+    "add": lambda a, _: f"(({a[0]}) + ({a[1]}))",
+    "sub": lambda a, _: f"(({a[0]}) - ({a[1]}))",
+    "mul": lambda a, _: f"(({a[0]}) * ({a[1]}))",
+    "div": lambda a, _: f"(({a[0]}) / ({a[1]}))",
+    "maximum": lambda a, _: f"tl.maximum({a[0]}, {a[1]})",
+    "minimum": lambda a, _: f"tl.minimum({a[0]}, {a[1]})",
+}
+"""Element-wise op name -> Triton expression builder (fp32 in, fp32 out)."""
+
+# Row reductions over the last axis: (identity of the combine, masked-lane fill, tl function).
+REDUCTIONS: dict[str, tuple[str, str]] = {
+    "sum": ("0.0", "tl.sum"),
+    "mean": ("0.0", "tl.sum"),
+    "max": ('float("-inf")', "tl.max"),
+    "min": ('float("inf")', "tl.min"),
+}
+"""Reduction op name -> (neutral element, Triton reduction); logsumexp is built from max and sum."""

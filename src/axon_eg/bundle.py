@@ -1,0 +1,92 @@
+"""Phase 1 -> phase 2 hand-off: a bundle directory the measurement worker runs on any machine.
+
+``write_bundle`` puts one source file per Kernel (candidates and baselines), the float64 reference
+and ``manifest.json`` (input specs, output dtypes, calling mode, the hardware limits of the
+structure stage, per-candidate resources) into a directory. The reference is precomputed by the
+NumPy interpreter on the very inputs the harness makes (``ref.npz``) when the program is small, and
+otherwise shipped as torch float64 code (``reference.py``) that the worker runs on its device.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from axon_eg.backends.kernel import Kernel, input_specs, output_dtypes
+from axon_eg.backends.torch.lower import emit_module
+from axon_eg.hw import HardwareSpec
+from axon_eg.ir.interpret import interpret
+from axon_eg.ir.program import Program
+
+TRITON_MAX_BLOCK_ELEMS = 1 << 20  # Triton's TRITON_MAX_TENSOR_NUMEL: a block larger than this does not compile
+CUDA_MAX_GRID_X = 2**31 - 1
+NPZ_MAX_ELEMS = 1 << 22  # above this many reference elements per trial, ship torch float64 code instead
+
+
+def limits(hw: HardwareSpec) -> dict[str, int]:
+    """The structure stage's limits for one launch on ``hw`` (shared memory and threads come from
+    the hardware file; block size and grid from the toolchain)."""
+    out = {"block_elems": TRITON_MAX_BLOCK_ELEMS, "grid": CUDA_MAX_GRID_X}
+    if hw.get("memory.shared.per_block") is not None:
+        out["smem_bytes"] = int(hw.value("memory.shared.per_block"))
+    if hw.get("knobs.max_threads_per_block") is not None:
+        out["threads"] = int(hw.value("knobs.max_threads_per_block"))
+    return out
+
+
+def reference_arrays(program: Program, seeds: Sequence[int]) -> dict[str, np.ndarray]:
+    """Float64 reference outputs on the harness's inputs for each trial seed, keyed ``seed{S}_out{J}``."""
+    import torch
+
+    from axon_eg.measure.harness import make_inputs
+
+    specs = input_specs(program)
+    out: dict[str, np.ndarray] = {}
+    for s in seeds:
+        xs = [t.to(dtype=torch.float64).numpy() for t in make_inputs(specs, s)]
+        res = interpret(program, xs)
+        for j, r in enumerate(res if isinstance(res, tuple) else (res,)):
+            out[f"seed{s}_out{j}"] = np.asarray(r, dtype=np.float64)
+    return out
+
+
+def write_bundle(directory: str | os.PathLike[str], program: Program, kernels: Sequence[Kernel], hw: HardwareSpec,
+                 *, seed: int = 0, trials: int = 3, timeout_s: float = 60.0, timeouts: Mapping[str, float] | None = None,
+                 reference: str = "auto") -> Path:
+    """Write (or refresh) a bundle; returns its directory. ``reference``: auto, npz or torch."""
+    root = Path(directory)
+    root.mkdir(parents=True, exist_ok=True)
+    elems = sum(math.prod(program.concrete_shape(o)) for o in program.outputs)
+    if reference == "auto":
+        reference = "npz" if elems <= NPZ_MAX_ELEMS else "torch"
+    if reference == "npz":
+        tmp = root / "ref.tmp.npz"
+        np.savez(tmp, **reference_arrays(program, range(seed, seed + trials)))
+        os.replace(tmp, root / "ref.npz")
+        ref = "ref.npz"
+    else:
+        _atomic_text(root / "reference.py", emit_module(program))
+        ref = "reference.py:reference"
+    specs, dts = input_specs(program), output_dtypes(program)
+    entries: list[dict[str, Any]] = []
+    for k in kernels:
+        _atomic_text(root / f"{k.name}.py", k.source)
+        entries.append({"id": k.name, "source": f"{k.name}.py", "entry": k.entry, "mode": k.mode, "kind": k.kind,
+                        "inputs": specs, "out_dtypes": dts, "reference": ref, "seed": seed, "trials": trials,
+                        "timeout_s": (timeouts or {}).get(k.name, timeout_s), "resources": k.resources, "meta": k.meta})
+    manifest = {"program": program.name, "program_hash": program.hash, "hw": hw.name, "limits": limits(hw),
+                "candidates": entries}
+    _atomic_text(root / "manifest.json", json.dumps(manifest, indent=1, default=str))
+    return root
+
+
+def _atomic_text(path: Path, text: str) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)

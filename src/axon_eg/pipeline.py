@@ -1,0 +1,439 @@
+"""``saturate_and_extract``: the stages wired together.
+
+Phase 1 (CPU, seconds): the program's νGraph is saturated with the discovered rules, the k best
+Candidates (variants x fusion plans x tilings x ISA choices) are enumerated by predicted cost, and
+each is emitted as a kernel file; torch eager (and, on a GPU, ``torch.compile(mode=
+"max-autotune-no-cudagraphs")``) are added as baselines. Phase 2: the bundle goes to the measurement
+worker (child process per candidate; locally, on every visible GPU, or on a Ray cluster), which runs
+the verification cascade syntax -> structure -> correctness -> timing. Selection then rejects
+correct candidates slower than the best baseline (the performance stage) and returns the fastest
+correct kernel; on a machine without a GPU (Triton interpreter, correctness only) the correct
+candidate with the lowest predicted cost is chosen.
+
+Everything observed lands in the Polars tables (``candidates``, ``measurements``) under the cache
+directory; the cache key is the program hash + input shapes and dtypes + hardware file + target +
+k + toolchain versions (axon_eg, the rule store, torch, triton, python, device), and a hit returns
+the stored choice without measuring again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import platform
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from axon_eg.backends.kernel import Kernel, input_specs
+from axon_eg.errors import AxonError
+from axon_eg.hw import HardwareSpec, load
+from axon_eg.ir.program import Program
+from axon_eg.measure import tables
+
+Progress = Callable[[str, int, int, str], None]  # (phase, done, total, detail)
+VERDICTS = {"syntax_error": "syntax", "structure_error": "structure", "wrong_result": "correctness",
+            "compile_error": "compile", "runtime_error": "run", "timeout": "timeout", "crashed": "crashed"}
+
+
+class PipelineError(AxonError):
+    """The program or the request cannot go through the pipeline (unbound dims, unknown target)."""
+
+
+def _version(pkg: str) -> str | None:
+    from importlib import metadata
+
+    try:
+        return metadata.version(pkg)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def _sha(obj: Any) -> str:
+    return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def _rules_digest() -> str:
+    from axon_eg.rules_discovered.store import DATA
+
+    h = hashlib.sha256()
+    for p in sorted(Path(DATA).glob("*.json")):
+        h.update(p.name.encode() + p.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def toolchain(device: str) -> dict[str, Any]:
+    """Versions of everything that can change a measurement, on the measuring side."""
+    import axon_eg
+
+    return {"axon_eg": axon_eg.__version__, "rules": _rules_digest(), "torch": _version("torch"),
+            "triton": _version("triton"), "python": platform.python_version(), "device": device}
+
+
+def bundle_key(program: Program, hw: HardwareSpec, target: str, k: int) -> str:
+    """What phase 1 depends on: the program (its hash covers shapes and dtypes), the hardware file, k."""
+    import axon_eg
+
+    return _sha({"program": program.hash, "inputs": input_specs(program), "hw": hw.name,
+                 "hw_file": hashlib.sha256(Path(hw.path).read_bytes()).hexdigest(), "target": target, "k": k,
+                 "axon_eg": axon_eg.__version__, "rules": _rules_digest()})[:24]
+
+
+def cache_key(bkey: str, tools: dict[str, Any]) -> str:
+    return _sha({"bundle": bkey, **tools})[:24]
+
+
+class BestKernel:
+    """The selected kernel: ``best(*tensors)`` returns the output(s); ``best.source`` is its file."""
+
+    def __init__(self, id: str, kind: str, path: Path, entry: str, mode: str, program: Program):
+        self.id, self.kind, self.path, self.entry, self.mode, self.program = id, kind, Path(path), entry, mode, program
+
+    @property
+    def source(self) -> str:
+        return self.path.read_text()
+
+    @cached_property
+    def _fn(self) -> Callable[..., Any]:
+        spec = importlib.util.spec_from_file_location(f"axon_eg_best_{self.id}", self.path)
+        assert spec is not None and spec.loader is not None
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = mod  # triton.jit reads the function's source through its module
+        spec.loader.exec_module(mod)
+        return getattr(mod, self.entry)
+
+    def __call__(self, *inputs: Any) -> Any:
+        import torch
+
+        if self.mode == "return":
+            return self._fn(*inputs)
+        device = inputs[0].device if inputs else torch.device("cpu")
+        outs = [torch.empty(self.program.concrete_shape(o), dtype=getattr(torch, self.program.nodes[o].dtype.torch_name),
+                            device=device) for o in self.program.outputs]
+        self._fn(*inputs, *outs)
+        return outs[0] if len(outs) == 1 else tuple(outs)
+
+    def __repr__(self) -> str:
+        return f"BestKernel({self.id!r}, {self.kind}, {self.path})"
+
+
+@dataclass
+class Result:
+    best: BestKernel
+    table: pl.DataFrame  # every candidate and baseline of this run, with its verdict
+    cache_key: str
+    cache_hit: bool
+    phase1_s: float
+    phase2_s: float
+    timed: bool  # whether latencies were measured (False: CPU interpreter, correctness only)
+    bundle: Path
+    _graph: Callable[[], Any] = field(repr=False)
+
+    @cached_property
+    def nugraph(self) -> Any:
+        """The saturated νGraph (rebuilt on demand after a cache hit)."""
+        return self._graph()
+
+    def summary(self, columns: tuple[str, ...] = SUMMARY_COLUMNS) -> str:
+        """One line on the choice and the run, then the table as Markdown."""
+        how = "timed on the GPU" if self.timed else "correctness only (Triton interpreter, no GPU timings)"
+        return (f"best: {self.best.id} ({self.best.kind}); {how}; cache {'hit' if self.cache_hit else 'miss'} "
+                f"{self.cache_key}; phase 1 {self.phase1_s:.2f} s, phase 2 {self.phase2_s:.2f} s\n\n"
+                + markdown(self.table.select([c for c in columns if c in self.table.columns])))
+
+
+SUMMARY_COLUMNS = ("id", "kind", "verdict", "status", "predicted_us", "median_us", "iqr_us", "speedup_vs_eager",
+                   "speedup_vs_compile", "max_abs_err", "lowering", "plan")
+
+
+def markdown(df: pl.DataFrame) -> str:
+    """A Polars frame as a Markdown table (floats to 4 significant digits, errors on one line)."""
+
+    def cell(v: Any) -> str:
+        if v is None:
+            return ""
+        if isinstance(v, float):
+            return f"{v:.4g}"
+        return str(v).replace("|", "/").replace("\n", " ")[:100]
+
+    head = "| " + " | ".join(df.columns) + " |"
+    rule = "|" + "---|" * len(df.columns)
+    return "\n".join([head, rule, *("| " + " | ".join(cell(v) for v in row) + " |" for row in df.iter_rows())])
+
+
+def _as_program(prog: Any) -> Program:
+    program = getattr(prog, "program", prog)
+    if not isinstance(program, Program):
+        raise PipelineError(f"saturate_and_extract takes a Program (or a Problem), got {type(prog).__name__}")
+    unbound = sorted(program.free_dims - set(program.bindings))
+    if unbound:
+        raise PipelineError(f"{program.name}: dims {unbound} are not bound; call program.bind({unbound[0]}=...) first")
+    return program
+
+
+def _device(device: str | None) -> str:
+    if device is not None:
+        return device
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def saturate_and_extract(prog: Any, target: str = "triton", hw: str | HardwareSpec = "h200", k: int = 8,
+                         budget_s: float | None = None, *, cache_dir: str | Path | None = None,
+                         device: str | None = None, ray_address: str | None = None, rows: str | Path | None = None,
+                         saturation_s: float = 2.0, progress: Progress | None = None,
+                         force: bool = False) -> Result:
+    """Optimize ``prog`` for ``target`` on ``hw``; see the module docstring.
+
+    ``budget_s`` bounds the whole call: saturation gets at most a fifth of it, and candidates are
+    measured in predicted order until it is spent (the rest are recorded as not measured).
+    ``rows``: a JSON-lines file of measurements made elsewhere on this run's bundle (the remote
+    GPU flow: ``write_bundle_only`` here, ``python -m axon_eg.measure BUNDLE --out ROWS`` there).
+    ``force`` ignores the cache."""
+    if target != "triton":
+        raise PipelineError(f"target {target!r}: only 'triton' is wired up end to end (the NKI backend is issue 8)")
+    program = _as_program(prog)
+    spec = load(hw) if not isinstance(hw, HardwareSpec) else hw
+    if spec.kind == "trainium":
+        raise PipelineError(f"hardware {spec.name!r} is a Trainium; the triton target needs a GPU description")
+    report = progress or (lambda *a: None)
+    device = _device(device)
+    t0 = time.monotonic()
+    bkey = bundle_key(program, spec, target, k)
+    bdir = tables.cache_dir(cache_dir) / "bundles" / bkey
+    imported = _read_rows(rows) if rows is not None else None
+    tools = toolchain(device) if imported is None else _row_toolchain(imported, device)
+    key = cache_key(bkey, tools)
+    sat_s = min(saturation_s, budget_s / 5) if budget_s else saturation_s
+
+    def graph() -> Any:
+        from axon_eg.egraph.nugraph import Limits, NuGraph
+        from axon_eg.rules_discovered.store import load_rules
+
+        g = NuGraph(program, load_rules())
+        g.saturate(Limits(seconds=sat_s))
+        return g
+
+    if not force:
+        hit = _from_cache(key, program, bdir, cache_dir, graph, time.monotonic() - t0)
+        if hit is not None:
+            report("select", 1, 1, "cache hit")
+            return hit
+    nugraph = None
+    if imported is not None:  # phase 2 ran elsewhere on the bundle written by write_bundle_only
+        cand_rows = _bundle_candidates(bdir, key)
+        ids = {c["id"] for c in cand_rows}
+        new_rows = [r for r in imported if r.get("id") in ids]
+        if not new_rows:
+            raise PipelineError(f"{rows}: none of its rows belong to the bundle {bdir}")
+        phase1, phase2 = 0.0, float(sum(r.get("elapsed_s") or 0.0 for r in new_rows))
+    else:
+        report("saturate", 0, 1, program.name)
+        nugraph = graph()
+        report("saturate", 1, 1, f"{nugraph.enode_count()} e-nodes")
+        kernels, cand_rows = _phase1(program, nugraph, spec, target, k, key, bdir, device, report)
+        phase1 = time.monotonic() - t0
+        t1 = time.monotonic()
+        new_rows = _measure(bdir, key, kernels, device, ray_address, budget_s, t0, report)
+        phase2 = time.monotonic() - t1
+    meta = {c["id"]: c for c in cand_rows}
+    for r in new_rows:
+        r.update(cache_key=key, program=program.name, hw=spec.name, target=target,
+                 kind=meta.get(r["id"], {}).get("kind"), predicted_us=meta.get(r["id"], {}).get("predicted_us"))
+    tables.append("candidates", cand_rows, cache_dir)
+    if new_rows:
+        tables.append("measurements", new_rows, cache_dir)
+    result = _select(key, program, bdir, cache_dir, graph, phase1, phase2, hit=False)
+    if nugraph is not None:
+        result.__dict__["nugraph"] = nugraph
+    report("select", 1, 1, result.best.id)
+    return result
+
+
+def write_bundle_only(prog: Any, target: str = "triton", hw: str | HardwareSpec = "h200", k: int = 8, *,
+                      cache_dir: str | Path | None = None, device: str = "cuda", saturation_s: float = 2.0,
+                      progress: Progress | None = None) -> Path:
+    """Phase 1 only: write the bundle for a remote worker and return its directory."""
+    program = _as_program(prog)
+    spec = load(hw) if not isinstance(hw, HardwareSpec) else hw
+    from axon_eg.egraph.nugraph import Limits, NuGraph
+    from axon_eg.rules_discovered.store import load_rules
+
+    g = NuGraph(program, load_rules())
+    g.saturate(Limits(seconds=saturation_s))
+    bkey = bundle_key(program, spec, target, k)
+    bdir = tables.cache_dir(cache_dir) / "bundles" / bkey
+    _phase1(program, g, spec, target, k, "", bdir, device, progress or (lambda *a: None))
+    return bdir
+
+
+def _phase1(program: Program, nugraph: Any, hw: HardwareSpec, target: str, k: int, key: str, bdir: Path, device: str,
+            report: Progress) -> tuple[list[Kernel], list[dict[str, Any]]]:
+    """Enumerate, emit and bundle; returns the kernels and their ``candidates`` rows."""
+    from axon_eg.backends.torch.lower import emit_module
+    from axon_eg.backends.triton.emit import emit
+    from axon_eg.bundle import write_bundle
+    from axon_eg.extract.candidates import enumerate_candidates
+
+    report("extract", 0, 1, "")
+    candidates, _ = enumerate_candidates(nugraph, hw, k)
+    report("extract", 1, 1, f"{len(candidates)} candidates")
+    baseline_src = emit_module(program)
+    kernels = [Kernel("torch_eager", baseline_src, "eager", "return", "baseline", {}, {"lowering": "torch"})]
+    if device != "cpu":  # compiling for the CPU would only time gcc; on a GPU it is the bar to beat
+        kernels.append(Kernel("torch_compile", baseline_src, "compiled", "return", "baseline", {},
+                              {"lowering": "torch.compile(max-autotune-no-cudagraphs)"}))
+    now = _now()
+    rows = [{"cache_key": key, "program": program.name, "program_hash": program.hash, "target": target, "hw": hw.name,
+             "id": b.name, "kind": "baseline", "lowering": b.meta["lowering"], "source": str(bdir / f"{b.name}.py"),
+             "timestamp": now} for b in kernels]
+    for i, c in enumerate(candidates):
+        report("emit", i, len(candidates), "")
+        kern = emit(c, hw, f"c{i:02d}_{_sha(list(map(str, c.key)))[:8]}")
+        kernels.append(kern)
+        rows.append({"cache_key": key, "program": program.name, "program_hash": program.hash, "target": target,
+                     "hw": hw.name, "id": kern.name, "kind": "candidate", "variant": c.variant.program.hash[:16],
+                     "rank": i, "plan": c.plan.name, "groups": len(c.plan.groups),
+                     "tilings": json.dumps([dict(t.values) for t in c.tilings]), "isa": json.dumps(c.isa),
+                     "lowering": kern.meta["lowering"], "rules": json.dumps(kern.meta["rules"]),
+                     "predicted_us": c.predicted_seconds * 1e6, "source": str(bdir / f"{kern.name}.py"), "timestamp": now})
+    report("emit", len(candidates), len(candidates), "")
+    timeouts = {"torch_compile": 600.0}
+    write_bundle(bdir, program, kernels, hw, timeout_s=120.0, timeouts=timeouts)
+    (bdir / "candidates.json").write_text(json.dumps(rows, indent=1))
+    return kernels, rows
+
+
+def _bundle_candidates(bdir: Path, key: str) -> list[dict[str, Any]]:
+    path = bdir / "candidates.json"
+    if not path.exists():
+        raise PipelineError(f"no bundle at {bdir}: write it first with `axon-eg optimize TARGET --bundle-only` "
+                            "(same program, sizes, hardware and k)")
+    rows = json.loads(path.read_text())
+    for r in rows:
+        r.update(cache_key=key, source=str(bdir / Path(r["source"]).name))
+    return rows
+
+
+def _now() -> str:
+    import datetime as dt
+
+    return dt.datetime.now(dt.UTC).isoformat()
+
+
+def _measure(bdir: Path, key: str, kernels: list[Kernel], device: str, ray_address: str | None, budget_s: float | None,
+             t0: float, report: Progress) -> list[dict[str, Any]]:
+    """Run the worker over the bundle (baselines first, then candidates in predicted order); rows of
+    this run only. Under a budget, candidates are started while time remains."""
+    from axon_eg.measure.worker import read_rows, run_bundle
+
+    out = bdir / f"rows-{key}.jsonl"
+    done = {r.get("id") for r in read_rows(out)}
+    ids = [k.name for k in kernels]
+    gpus = [] if device == "cpu" else None
+    fresh: list[dict[str, Any]] = []
+    if ray_address is not None:
+        from axon_eg.measure.ray_runner import run_bundle_ray
+
+        report("measure", 0, len(ids), f"ray {ray_address}")
+        fresh = run_bundle_ray(bdir, out, ray_address)
+    else:
+        for n, cid in enumerate(ids):
+            if budget_s is not None and time.monotonic() - t0 > budget_s and cid not in done:
+                fresh.append({"id": cid, "status": "skipped", "stage": "budget",
+                              "error": f"not measured: the {budget_s:g} s budget was spent"})
+                continue
+            report("measure", n, len(ids), cid)
+            fresh += run_bundle(bdir, out, gpus=gpus, ids=[cid])
+        report("measure", len(ids), len(ids), "")
+    wanted = set(ids)
+    old = [r for r in read_rows(out) if r.get("id") in done and r.get("id") in wanted]
+    return old + fresh
+
+
+def _read_rows(path: str | Path) -> list[dict[str, Any]]:
+    from axon_eg.measure.worker import read_rows
+
+    got = read_rows(path)
+    if not got:
+        raise PipelineError(f"{path}: no measurement rows")
+    return got
+
+
+def _row_toolchain(rows: list[dict[str, Any]], device: str) -> dict[str, Any]:
+    tools = toolchain(device)
+    first = rows[0]
+    tools.update(torch=first.get("torch_version"), triton=first.get("triton_version"),
+                 python=first.get("python_version"), device=str(first.get("device", device)).split(" ")[0])
+    return tools
+
+
+def _latest(key: str, cache_dir: Any) -> tuple[pl.DataFrame, pl.DataFrame]:
+    cands = (tables.read("candidates", cache_dir).filter(pl.col("cache_key") == key).collect()
+             .unique("id", keep="last", maintain_order=True))
+    meas = (tables.read("measurements", cache_dir).filter(pl.col("cache_key") == key).collect()
+            .sort("timestamp").unique("id", keep="last", maintain_order=True))
+    return cands, meas
+
+
+def _from_cache(key: str, program: Program, bdir: Path, cache_dir: Any, graph: Callable[[], Any],
+                phase1: float) -> Result | None:
+    cands, meas = _latest(key, cache_dir)
+    measured = meas.filter(pl.col("status") != "skipped")
+    if cands.is_empty() or not set(cands["id"]) <= set(measured["id"]):
+        return None
+    if not all(Path(p).exists() for p in cands["source"]):
+        return None
+    return _select(key, program, bdir, cache_dir, graph, phase1, 0.0, hit=True)
+
+
+def _select(key: str, program: Program, bdir: Path, cache_dir: Any, graph: Callable[[], Any], phase1: float,
+            phase2: float, hit: bool) -> Result:
+    cands, meas = _latest(key, cache_dir)
+    keep = [c for c in meas.columns if c not in cands.columns or c == "id"]
+    df = cands.join(meas.select(keep), on="id", how="left").sort(["kind", "rank"], nulls_last=True)
+    timed = df.filter((pl.col("status") == "ok") & pl.col("median_us").is_not_null()).height > 0
+    ok = df.filter(pl.col("status") == "ok")
+    base = ok.filter(pl.col("kind") == "baseline")
+    eager = base.filter(pl.col("id") == "torch_eager")["median_us"].first() if timed else None
+    comp = base.filter(pl.col("id") == "torch_compile")["median_us"].first() if timed else None
+    if timed:
+        bar = base["median_us"].min()
+        best_id = ok.sort("median_us", nulls_last=True)["id"][0]
+    else:
+        bar = None
+        cand_ok = ok.filter(pl.col("kind") == "candidate").sort("predicted_us")
+        best_id = cand_ok["id"][0] if cand_ok.height else (base["id"][0] if base.height else None)
+    if best_id is None:
+        raise PipelineError(f"{program.name}: no candidate and no baseline ran correctly; see the table "
+                            f"(cache key {key}, bundle {bdir})")
+    verdict = (
+        pl.when(pl.col("id") == best_id).then(pl.lit("selected"))
+        .when(pl.col("status").is_null()).then(pl.lit("not measured"))
+        .when(pl.col("status") != "ok").then(pl.col("status").replace(VERDICTS))
+        .when(pl.lit(bar is not None) & (pl.col("kind") == "candidate") & (pl.col("median_us") > (bar or 0.0)))
+        .then(pl.lit("performance"))
+        .otherwise(pl.lit("slower" if timed else "correct"))
+    )
+    df = df.with_columns(
+        verdict.alias("verdict"),
+        (pl.lit(eager) / pl.col("median_us")).alias("speedup_vs_eager"),
+        (pl.lit(comp) / pl.col("median_us")).alias("speedup_vs_compile"),
+    )
+    row = df.filter(pl.col("id") == best_id).row(0, named=True)
+    entry = next((c["entry"] for c in _manifest(bdir) if c["id"] == best_id), "kernel")
+    mode = next((c.get("mode", "dps") for c in _manifest(bdir) if c["id"] == best_id), "dps")
+    best = BestKernel(best_id, row["kind"], Path(row["source"]), entry, mode, program)
+    return Result(best, df, key, hit, phase1, phase2, timed, bdir, graph)
+
+
+def _manifest(bdir: Path) -> list[dict[str, Any]]:
+    return json.loads((bdir / "manifest.json").read_text())["candidates"]
