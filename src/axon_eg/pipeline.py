@@ -102,10 +102,16 @@ class BestKernel:
 
     @cached_property
     def _fn(self) -> Callable[..., Any]:
+        import os
+
+        import torch
+
         spec = importlib.util.spec_from_file_location(f"axon_eg_best_{self.id}", self.path)
         assert spec is not None and spec.loader is not None
         mod = importlib.util.module_from_spec(spec)
         sys.modules[spec.name] = mod  # triton.jit reads the function's source through its module
+        if not torch.cuda.is_available():  # no GPU: @triton.jit must build interpreted functions (set
+            os.environ.setdefault("TRITON_INTERPRET", "1")  # it before triton is first imported to be safe)
         spec.loader.exec_module(mod)
         return getattr(mod, self.entry)
 
@@ -122,6 +128,10 @@ class BestKernel:
 
     def __repr__(self) -> str:
         return f"BestKernel({self.id!r}, {self.kind}, {self.path})"
+
+
+SUMMARY_COLUMNS = ("id", "kind", "verdict", "status", "predicted_us", "median_us", "iqr_us", "speedup_vs_eager",
+                   "speedup_vs_compile", "max_abs_err", "lowering", "plan")
 
 
 @dataclass
@@ -148,9 +158,6 @@ class Result:
                 f"{self.cache_key}; phase 1 {self.phase1_s:.2f} s, phase 2 {self.phase2_s:.2f} s\n\n"
                 + markdown(self.table.select([c for c in columns if c in self.table.columns])))
 
-
-SUMMARY_COLUMNS = ("id", "kind", "verdict", "status", "predicted_us", "median_us", "iqr_us", "speedup_vs_eager",
-                   "speedup_vs_compile", "max_abs_err", "lowering", "plan")
 
 
 def markdown(df: pl.DataFrame) -> str:

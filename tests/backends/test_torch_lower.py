@@ -167,6 +167,23 @@ def test_idiomatic_lowerings(op, attrs, shapes, text):
     assert_reference_matches(program, random_inputs(program, seed=1))
 
 
+@pytest.mark.parametrize("op, attrs, shapes, piece", [
+    ("sdpa", {"causal": True}, [(5, 8), (6, 8), (6, 3), (1, 5, 6)], "torch.softmax("),  # the mask adds an axis
+    ("sdpa", {"scale": 0.5}, [(2, 4, 5, 8), (1, 2, 6, 8), (1, 2, 6, 3)], "repeat_interleave(2, dim=-3)"),
+    ("sdpa", {"causal": True}, [(1, 2, 5, 8), (1, 2, 6, 8), (1, 2, 6, 3), (6,)], "torch.where("),
+    ("linear", {}, [(3, 5), (4, 5), (3, 4)], "F.linear(x0, x1) + x2"),
+    ("groupnorm", {"groups": 2}, [(1, 2), (2,)], "F.layer_norm(x0.reshape(1, 2, 1), (1,), eps=1e-05)"),
+    ("batchnorm", {"axis": -1}, [(2, 3, 4), (4,), (4,), (4,)], "torch.rsqrt("),
+    ("rmsnorm", {"axes": (-2, -1)}, [(2, 3, 4), (4,)], "F.rms_norm(x0, (3, 4), eps=1e-06) * x1"),
+])
+def test_expansions_where_the_torch_call_differs(op, attrs, shapes, piece):
+    program = build(lambda b, *xs: b.emit(op, *xs, **attrs), *[(f"x{i}", s, fp32) for i, s in enumerate(shapes)])
+    assert piece in expr(program, program.outputs[0], [f"x{i}" for i in range(len(shapes))])
+    inputs = random_inputs(program, seed=1)
+    assert_reference_matches(program, inputs)
+    np.testing.assert_allclose(eager_on(program, inputs)[0].numpy(), interpret(program, inputs), rtol=1e-5, atol=1e-5)
+
+
 def test_promotion_casts_in_eager_and_not_in_float64():
     program = build(lambda b, x, y: b.emit("add", x, y), ("x", (3,), bf16), ("y", (3,), fp32))
     assert "x.to(torch.float32) + y" in emit_function(program)

@@ -1,0 +1,104 @@
+"""saturate_and_extract end to end on the CPU (Triton interpreter, correctness only): suite programs,
+the cache (hit, miss, toolchain change), the remote-rows flow, the CLI."""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("TRITON_INTERPRET", "1")  # result.best runs here, on the CPU
+
+import numpy as np
+import polars as pl
+import pytest
+import torch
+from benchmarks import suite
+
+from axon_eg import pipeline
+from axon_eg.cli import main
+from axon_eg.ir.interpret import interpret
+from axon_eg.measure import harness
+from axon_eg.measure.worker import run_bundle
+
+os.environ["AXON_EG_FORCE_CPU"] = "1"
+
+
+def inputs_for(program, seed=0):
+    from axon_eg.backends.kernel import input_specs
+
+    return harness.make_inputs(input_specs(program), seed)
+
+
+@pytest.mark.parametrize("name", ["silu", "softmax", "matmul_bias_gelu"])
+def test_cpu_end_to_end_on_suite_programs(name, tmp_path):
+    program = suite.get(name).bound(small=True)
+    result = pipeline.saturate_and_extract(program, k=2, cache_dir=tmp_path, device="cpu", saturation_s=0.5)
+    table = result.table
+    assert set(table["kind"]) == {"baseline", "candidate"}
+    assert "torch_eager" in set(table["id"]) and table.filter(pl.col("kind") == "candidate").height >= 1
+    assert table.filter(pl.col("verdict") == "selected").height == 1
+    assert not result.timed and result.best.kind == "candidate"
+    assert "@triton.jit" in result.best.source or "torch" in result.best.source
+    xs = inputs_for(program)
+    got = result.best(*xs)
+    ref = interpret(program, [x.double().numpy() for x in xs])
+    err = np.abs(got.double().numpy() - ref)
+    assert np.all(err <= 1e-2 * (max(1.0, float(np.sqrt(np.mean(ref * ref)))) + np.abs(ref)))
+    assert result.phase1_s > 0 and result.phase2_s > 0
+    assert result.nugraph.enode_count() > 0
+
+
+def test_cache_hit_skips_measuring_and_a_toolchain_change_misses(tmp_path, monkeypatch):
+    program = suite.get("rmsnorm").bound(small=True)
+    first = pipeline.saturate_and_extract(program, k=1, cache_dir=tmp_path, device="cpu", saturation_s=0.3)
+    assert not first.cache_hit
+
+    def no_measuring(*a, **k):
+        raise AssertionError("a cache hit must not measure")
+
+    monkeypatch.setattr("axon_eg.measure.worker.run_bundle", no_measuring)
+    again = pipeline.saturate_and_extract(program, k=1, cache_dir=tmp_path, device="cpu", saturation_s=0.3)
+    assert again.cache_hit and again.cache_key == first.cache_key and again.best.id == first.best.id
+    assert again.table.height == first.table.height
+    real = pipeline.toolchain
+    monkeypatch.setattr(pipeline, "toolchain", lambda device: {**real(device), "triton": "0.0-other"})
+    with pytest.raises(AssertionError, match="must not measure"):
+        pipeline.saturate_and_extract(program, k=1, cache_dir=tmp_path, device="cpu", saturation_s=0.3)
+    monkeypatch.setattr(pipeline, "toolchain", real)
+    h200 = pipeline.load("h200")  # the key also covers shapes, dtypes, hardware and k
+    keys = {pipeline.bundle_key(program, h200, "triton", 1), pipeline.bundle_key(program, h200, "triton", 2),
+            pipeline.bundle_key(suite.get("rmsnorm").program.bind(M=6, N=7), h200, "triton", 1),
+            pipeline.bundle_key(program, pipeline.load("h100"), "triton", 1)}
+    assert len(keys) == 4
+
+
+def test_remote_rows_flow(tmp_path):
+    program = suite.get("gelu").bound(small=True)
+    bundle = pipeline.write_bundle_only(program, k=1, cache_dir=tmp_path, device="cpu", saturation_s=0.3)
+    rows = tmp_path / "rows.jsonl"
+    run_bundle(bundle, rows, gpus=[])
+    result = pipeline.saturate_and_extract(program, k=1, cache_dir=tmp_path, device="cpu", rows=rows)
+    assert result.phase1_s == 0.0 and result.phase2_s > 0
+    assert set(result.table["status"]) == {"ok"}
+    assert result.best(*inputs_for(program)).shape == torch.Size(program.concrete_shape(program.outputs[0]))
+
+
+def test_unbound_program_and_unknown_target_are_clear_errors():
+    with pytest.raises(pipeline.PipelineError, match=r"dims \['M', 'N'\] are not bound"):
+        pipeline.saturate_and_extract(suite.get("silu").program)
+    with pytest.raises(pipeline.PipelineError, match="only 'triton'"):
+        pipeline.saturate_and_extract(suite.get("silu").bound(), target="nki")
+
+
+def test_cli_optimize_writes_kernel_report_and_table(tmp_path, capsys):
+    src = tmp_path / "prog.py"
+    src.write_text("import axon_eg as ax\n\n@ax.program(M=3, N=40)\n"
+                   "def scaled_softmax(x: ax.Tensor['M', 'N', ax.fp32]):\n    return ax.softmax(x * 0.5, axis=-1)\n")
+    out = tmp_path / "out"
+    code = main(["optimize", str(src), "-k", "2", "--cpu", "--out", str(out), "--cache", str(tmp_path / "cache")])
+    assert code == 0
+    assert "@triton.jit" in (out / "best.py").read_text()
+    report = (out / "report.md").read_text()
+    assert "phase 2" in report and "torch_eager" in report and "selected" in report
+    assert pl.read_parquet(out / "table.parquet").height >= 2
+    code = main(["optimize", str(src), "-k", "2", "--cpu", "--out", str(out), "--cache", str(tmp_path / "cache")])
+    assert code == 0 and "cache hit" in (out / "report.md").read_text().replace("cache: hit", "cache hit")
