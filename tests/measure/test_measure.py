@@ -227,11 +227,12 @@ def test_table_schema_validation_and_cache_dir(tmp_path, monkeypatch):
 
 
 def test_worker_imports_only_numpy_torch_triton():
-    code = ("import axon_eg.measure.worker, axon_eg.measure.harness, sys; "
-            "bad = [m for m in sys.modules if m.startswith(('egglog', 'z3', 'polars'))]; assert not bad, bad")
+    code = ("import axon_eg.measure.worker, axon_eg.measure.harness, axon_eg.measure.ray_runner, sys; "
+            "bad = [m for m in sys.modules if m.startswith(('egglog', 'z3', 'polars', 'matplotlib', 'ray.')) or m == 'ray']; "
+            "assert not bad, bad")
     subprocess.run([PY, "-c", code], check=True, timeout=60)
     src = Path(harness.__file__).parent
-    for f in ("__init__.py", "harness.py", "worker.py", "__main__.py"):
+    for f in ("__init__.py", "harness.py", "worker.py", "__main__.py", "ray_runner.py"):
         assert not any(f"import {m}" in (src / f).read_text() for m in ("polars", "egglog", "z3")), f
 
 

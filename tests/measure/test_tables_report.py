@@ -94,7 +94,7 @@ def test_report_plots(tmp_path):
     write_gpu_data(tmp_path)
     text = report(tmp_path, plot_dir=tmp_path / "plots")
     # predicted 5..9, 20, 30 vs measured 10..14, 50, 40: ranks agree but for the matmul pair: 1 - 6*2/(7*48)
-    assert "Spearman rho, predicted vs measured: 0.964 over 7 candidates" in text
+    assert "Spearman rho, predicted vs measured: 0.964 (n = 7 " in text
     for name in ("predicted_vs_measured.png", "latency_distribution.png"):
         path = tmp_path / "plots" / name
         assert str(path) in text and path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -209,5 +209,5 @@ def plot(m: pl.DataFrame, cands: pl.DataFrame, plot_dir: Path) -> str:
     paths.append(plot_dir / "latency_distribution.png")
     fig.savefig(paths[-1], dpi=120, bbox_inches="tight")
     rho_text = "n/a" if rho is None else f"{rho:.3f}"
-    return (f"Spearman rho, predicted vs measured: {rho_text} over {pv.height} candidates.\n\n"
+    return (f"Spearman rho, predicted vs measured: {rho_text} (n = {pv.height} candidates with a prediction).\n\n"
             "Plots: " + ", ".join(str(p) for p in paths) + "\n")

@@ -411,7 +411,7 @@ def _sdpa_native(ins: list[Shape], out: Shape) -> bool:
     lead = 3 if len(q) >= 3 else 2
     if not (q[:-lead] == k[:-lead] == v[:-lead] and k[:-1] == v[:-1]):
         return False
-    if lead == 3 and (q[-3] % k[-3] or (k[-3] != q[-3] and k[-3] != v[-3])):
+    if lead == 3 and q[-3] % k[-3]:
         return False
     if len(ins) == 4:
         scores = (*q[:-1], k[-2])
@@ -511,26 +511,38 @@ def _compute(compute_dtype: Any) -> DType | None:
 def expr(program: Program, i: int, args: Sequence[str], *, compute_dtype: Any = None) -> str:
     """The PyTorch expression of node ``i`` over its operands' expressions ``args``.
 
-    Each argument must evaluate to a tensor of its operand node's dtype (or to ``compute_dtype``), or
+    Each argument must evaluate to a tensor of its operand node's dtype (or of ``compute_dtype``), or
     be a Python number standing for a scalar constant. Operands whose dtype differs from the node's
     (the registry promotes) are cast to it first; with ``compute_dtype`` nothing is cast."""
+    compute = _compute(compute_dtype)
+    casts = _operand_casts(program, i, compute)
+    node = program.nodes[i]
+    args = [f"{atom(arg)}.to({torch_dtype(node.dtype)})" if j in casts and not is_literal(arg) else arg
+            for arg, j in zip(args, node.inputs)]
+    return _lower(program, i, args, compute)
+
+
+def _operand_casts(program: Program, i: int, compute: DType | None) -> set[int]:
+    """Operands of node ``i`` to cast to its dtype before the op (none when computing in one dtype)."""
+    node = program.nodes[i]
+    if compute is not None or node.op == "cast":
+        return set()
+    return {j for j in node.inputs if program.nodes[j].dtype != node.dtype}
+
+
+def _lower(program: Program, i: int, args: list[str], compute: DType | None) -> str:
+    """Node ``i``'s expression over operands already in its dtype."""
     node = program.nodes[i]
     lower = LOWERINGS.get(node.op)
     if lower is None:
         raise UnknownOperation(f"{node.op}: no PyTorch lowering; add one to axon_eg.backends.torch.lower.LOWERINGS")
-    compute = _compute(compute_dtype)
     bindings = program.bindings
     attrs = O.Attrs(tuple((k, _bind(v, bindings)) for k, v in node.attrs.items()))
-    args = list(args)
     if node.op == "cast":
         source, target = (compute or d for d in (program.nodes[node.inputs[0]].dtype, node.dtype))
         if source == target:
             return args[0]
         attrs = attrs.replace(dtype=target)
-    elif compute is None:
-        want = torch_dtype(node.dtype)
-        args = [arg if is_literal(arg) or program.nodes[j].dtype == node.dtype else f"{atom(arg)}.to({want})"
-                for arg, j in zip(args, node.inputs)]
     in_shapes = [program.concrete_shape(j) for j in node.inputs]
     return lower(args, attrs, in_shapes, program.concrete_shape(i), bindings)
 
@@ -569,8 +581,21 @@ def emit_function(program: Program, name: str = "forward", *, compute_dtype: Any
     users, outputs = program.users(), set(program.outputs)
     refs = [""] * len(program.nodes)
     scalars: dict[int, str] = {}  # constant node -> its literal, for the binary ops that take it as a number
+    casts: dict[tuple[int, DType], str] = {}  # (node, dtype) -> the variable holding the node cast to dtype
+    taken = set(params.values())
     strided = [False] * len(program.nodes)  # may be a view or follow a view's strides
     body = []
+
+    def cast(j: int, dtype: DType) -> str:
+        if (j, dtype) not in casts:
+            var = f"{refs[j]}_{dtype.name}"
+            while var in taken:
+                var += "_"
+            taken.add(var)
+            casts[j, dtype] = var
+            body.append(f"    {var} = {refs[j]}.to({torch_dtype(dtype)})")
+        return casts[j, dtype]
+
     for i, node in enumerate(program.nodes):
         if node.op == "input":
             refs[i] = params[i]
@@ -582,8 +607,10 @@ def emit_function(program: Program, name: str = "forward", *, compute_dtype: Any
             where = f", device={device}" if device else ""
             rhs = f"torch.tensor({value}, dtype={torch_dtype(compute or node.dtype)}{where})"
         else:
-            args = [scalars[j] if j in scalars and _scalar_operand(program, i, j) else refs[j] for j in node.inputs]
-            rhs = expr(program, i, args, compute_dtype=compute)
+            to_cast = _operand_casts(program, i, compute)
+            args = [scalars[j] if j in scalars and _scalar_operand(program, i, j)
+                    else cast(j, node.dtype) if j in to_cast else refs[j] for j in node.inputs]
+            rhs = _lower(program, i, args, compute)
             strided[i] = O.get(node.op).kind is O.OpKind.LAYOUT or any(strided[j] for j in node.inputs)
         refs[i] = f"v{i}"
         body.append(f"    v{i} = {rhs}")
