@@ -79,7 +79,8 @@ def write_bundle(directory: str | os.PathLike[str], program: Program, kernels: S
         _atomic_text(root / f"{k.name}.py", k.source)
         entries.append({"id": k.name, "source": f"{k.name}.py", "entry": k.entry, "mode": k.mode, "kind": k.kind,
                         "inputs": specs, "out_dtypes": dts, "reference": ref, "seed": seed, "trials": trials,
-                        "timeout_s": (timeouts or {}).get(k.name, timeout_s), "resources": k.resources, "meta": k.meta})
+                        "timeout_s": (timeouts or {}).get(k.name, timeout_s), "resources": k.resources, "meta": k.meta,
+                        "time_wrong": k.kind == "baseline"})
     manifest = {"program": program.name, "program_hash": program.hash, "hw": hw.name, "limits": limits(hw),
                 "candidates": entries}
     _atomic_text(root / "manifest.json", json.dumps(manifest, indent=1, default=str))

@@ -410,10 +410,11 @@ def _select(key: str, program: Program, bdir: Path, cache_dir: Any, graph: Calla
     timed = df.filter((pl.col("status") == "ok") & pl.col("median_us").is_not_null()).height > 0
     ok = df.filter(pl.col("status") == "ok")
     base = ok.filter(pl.col("kind") == "baseline")
-    eager = base.filter(pl.col("id") == "torch_eager")["median_us"].first() if timed else None
-    comp = base.filter(pl.col("id") == "torch_compile")["median_us"].first() if timed else None
+    timed_base = df.filter((pl.col("kind") == "baseline") & pl.col("median_us").is_not_null())  # ok or not
+    eager = timed_base.filter(pl.col("id") == "torch_eager")["median_us"].first() if timed else None
+    comp = timed_base.filter(pl.col("id") == "torch_compile")["median_us"].first() if timed else None
     if timed:
-        bar = base["median_us"].min()
+        bar = timed_base["median_us"].min()
         best_id = ok.sort("median_us", nulls_last=True)["id"][0]
     else:
         bar = None

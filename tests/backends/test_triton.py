@@ -12,7 +12,7 @@ os.environ.setdefault("TRITON_INTERPRET", "1")
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 from benchmarks import suite  # noqa: E402
-from hypothesis import given, settings  # noqa: E402
+from hypothesis import assume, given, settings  # noqa: E402
 
 from axon_eg.backends.kernel import input_specs, output_dtypes  # noqa: E402
 from axon_eg.backends.triton.base import GroupKernel  # noqa: E402
@@ -120,22 +120,28 @@ def test_resources_name_the_launch_and_exceed_limits_for_oversized_blocks():
     assert kernel.resources["threads"] <= limits(H200)["threads"]
 
 
+def fp32_conditioned(program, seeds=range(3)):
+    """Whether an unfused fp32 evaluation (every value rounded to fp32) stays finite and within the fp32
+    tolerance of the float64 reference: random programs can overflow or cancel in fp32 itself."""
+    ref = reference_arrays(program, seeds)
+    for s in seeds:
+        xs = [t.double().numpy() for t in harness.make_inputs(input_specs(program), s)]
+        low = interpret_lowp(program, xs, "fp32")
+        for j, a in enumerate(low if isinstance(low, tuple) else (low,)):
+            r = ref[f"seed{s}_out{j}"]
+            scale = max(1.0, float(np.sqrt(np.mean(r * r)))) if r.size else 1.0
+            if not np.all(np.isfinite(a)) or np.any(np.abs(a - r) > 1e-5 * (scale + np.abs(r))):
+                return False
+    return True
+
+
 @settings(max_examples=int(os.environ.get("AXON_EG_TRITON_EXAMPLES", "40")))
 @given(programs(max_nodes=5, dtypes=(fp32,), allow_library=False))
 def test_random_programs_match_the_reference(tmp_path_factory, program):
-    kernel = emit(candidate(program), H200, "k")
     expanded = program.expand()
+    assume(fp32_conditioned(expanded))
+    kernel = emit(candidate(program), H200, "k")
     out = run_kernel(kernel, expanded, tmp_path_factory.mktemp("k"))
-    if out.status == "wrong_result" and "beyond tolerance" in (out.error or ""):
-        # a random program can be ill-conditioned in fp32 itself: then the unfused fp32 interpreter
-        # (every value rounded to fp32) misses the float64 reference by as much, and that is no bug
-        ref = reference_arrays(expanded, [0])
-        xs = [t.double().numpy() for t in harness.make_inputs(input_specs(expanded), 0)]
-        low = interpret_lowp(expanded, xs, "fp32")
-        low = low if isinstance(low, tuple) else (low,)
-        worst = max(float(np.max(np.abs(a - ref[f"seed0_out{j}"]))) for j, a in enumerate(low))
-        assert worst > 0.1 * out.max_abs_err, f"{out.error}\n{kernel.source}"
-        return
     assert out.status == "ok", f"{out.error}\n{kernel.source}"
 
 

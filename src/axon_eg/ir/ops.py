@@ -286,7 +286,10 @@ def _softplus(x: np.ndarray, beta: float = 1.0, threshold: float = 20.0) -> np.n
 
 
 def _sigmoid(x: np.ndarray) -> np.ndarray:
-    return 0.5 * (1.0 + np.tanh(0.5 * x))
+    # exp of minus |x| never overflows, and for very negative x the result keeps its relative precision
+    # (0.5 * (1 + tanh(x / 2)) cancels to a few ulps of 1 there)
+    e = np.exp(-np.abs(x))
+    return np.where(x >= 0, 1.0 / (1.0 + e), e / (1.0 + e))
 
 
 # --------------------------------------------------------------------------------------------

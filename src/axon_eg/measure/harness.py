@@ -328,13 +328,15 @@ def time_candidate(fn: Callable[..., Any], specs: Sequence[Any], *, seed: int = 
 
 def measure(fn: Callable[..., Any], specs: Sequence[Any], reference: Any, *, seed: int = 0, trials: int = MIN_TRIALS,
             device: str | torch.device | None = None, mode: str = "auto", out_dtypes: Sequence[str] | None = None,
-            warmup: int = 10, runs: int = MIN_RUNS) -> Outcome:
-    """Correctness gate, then (on CUDA, when correct) timing. ``device`` defaults to CUDA when available."""
+            warmup: int = 10, runs: int = MIN_RUNS, time_wrong: bool = False) -> Outcome:
+    """Correctness gate, then (on CUDA, when correct) timing. ``device`` defaults to CUDA when available.
+    ``time_wrong`` times a candidate that ran but missed the tolerance too (baselines: their speed is the
+    bar to beat whatever their numerics; the status stays ``wrong_result``)."""
     if device is None:
         device = "cuda" if torch.cuda.is_available() else "cpu"
     res = check_correctness(fn, specs, reference, seed=seed, trials=trials, device=device, mode=mode,
                             out_dtypes=out_dtypes)
-    if res.status != "ok":
+    if res.status != "ok" and not (time_wrong and res.status == "wrong_result"):
         return res
     specs = [InputSpec.coerce(s) for s in specs]
     refs = reference_outputs(reference, seed, make_inputs(specs, seed, "cpu"))

@@ -11,6 +11,7 @@ output's own offset stay contiguous so Triton vectorizes them.
 from __future__ import annotations
 
 import math
+import re
 
 from axon_eg.extract.fusion import FusionPlan
 from axon_eg.extract.tiling import Tiling
@@ -74,8 +75,8 @@ class _Emitter:
                 self.reads.append(n)
             mask = "mask" if cond is None else f"mask & ({cond})"
             addr = self.flat(idx, shape)
-            if addr == "0":  # one element for the whole block: a scalar load, broadcast by the arithmetic
-                expr = f"tl.load(p{n}).to(tl.float32)"
+            if not re.search(r"\b(offs|i\d+)\b", addr):  # one element for the whole block: a scalar load
+                expr = f"tl.load(p{n}{'' if addr == '0' else ' + ' + addr}).to(tl.float32)"
             else:
                 expr = f"tl.load(p{n} + {addr}, mask={mask}, other=1.0).to(tl.float32)"
         else:

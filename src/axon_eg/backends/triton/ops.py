@@ -30,7 +30,9 @@ def lit(v: float) -> str:
 
 
 def _sigmoid(x: str) -> str:
-    return f"(1.0 / (1.0 + tl.exp(-({x}))))"
+    # exp(-|x|) never overflows and keeps the relative precision of sigmoid(x) for very negative x
+    e = f"tl.exp(-tl.abs({x}))"
+    return f"tl.where(({x}) >= 0.0, 1.0 / (1.0 + {e}), {e} / (1.0 + {e}))"
 
 
 def _tanh(x: str) -> str:
