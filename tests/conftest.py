@@ -9,6 +9,8 @@ from pathlib import Path
 from hypothesis import HealthCheck, settings
 
 ROOT = Path(__file__).resolve().parent.parent
+os.environ.setdefault("TRITON_INTERPRET", "1")  # no GPU in CI: Triton kernels run in the interpreter (set before
+# triton is first imported anywhere in the process, or its language functions are built for a real device)
 sys.path.insert(0, str(ROOT))
 
 settings.register_profile("ci", max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow],

@@ -72,7 +72,7 @@ def write_bundle(directory: str | os.PathLike[str], program: Program, kernels: S
         ref = "ref.npz"
     else:
         _atomic_text(root / "reference.py", emit_module(program))
-        ref = "reference.py:reference"
+        ref = "reference.py:reference_torch"
     specs, dts = input_specs(program), output_dtypes(program)
     entries: list[dict[str, Any]] = []
     for k in kernels:

@@ -77,11 +77,14 @@ _GPU: dict[str, Field] = {
     "memory.shared.per_sm": _q("bytes"),
     "memory.shared.per_block": _q("bytes"),
     "memory.registers.per_sm": _q("bytes"),
+    "memory.registers.per_thread": _q("count", required=False),  # 32-bit registers one thread may hold
     "compute.units": _q("count"),  # SMs / Xe cores
     "compute.peak.bf16": _q("flops"),  # dense, tensor cores / XMX
     "compute.peak.fp16": _q("flops"),
     "compute.peak.fp32": _q("flops"),  # non-tensor
     "compute.measured_peak.bf16": _q("flops", required=False),
+    "compute.max_warps_per_sm": _q("count", required=False),  # resident warps (Little's law in the cost model)
+    "compute.max_blocks_per_sm": _q("count", required=False),
     "knobs.num_warps": Field("list[int]"),
     "knobs.num_stages.min": _q("count"),
     "knobs.num_stages.max": _q("count"),
@@ -91,6 +94,7 @@ _GPU: dict[str, Field] = {
     "knobs.large_grf_max_warps": _q("count", required=False),  # Intel: 256/512 GRF refused above this
     "costs.launch": _q("time"),  # device-side gap per kernel launch
     "costs.host_launch": _q("time", required=False),  # host-side time to issue one launch
+    "costs.hbm_latency": _q("time", required=False),  # load-to-use latency of an HBM access
 }
 
 _TRAINIUM: dict[str, Field] = {

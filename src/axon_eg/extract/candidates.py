@@ -77,7 +77,7 @@ def enumerate_candidates(nugraph: NuGraph, target: str | HardwareSpec, k: int = 
                 options, stats = tilings(sp)
                 summary.tilings_considered += stats["considered"]
                 summary.tilings_feasible += stats["feasible"]
-                ranked = sorted(options, key=lambda t, gi=gi: (_group_cost(plan, gi, t, hw), t.values))
+                ranked = sorted(options, key=lambda t, gi=gi: (_group_cost(plan, gi, t, hw), *_tie_break(t), t.values))
                 kept = ranked[:tilings_per_group]
                 summary.tilings_kept += len(kept)
                 per_group.append(kept)
@@ -97,6 +97,16 @@ def enumerate_candidates(nugraph: NuGraph, target: str | HardwareSpec, k: int = 
     ranked = sorted(found.values(), key=lambda c: (c.predicted_seconds, c.key))
     summary.kept = min(k, len(ranked))
     return ranked[:k], summary
+
+
+def _tie_break(t: Tiling) -> tuple[int, float, int]:
+    """Among tilings the cost model cannot tell apart, prefer whole rows in one block (one pass over
+    HBM, nothing re-read), then about 16 elements per thread (a few 128-bit loads each: enough loads
+    in flight without spilling registers), then more elements per program."""
+    v = dict(t.values)
+    elems = int(v.get("BLOCK", 1)) * int(v.get("BLOCK_N", 1)) * int(v.get("ROWS_PER_PROGRAM", 1))
+    per_thread = elems / (int(v.get("num_warps", 4)) * 32)
+    return (0 if "BLOCK_N" not in v else -int(v["BLOCK_N"]), abs(math.log2(max(per_thread, 1e-9)) - 4), -elems)
 
 
 def _group_cost(plan: FusionPlan, gi: int, t: Tiling, hw: HardwareSpec) -> float:

@@ -26,6 +26,7 @@ from axon_eg.ir import ops as O
 
 from .fusion import ATTENTION, LAYOUT, MATMUL, REDUCTION, FusionPlan, node_kind
 from .tiling import FP32, Tiling
+from .tiling import _dims as plan_dims
 
 GROUP_SIZE_M = 8  # the tile-row swizzle the Triton matmul lowering uses
 
@@ -111,7 +112,9 @@ def gpu_group_cost(plan: FusionPlan, gi: int, t: Tiling | None, hw: HardwareSpec
     bw = hw.get("memory.hbm.measured_bandwidth") or hw.value("memory.hbm.bandwidth")
     peak_mm = hw.get("compute.measured_peak.bf16") or hw.value("compute.peak.bf16")
     nbytes, mm, other = group_traffic(plan, gi, t, hw.value("memory.l2.capacity"), int(hw.value("compute.units")))
-    roof = max(c["bytes"] * nbytes / bw, c["flops"] * (mm / peak_mm + other / hw.value("compute.peak.fp32")))
+    nbytes += _extra_passes_bytes(plan, gi, t, hw)
+    memory = c["bytes"] * nbytes / (bw * _latency_efficiency(plan, gi, t, hw))
+    roof = max(memory, c["flops"] * (mm / peak_mm + other / hw.value("compute.peak.fp32")))
     seconds = roof / _wave_efficiency(plan, gi, t, hw, hw.value("compute.units")) + c["launch"] * hw.value("costs.launch")
     return GroupCost(gi, plan.groups[gi].kind, nbytes, mm + other, seconds)
 
@@ -121,6 +124,64 @@ def gpu_cost(plan: FusionPlan, tilings: Sequence[Tiling | None], hw: HardwareSpe
     groups = [gpu_group_cost(plan, gi, tilings[gi] if gi < len(tilings) else None, hw, coefficients)
               for gi in range(len(plan.groups))]
     return CostReport(sum(g.seconds for g in groups), groups)
+
+
+def _streams(plan: FusionPlan, gi: int) -> tuple[int, int]:
+    """(full-width tensors a memory-bound group reads per element, their item size)."""
+    program = plan.program
+    anchor = plan.groups[gi].anchor(program)
+    node = program.nodes[anchor]
+    full = math.prod(program.concrete_shape(node.inputs[0] if plan.groups[gi].kind == REDUCTION and node.inputs
+                                            else anchor))
+    ins = [j for j in plan.inputs_of(gi) if math.prod(program.concrete_shape(j)) == full]
+    item = max((program.nodes[j].dtype.itemsize for j in ins), default=4)
+    return max(1, len(ins)), item
+
+
+def _resident(t: Tiling, programs: int, hw: HardwareSpec) -> int:
+    """Programs one SM runs at once (Hopper: at most 64 warps and 32 blocks)."""
+    warps = int(t.get("num_warps", 4))
+    per_sm = min(int(hw.value("compute.max_blocks_per_sm")), int(hw.value("compute.max_warps_per_sm")) // max(1, warps))
+    return max(1, min(per_sm, math.ceil(programs / hw.value("compute.units"))))
+
+
+def _latency_efficiency(plan: FusionPlan, gi: int, t: Tiling | None, hw: HardwareSpec) -> float:
+    """Little's law for memory-bound groups: the bandwidth reached is the bytes in flight per SM over
+    the memory latency, so a tiling that keeps too few loads in flight (small blocks, few resident
+    programs) cannot reach the roofline. 1.0 for matmuls or when the hardware file lacks the facts."""
+    kind = plan.groups[gi].kind
+    if t is None or kind in (MATMUL, ATTENTION) or hw.get("costs.hbm_latency") is None \
+            or hw.get("compute.max_warps_per_sm") is None:
+        return 1.0
+    streams, item = _streams(plan, gi)
+    if kind == REDUCTION:
+        cols = dict(plan_dims(plan, gi))["COLS"]
+        per_iter = int(t.get("ROWS_PER_PROGRAM", 1)) * min(int(t.get("BLOCK_N", cols)), cols)
+    else:
+        per_iter = int(t.get("BLOCK", 1024))
+    in_flight = _resident(t, _programs(plan, gi, t), hw) * per_iter * item * streams
+    bw = hw.get("memory.hbm.measured_bandwidth") or hw.value("memory.hbm.bandwidth")
+    need = bw * hw.value("costs.hbm_latency") / hw.value("compute.units")
+    return max(1e-3, min(1.0, in_flight / need))
+
+
+def _extra_passes_bytes(plan: FusionPlan, gi: int, t: Tiling | None, hw: HardwareSpec) -> float:
+    """A row reduction whose row does not fit one block reads its rows once per reduction plus once
+    to store; the re-reads come from L2 when the rows in flight fit it, else from HBM."""
+    if t is None or plan.groups[gi].kind != REDUCTION or hw.get("compute.max_warps_per_sm") is None:
+        return 0.0
+    cols = dict(plan_dims(plan, gi))["COLS"]
+    if int(t.get("BLOCK_N", cols)) >= cols:
+        return 0.0
+    program = plan.program
+    reductions = sum(2 if program.nodes[n].op == "logsumexp" else 1 for n in plan.groups[gi].nodes
+                     if O.get(program.nodes[n].op).kind is O.OpKind.REDUCE)
+    streams, item = _streams(plan, gi)
+    rows_in_flight = _resident(t, _programs(plan, gi, t), hw) * hw.value("compute.units") * int(t.get("ROWS_PER_PROGRAM", 1))
+    if rows_in_flight * cols * item * streams <= hw.value("memory.l2.capacity") / 2:
+        return 0.0
+    rows = math.prod(program.concrete_shape(program.nodes[plan.groups[gi].anchor(program)].inputs[0])[:-1])
+    return float(reductions * rows * cols * item * streams)
 
 
 def _programs(plan: FusionPlan, gi: int, t: Tiling | None) -> int:

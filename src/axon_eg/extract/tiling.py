@@ -99,6 +99,7 @@ def _gpu(kind: str, dims: dict[str, int], item: int, live: int, hw: HardwareSpec
     warp_size = max(hw.value("knobs.warp_size"))
     smem = hw.value("memory.shared.per_block")
     regs = hw.value("memory.registers.per_sm")
+    per_thread = int(hw.get("memory.registers.per_thread") or 128)  # without the fact: a conservative cap
     stages = tuple(range(int(hw.value("knobs.num_stages.min")), int(hw.value("knobs.num_stages.max")) + 1))
     extra: list[tuple[str, tuple]] = []
     if hw.get("knobs.grf_mode") is not None:
@@ -124,6 +125,8 @@ def _gpu(kind: str, dims: dict[str, int], item: int, live: int, hw: HardwareSpec
         constraints = [
             Constraint("registers", f"ROWS*BLOCK_N*4 B*{live} live <= {regs} B / 2",
                        lambda t: t["ROWS_PER_PROGRAM"] * t["BLOCK_N"] * FP32 * live <= regs // 2),
+            Constraint("registers per thread", f"ROWS*BLOCK_N*{live} live / (num_warps*{warp_size}) <= {per_thread} / 2",
+                       lambda t: t["ROWS_PER_PROGRAM"] * t["BLOCK_N"] * live <= t["num_warps"] * warp_size * per_thread // 2),
             Constraint("threads have work", f"ROWS*BLOCK_N >= num_warps*{warp_size}",
                        lambda t: t["ROWS_PER_PROGRAM"] * t["BLOCK_N"] >= t["num_warps"] * warp_size),
         ]
@@ -136,6 +139,8 @@ def _gpu(kind: str, dims: dict[str, int], item: int, live: int, hw: HardwareSpec
                    lambda t: t["BLOCK"] >= t["num_warps"] * warp_size),
         Constraint("registers", f"BLOCK*4 B*{live} live <= {regs} B / 2",
                    lambda t: t["BLOCK"] * FP32 * live <= regs // 2),
+        Constraint("registers per thread", f"BLOCK*{live} live / (num_warps*{warp_size}) <= {per_thread} / 2",
+                   lambda t: t["BLOCK"] * live <= t["num_warps"] * warp_size * per_thread // 2),
     ]
     return params, constraints
 

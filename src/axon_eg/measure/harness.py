@@ -102,24 +102,25 @@ class Outcome:
     extra: dict[str, Any] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
-        d = {k: v for k, v in self.__dict__.items() if k != "extra"}
+        d = {k: v for k, v in self.__dict__.items() if k != "extra" and not k.startswith("_")}
         d.update(self.extra)
         return d
 
 
 def make_inputs(specs: Sequence[Any], seed: int, device: str | torch.device = "cpu") -> list[torch.Tensor]:
-    """Seeded inputs: standard normal (exact zeros replaced), or uniform [0.5, 1.5) for positive specs."""
-    rng = np.random.default_rng(seed)
+    """Seeded inputs: standard normal (exact zeros replaced), or uniform [0.5, 1.5) for positive specs.
+
+    Drawn by torch's CPU generator (the same values on every machine, whatever ``device`` is), in
+    float32, then rounded to the spec's dtype and moved to ``device``."""
+    gen = torch.Generator(device="cpu").manual_seed(int(seed))
     out = []
     for spec in map(InputSpec.coerce, specs):
         if spec.positive:
-            a = rng.uniform(0.5, 1.5, size=spec.shape)
+            t = torch.rand(spec.shape, generator=gen, dtype=torch.float32) + 0.5
         else:
-            a = rng.standard_normal(size=spec.shape)
-            a[a == 0.0] = 0.5
-        t = torch.from_numpy(np.array(a, dtype=np.float64, order="C")).to(TORCH_DTYPES[spec.dtype])  # keeps rank 0
-        if spec.dtype != "fp32":  # rounding to 16 bits can make tiny values zero
-            t = torch.where(t == 0, torch.full_like(t, 0.5), t)
+            t = torch.randn(spec.shape, generator=gen, dtype=torch.float32)
+        t = t.to(TORCH_DTYPES[spec.dtype])
+        t = torch.where(t == 0, torch.full_like(t, 0.5), t)  # never zeros, also after rounding to 16 bits
         out.append(t.to(device))
     return out
 
@@ -177,8 +178,13 @@ def resolve_mode(fn: Callable[..., Any], n_in: int, n_out: int | None, mode: str
     return "dps" if n_out else "return"
 
 
-def reference_outputs(reference: Any, seed: int, inputs: Sequence[torch.Tensor]) -> list[np.ndarray]:
-    """Float64 reference outputs for the trial with ``seed`` (see the module docstring for the forms)."""
+def reference_outputs(reference: Any, seed: int, inputs: Sequence[torch.Tensor]) -> list[np.ndarray] | list[torch.Tensor]:
+    """Float64 reference outputs for the trial with ``seed`` (see the module docstring for the forms).
+    A callable marked ``_takes_torch`` gets the input tensors and returns float64 tensors (kept on the
+    device; large programs are checked without copying to the host)."""
+    if getattr(reference, "_takes_torch", False):
+        with torch.no_grad():
+            return [r.to(torch.float64) for r in _as_list(reference(*inputs))]
     if isinstance(reference, Mapping):
         if seed not in reference:
             raise KeyError(f"no precomputed reference outputs for trial seed {seed}")
@@ -210,6 +216,36 @@ def classify(exc: BaseException) -> tuple[str, str]:
     if names & {"CompilationError", "CompileTimeAssertionFailure", "SyntaxError"}:
         return "compile_error", "compile"
     return "runtime_error", "run"
+
+
+def _compare(got: torch.Tensor, ref: Any, tol: float) -> tuple | None:
+    """Compare one output with its float64 reference on the output's device (a GPU compares 64M
+    elements in milliseconds). Returns None when within ``|g - r| <= tol * (scale + |r|)``; else
+    (kind "nonfinite" / "over" / "ok", count, first index, got, expected, max abs err, max rel err),
+    "ok" carrying only the error statistics."""
+    g = got.detach().to(torch.float64)
+    r = ref if isinstance(ref, torch.Tensor) else torch.from_numpy(np.asarray(ref, dtype=np.float64))
+    r = r.to(device=g.device, dtype=torch.float64)
+
+    def first(mask: torch.Tensor) -> tuple[int, ...]:
+        flat = int(torch.nonzero(mask.reshape(-1))[0])
+        return tuple(int(i) for i in np.unravel_index(flat, tuple(mask.shape))) if mask.dim() else ()
+
+    bad = ~torch.isfinite(g)
+    if bool(bad.any()):
+        i = first(bad)
+        return ("nonfinite", int(bad.sum()), i, float(g[i]), float(r[i]), float("inf"), float("inf"))
+    if g.numel() == 0:
+        return None
+    err = (g - r).abs()
+    abs_err = float(err.max())
+    rel_err = float((err / r.abs().clamp_min(1e-30)).max())
+    scale = max(1.0, float(torch.sqrt(torch.mean(r * r))))
+    over = err > tol * (scale + r.abs())
+    if bool(over.any()):
+        i = first(over)
+        return ("over", int(over.sum()), i, float(g[i]), float(r[i]), abs_err, rel_err)
+    return ("ok", 0, (), 0.0, 0.0, abs_err, rel_err)
 
 
 def check_correctness(fn: Callable[..., Any], specs: Sequence[Any], reference: Any, *, seed: int = 0,
@@ -244,6 +280,7 @@ def check_correctness(fn: Callable[..., Any], specs: Sequence[Any], reference: A
             res.error = "".join(traceback.format_exception(exc))[-4000:]
             return res
         res.trials = t + 1
+        res._out_shapes = [tuple(r.shape) for r in refs]  # for timing; not a row column
         for x, x0, spec in zip(inputs, saved, specs):
             if not torch.equal(x, x0):  # inputs never hold NaN, so exact equality is the test
                 res.status, res.error = "wrong_result", f"candidate mutated input {spec.name!r} (trial seed {s})"
@@ -267,28 +304,22 @@ def check_correctness(fn: Callable[..., Any], specs: Sequence[Any], reference: A
             if tuple(g.shape) != tuple(r.shape):
                 res.status, res.error = "wrong_result", f"output {j} has shape {tuple(g.shape)}, expected {r.shape}"
                 return res
-            g64 = _to64(g)
-            bad = ~np.isfinite(g64)
-            if bad.any():
-                hint = " (outputs are NaN-poisoned before the run: NaN may be an unwritten element)" if m == "dps" else ""
-                res.status = "wrong_result"
-                res.error = (f"output {j}: {int(bad.sum())} of {g64.size} elements are NaN/Inf, first at index "
-                             f"{tuple(int(i) for i in np.argwhere(bad)[0])}{hint} (trial seed {s})")
-                res.max_abs_err = float("inf")
-                return res
-            err = np.abs(g64 - r)
-            if err.size:
-                max_abs = max(max_abs, float(err.max()))
-                max_rel = max(max_rel, float((err / np.maximum(np.abs(r), 1e-30)).max()))
+            found = _compare(g, r, tol)
+            if found is None:
+                continue
+            kind, count, first, got_v, want_v, abs_err, rel_err = found
+            max_abs, max_rel = max(max_abs, abs_err), max(max_rel, rel_err)
             res.max_abs_err, res.max_rel_err = max_abs, max_rel
-            scale = max(1.0, float(np.sqrt(np.mean(r * r)))) if r.size else 1.0
-            over = err > tol * (scale + np.abs(r))
-            if over.any():
-                i = tuple(int(k) for k in np.argwhere(over)[0])
+            if kind == "nonfinite":
+                hint = " (outputs are NaN-poisoned before the run: NaN may be an unwritten element)" if m == "dps" else ""
+                res.status, res.max_abs_err = "wrong_result", float("inf")
+                res.error = (f"output {j}: {count} of {g.numel()} elements are NaN/Inf, first at index {first}{hint} "
+                             f"(trial seed {s})")
+                return res
+            if kind == "over":
                 res.status = "wrong_result"
-                res.error = (f"output {j}: {int(over.sum())} of {g64.size} elements beyond tolerance {tol} "
-                             f"(first at {i}: got {g64[i]!r}, expected {r[i]!r}; max abs err {max_abs:.3g}; "
-                             f"trial seed {s})")
+                res.error = (f"output {j}: {count} of {g.numel()} elements beyond tolerance {tol} (first at {first}: "
+                             f"got {got_v!r}, expected {want_v!r}; max abs err {max_abs:.3g}; trial seed {s})")
                 return res
     res.status, res.stage = "ok", "done"
     return res
@@ -339,9 +370,8 @@ def measure(fn: Callable[..., Any], specs: Sequence[Any], reference: Any, *, see
     if res.status != "ok" and not (time_wrong and res.status == "wrong_result"):
         return res
     specs = [InputSpec.coerce(s) for s in specs]
-    refs = reference_outputs(reference, seed, make_inputs(specs, seed, "cpu"))
     try:
-        stats = time_candidate(fn, specs, seed=seed, device=device, mode=mode, out_shapes=[r.shape for r in refs],
+        stats = time_candidate(fn, specs, seed=seed, device=device, mode=mode, out_shapes=res.__dict__["_out_shapes"],
                                out_dtypes=list(out_dtypes or []), warmup=warmup, runs=runs)
     except Exception as exc:
         status, stage = classify(exc)

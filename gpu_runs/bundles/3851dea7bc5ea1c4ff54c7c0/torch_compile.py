@@ -1,0 +1,48 @@
+# Program 'silu', hash a90a31ea7693b2d6e379c5da60d4c08bad001b0c2ca683a8e4e41de674942251, lowered to PyTorch by axon_eg.backends.torch.
+#   eager: the baseline in the inputs' dtypes; compiled: torch.compile of it (built on first call);
+#   reference: the same code in float64 (CUDA when available), NumPy arrays in and out.
+#
+# program silu(x: bf16[M, N]) -> bf16[M, N]  where M=8192, N=8192
+#   %1 = silu(x)                                   : bf16[M, N]
+#   return %1
+import torch
+import torch.nn.functional as F
+
+INPUTS = ('x',)
+
+
+def forward(x):
+    v1 = F.silu(x)
+    return v1
+
+
+def forward_float64(x):
+    v1 = F.silu(x)
+    return v1
+
+
+def eager(*inputs):
+    """The PyTorch baseline: the program in its inputs' dtypes (one tensor, or a tuple)."""
+    return forward(*inputs)
+
+
+_compiled = None
+
+
+def compiled(*inputs):
+    """torch.compile(eager, mode="max-autotune-no-cudagraphs"), compiled on the first call."""
+    global _compiled
+    if _compiled is None:
+        _compiled = torch.compile(eager, mode="max-autotune-no-cudagraphs")
+    return _compiled(*inputs)
+
+
+def reference(*arrays):
+    """The program in float64: NumPy arrays in (program input order), NumPy float64 arrays out."""
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    tensors = [torch.as_tensor(a, dtype=torch.float64, device=device) for a in arrays]
+    with torch.no_grad():
+        out = forward_float64(*tensors)
+    if isinstance(out, tuple):
+        return tuple(t.cpu().numpy() for t in out)
+    return out.cpu().numpy()
