@@ -16,7 +16,7 @@ $(VENV)/.installed: pyproject.toml
 	touch $@
 
 demo: $(VENV)/.installed
-	$(VENV)/bin/axon-eg inspect rmsnorm_matmul
+	$(VENV)/bin/axon-eg optimize rmsnorm -k 4 --out out/demo
 
 test: $(VENV)/.installed
 	$(VENV)/bin/ruff check src tests benchmarks

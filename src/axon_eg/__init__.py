@@ -29,6 +29,11 @@ _LAZY = {
     "fp64": "axon_eg.ir.dtypes",
     "DType": "axon_eg.ir.dtypes",
     "errors": "axon_eg.errors",
+    # the pipeline and its tables
+    "saturate_and_extract": "axon_eg.pipeline",
+    "write_bundle_only": "axon_eg.pipeline",
+    "Result": "axon_eg.pipeline",
+    "results": "axon_eg.measure.tables",
 }
 
 

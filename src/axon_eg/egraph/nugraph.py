@@ -287,6 +287,8 @@ class NuGraph:
         With ``modulo_commutativity`` variants that differ only in the operand order of commutative
         ops (``mul(g, x)`` vs ``mul(x, g)``) count once, so the k slots go to different algebra."""
         g = self.serialized()
+        if not hasattr(self, "_original_key"):
+            self._original_key = self.program.canonical().hash
         out: list[Variant] = []
         seen: set = set()
         wanted = k * 8 if modulo_commutativity else k
@@ -297,7 +299,8 @@ class NuGraph:
                 if key in seen:
                     continue
                 seen.add(key)
-            out.append(Variant(program, cost, dag_cost(g, term), len(out), _rules_of(g, term)))
+            same = program.canonical().hash == self._original_key
+            out.append(Variant(program, cost, dag_cost(g, term), len(out), () if same else _rules_of(g, term)))
             if len(out) == k:
                 break
         return out
