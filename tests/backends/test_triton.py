@@ -3,9 +3,7 @@ TRITON_INTERPRET=1 equals the float64 reference; emission is deterministic; reso
 
 from __future__ import annotations
 
-import importlib.util
 import os
-import sys
 
 os.environ.setdefault("TRITON_INTERPRET", "1")
 
@@ -14,51 +12,31 @@ import pytest  # noqa: E402
 from benchmarks import suite  # noqa: E402
 from hypothesis import assume, given, settings  # noqa: E402
 
-from axon_eg.backends.kernel import input_specs, output_dtypes  # noqa: E402
+from axon_eg.backends.kernel import input_specs  # noqa: E402
 from axon_eg.backends.triton.base import GroupKernel  # noqa: E402
 from axon_eg.backends.triton.emit import emit, lower_group  # noqa: E402
 from axon_eg.bundle import limits, reference_arrays  # noqa: E402
-from axon_eg.egraph.nugraph import Limits, NuGraph, Variant  # noqa: E402
-from axon_eg.extract.candidates import Candidate, enumerate_candidates  # noqa: E402
-from axon_eg.extract.cost import cost  # noqa: E402
+from axon_eg.egraph.nugraph import Limits, NuGraph  # noqa: E402
+from axon_eg.extract.candidates import enumerate_candidates  # noqa: E402
 from axon_eg.extract.fusion import plans  # noqa: E402
-from axon_eg.extract.tiling import Tiling, space, tilings  # noqa: E402
 from axon_eg.hw import load  # noqa: E402
 from axon_eg.ir import frontend as ax  # noqa: E402
 from axon_eg.ir.dtypes import fp32  # noqa: E402
 from axon_eg.ir.lowp import interpret_lowp  # noqa: E402
 from axon_eg.measure import harness  # noqa: E402
+from axon_eg.testing.kernels import candidate_for  # noqa: E402
+from axon_eg.testing.kernels import run_kernel as _run_kernel  # noqa: E402
 from axon_eg.testing.strategies import programs  # noqa: E402
 
 H200 = load("h200")
 
 
 def run_kernel(kernel, program, tmp_path):
-    path = tmp_path / f"{kernel.name}.py"
-    path.write_text(kernel.source)
-    spec = importlib.util.spec_from_file_location(f"axon_eg_test_{kernel.name}_{abs(hash(str(tmp_path)))}", path)
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod
-    spec.loader.exec_module(mod)
-    ref = reference_arrays(program, range(3))
-    by_seed = {s: [ref[f"seed{s}_out{j}"] for j in range(len(program.outputs))] for s in range(3)}
-    return harness.check_correctness(getattr(mod, kernel.entry), input_specs(program), by_seed,
-                                     out_dtypes=output_dtypes(program))
+    return _run_kernel(kernel, program, tmp_path)
 
 
 def candidate(program, plan_index=-1, overrides=None):
-    """A Candidate for the program as written, with the best tiling per group (or ``overrides``)."""
-    program = program.expand()
-    plan = plans(program)[plan_index]
-    chosen = []
-    for gi in range(len(plan.groups)):
-        options, _ = tilings(space(plan, gi, H200))
-        t = options[0] if options else Tiling(gi, ())
-        if overrides:
-            t = Tiling(gi, tuple({**dict(t.values), **overrides}.items()))
-        chosen.append(t)
-    report = cost(plan, chosen, H200)
-    return Candidate(Variant(program, 0, 0, 0), plan, tuple(chosen), (), report.seconds, report)
+    return candidate_for(program, H200, plan_index, overrides)
 
 
 @pytest.mark.parametrize("entry", suite.SUITE, ids=lambda e: e.name)

@@ -27,6 +27,7 @@ class GroupKernel:
     num_warps: int
     resources: dict[str, Any] = field(default_factory=dict, compare=False)
     note: str = ""  # one line for the file header: what the kernel does and how it is tiled
+    launch: tuple[tuple[str, Any], ...] = ()  # further launch keywords: num_stages, grf_mode (Intel XPU), ...
 
 
 def attr(program: Program, node: int, key: str) -> Any:

@@ -132,7 +132,8 @@ class _Emitter:
         return tuple("0" if a == 1 else i for i, a in zip(tail, arg))
 
 
-def lower(plan: FusionPlan, gi: int, tiling: Tiling | None, name: str, warp_size: int = 32) -> GroupKernel:
+def lower(plan: FusionPlan, gi: int, tiling: Tiling | None, name: str, warp_size: int = 32,
+          isa: str | None = None) -> GroupKernel:
     program = plan.program
     outs = plan.outputs_of(gi)
     if any(program.nodes[n].dtype.name == "fp64" for n in plan.groups[gi].nodes):

@@ -10,28 +10,38 @@ code from the torch lowering of the same registry ops, and the header says so.
 
 from __future__ import annotations
 
+import importlib
 from typing import Any
 
 from axon_eg.backends.kernel import Kernel, identifier
 from axon_eg.backends.torch.lower import expr as torch_expr
 from axon_eg.extract.candidates import Candidate
-from axon_eg.extract.fusion import ELEMENTWISE, LAYOUT, LIBRARY, REDUCTION, FusionPlan, node_kind
+from axon_eg.extract.fusion import ATTENTION, ELEMENTWISE, LAYOUT, LIBRARY, MATMUL, REDUCTION, SCAN, FusionPlan, node_kind
 from axon_eg.hw import HardwareSpec
 
-from . import elementwise, reduction
 from .base import GroupKernel, NotLowerable
 
-LOWERINGS = {ELEMENTWISE: elementwise.lower, LAYOUT: elementwise.lower, REDUCTION: reduction.lower}
-"""Fusion-group kind -> Triton lowering (the other kinds fall back to torch for now)."""
+LOWERINGS = {ELEMENTWISE: "elementwise", LAYOUT: "layout", REDUCTION: "reduction", MATMUL: "matmul",
+             ATTENTION: "attention", SCAN: "scan"}
+"""Fusion-group kind -> the module of ``axon_eg.backends.triton`` whose ``lower(plan, gi, tiling, name,
+warp_size, isa)`` returns its GroupKernel (library groups: torch for the library op, then the
+element-wise epilogue, see ``_library_split``)."""
 
 
-def lower_group(plan: FusionPlan, gi: int, tiling: Any, name: str, warp_size: int = 32) -> GroupKernel | str:
+def lower_group(plan: FusionPlan, gi: int, tiling: Any, name: str, warp_size: int = 32,
+                isa: str | None = None) -> GroupKernel | str:
     """The group's Triton kernel, or the reason it stays in torch."""
     kind = plan.groups[gi].kind
     if kind not in LOWERINGS:
+        return f"no Triton lowering for {kind} groups"
+    try:
+        module = importlib.import_module(f"axon_eg.backends.triton.{LOWERINGS[kind]}")
+    except ModuleNotFoundError as exc:
+        if exc.name != f"axon_eg.backends.triton.{LOWERINGS[kind]}":
+            raise
         return f"no Triton lowering for {kind} groups yet"
     try:
-        return LOWERINGS[kind](plan, gi, tiling, name, warp_size)
+        return module.lower(plan, gi, tiling, name, warp_size, isa)
     except NotLowerable as exc:
         return str(exc)
 
@@ -41,10 +51,11 @@ def emit(candidate: Candidate, hw: HardwareSpec, name: str) -> Kernel:
     program = plan.program
     warp_size = int(max(hw.value("knobs.warp_size")))
     lowered: list[GroupKernel | str] = []
+    isa = dict(candidate.isa)
     for gi, g in enumerate(plan.groups):
         ops = "_".join(dict.fromkeys(program.nodes[n].op for n in g.nodes if node_kind(program.nodes[n].op)))[:40]
         lowered.append(lower_group(plan, gi, candidate.tilings[gi] if gi < len(candidate.tilings) else None,
-                                   f"_g{gi}_{ops}", warp_size))
+                                   f"_g{gi}_{ops}", warp_size, isa.get(gi)))
     source = _file(candidate, hw, name, lowered)
     triton_groups = [k for k in lowered if isinstance(k, GroupKernel)]
     worst = max((k.resources for k in triton_groups), key=lambda r: r.get("block_elems", 0), default={})
@@ -117,8 +128,9 @@ def _launcher(plan: FusionPlan, lowered: list[GroupKernel | str]) -> str:
                     lines.append(f"    t{o} = torch.empty({tuple(program.concrete_shape(o))}, dtype=torch.{dt}, device=dev)")
                     buf[o] = f"t{o}"
                 args.append(buf[o])
-            consts = ", ".join(f"{c}={v}" for c, v in k.constexprs)
-            lines.append(f"    {k.name}[({k.grid},)]({', '.join(args)}, {consts}, num_warps={k.num_warps})")
+            kw = ", ".join([f"{c}={v}" for c, v in k.constexprs] + [f"num_warps={k.num_warps}"]
+                           + [f"{c}={v!r}" for c, v in k.launch])
+            lines.append(f"    {k.name}[({k.grid},)]({', '.join(args)}, {kw})")
             continue
         _torch_group(program, plan, gi, ensure, target, buf, lines)
     for k, o in enumerate(program.outputs):  # outputs that are inputs, views, repeats

@@ -199,7 +199,8 @@ class _Rows:
         return head + ["    " + ln for ln in body]
 
 
-def lower(plan: FusionPlan, gi: int, tiling: Tiling | None, name: str, warp_size: int = 32) -> GroupKernel:
+def lower(plan: FusionPlan, gi: int, tiling: Tiling | None, name: str, warp_size: int = 32,
+          isa: str | None = None) -> GroupKernel:
     program = plan.program
     if any(program.nodes[n].dtype.name == "fp64" for n in plan.groups[gi].nodes):
         raise NotLowerable("float64 values stay in torch")

@@ -1,0 +1,62 @@
+"""Test helpers for backends: a Candidate for a program as written (no νGraph), and running an emitted
+kernel file against the float64 reference through the fixed harness (Triton under TRITON_INTERPRET=1
+on a machine without a GPU; set it before triton is first imported)."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from axon_eg.backends.kernel import Kernel, input_specs, output_dtypes
+from axon_eg.egraph.nugraph import Variant
+from axon_eg.extract.candidates import Candidate
+from axon_eg.extract.cost import cost
+from axon_eg.extract.fusion import plans
+from axon_eg.extract.tiling import Tiling, space, tilings
+from axon_eg.hw import HardwareSpec, load
+from axon_eg.ir.program import Program
+
+
+def candidate_for(program: Program, hw: str | HardwareSpec = "h200", plan_index: int = -1,
+                  overrides: Mapping[str, Any] | None = None, isa: tuple[tuple[int, str], ...] = ()) -> Candidate:
+    """A Candidate for ``program`` as written: fusion plan ``plan_index`` of ``plans()`` (-1: the most
+    fused), the best feasible tiling per group with ``overrides`` applied to every group."""
+    spec = load(hw) if not isinstance(hw, HardwareSpec) else hw
+    program = program.expand()
+    plan = plans(program)[plan_index]
+    chosen = []
+    for gi in range(len(plan.groups)):
+        options, _ = tilings(space(plan, gi, spec))
+        t = options[0] if options else Tiling(gi, ())
+        if overrides:
+            t = Tiling(gi, tuple({**dict(t.values), **overrides}.items()))
+        chosen.append(t)
+    report = cost(plan, chosen, spec)
+    return Candidate(Variant(program, 0, 0, 0), plan, tuple(chosen), tuple(isa), report.seconds, report)
+
+
+def load_kernel(kernel: Kernel, directory: str | Path) -> Any:
+    """Write the kernel's file and import it; returns its entry point."""
+    path = Path(directory) / f"{kernel.name}.py"
+    path.write_text(kernel.source)
+    spec = importlib.util.spec_from_file_location(f"axon_eg_test_{kernel.name}_{abs(hash(str(path)))}", path)
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod  # triton.jit reads the source through the module
+    spec.loader.exec_module(mod)
+    return getattr(mod, kernel.entry)
+
+
+def run_kernel(kernel: Kernel, program: Program, directory: str | Path, trials: int = 3) -> Any:
+    """The harness's correctness Outcome of ``kernel`` on ``program`` (bound), float64 reference."""
+    from axon_eg.bundle import reference_arrays
+    from axon_eg.measure import harness
+
+    fn = load_kernel(kernel, directory)
+    ref = reference_arrays(program, range(trials))
+    by_seed = {s: [ref[f"seed{s}_out{j}"] for j in range(len(program.outputs))] for s in range(trials)}
+    return harness.check_correctness(fn, input_specs(program), by_seed, trials=trials, mode=kernel.mode,
+                                     out_dtypes=output_dtypes(program))
