@@ -1,7 +1,9 @@
 """The phase-2 worker: run every candidate of a bundle in its own child process, one JSON row each.
 
-Imports only the standard library here (numpy/torch/triton are imported by the child), so it runs on a
-bare GPU box. Usage: ``python -m axon_eg.measure BUNDLE --out FILE``.
+Imports only the standard library here; numpy, torch and triton are imported once by a fork server
+(``multiprocessing`` "forkserver", which never touches CUDA) and each candidate's child is forked from
+it, in its own session, so a child starts in milliseconds and a crash or hang kills only that child.
+Runs on a bare GPU box. Usage: ``python -m axon_eg.measure BUNDLE --out FILE``.
 
 Bundle layout: ``BUNDLE/manifest.json`` plus the source files it names. The manifest is a list of
 candidates, or ``{"limits": {...}, "cache_key": ..., "candidates": [...]}``; each candidate::
@@ -14,7 +16,7 @@ candidates, or ``{"limits": {...}, "cache_key": ..., "candidates": [...]}``; eac
      "reference": "ref.npz" | "ref.py:fn",
      "mode": "auto",                     # optional: dps / return / auto
      "seed": 0, "trials": 3,             # optional
-     "timeout_s": 30,                    # optional, wall-clock seconds after the child is ready
+     "timeout_s": 30,                    # optional, wall-clock seconds of the child
      "kind": "candidate",                # optional: candidate / baseline (copied into the row)
      "resources": {"smem_bytes": 98304, "max_warps": 8, "launch": "_k0"},  # optional, see below
      "predicted_us": 12.5,               # optional (or meta.predicted_us), copied into the row
@@ -47,7 +49,6 @@ import datetime as _dt
 import json
 import os
 import platform
-import select
 import signal
 import subprocess
 import sys
@@ -73,7 +74,6 @@ RESOURCES: dict[str, tuple[str, str]] = {
 }
 """Display name and unit of the known resource keys (any other key is compared too, named as is)."""
 DEFAULT_TIMEOUT_S = 60.0
-STARTUP_TIMEOUT_S = 300.0  # importing torch/triton in the child is not charged to the candidate
 
 
 def _version(pkg: str) -> str | None:
@@ -185,14 +185,6 @@ def make_row(cand: dict[str, Any], device: str, **fields: Any) -> dict[str, Any]
     return row
 
 
-def _kill_group(proc: subprocess.Popen[Any]) -> None:
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-    proc.wait()
-
-
 def static_check(bundle: Path, cand: dict[str, Any], device: str = "cpu") -> dict[str, Any] | None:
     """The stages that need no child: syntax, then structure. A row when the candidate fails one, else None."""
     t0 = time.monotonic()
@@ -221,42 +213,70 @@ def run_candidate(bundle: Path, cand: dict[str, Any], gpu: int | str | None = No
     failed = static_check(bundle, cand, device)
     if failed is not None:
         return failed
-    env = dict(os.environ)
-    if gpu is not None:
-        env["CUDA_VISIBLE_DEVICES"] = str(gpu)
-    else:
-        env.setdefault("TRITON_INTERPRET", "1")
     timeout = float(cand.get("timeout_s", DEFAULT_TIMEOUT_S))
     with tempfile.TemporaryDirectory(prefix="axon_eg_child_") as tmp:
         result_path = Path(tmp) / "result.json"
         err_path = Path(tmp) / "stderr.txt"
-        with open(err_path, "wb") as err:
-            proc = subprocess.Popen([sys.executable, "-m", "axon_eg.measure.worker", "--child", str(bundle),
-                                     cand["id"], str(result_path)], stdout=subprocess.PIPE, stderr=err, env=env,
-                                    start_new_session=True)
-            assert proc.stdout is not None
-            ready, _, _ = select.select([proc.stdout], [], [], STARTUP_TIMEOUT_S)
-            line = proc.stdout.readline() if ready else b""
-            if line.strip() != b"READY":
-                _kill_group(proc)
-                return make_row(cand, device, status="crashed", stage="startup",
-                            error=f"child did not start (exit {proc.returncode}): {err_path.read_text()[-4000:]}",
+        ctx = _context(gpu is None)
+        proc = ctx.Process(target=_fork_child, args=(str(bundle), cand["id"], str(result_path), str(err_path),
+                                                     None if gpu is None else str(gpu)), daemon=False)
+        proc.start()
+        proc.join(timeout)
+        if proc.exitcode is None:
+            _kill_tree(proc)
+            return make_row(cand, device, status="timeout", stage="run", error=f"killed after {timeout:g} s",
                             elapsed_s=time.monotonic() - t0)
-            try:
-                proc.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                _kill_group(proc)
-                return make_row(cand, device, status="timeout", stage="run",
-                            error=f"killed after {timeout:g} s", elapsed_s=time.monotonic() - t0)
-            proc.stdout.close()
-        stderr_tail = err_path.read_text(errors="replace")[-4000:]
+        stderr_tail = err_path.read_text(errors="replace")[-4000:] if err_path.exists() else ""
         if result_path.exists():
             res = json.loads(result_path.read_text())
             return make_row(cand, res.pop("device", device), **res, elapsed_s=time.monotonic() - t0)
-        rc = proc.returncode
+        rc = proc.exitcode
         how = f"killed by signal {signal.Signals(-rc).name}" if rc < 0 else f"exited with code {rc}"
         return make_row(cand, device, status="crashed", stage="run", error=f"child {how}; stderr: {stderr_tail}",
-                    elapsed_s=time.monotonic() - t0)
+                        elapsed_s=time.monotonic() - t0)
+
+
+_PRELOAD = ["numpy", "torch", "triton", "triton.language", "axon_eg.measure.harness"]
+
+
+def _context(cpu: bool) -> Any:
+    """A fork server that has imported numpy, torch and triton once (never touching CUDA), so each
+    candidate's child starts in milliseconds instead of re-importing torch. Without a GPU the server
+    must import triton with TRITON_INTERPRET=1 (``@triton.jit`` decides at import time)."""
+    import multiprocessing as mp
+
+    if cpu:
+        os.environ.setdefault("TRITON_INTERPRET", "1")
+    ctx = mp.get_context("forkserver")
+    ctx.set_forkserver_preload(_PRELOAD)
+    return ctx
+
+
+def _kill_tree(proc: Any) -> None:
+    """SIGKILL the child's whole session (it calls setsid first), then reap it."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        proc.kill()
+    proc.join(10)
+
+
+def _fork_child(bundle: str, cand_id: str, result_path: str, err_path: str, gpu: str | None) -> None:
+    """Runs in a process forked from the fork server: own session, stdout/stderr to a file, the one
+    GPU it may use, then the harness. Exits through os._exit so nothing of the server runs again."""
+    os.setsid()
+    fd = os.open(err_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    if gpu is not None:
+        os.environ["CUDA_VISIBLE_DEVICES"] = gpu  # before the first CUDA call in this process
+    code = 1
+    try:
+        code = _child(Path(bundle), cand_id, Path(result_path))
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
 
 
 def _visible_gpus() -> list[int]:
@@ -353,10 +373,6 @@ def _child(bundle: Path, cand_id: str, result_path: Path) -> int:
     cand = next(c for c in load_manifest(bundle) if c["id"] == cand_id)
     device = "cuda" if torch.cuda.is_available() else "cpu"
     dev_name = torch.cuda.get_device_name(0) if device == "cuda" else platform.processor() or "cpu"
-    sys.stdout.write("READY\n")
-    sys.stdout.flush()
-    os.dup2(2, 1)  # candidate prints must not reach the control pipe
-    sys.stdout = sys.stderr
 
     def finish(res: dict[str, Any]) -> int:
         res["device"] = f"{device} ({dev_name})"
@@ -391,8 +407,6 @@ def _child(bundle: Path, cand_id: str, result_path: Path) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    if argv and argv[0] == "--child":
-        return _child(Path(argv[1]), argv[2], Path(argv[3]))
     ap = argparse.ArgumentParser(prog="python -m axon_eg.measure", description=__doc__.splitlines()[0])
     ap.add_argument("bundle", help="bundle directory with manifest.json and sources")
     ap.add_argument("--out", required=True, help="JSON-lines file of result rows (appended; resumable)")
