@@ -1,0 +1,217 @@
+"""The suite benchmark: every suite program at its H200 size, axon_eg's selected kernel against torch
+eager and ``torch.compile(mode="max-autotune-no-cudagraphs")``, and the roofline floor.
+
+Three steps, so that the GPU box needs only numpy, torch and triton:
+
+    python benchmarks/run_suite.py bundle  DIR [-k 8] [--programs a,b]   # here: phase 1, one bundle per program
+    python benchmarks/run_suite.py measure DIR                           # GPU box: probes + phase 2 (resumable)
+    python benchmarks/run_suite.py report  DIR [--write BENCHMARKS.md]   # here: tables, selection, Markdown
+
+``measure`` first probes the machine (copy bandwidth: a 1 GiB device-to-device copy, bytes read +
+written; matmul rate: 8192^3 bf16 ``torch.matmul``; both medians of 20 CUDA-event runs) and writes
+``DIR/probe.json``; the roofline floor of a program is max(bytes / copy bandwidth, matmul flops /
+matmul rate), bytes being its inputs read once plus its outputs written once. Then it runs the
+measurement worker on every bundle (``DIR/rows/<program>.jsonl``; a killed run resumes).
+``report`` imports the rows into the Polars tables under ``DIR/cache`` through
+``saturate_and_extract(..., rows=...)``, and prints one row per program: floor, eager,
+torch.compile, axon_eg's selected kernel, speedups, fraction of the roofline, phase-1 and phase-2
+seconds; it saves ``DIR/suite.parquet`` and ``DIR/suite.md``, and with ``--write`` a BENCHMARKS.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import platform
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "src"))
+sys.path.insert(0, str(ROOT))
+
+
+def _suite(names: str | None) -> list:
+    from benchmarks import suite
+
+    chosen = suite.SUITE if not names else [suite.get(n) for n in names.split(",")]
+    return list(chosen)
+
+
+def cmd_bundle(args: argparse.Namespace) -> int:
+    from axon_eg.pipeline import write_bundle_only
+
+    out = Path(args.dir)
+    out.mkdir(parents=True, exist_ok=True)
+    index = json.loads((out / "index.json").read_text()) if (out / "index.json").exists() else {}
+    for entry in _suite(args.programs):
+        program = entry.bound(small=False)
+        t0 = time.monotonic()
+        bundle = write_bundle_only(program, "triton", args.hw, args.k, cache_dir=out / "cache", device="cuda",
+                                   saturation_s=args.saturation_s)
+        seconds = time.monotonic() - t0
+        index[entry.name] = {"bundle": str(bundle.relative_to(out)), "phase1_s": seconds, "k": args.k, "hw": args.hw}
+        print(f"{entry.name:18s} phase 1 {seconds:6.2f} s  {bundle}")
+        (out / "index.json").write_text(json.dumps(index, indent=1))
+    return 0
+
+
+def _probe(path: Path) -> dict:
+    import statistics
+
+    import torch
+
+    if path.exists():
+        return json.loads(path.read_text())
+
+    def timed(fn, runs: int = 20) -> float:
+        for _ in range(3):
+            fn()
+        torch.cuda.synchronize()
+        times = []
+        for _ in range(runs):
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            fn()
+            end.record()
+            end.synchronize()
+            times.append(start.elapsed_time(end) / 1e3)
+        return statistics.median(times)
+
+    x = torch.empty(1 << 29, dtype=torch.bfloat16, device="cuda").normal_()
+    y = torch.empty_like(x)
+    copy_s = timed(lambda: y.copy_(x))
+    del x, y
+    a = torch.randn(8192, 8192, dtype=torch.bfloat16, device="cuda")
+    b = torch.randn(8192, 8192, dtype=torch.bfloat16, device="cuda")
+    mm_s = timed(lambda: a @ b)
+    probe = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
+             "triton": __import__("triton").__version__, "python": platform.python_version(),
+             "copy_bytes_per_s": 2 * (1 << 30) / copy_s, "matmul_flops_per_s": 2 * 8192**3 / mm_s,
+             "date": time.strftime("%Y-%m-%d")}
+    path.write_text(json.dumps(probe, indent=1))
+    return probe
+
+
+def cmd_measure(args: argparse.Namespace) -> int:
+    from axon_eg.measure.worker import run_bundle
+
+    out = Path(args.dir)
+    index = json.loads((out / "index.json").read_text())
+    probe = _probe(out / "probe.json")
+    print(f"probe: copy {probe['copy_bytes_per_s'] / 1e12:.2f} TB/s, matmul {probe['matmul_flops_per_s'] / 1e12:.0f} TFLOP/s")
+    (out / "rows").mkdir(exist_ok=True)
+    wanted = args.programs.split(",") if args.programs else list(index)
+    for name in wanted:
+        t0 = time.monotonic()
+        rows = run_bundle(out / index[name]["bundle"], out / "rows" / f"{name}.jsonl")
+        wall = time.monotonic() - t0
+        index[name]["phase2_wall_s"] = index[name].get("phase2_wall_s", 0.0) + wall
+        (out / "index.json").write_text(json.dumps(index, indent=1))
+        statuses = {}
+        for r in rows:
+            statuses[r["status"]] = statuses.get(r["status"], 0) + 1
+        print(f"{name:18s} phase 2 {wall:6.1f} s  {statuses}", flush=True)
+    return 0
+
+
+def floor_seconds(program, probe: dict) -> tuple[float, str]:
+    """The roofline floor: inputs read once and outputs written once at the copy bandwidth, or the
+    matmul flops at the measured matmul rate, whichever is larger."""
+    nbytes = sum(math.prod(program.concrete_shape(i)) * program.nodes[i].dtype.itemsize for i in program.input_ids)
+    nbytes += sum(math.prod(program.concrete_shape(o)) * program.nodes[o].dtype.itemsize for o in program.outputs)
+    flops = 0.0
+    for i, node in enumerate(program.nodes):
+        if node.op == "matmul":
+            flops += 2.0 * math.prod(program.concrete_shape(i)) * program.concrete_shape(node.inputs[0])[-1]
+    mem, mm = nbytes / probe["copy_bytes_per_s"], flops / probe["matmul_flops_per_s"]
+    return max(mem, mm), ("memory" if mem >= mm else "matmul")
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    import polars as pl
+
+    from axon_eg.pipeline import markdown, saturate_and_extract
+
+    out = Path(args.dir)
+    index = json.loads((out / "index.json").read_text())
+    probe = json.loads((out / "probe.json").read_text())
+    rows = []
+    for entry in _suite(args.programs):
+        if entry.name not in index or not (out / "rows" / f"{entry.name}.jsonl").exists():
+            continue
+        program = entry.bound(small=False)
+        info = index[entry.name]
+        result = saturate_and_extract(program, "triton", info["hw"], info["k"], cache_dir=out / "cache",
+                                      rows=out / "rows" / f"{entry.name}.jsonl", force=True)
+        t = result.table
+        get = lambda i: t.filter(pl.col("id") == i)["median_us"].first()  # noqa: E731
+        eager, comp = get("torch_eager"), get("torch_compile")
+        best = t.filter(pl.col("verdict") == "selected").row(0, named=True)
+        floor, bound = floor_seconds(program.expand(), probe)
+        ours = best["median_us"]
+        rows.append({
+            "program": entry.name, "kind": entry.kind, "bound": bound, "floor_us": floor * 1e6, "eager_us": eager,
+            "compile_us": comp, "axon_eg_us": ours, "selected": best["id"], "lowering": best.get("lowering"),
+            "vs_eager": eager / ours if eager and ours else None, "vs_compile": comp / ours if comp and ours else None,
+            "roofline": floor * 1e6 / ours if ours else None,
+            "ok": int(t.filter((pl.col("status") == "ok") & (pl.col("kind") == "candidate")).height),
+            "candidates": int(t.filter(pl.col("kind") == "candidate").height),
+            "phase1_s": info["phase1_s"], "phase2_s": info.get("phase2_wall_s", result.phase2_s),
+        })
+    df = pl.DataFrame(rows)
+    df.write_parquet(out / "suite.parquet")
+    geo = lambda col: math.exp(sum(math.log(v) for v in df[col].drop_nulls()) / max(1, df[col].drop_nulls().len()))  # noqa: E731
+    table = markdown(df.select(["program", "bound", "floor_us", "eager_us", "compile_us", "axon_eg_us", "vs_eager",
+                                "vs_compile", "roofline", "ok", "candidates", "selected", "phase1_s", "phase2_s"]))
+    summary = (f"geomean speedup: {geo('vs_eager'):.2f}x over eager, {geo('vs_compile'):.2f}x over torch.compile; "
+               f"{df.height} programs")
+    text = "\n".join([
+        f"# axon_eg suite benchmark ({probe['date']})", "",
+        f"GPU: {probe['gpu']}; torch {probe['torch']}, Triton {probe['triton']}, Python {probe['python']}. "
+        f"Measured copy bandwidth {probe['copy_bytes_per_s'] / 1e12:.2f} TB/s (read + write), matmul "
+        f"{probe['matmul_flops_per_s'] / 1e12:.0f} TFLOP/s (bf16 8192^3).", "",
+        "Reproduce: `python benchmarks/run_suite.py bundle runs/suite` (phase 1, CPU), "
+        "`python benchmarks/run_suite.py measure runs/suite` (GPU), `python benchmarks/run_suite.py report "
+        "runs/suite --write BENCHMARKS.md`.", "",
+        "Latencies are medians in microseconds of >= 30 runs, each after a 256 MB L2 flush (CUDA events); "
+        "`roofline` is floor / axon_eg (1.0 = at the floor); `ok` counts candidates that passed the correctness "
+        "gate; phase 1 = saturate + extract + emit (CPU), phase 2 = compile + check + time of every kernel "
+        "including the baselines (GPU wall time).", "",
+        summary, "", table, ""])
+    (out / "suite.md").write_text(text)
+    print(text)
+    if args.write:
+        Path(args.write).write_text(text)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    p = sub.add_parser("bundle")
+    p.add_argument("dir")
+    p.add_argument("-k", type=int, default=8)
+    p.add_argument("--hw", default="h200")
+    p.add_argument("--programs")
+    p.add_argument("--saturation-s", type=float, default=2.0)
+    p.set_defaults(func=cmd_bundle)
+    p = sub.add_parser("measure")
+    p.add_argument("dir")
+    p.add_argument("--programs")
+    p.set_defaults(func=cmd_measure)
+    p = sub.add_parser("report")
+    p.add_argument("dir")
+    p.add_argument("--programs")
+    p.add_argument("--write")
+    p.set_defaults(func=cmd_report)
+    args = ap.parse_args(argv)
+    os.environ.setdefault("PYTHONPATH", str(ROOT / "src"))
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
