@@ -16,7 +16,7 @@ from typing import Any
 from axon_eg.backends.kernel import Kernel, identifier
 from axon_eg.backends.torch.lower import expr as torch_expr
 from axon_eg.extract.candidates import Candidate
-from axon_eg.extract.fusion import ATTENTION, ELEMENTWISE, LAYOUT, LIBRARY, MATMUL, REDUCTION, SCAN, FusionPlan, node_kind
+from axon_eg.extract.fusion import ATTENTION, ELEMENTWISE, LAYOUT, LIBRARY, MATMUL, REDUCTION, SCAN, FusionPlan, Group, node_kind
 from axon_eg.hw import HardwareSpec
 
 from .base import GroupKernel, NotLowerable
@@ -46,17 +46,48 @@ def lower_group(plan: FusionPlan, gi: int, tiling: Any, name: str, warp_size: in
         return str(exc)
 
 
-def emit(candidate: Candidate, hw: HardwareSpec, name: str) -> Kernel:
+def _split_library(candidate: Candidate) -> tuple[FusionPlan, list[Any], dict[int, str]]:
+    """A library group (conv / pool + epilogue) becomes the library op (torch, with the views feeding
+    it) followed by its element-wise epilogue as a group of its own, which the Triton element-wise
+    lowering fuses into one kernel. Returns the plan, a tiling per group and the ISA choice per group."""
     plan = candidate.plan
+    program = plan.program
+    groups: list[Group] = []
+    tilings: list[Any] = []
+    isa: dict[int, str] = {}
+    chosen = dict(candidate.isa)
+    for gi, g in enumerate(plan.groups):
+        t = candidate.tilings[gi] if gi < len(candidate.tilings) else None
+        if g.kind == LIBRARY:
+            libs = [n for n in g.nodes if node_kind(program.nodes[n].op) == LIBRARY]
+            head: set[int] = set()
+            stack = list(libs)
+            while stack:  # the library ops and what feeds them inside the group
+                n = stack.pop()
+                if n in g.nodes and n not in head:
+                    head.add(n)
+                    stack.extend(program.nodes[n].inputs)
+            tail = tuple(n for n in g.nodes if n not in head)
+            if tail and len(libs) == 1:
+                groups += [Group(LIBRARY, tuple(sorted(head))), Group(ELEMENTWISE, tail)]
+                tilings += [None, t if t is not None and t.get("BLOCK") is not None else None]
+                continue
+        if gi in chosen:
+            isa[len(groups)] = chosen[gi]
+        groups.append(g)
+        tilings.append(t)
+    return FusionPlan(program, tuple(groups)), tilings, isa
+
+
+def emit(candidate: Candidate, hw: HardwareSpec, name: str) -> Kernel:
+    plan, tilings, isa = _split_library(candidate)
     program = plan.program
     warp_size = int(max(hw.value("knobs.warp_size")))
     lowered: list[GroupKernel | str] = []
-    isa = dict(candidate.isa)
     for gi, g in enumerate(plan.groups):
         ops = "_".join(dict.fromkeys(program.nodes[n].op for n in g.nodes if node_kind(program.nodes[n].op)))[:40]
-        lowered.append(lower_group(plan, gi, candidate.tilings[gi] if gi < len(candidate.tilings) else None,
-                                   f"_g{gi}_{ops}", warp_size, isa.get(gi)))
-    source = _file(candidate, hw, name, lowered)
+        lowered.append(lower_group(plan, gi, tilings[gi], f"_g{gi}_{ops}", warp_size, isa.get(gi)))
+    source = _file(candidate, plan, hw, name, lowered)
     triton_groups = [k for k in lowered if isinstance(k, GroupKernel)]
     worst = max((k.resources for k in triton_groups), key=lambda r: r.get("block_elems", 0), default={})
     res = {key: max(k.resources[key] for k in triton_groups)
@@ -70,8 +101,7 @@ def emit(candidate: Candidate, hw: HardwareSpec, name: str) -> Kernel:
     return Kernel(name, source, "kernel", "dps", "candidate", res, meta)
 
 
-def _file(candidate: Candidate, hw: HardwareSpec, name: str, lowered: list[GroupKernel | str]) -> str:
-    plan = candidate.plan
+def _file(candidate: Candidate, plan: FusionPlan, hw: HardwareSpec, name: str, lowered: list[GroupKernel | str]) -> str:
     program = plan.program
     head = [f"# axon_eg kernel {name}: {program.name} on {hw.name} (Triton)",
             f"# variant {candidate.variant.rank} (program {program.hash[:12]}, tree cost {candidate.variant.cost}); "
@@ -161,9 +191,10 @@ def _torch_group(program: Any, plan: FusionPlan, gi: int, ensure: Any, target: d
 
     for n in g.nodes:
         node = program.nodes[n]
-        args = [arg(i) for i in node.inputs]
-        if fp32 and (node.op in _NATIVE or node_kind(node.op) == LIBRARY):
-            args = [a if program.nodes[i].op == "constant" else f"{a}.to(torch.{program.nodes[i].dtype.torch_name})"
+        native = fp32 and (node.op in _NATIVE or node_kind(node.op) == LIBRARY)
+        args = [arg(i) if not native or i in local else ensure(i) for i in node.inputs]
+        if native:  # operands in their declared dtype; fp32 values computed in this group are cast back
+            args = [f"{a}.to(torch.{program.nodes[i].dtype.torch_name})" if i in local else a
                     for a, i in zip(args, node.inputs)]
             lines.append(f"    t{n} = ({torch_expr(program, n, args)})" + (".float()" if fp32 else ""))
         else:
