@@ -128,3 +128,30 @@ def test_groups_without_a_triton_lowering_say_why():
     plan = plans(program)[0]
     got = lower_group(plan, 0, None, "_g0")
     assert not isinstance(got, GroupKernel) and "matmul" in got
+
+
+@ax.program(N=2, H=3, W=5)
+def _groupnorm_silu(x: ax.Tensor["N", 8, "H", "W", ax.fp32], w: ax.Tensor[8, ax.fp32], b: ax.Tensor[8, ax.fp32]):
+    return ax.silu(ax.groupnorm(x, w, b, groups=4))
+
+
+@ax.program(B=3, S=4, D=6)
+def _rmsnorm_rowsum(x: ax.Tensor["B", "S", "D", ax.bf16], g: ax.Tensor["D", ax.bf16]):
+    return ax.sum(ax.rmsnorm(x, g, eps=1e-6), axis=-1, keepdims=False) * 0.5
+
+
+@ax.program(B=3, S=4, D=6)
+def _lse_minus_mean(x: ax.Tensor["B", "S", "D", ax.fp32]):
+    return ax.logsumexp(x, axis=(1, 2), keepdims=True) - ax.mean(x, axis=(1, 2), keepdims=True)
+
+
+@pytest.mark.parametrize("program", [_groupnorm_silu, _rmsnorm_rowsum, _lse_minus_mean], ids=lambda p: p.name)
+@pytest.mark.parametrize("block_n", [None, 16])
+def test_reductions_over_trailing_axes_fuse_into_one_kernel(program, block_n, tmp_path):
+    """Group norm (a per-channel affine over a (group, channel-in-group, H, W) row), a reduction of a
+    norm's output, reductions over two trailing axes: one Triton kernel, one pass or chunk loops."""
+    kernel = emit(candidate(program, overrides={"BLOCK_N": block_n} if block_n else None), H200, "k")
+    assert kernel.meta["lowering"] == "triton:1", kernel.source
+    assert ("for c0 in range(0," in kernel.source) == (block_n is not None)
+    out = run_kernel(kernel, program.expand(), tmp_path)
+    assert out.status == "ok", f"{out.error}\n{kernel.source}"

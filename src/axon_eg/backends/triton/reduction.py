@@ -1,201 +1,217 @@
-"""Row-reduction groups (norms, softmax, log-softmax, logsumexp, row sums with their producers and
-consumers) as one Triton kernel: ``ROWS`` rows per program, the row in ``BLOCK_N`` chunks, fp32
-accumulation.
+"""Row-reduction groups (norms, softmax, log-softmax, logsumexp, group norm, row sums with their
+producers and consumers) as one Triton kernel: ``ROWS`` rows per program, each row in ``BLOCK_N``
+chunks, fp32 accumulation.
 
-Every value of the group has a layout relative to the rows being reduced (the anchor reduction's
-input, flattened to ``R x N``): ``full`` (one element per row and column, a ``[ROWS, BLOCK_N]``
-block), ``row`` (one per row: a reduction's result, a ``[ROWS, 1]`` block), ``col`` (one per column,
-e.g. the gamma of a norm: ``[1, BLOCK_N]``) or ``scalar``. When the row fits one chunk
-(``BLOCK_N >= N``) the kernel is one pass and every value stays in registers; otherwise each
-reduction gets its own loop over the chunks (recomputing its element-wise producers from HBM) and a
-final loop stores the full-width outputs. Anything else (a reduction over another axis, a transpose
-inside the group, a broadcast the layouts cannot express) raises ``NotLowerable``.
+The group's anchor reduction reduces trailing axes of its input shape ``S``; that splits ``S`` into
+``R`` rows (the leading axes) by ``N`` columns (the reduced axes), and the program's block is
+``rows [ROWS, 1] x cols [1, BLOCK_N]``. Every value of the group is computed at an index tuple in
+its own shape, mapped backwards through the group as in the element-wise lowering (broadcasting,
+reshapes through the flat index, squeezes), starting from the domain index: the leading axes of
+``S`` decomposed from ``rows``, the trailing ones from ``cols``. So a per-channel parameter of
+group norm, a ``[N]`` gamma, a ``[R, 1]`` statistic or a full ``[R, N]`` tensor are all just
+addresses; a reduction's result is a ``[ROWS, 1]`` block used wherever a consumer asks for it at
+the row's own index.
+
+When the row fits one chunk (``BLOCK_N >= N``) the kernel is one pass and every value stays in
+registers; otherwise each reduction gets its own loop over the chunks (recomputing its element-wise
+producers from HBM, which mostly hit L2) and a final loop stores the full-width outputs. What does
+not fit (a reduction over leading axes, a transpose inside the group, a reduction result used at
+another row) raises ``NotLowerable``.
 """
 
 from __future__ import annotations
 
 import math
+import re
 
 from axon_eg.extract.fusion import FusionPlan
 from axon_eg.extract.tiling import Tiling
 from axon_eg.ir import ops as O
 
-from .base import GroupKernel, NotLowerable, attr, resources
+from .base import GroupKernel, NotLowerable, attr, contiguous_strides, resources
 from .ops import ELEMENTWISE, REDUCTIONS, lit
 
-FULL, ROW, COL, SCALAR = "full", "row", "col", "scalar"
-_RANK = {SCALAR: 0, ROW: 1, COL: 1, FULL: 2}
+Index = tuple[str, ...]
 _VIEWS = ("reshape", "expand_dims", "squeeze", "broadcast_to")
+DOMAIN_FLAT = "flat"  # rows * N + cols, emitted once per scope
 
 
-def _join(a: str, b: str) -> str:
-    if a == b or _RANK[b] == 0:
-        return a
-    if _RANK[a] == 0:
-        return b
-    return FULL
+def unflat(flat: str, shape: tuple[int, ...]) -> Index:
+    """The row-major multi-index of ``shape`` at flat position ``flat`` (canonical text, so that the
+    same position always gives the same strings)."""
+    out = []
+    for k, (d, s) in enumerate(zip(shape, contiguous_strides(shape))):
+        if d == 1:
+            out.append("0")
+            continue
+        e = f"({flat})" if s == 1 else f"(({flat}) // {s})"
+        out.append(e if k == 0 or s * d >= math.prod(shape) else f"({e} % {d})")
+    return tuple(out)
+
+
+def _flat(idx: Index, shape: tuple[int, ...]) -> str:
+    terms = [i if s == 1 else f"{i} * {s}" for i, s, d in zip(idx, contiguous_strides(shape), shape) if d != 1 and i != "0"]
+    return " + ".join(terms) or "0"
 
 
 class _Rows:
     def __init__(self, plan: FusionPlan, gi: int, block_n: int):
         self.program = plan.program
         self.inside = set(plan.groups[gi].nodes)
-        reductions = [n for n in plan.groups[gi].nodes if O.get(self.program.nodes[n].op).kind is O.OpKind.REDUCE]
+        reductions = [n for n in sorted(self.inside) if O.get(self.program.nodes[n].op).kind is O.OpKind.REDUCE]
         if not reductions:
             raise NotLowerable("no reduction in the group")
-        self.domain = self.program.concrete_shape(self.program.nodes[reductions[0]].inputs[0])
-        if not self.domain:
-            raise NotLowerable("reduction of a scalar")
-        self.n = self.domain[-1]
-        self.r = max(1, math.prod(self.domain[:-1]))
+        first = reductions[0]
+        self.domain = self.program.concrete_shape(self.program.nodes[first].inputs[0])
+        k = self._split(first)
+        self.r = max(1, math.prod(self.domain[:k]))
+        self.n = max(1, math.prod(self.domain[k:]))
+        self.lead = unflat("rows", self.domain[:k])
+        self.trail = unflat("cols", self.domain[k:])
+        self.dom: Index = self.lead + self.trail
         self.looped = block_n < self.n
-        self.layout: dict[int, str] = {}
-        for i in sorted(self.inside):
-            self.layout[i] = self._infer(i)
         self.top: list[str] = []  # straight-line code of the program
-        self.body: list[str] | None = None  # the loop being generated (multi-pass only)
-        self.memo_top: dict[int, str] = {}
-        self.memo_loop: dict[int, str] = {}
+        self.body: list[str] | None = None  # the chunk loop being generated (multi-pass only)
+        self.memo_top: dict[tuple, str] = {}
+        self.memo_loop: dict[tuple, str] = {}
+        self.flat_of: dict[tuple[Index, tuple[int, ...]], str] = {(self.dom, self.domain): DOMAIN_FLAT}
         self.reads: list[int] = []
+        self.row_vars: set[str] = set()
+        self.col_vars: set[str] = set()
         self.loops = 0
+        self.count = 0
+        for n in reductions:
+            self._split(n)  # every reduction must split its input the same way
 
-    # -- layouts ------------------------------------------------------------------------------
-    def classify(self, shape: tuple[int, ...]) -> str | None:
-        """Layout of a value of ``shape`` broadcast (NumPy, right-aligned) against the rows."""
-        rank = len(self.domain)
-        if len(shape) > rank:
-            if any(d != 1 for d in shape[: len(shape) - rank]):
-                return None
-            shape = shape[len(shape) - rank:]
-        padded = (1,) * (rank - len(shape)) + tuple(shape)
-        if math.prod(padded) == 1:
-            return SCALAR
-        if padded == self.domain:
-            return FULL
-        if padded[-1] == 1 and padded[:-1] == self.domain[:-1]:
-            return ROW
-        if all(d == 1 for d in padded[:-1]) and padded[-1] == self.n:
-            return COL
-        return None
+    def _split(self, n: int) -> int:
+        """The number of leading (kept) axes of reduction ``n``; checks it reduces R x N like the anchor."""
+        node = self.program.nodes[n]
+        src = self.program.concrete_shape(node.inputs[0])
+        axes = tuple(sorted(int(a) for a in attr(self.program, n, "axes")))
+        k = len(src) - len(axes)
+        if node.op not in (*REDUCTIONS, "logsumexp") or axes != tuple(range(k, len(src))) or not src:
+            raise NotLowerable(f"{node.op} over axes {list(axes)} of {list(src)} is not a reduction of trailing axes")
+        if hasattr(self, "r") and (max(1, math.prod(src[:k])), max(1, math.prod(src[k:]))) != (self.r, self.n):
+            raise NotLowerable(f"{node.op} of {list(src)} reduces other rows than the group's {self.r} x {self.n}")
+        return k
 
-    def own(self, j: int) -> str | None:
-        if j in self.layout:
-            return self.layout[j]
-        return self.classify(self.program.concrete_shape(j))
+    # -- index maps -------------------------------------------------------------------------------
+    def flat(self, idx: Index, shape: tuple[int, ...]) -> str:
+        return self.flat_of.get((idx, shape)) or _flat(idx, shape)
 
-    def _infer(self, i: int) -> str:
-        node = self.program.nodes[i]
-        shape = self.program.concrete_shape(i)
-        op = O.get(node.op)
-        if op.kind is O.OpKind.REDUCE:
-            axes = tuple(attr(self.program, i, "axes"))
-            src = self.program.concrete_shape(node.inputs[0])
-            if axes != (len(src) - 1,) or self.own(node.inputs[0]) != FULL or node.op not in (*REDUCTIONS, "logsumexp"):
-                raise NotLowerable(f"{node.op} over axes {list(axes)} of {list(src)} is not a row reduction")
-            return ROW
-        flat_row = shape == self.domain[:-1]
-        if node.op in ELEMENTWISE:
-            want = self.classify(shape)
-            if want is None and flat_row:
-                want = ROW
-            if want is None:
-                raise NotLowerable(f"{node.op} of shape {list(shape)} does not fit the rows {list(self.domain)}")
-            out = SCALAR
-            for j in node.inputs:
-                have = self.own(j)
-                use = self.classify(self.program.concrete_shape(j)) if not flat_row else have
-                if have is None or (use != have and not (have == ROW and use == SCALAR and self.r == 1)):
-                    raise NotLowerable(f"{node.op}: operand of shape {list(self.program.concrete_shape(j))} "
-                                       "broadcasts in a way the row layout cannot express")
-                out = _join(out, have)
-            return out if out != SCALAR else want
-        if node.op in _VIEWS:
-            have = self.own(node.inputs[0])
-            want = self.classify(shape) or (ROW if flat_row else None)
-            if have is None or want is None:
-                raise NotLowerable(f"{node.op} to {list(shape)} leaves the row layout")
-            if node.op == "broadcast_to":
-                if _join(want, have) != want:
-                    raise NotLowerable("broadcast_to narrows a layout")
-                return want
-            if want != have and not (ROW in (want, have) and SCALAR in (want, have) and self.r == 1):
-                raise NotLowerable(f"{node.op} to {list(shape)} changes the layout {have} -> {want}")
-            return have
-        raise NotLowerable(f"{node.op} has no row-reduction lowering")
+    def unflat(self, flat: str, shape: tuple[int, ...]) -> Index:
+        if flat == DOMAIN_FLAT and math.prod(shape) == self.r * self.n:
+            idx = self.dom if shape == self.domain else unflat(f"rows * {self.n} + cols", shape)
+            self.flat_of[(idx, shape)] = DOMAIN_FLAT
+            return idx
+        return unflat(flat, shape)
 
-    # -- code ---------------------------------------------------------------------------------
-    def emit(self, line: str, layout: str) -> None:
-        (self.body if self.looped and layout in (FULL, COL) else self.top).append(line)
+    @staticmethod
+    def _broadcast(idx: Index, arg: tuple[int, ...]) -> Index:
+        tail = idx[len(idx) - len(arg):] if arg else ()
+        return tuple("0" if a == 1 else i for i, a in zip(tail, arg))
 
-    def value(self, i: int) -> str:
-        node = self.program.nodes[i]
+    def deps(self, expr: str) -> tuple[bool, bool]:
+        """Whether an expression depends on the block's rows and on its columns (directly, through the
+        flat index or masks, or through a value computed from them)."""
+        names = set(re.findall(r"[A-Za-z_][A-Za-z_0-9]*", expr))
+        rows = bool(names & {"rows", "rmask", "flat", "mask"}) or bool(names & self.row_vars)
+        cols = bool(names & {"cols", "cmask", "flat", "mask"}) or bool(names & self.col_vars)
+        return rows, cols
+
+    # -- values -----------------------------------------------------------------------------------
+    def value(self, n: int, idx: Index) -> str:
+        node = self.program.nodes[n]
         if node.op == "constant":
             return lit(node.attrs["value"])
-        layout = self.own(i)
-        local = self.looped and layout in (FULL, COL)
-        memo = self.memo_loop if local else self.memo_top
-        if i in memo:
-            return memo[i]
+        shape = self.program.concrete_shape(n)
+        if n in self.inside and O.get(node.op).kind is O.OpKind.REDUCE:
+            rows_idx = unflat("rows", shape) if math.prod(shape) == self.r else None
+            if idx != rows_idx:
+                raise NotLowerable(f"{node.op} result read at {list(idx)}, not at its own row")
+            return self._reduced(n)
+        key = (n, idx)
+        for memo in (self.memo_top, self.memo_loop):
+            if key in memo:
+                return memo[key]
+        if n not in self.inside:
+            if n not in self.reads:
+                self.reads.append(n)
+            addr = self.flat(idx, shape)
+            if addr == DOMAIN_FLAT:
+                addr = "flat"
+            rows, cols = self.deps(addr)
+            mask = {(True, True): "mask", (True, False): "rmask", (False, True): "cmask"}.get((rows, cols))
+            expr = (f"tl.load(p{n} + {addr}, mask={mask}, other=1.0)" if mask else
+                    f"tl.load(p{n}{'' if addr == '0' else ' + ' + addr})") + ".to(tl.float32)"
+        elif node.op in ELEMENTWISE:
+            ins = [self.program.concrete_shape(j) for j in node.inputs]
+            expr = ELEMENTWISE[node.op]([self.value(j, self._broadcast(idx, s)) for j, s in zip(node.inputs, ins)],
+                                        node.attrs)
+        elif node.op == "broadcast_to":
+            expr = self.value(node.inputs[0], self._broadcast(idx, self.program.concrete_shape(node.inputs[0])))
+        elif node.op in _VIEWS:
+            src = self.program.concrete_shape(node.inputs[0])
+            expr = self.value(node.inputs[0], self.unflat(self.flat(idx, shape), src))
+        else:
+            raise NotLowerable(f"{node.op} has no row-reduction lowering")
+        rows, cols = self.deps(expr)
+        local = self.looped and cols
         if local and self.body is None:
             raise AssertionError("a full-width value outside a chunk loop")
-        if i not in self.inside:
-            if i not in self.reads:
-                self.reads.append(i)
-            expr = {
-                FULL: f"tl.load(p{i} + rows * {self.n} + cols, mask=mask, other=1.0)",
-                ROW: f"tl.load(p{i} + rows, mask=rmask, other=1.0)",
-                COL: f"tl.load(p{i} + cols, mask=cmask, other=1.0)",
-                SCALAR: f"tl.load(p{i})",
-            }[layout] + ".to(tl.float32)"
-        elif node.op in ELEMENTWISE:
-            expr = ELEMENTWISE[node.op]([self.value(j) for j in node.inputs], node.attrs)
-        elif node.op in _VIEWS:
-            src = self.value(node.inputs[0])
-            if node.op == "broadcast_to" and layout != self.own(node.inputs[0]):
-                shape = {FULL: "[ROWS, BLOCK_N]", ROW: "[ROWS, 1]", COL: "[1, BLOCK_N]"}[layout]
-                expr = f"{src} + tl.zeros({shape}, tl.float32)"
-            else:
-                expr = src
-        else:
-            expr = self._reduce(i)
-        name = f"v{i}"
-        self.emit(f"{name} = {expr}", layout)
-        memo[i] = name
+        self.count += 1
+        name = f"v{n}" if idx == self.dom else f"v{n}_{self.count}"
+        if rows:
+            self.row_vars.add(name)
+        if cols:
+            self.col_vars.add(name)
+        (self.body if local else self.top).append(f"{name} = {expr}")
+        (self.memo_loop if local else self.memo_top)[key] = name
         return name
 
-    def _reduce(self, i: int) -> str:
-        node = self.program.nodes[i]
+    def _reduced(self, n: int) -> str:
+        key = (n, "reduced")
+        if key in self.memo_top:
+            return self.memo_top[key]
+        node = self.program.nodes[n]
         x = node.inputs[0]
+        at = self.unflat(DOMAIN_FLAT, self.program.concrete_shape(x))
         if node.op == "logsumexp":
-            m = self._reduction(x, "max", f"m{i}")
-            s = self._reduction(x, "sum", f"s{i}", shift=m)
-            return f"{m} + tl.log({s})"
-        acc = self._reduction(x, node.op, f"acc{i}")
-        return f"{acc} * {1.0 / self.n!r}" if node.op == "mean" else acc
+            m = self._reduction(x, at, "max", f"m{n}")
+            s = self._reduction(x, at, "sum", f"s{n}", shift=m)
+            expr = f"{m} + tl.log({s})"
+        else:
+            acc = self._reduction(x, at, node.op, f"acc{n}")
+            expr = f"{acc} * {1.0 / self.n!r}" if node.op == "mean" else acc
+        self.top.append(f"v{n} = {expr}")
+        self.memo_top[key] = f"v{n}"
+        self.row_vars.add(f"v{n}")
+        return f"v{n}"
 
-    def _reduction(self, x: int, op: str, acc: str, shift: str | None = None) -> str:
+    def _reduction(self, x: int, at: Index, op: str, acc: str, shift: str | None = None) -> str:
         fill, fn = REDUCTIONS[op]
         if not self.looped:
-            v = self.value(x)
+            v = self.value(x, at)
             term = f"tl.exp({v} - {shift})" if shift else v
             self.top.append(f"{acc} = {fn}(tl.where(mask, {term}, {fill}), axis=1)[:, None]")
             return acc
         saved = (self.body, self.memo_loop)
         self.body, self.memo_loop = [], {}
-        v = self.value(x)
+        v = self.value(x, at)
         term = f"tl.exp({v} - {shift})" if shift else v
-        combine = {"tl.sum": f"{acc} + ", "tl.max": f"tl.maximum({acc}, ", "tl.min": f"tl.minimum({acc}, "}[fn]
         part = f"{fn}(tl.where(mask, {term}, {fill}), axis=1)[:, None]"
-        self.body.append(f"{acc} = {combine}{part}" + (")" if fn != "tl.sum" else ""))
+        combine = {"tl.sum": f"{acc} + {part}", "tl.max": f"tl.maximum({acc}, {part})",
+                   "tl.min": f"tl.minimum({acc}, {part})"}[fn]
+        self.body.append(f"{acc} = {combine}")
         self.top.append(f"{acc} = tl.full([ROWS, 1], {fill}, tl.float32)")
-        self.top += self._loop(self.body)
+        self.top += self.loop(self.body)
         self.body, self.memo_loop = saved
         return acc
 
-    def _loop(self, body: list[str]) -> list[str]:
+    def loop(self, body: list[str]) -> list[str]:
         self.loops += 1
         head = [f"for c0 in range(0, {self.n}, BLOCK_N):", "    cols = c0 + tl.arange(0, BLOCK_N)[None, :]",
-                f"    cmask = cols < {self.n}", "    mask = rmask & cmask"]
+                f"    cmask = cols < {self.n}", "    mask = rmask & cmask", f"    flat = rows * {self.n} + cols"]
         return head + ["    " + ln for ln in body]
 
 
@@ -205,37 +221,39 @@ def lower(plan: FusionPlan, gi: int, tiling: Tiling | None, name: str, warp_size
     if any(program.nodes[n].dtype.name == "fp64" for n in plan.groups[gi].nodes):
         raise NotLowerable("float64 values stay in torch")
     t = dict(tiling.values) if tiling is not None else {}
-    anchor_src = None
-    for n in plan.groups[gi].nodes:
-        if O.get(program.nodes[n].op).kind is O.OpKind.REDUCE:
-            anchor_src = program.concrete_shape(program.nodes[n].inputs[0])
-            break
-    n_cols = anchor_src[-1] if anchor_src else 1
-    block_n = int(t.get("BLOCK_N", 1 << max(4, math.ceil(math.log2(max(1, n_cols))))))
+    probe = _Rows(plan, gi, 1 << 62)  # sizes only
+    block_n = int(t.get("BLOCK_N", 1 << max(4, math.ceil(math.log2(probe.n)))))
     rows_pp = int(t.get("ROWS_PER_PROGRAM", 1))
     warps = int(t.get("num_warps", 4))
     em = _Rows(plan, gi, block_n)
     outs = plan.outputs_of(gi)
+    kinds = {}
     for o in outs:
-        if em.layout[o] not in (FULL, ROW):
-            raise NotLowerable(f"output {o} has layout {em.layout[o]}")
+        size = math.prod(program.concrete_shape(o))
+        kinds[o] = "full" if size == em.r * em.n else "row" if size == em.r else None
+        if kinds[o] is None:
+            raise NotLowerable(f"output {o} of shape {list(program.concrete_shape(o))} is neither rows nor rows x cols")
     head = ["pid = tl.program_id(0)", "rows = pid * ROWS + tl.arange(0, ROWS)[:, None]", f"rmask = rows < {em.r}"]
     if not em.looped:
-        head += ["cols = tl.arange(0, BLOCK_N)[None, :]", f"cmask = cols < {em.n}", "mask = rmask & cmask"]
+        head += ["cols = tl.arange(0, BLOCK_N)[None, :]", f"cmask = cols < {em.n}", "mask = rmask & cmask",
+                 f"flat = rows * {em.n} + cols"]
     stores: list[str] = []
-    full_outs = [(k, o) for k, o in enumerate(outs) if em.layout[o] == FULL]
     for k, o in enumerate(outs):
-        if em.layout[o] == ROW:
-            stores.append(f"tl.store(out{k} + rows, {em.value(o)}, mask=rmask)")
-    if full_outs and em.looped:
+        if kinds[o] == "row":
+            v = em.value(o, unflat("rows", program.concrete_shape(o)))
+            stores.append(f"tl.store(out{k} + rows, {v}, mask=rmask)")
+    full = [(k, o) for k, o in enumerate(outs) if kinds[o] == "full"]
+    if full and em.looped:
         em.body, em.memo_loop = [], {}
-        for k, o in full_outs:
-            em.body.append(f"tl.store(out{k} + rows * {em.n} + cols, {em.value(o)}, mask=mask)")
-        stores += em._loop(em.body)
+        for k, o in full:
+            v = em.value(o, em.unflat(DOMAIN_FLAT, program.concrete_shape(o)))
+            em.body.append(f"tl.store(out{k} + flat, {v}, mask=mask)")
+        stores += em.loop(em.body)
         em.body = None
     else:
-        for k, o in full_outs:
-            stores.append(f"tl.store(out{k} + rows * {em.n} + cols, {em.value(o)}, mask=mask)")
+        for k, o in full:
+            v = em.value(o, em.unflat(DOMAIN_FLAT, program.concrete_shape(o)))
+            stores.append(f"tl.store(out{k} + flat, {v}, mask=mask)")
     reads = tuple(em.reads)
     params = [f"p{n}" for n in reads] + [f"out{k}" for k in range(len(outs))]
     body = head + em.top + stores
