@@ -12,6 +12,7 @@ import pytest  # noqa: E402
 from benchmarks import suite  # noqa: E402
 from hypothesis import assume, given, settings  # noqa: E402
 
+import axon_eg as ax  # noqa: E402
 from axon_eg.backends.kernel import input_specs  # noqa: E402
 from axon_eg.backends.triton.base import GroupKernel  # noqa: E402
 from axon_eg.backends.triton.emit import emit, lower_group  # noqa: E402
@@ -20,7 +21,6 @@ from axon_eg.egraph.nugraph import Limits, NuGraph  # noqa: E402
 from axon_eg.extract.candidates import enumerate_candidates  # noqa: E402
 from axon_eg.extract.fusion import plans  # noqa: E402
 from axon_eg.hw import load  # noqa: E402
-from axon_eg.ir import frontend as ax  # noqa: E402
 from axon_eg.ir.dtypes import fp32  # noqa: E402
 from axon_eg.ir.lowp import interpret_lowp  # noqa: E402
 from axon_eg.measure import harness  # noqa: E402
