@@ -156,3 +156,23 @@ def test_reductions_over_trailing_axes_fuse_into_one_kernel(program, block_n, tm
     assert ("for c0 in range(0," in kernel.source) == (block_n == 4)
     out = run_kernel(kernel, program.expand(), tmp_path)
     assert out.status == "ok", f"{out.error}\n{kernel.source}"
+
+
+def test_autotune_option_lists_feasible_tilings_and_runs(tmp_path, monkeypatch):
+    import axon_eg.backends.triton.emit as E
+
+    program = suite.get("rmsnorm").program.bind(M=6, N=300)
+    kernel = emit(candidate(program), H200, "k", autotune=True)
+    assert kernel.source.count("triton.Config(") >= 2 and "[lambda META: (triton.cdiv(6, META['ROWS']),)]" in kernel.source
+    monkeypatch.setattr(E, "AUTOTUNE_CONFIGS", 1)  # the interpreter has no device to benchmark configs on
+    kernel = emit(candidate(program), H200, "k1", autotune=True)
+    out = run_kernel(kernel, program.expand(), tmp_path)
+    assert out.status == "ok", f"{out.error}\n{kernel.source}"
+
+
+def test_intel_xpu_launches_carry_grf_mode_and_warp_size():
+    program = suite.get("silu").bound(small=True)
+    xe2 = load("intel-xe2")
+    kernel = emit(candidate_for(program, xe2), xe2, "k")
+    assert "grf_mode=" in kernel.source and "warp_size=32" in kernel.source
+    assert "grf_mode" not in emit(candidate(program), H200, "k").source

@@ -28,6 +28,8 @@ class GroupKernel:
     resources: dict[str, Any] = field(default_factory=dict, compare=False)
     note: str = ""  # one line for the file header: what the kernel does and how it is tiled
     launch: tuple[tuple[str, Any], ...] = ()  # further launch keywords: num_stages, grf_mode (Intel XPU), ...
+    grid_meta: str | None = None  # the grid as an expression of META (the constexprs), for @triton.autotune
+    tiling_keys: tuple[tuple[str, str], ...] = ()  # constexpr -> the tiling parameter it comes from
 
 
 def attr(program: Program, node: int, key: str) -> Any:

@@ -158,4 +158,5 @@ def lower(plan: FusionPlan, gi: int, tiling: Tiling | None, name: str, warp_size
     return GroupKernel(name, src, reads, tuple(outs), grid, (("BLOCK", block),), warps,
                        resources(name, block, warps, grid, max(2, len(reads) + len(outs)), warp_size=warp_size),
                        f"element-wise {'/'.join(ops)} over {list(domain)}: BLOCK={block}, num_warps={warps}, "
-                       f"{grid} programs")
+                       f"{grid} programs",
+                       grid_meta=f"triton.cdiv({total}, META['BLOCK'])", tiling_keys=(("BLOCK", "BLOCK"),))

@@ -11,6 +11,7 @@ code from the torch lowering of the same registry ops, and the header says so.
 from __future__ import annotations
 
 import importlib
+from dataclasses import replace
 from typing import Any
 
 from axon_eg.backends.kernel import Kernel, identifier
@@ -79,14 +80,22 @@ def _split_library(candidate: Candidate) -> tuple[FusionPlan, list[Any], dict[in
     return FusionPlan(program, tuple(groups)), tilings, isa
 
 
-def emit(candidate: Candidate, hw: HardwareSpec, name: str) -> Kernel:
+def emit(candidate: Candidate, hw: HardwareSpec, name: str, *, autotune: bool = False) -> Kernel:
+    """One kernel file for ``candidate``. ``autotune`` wraps each element-wise and row-reduction kernel in
+    ``@triton.autotune`` over the best feasible tilings of its group on ``hw`` instead of fixing the
+    candidate's tiling (the empirical selection already measures tilings as separate candidates)."""
     plan, tilings, isa = _split_library(candidate)
     program = plan.program
     warp_size = int(max(hw.value("knobs.warp_size")))
     lowered: list[GroupKernel | str] = []
     for gi, g in enumerate(plan.groups):
         ops = "_".join(dict.fromkeys(program.nodes[n].op for n in g.nodes if node_kind(program.nodes[n].op)))[:40]
-        lowered.append(lower_group(plan, gi, tilings[gi], f"_g{gi}_{ops}", warp_size, isa.get(gi)))
+        k = lower_group(plan, gi, tilings[gi], f"_g{gi}_{ops}", warp_size, isa.get(gi))
+        if isinstance(k, GroupKernel):
+            k = _vendor_knobs(k, tilings[gi], hw, warp_size)
+            if autotune and k.grid_meta is not None:
+                k = _autotuned(k, plan, gi, hw)
+        lowered.append(k)
     source = _file(candidate, plan, hw, name, lowered)
     triton_groups = [k for k in lowered if isinstance(k, GroupKernel)]
     worst = max((k.resources for k in triton_groups), key=lambda r: r.get("block_elems", 0), default={})
@@ -99,6 +108,47 @@ def emit(candidate: Candidate, hw: HardwareSpec, name: str) -> Kernel:
             "plan": plan.name, "groups": len(plan.groups), "rules": list(candidate.variant.rules),
             "predicted_us": candidate.predicted_seconds * 1e6}
     return Kernel(name, source, "kernel", "dps", "candidate", res, meta)
+
+
+def _vendor_knobs(k: GroupKernel, tiling: Any, hw: HardwareSpec, warp_size: int) -> GroupKernel:
+    """Intel XPU launches take the register-file mode and the sub-group size (``data/hw_costs`` knobs)."""
+    if hw.get("knobs.grf_mode") is None:
+        return k
+    grf = (tiling.get("grf_mode") if tiling is not None else None) or hw.value("knobs.grf_mode")[0]
+    extra = tuple(kv for kv in (("grf_mode", str(grf)), ("warp_size", warp_size)) if kv[0] not in dict(k.launch))
+    return replace(k, launch=k.launch + extra)
+
+
+AUTOTUNE_CONFIGS = 8
+
+
+def _autotuned(k: GroupKernel, plan: FusionPlan, gi: int, hw: HardwareSpec) -> GroupKernel:
+    """``@triton.autotune`` over the group's best feasible tilings (by the cost model, then the
+    candidate ranking's tie-break), the chosen one first; the grid becomes a function of META."""
+    from axon_eg.extract.candidates import _group_cost, _tie_break
+    from axon_eg.extract.tiling import space, tilings
+
+    options, _ = tilings(space(plan, gi, hw))
+    ranked = sorted(options, key=lambda t: (_group_cost(plan, gi, t, hw), *_tie_break(t), t.values))
+    configs: list[str] = []
+    chosen = "{" + ", ".join(f"{c!r}: {v}" for c, v in k.constexprs) + "}"
+    for t in [None, *ranked]:
+        if t is None:
+            meta, warps = chosen, k.num_warps
+        else:
+            v = dict(t.values)
+            if any(key not in v for _, key in k.tiling_keys):
+                continue
+            meta = "{" + ", ".join(f"{c!r}: {int(v[key])}" for c, key in k.tiling_keys) + "}"
+            warps = int(v.get("num_warps", k.num_warps))
+        cfg = f"triton.Config({meta}, num_warps={warps})"
+        if cfg not in configs:
+            configs.append(cfg)
+        if len(configs) == AUTOTUNE_CONFIGS:
+            break
+    head = "@triton.autotune(configs=[\n    " + ",\n    ".join(configs) + ",\n], key=[])\n"
+    return replace(k, source=head + k.source, constexprs=(), grid=-1,
+                   note=k.note + f"; autotuned over {len(configs)} configs")
 
 
 def _file(candidate: Candidate, plan: FusionPlan, hw: HardwareSpec, name: str, lowered: list[GroupKernel | str]) -> str:
@@ -158,6 +208,10 @@ def _launcher(plan: FusionPlan, lowered: list[GroupKernel | str]) -> str:
                     lines.append(f"    t{o} = torch.empty({tuple(program.concrete_shape(o))}, dtype=torch.{dt}, device=dev)")
                     buf[o] = f"t{o}"
                 args.append(buf[o])
+            if k.grid < 0:  # autotuned: the tiling and the grid come from the chosen config
+                kw = ", ".join(f"{c}={v!r}" for c, v in k.launch)
+                lines.append(f"    {k.name}[lambda META: ({k.grid_meta},)]({', '.join(args)}{', ' + kw if kw else ''})")
+                continue
             kw = ", ".join([f"{c}={v}" for c, v in k.constexprs] + [f"num_warps={k.num_warps}"]
                            + [f"{c}={v!r}" for c, v in k.launch])
             lines.append(f"    {k.name}[({k.grid},)]({', '.join(args)}, {kw})")

@@ -30,9 +30,9 @@ def lit(v: float) -> str:
 
 
 def _sigmoid(x: str) -> str:
-    # exp(-|x|) never overflows and keeps the relative precision of sigmoid(x) for very negative x
-    e = f"tl.exp(-tl.abs({x}))"
-    return f"tl.where(({x}) >= 0.0, 1.0 / (1.0 + {e}), {e} / (1.0 + {e}))"
+    # exp(-x) overflowing to inf for x < -88 gives 1 / inf = 0, the fp32 value anyway, and for very
+    # negative x the quotient keeps its relative precision (no 1 - tiny cancellation)
+    return f"(1.0 / (1.0 + tl.exp(-({x}))))"
 
 
 def _tanh(x: str) -> str:
@@ -93,7 +93,7 @@ ELEMENTWISE: dict[str, Lowering] = {
     "leaky_relu": lambda a, t: f"tl.where(({a[0]}) >= 0.0, {a[0]}, {lit(t['slope'])} * ({a[0]}))",
     "sigmoid": lambda a, _: _sigmoid(a[0]),
     "tanh": lambda a, _: _tanh(a[0]),
-    "silu": lambda a, _: f"(({a[0]}) * {_sigmoid(a[0])})",
+    "silu": lambda a, _: f"(({a[0]}) / (1.0 + tl.exp(-({a[0]}))))",
     "gelu": lambda a, t: _gelu(a[0], t["approximate"]),
     "mish": lambda a, _: f"(({a[0]}) * {_tanh(_softplus(a[0], 1.0, 20.0))})",
     "hardswish": lambda a, _: f"(({a[0]}) * {_clamp(f'({a[0]}) + 3.0', 0.0, 6.0)} / 6.0)",

@@ -267,4 +267,6 @@ def lower(plan: FusionPlan, gi: int, tiling: Tiling | None, name: str, warp_size
                        resources(name, rows_pp * block_n, warps, grid, live, smem_bytes=rows_pp * warps * 4,
                                  warp_size=warp_size),
                        f"row reduction {'/'.join(ops)} over {em.r} rows x {em.n}: ROWS={rows_pp}, BLOCK_N={block_n}, "
-                       f"num_warps={warps}, {passes}, {grid} programs")
+                       f"num_warps={warps}, {passes}, {grid} programs",
+                       grid_meta=f"triton.cdiv({em.r}, META['ROWS'])",
+                       tiling_keys=(("ROWS", "ROWS_PER_PROGRAM"), ("BLOCK_N", "BLOCK_N")))
