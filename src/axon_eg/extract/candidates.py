@@ -95,15 +95,40 @@ def enumerate_candidates(nugraph: NuGraph, target: str | HardwareSpec, k: int = 
                     summary.candidates += 1
                     found.setdefault(c.key, c)
     ranked = sorted(found.values(), key=lambda c: (c.predicted_seconds, c.key))
-    summary.kept = min(k, len(ranked))
-    return ranked[:k], summary
+    chosen = _diverse(ranked, k)
+    summary.kept = len(chosen)
+    return chosen, summary
 
 
-def _tie_break(t: Tiling) -> tuple[int, float, int]:
+def _diverse(ranked: list[Candidate], k: int) -> list[Candidate]:
+    """The k to measure: the best candidate of each distinct fusion structure (group kinds) and ISA
+    choice first, for up to half of the slots (the cost model cannot rank fusion reliably, so
+    measurement should see the alternatives), then the rest by predicted cost (other variants and
+    tilings of the best ones). Ordered by predicted cost."""
+    picked: list[Candidate] = []
+    seen: set[tuple] = set()
+    for c in ranked:
+        shape = (c.plan.name, tuple(i for _, i in c.isa))
+        if shape not in seen and len(picked) < max(1, (k + 1) // 2):
+            seen.add(shape)
+            picked.append(c)
+    for c in ranked:
+        if len(picked) >= k:
+            break
+        if c not in picked:
+            picked.append(c)
+    return sorted(picked, key=lambda c: (c.predicted_seconds, c.key))
+
+
+def _tie_break(t: Tiling) -> tuple[float, ...]:
     """Among tilings the cost model cannot tell apart, prefer whole rows in one block (one pass over
     HBM, nothing re-read), then about 16 elements per thread (a few 128-bit loads each: enough loads
     in flight without spilling registers), then more elements per program."""
     v = dict(t.values)
+    if "BLOCK_M" in v:  # matmul tiles: ~64 fp32 accumulators per thread, then bigger tiles (reuse), 3 stages
+        acc = int(v["BLOCK_M"]) * int(v["BLOCK_N"])
+        per_thread = acc / (int(v.get("num_warps", 4)) * 32)
+        return (abs(math.log2(per_thread) - 6) + 0.25 * abs(int(v.get("num_stages", 3)) - 3), -acc)
     elems = int(v.get("BLOCK", 1)) * int(v.get("BLOCK_N", 1)) * int(v.get("ROWS_PER_PROGRAM", 1))
     per_thread = elems / (int(v.get("num_warps", 4)) * 32)
     return (0 if "BLOCK_N" not in v else -int(v["BLOCK_N"]), abs(math.log2(max(per_thread, 1e-9)) - 4), -elems)
