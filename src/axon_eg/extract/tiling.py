@@ -104,7 +104,24 @@ def _gpu(kind: str, dims: dict[str, int], item: int, live: int, hw: HardwareSpec
     extra: list[tuple[str, tuple]] = []
     if hw.get("knobs.grf_mode") is not None:
         extra.append(("grf_mode", tuple(hw.value("knobs.grf_mode"))))
-    if kind in (MATMUL, ATTENTION):
+    if kind == ATTENTION:  # flash attention: BLOCK_N keys per step, the whole head dim on chip (N: value head dim)
+        head = max(16, 1 << math.ceil(math.log2(max(1, dims["N"]))))
+        params = [("BLOCK_M", pow2(16, 256)), ("BLOCK_N", pow2(16, 256)), ("BLOCK_K", (head,)), ("num_warps", warps),
+                  ("num_stages", stages), *extra]  # BLOCK_K: the padded head dim (the cost model reads it)
+        constraints = [
+            Constraint("shared memory (as a matmul)", f"(BM*BK + BK*BN) * {item} B * stages <= {smem} B",
+                       lambda t: (t["BLOCK_M"] * t["BLOCK_K"] + t["BLOCK_K"] * t["BLOCK_N"]) * item * t["num_stages"] <= smem),
+            Constraint("shared memory", f"(BM*{head} + stages*BN*2*{head} + BM*BN) * {item} B <= {smem} B",
+                       lambda t: (t["BLOCK_M"] * head + t["num_stages"] * t["BLOCK_N"] * 2 * head
+                                  + t["BLOCK_M"] * t["BLOCK_N"]) * item <= smem),
+            Constraint("registers per thread", f"(BM*BN + BM*{head}) fp32 / (num_warps*{warp_size}) <= {per_thread}",
+                       lambda t: t["BLOCK_M"] * (t["BLOCK_N"] + head) <= t["num_warps"] * warp_size * per_thread),
+            Constraint("warp tiles", "BM >= num_warps * 16", lambda t: t["BLOCK_M"] >= t["num_warps"] * 16),
+            Constraint("no oversized key block", f"BN <= max(16, K={dims['K']} keys rounded up to 16)",
+                       lambda t: t["BLOCK_N"] <= max(16, 1 << max(4, math.ceil(math.log2(max(1, dims["K"])))))),
+        ]
+        return params, constraints
+    if kind == MATMUL:
         params = [("BLOCK_M", pow2(16, 256)), ("BLOCK_N", pow2(16, 256)), ("BLOCK_K", pow2(16, 128)),
                   ("num_warps", warps), ("num_stages", stages), *extra]
         constraints = [

@@ -355,6 +355,18 @@ def _load_reference(bundle: Path, cand: dict[str, Any]) -> Any:
     return getattr(mod, name or "reference")
 
 
+def _interpreter_fixes() -> None:
+    """Under TRITON_INTERPRET=1 only: the interpreter work-arounds, when axon_eg's backends are installed
+    (a bare GPU box running a bundle needs none)."""
+    if os.environ.get("TRITON_INTERPRET") != "1":
+        return
+    try:
+        from axon_eg.backends.triton.interpreter import widen_bf16_dots
+    except ImportError:
+        return
+    widen_bf16_dots()
+
+
 def _child(bundle: Path, cand_id: str, result_path: Path) -> int:
     import faulthandler
     import importlib.util
@@ -391,6 +403,7 @@ def _child(bundle: Path, cand_id: str, result_path: Path) -> int:
         assert spec is not None and spec.loader is not None
         mod = importlib.util.module_from_spec(spec)
         sys.modules[spec.name] = mod
+        _interpreter_fixes()
         spec.loader.exec_module(mod)
         fn = getattr(mod, cand.get("entry", "kernel"))
     except BaseException:

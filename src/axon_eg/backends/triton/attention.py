@@ -1,0 +1,431 @@
+"""Attention groups (the expanded ``sdpa``: q @ k^T, scale, masks, softmax, @ v) as one flash-attention
+Triton kernel.
+
+``match`` walks the group backwards from its output and accepts exactly the pattern the ``sdpa``
+expansion produces, node by node: views (reshape, expand_dims, squeeze) after ``p @ v``; the softmax
+``div(exp(x - max(x)), sum(exp(x - max(x))))`` over the last axis (or ``exp(x) / sum(exp(x))``, equal by
+the rule ``softmax_drop_max_shift``); an optional ``causal_mask``; an optional additive mask; an optional
+multiplication by a scalar constant; ``q @ k^T``. The operands q, k, v and the mask are HBM buffers
+reached through views and transposes only; their strides (0 where a view broadcasts, as for the
+grouped-query heads that share one key/value head) become the kernel's pointer arithmetic, so nothing
+is copied. Anything else raises ``NotLowerable`` and the group runs as torch code.
+
+The kernel is the fused-attention tutorial's forward pass: one program per (batch x query head,
+``BLOCK_M`` query rows); q stays on chip while ``BLOCK_N`` key/value blocks stream past; the softmax is
+computed online in fp32 (running max ``m_i``, running sum ``l_i``, the accumulator rescaled by
+``exp(m_i - m_new)``: the rule ``exp_online_rescale``) and divided once at the end
+(``div_row_through_matmul_A``). Key blocks wholly past a causal diagonal are skipped, and the query blocks
+with the most keys start first; key blocks that need no mask run in a loop without one. Checked on an H200
+with Triton 3.6: GQA (B=4, Hkv=8, G=4, S=2048, D=128, bf16) at 518 TFLOP/s with BLOCK_M=128, BLOCK_N=64,
+4 warps, 2 stages (torch SDPA: 625); causal MHA (B=4, H=32) at 386 TFLOP/s with 8 warps, 3 stages (torch: 487).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from axon_eg.extract.fusion import FusionPlan
+from axon_eg.extract.tiling import Tiling
+from axon_eg.ir.program import Program
+
+from .base import GroupKernel, NotLowerable, attr, contiguous_strides, resources
+from .ops import lit
+
+ONLINE_RULES = ("exp_online_rescale", "div_row_through_matmul_A")
+"""Stored rules (rules_discovered/data) that justify the online softmax: rescaling a partial sum of
+``exp(x - m1)`` by ``exp(m1 - m2)`` gives the sum shifted by ``m2``; dividing ``p @ v`` by the row sum equals
+dividing ``p`` first."""
+UNSHIFTED_RULE = "softmax_drop_max_shift"  # exp(x) / sum(exp(x)) == the max-shifted softmax
+LOG2E = math.log2(math.e)
+_ORDER_VIEWS = ("reshape", "expand_dims", "squeeze")  # views that keep the row-major element order
+_VIEWS = (*_ORDER_VIEWS, "broadcast_to", "transpose")
+_TL_DTYPES = {"bf16": "tl.bfloat16", "fp16": "tl.float16", "fp32": "tl.float32"}
+
+
+@dataclass(frozen=True)
+class Operand:
+    """An HBM buffer as one matrix per batch index: ``buffer[batch . strides + r * rows + c * cols]``."""
+
+    node: int
+    batch: tuple[int, ...]  # strides over the scores' batch dims (0: broadcast)
+    rows: int
+    cols: int
+
+
+@dataclass(frozen=True)
+class Attention:
+    """What ``match`` found: ``softmax(q @ k^T * scale + mask, causal) @ v`` over ``batch`` slices."""
+
+    q: Operand  # [S, D]
+    k: Operand  # [T, D] (rows: keys)
+    v: Operand  # [T, Dv]
+    mask: Operand | None  # additive [S, T]
+    scale: float
+    causal: tuple[int, float] | None  # (diagonal, fill) of causal_mask
+    shifted: bool  # the softmax subtracts its row max (else: softmax_drop_max_shift)
+    batch: tuple[int, ...]
+    s: int
+    t: int
+    d: int
+    dv: int
+    dtype: str  # of q, k and v
+
+    @property
+    def heads(self) -> int:
+        return math.prod(self.batch)
+
+    @property
+    def group(self) -> int:
+        """Query heads per key/value head: batch dims that q indexes and k, v broadcast over."""
+        return math.prod(n for n, qs, ks, vs in zip(self.batch, self.q.batch, self.k.batch, self.v.batch)
+                         if n > 1 and qs != 0 and ks == 0 and vs == 0)
+
+
+class _Matcher:
+    def __init__(self, program: Program, nodes: tuple[int, ...]):
+        self.program = program
+        self.inside = set(nodes)
+        self.seen: set[int] = set()
+
+    def node(self, n: int, op: str, role: str):
+        node = self.program.nodes[n]
+        if n not in self.inside or node.op != op:
+            where = "inside" if n in self.inside else "outside"
+            raise NotLowerable(f"attention {role}: expected {op}, found {node.op} (node {n}, {where} the group)")
+        self.seen.add(n)
+        return node
+
+    def is_op(self, n: int, op: str) -> bool:
+        return n in self.inside and self.program.nodes[n].op == op
+
+    def row_reduction(self, n: int, op: str, of: int, role: str) -> None:
+        node = self.node(n, op, role)
+        rank = len(self.program.concrete_shape(of))
+        if node.inputs[0] != of or tuple(attr(self.program, n, "axes")) != (rank - 1,) or not node.attrs["keepdims"]:
+            raise NotLowerable(f"attention {role}: {op} (node {n}) is not a keepdims reduction of node {of}'s last axis")
+
+    def reaches_buffer(self, n: int) -> bool:
+        while n in self.inside and self.program.nodes[n].op in _VIEWS:
+            n = self.program.nodes[n].inputs[0]
+        return n not in self.inside and self.program.nodes[n].op != "constant"
+
+    def operand(self, n: int, target: tuple[int, ...], role: str) -> Operand:
+        """The buffer behind views of ``n``, as strides of ``n`` broadcast to ``target`` (NumPy rules)."""
+        chain = []
+        while n in self.inside:
+            node = self.program.nodes[n]
+            if node.op not in _VIEWS:
+                raise NotLowerable(f"attention {role}: {node.op} (node {n}) computes it inside the group; only views "
+                                   "and transposes fold into the kernel's loads")
+            self.seen.add(n)
+            chain.append(n)
+            n = node.inputs[0]
+        if self.program.nodes[n].op == "constant":
+            raise NotLowerable(f"attention {role} is a constant (node {n})")
+        shape = self.program.concrete_shape(n)
+        strides = list(contiguous_strides(shape))
+        for c in reversed(chain):
+            shape, strides = self._view(c, shape, strides)
+        pad = len(target) - len(shape)
+        if pad < 0 or any(a not in (1, b) for a, b in zip(shape, target[pad:])):
+            raise NotLowerable(f"attention {role}: {list(shape)} does not broadcast to {list(target)}")
+        full = [0] * pad + [0 if a == 1 and b != 1 else s for a, b, s in zip(shape, target[pad:], strides)]
+        return Operand(n, tuple(full[:-2]), full[-2], full[-1])
+
+    def _view(self, c: int, shape: tuple[int, ...], strides: list[int]) -> tuple[tuple[int, ...], list[int]]:
+        node = self.program.nodes[c]
+        new = self.program.concrete_shape(c)
+        if node.op == "transpose":
+            strides = [strides[p] for p in attr(self.program, c, "perm")]
+        elif node.op == "expand_dims":
+            strides = strides[:int(attr(self.program, c, "axis"))] + [0] + strides[int(attr(self.program, c, "axis")):]
+        elif node.op == "squeeze":
+            axes = set(attr(self.program, c, "axes"))
+            strides = [s for i, s in enumerate(strides) if i not in axes]
+        elif node.op == "broadcast_to":
+            pad = len(new) - len(shape)
+            strides = [0] * pad + [0 if a == 1 and b != 1 else s for a, b, s in zip(shape, new[pad:], strides)]
+        else:  # reshape: only of a dense row-major layout (size-1 dims aside)
+            dense = contiguous_strides(shape)
+            if any(n != 1 and s != want for n, s, want in zip(shape, strides, dense)):
+                raise NotLowerable(f"reshape (node {c}) of a transposed or broadcast view")
+            strides = list(contiguous_strides(new))
+        if len(strides) != len(new):
+            raise AssertionError(f"view {node.op} (node {c}): strides {strides} for shape {new}")
+        return new, strides
+
+
+def match(plan: FusionPlan, gi: int) -> Attention:
+    """The attention in group ``gi``, or NotLowerable naming the first node that deviates."""
+    program = plan.program
+    nodes = plan.groups[gi].nodes
+    if any(program.nodes[n].dtype.name == "fp64" for n in nodes):
+        raise NotLowerable("float64 values stay in torch")
+    outs = plan.outputs_of(gi)
+    if len(outs) != 1:
+        raise NotLowerable(f"the group writes {len(outs)} tensors (nodes {outs}); the kernel stores only p @ v")
+    m = _Matcher(program, nodes)
+    n = outs[0]
+    while n in m.inside and program.nodes[n].op in _ORDER_VIEWS:  # views of p @ v: the same row-major memory
+        m.seen.add(n)
+        n = program.nodes[n].inputs[0]
+    pv_id = n
+    if n in m.inside and program.nodes[n].op != "matmul":
+        raise NotLowerable(f"epilogue {program.nodes[n].op} (node {n}) after p @ v: the kernel stores p @ v (views only)")
+    probs, v_in = m.node(pv_id, "matmul", "output p @ v").inputs
+    # softmax over the last axis
+    e, total = m.node(probs, "div", "softmax normalization").inputs
+    m.row_reduction(total, "sum", e, "softmax sum")
+    x = m.node(e, "exp", "softmax exp").inputs[0]
+    shifted = m.is_op(x, "sub") and m.is_op(program.nodes[x].inputs[1], "max")
+    if shifted:
+        x, mx = m.node(x, "sub", "softmax shift").inputs
+        m.row_reduction(mx, "max", x, "softmax max")
+    # scores = causal_mask(q @ k^T * scale + mask)
+    causal = None
+    if m.is_op(x, "causal_mask"):
+        m.seen.add(x)
+        causal = (int(attr(program, x, "diagonal")), float(attr(program, x, "fill")))
+        x = program.nodes[x].inputs[0]
+    scores = program.concrete_shape(x)
+    mask = None
+    if m.is_op(x, "add"):
+        a, b = m.node(x, "add", "mask").inputs
+        side = [j for j in (a, b) if m.reaches_buffer(j)]
+        if len(side) != 1:
+            raise NotLowerable(f"add (node {x}) is not scores + an additive mask buffer")
+        mask = m.operand(side[0], scores, "mask")
+        x = b if side[0] == a else a
+    scale = 1.0
+    if m.is_op(x, "mul"):
+        a, b = m.node(x, "mul", "scale").inputs
+        const = [j for j in (a, b) if program.nodes[j].op == "constant" and math.prod(program.concrete_shape(j)) == 1]
+        if not const:
+            raise NotLowerable(f"mul (node {x}) does not scale the scores by a scalar constant")
+        scale = float(program.nodes[const[0]].attrs["value"])
+        x = b if const[0] == a else a
+    q_in, kt_in = m.node(x, "matmul", "scores q @ k^T").inputs
+    if len(scores) < 2 or program.concrete_shape(x) != scores:
+        raise NotLowerable(f"scores of shape {list(program.concrete_shape(x))} are broadcast by the mask to {list(scores)}")
+    *batch, s, t = scores
+    d = program.concrete_shape(q_in)[-1]
+    dv = program.concrete_shape(v_in)[-1]
+    if program.concrete_shape(pv_id) != (*batch, s, dv):
+        raise NotLowerable(f"v broadcasts p @ v to {list(program.concrete_shape(pv_id))} beyond the scores {list(scores)}")
+    q = m.operand(q_in, (*batch, s, d), "q")
+    kt = m.operand(kt_in, (*batch, d, t), "k^T")
+    v = m.operand(v_in, (*batch, t, dv), "v")
+    if m.seen != m.inside:
+        extra = sorted(m.inside - m.seen)
+        raise NotLowerable(f"nodes {extra} ({', '.join(program.nodes[i].op for i in extra)}) are not part of the "
+                           "attention pattern")
+    dtypes = {program.nodes[o.node].dtype.name for o in (q, kt, v)}
+    if len(dtypes) != 1 or not dtypes <= set(_TL_DTYPES):
+        raise NotLowerable(f"q, k, v dtypes {sorted(dtypes)}: the kernel needs one of {sorted(_TL_DTYPES)} for all three")
+    k = Operand(kt.node, kt.batch, kt.cols, kt.rows)
+    return Attention(q, k, v, mask, scale, causal, shifted, tuple(batch), s, t, d, dv, dtypes.pop())
+
+
+# -- code -------------------------------------------------------------------------------------------
+def _scaled(index: str, stride: int) -> str:
+    return "" if stride == 0 else index if stride == 1 else f"{index} * {stride}"
+
+
+def _tile(base: str, rows: str, row_stride: int, cols: str, col_stride: int) -> str:
+    """Pointers to a 2-D tile (a broadcast axis, stride 0, still spans the tile for tl.dot)."""
+    r = _scaled(rows, row_stride) or f"{rows} * 0"
+    c = _scaled(cols, col_stride) or f"{cols} * 0"
+    return f"{base} + {r} + {c}"
+
+
+def _and(*conds: str) -> str:
+    conds = tuple(c for c in conds if c)
+    return " & ".join(f"({c})" for c in conds) if len(conds) > 1 else (conds[0] if conds else "")
+
+
+def _plus(expr: str, k: int) -> str:
+    return expr if k == 0 else f"{expr} + {k}" if k > 0 else f"{expr} - {-k}"
+
+
+def _batch_offset(batch: tuple[int, ...], strides: tuple[int, ...], var: str = "bh") -> str:
+    """Offset of slice ``var`` (flat over ``batch``) in a buffer with ``strides`` over the batch dims;
+    dims that address memory as one are merged first, so dense heads give ``bh * stride`` and heads
+    sharing a buffer give ``(bh // G) * stride``."""
+    merged: list[tuple[int, int]] = []
+    for n, s in zip(batch, strides):
+        if n == 1:
+            continue
+        if merged and merged[-1][1] == s * n:
+            merged[-1] = (merged[-1][0] * n, s)
+        else:
+            merged.append((n, s))
+    total = math.prod(batch)
+    terms = []
+    for i, (n, s) in enumerate(merged):
+        inner = math.prod(size for size, _ in merged[i + 1:])
+        index = var if inner == 1 else f"({var} // {inner})"
+        if n * inner < total:
+            index = f"({index} % {n})"
+        terms.append(_scaled(index, s))
+    return " + ".join(t for t in terms if t) or "0"
+
+
+class _Emitter:
+    def __init__(self, a: Attention, block_m: int, block_n: int, head_d: int, head_dv: int):
+        self.a = a
+        self.row_tail = a.s % block_m != 0
+        self.col_tail = a.t % block_n != 0
+        self.d_pad = head_d != a.d
+        self.dv_pad = head_dv != a.dv
+        self.dv_name = "HEAD_DV" if head_dv != head_d or a.dv != a.d else "HEAD_D"
+        self.ieee = ', input_precision="ieee"' if a.dtype == "fp32" else ""
+
+    @staticmethod
+    def load(ptr: str, *conds: str, cast: bool = False) -> str:
+        mask = _and(*conds)
+        out = f"tl.load({ptr}, mask={mask}, other=0.0)" if mask else f"tl.load({ptr})"
+        return f"{out}.to(tl.float32)" if cast else out
+
+    def block(self, masked: bool) -> list[str]:
+        """One key block of the online softmax; ``masked``: the block may cross the causal diagonal or
+        the end of the keys."""
+        a = self.a
+        cols_in = f"cols[:, None] < {a.t}" if masked and self.col_tail else ""
+        d_in = f"offs_d[None, :] < {a.d}" if self.d_pad else ""
+        dv_in = f"offs_dv[None, :] < {a.dv}" if self.dv_pad else ""
+        k_ptr = _tile("k_base", "cols[:, None]", a.k.rows, "offs_d[None, :]", a.k.cols)
+        v_ptr = _tile("v_base", "cols[:, None]", a.v.rows, "offs_dv[None, :]", a.v.cols)
+        lines = ["cols = start_n + offs_n",
+                 f"k = {self.load(k_ptr, cols_in, d_in)}",
+                 f"qk = tl.dot(q, tl.trans(k){self.ieee}) * {lit(a.scale * LOG2E)}  # scale * log2(e): exp2 below"]
+        if a.mask is not None:
+            ptr = " + ".join(t for t in ("mask_base", _scaled("offs_m[:, None]", a.mask.rows),
+                                                     _scaled("cols[None, :]", a.mask.cols)) if t)
+            rows_in = f"offs_m[:, None] < {a.s}" if self.row_tail else ""
+            cols_mask = f"cols[None, :] < {a.t}" if masked and self.col_tail else ""
+            lines += [f"bias = {self.load(ptr, rows_in, cols_mask, cast=True)}  # the additive mask",
+                      f"qk += bias * {lit(LOG2E)}"]
+        if masked and a.causal is not None:
+            diagonal, fill = a.causal
+            lines.append(f"qk = tl.where(cols[None, :] - offs_m[:, None] <= {diagonal}, qk, {lit(fill * LOG2E)})")
+        if masked and self.col_tail:
+            lines.append(f'qk = tl.where(cols[None, :] < {a.t}, qk, float("-inf"))')
+        lines.append("m_new = tl.maximum(m_i, tl.max(qk, 1))")
+        shift = "m_new"
+        if a.mask is not None:  # a row the mask hid so far has m = -inf: shift by 0 (alpha = 0, p = 0) instead of NaN
+            lines.append('m_use = tl.where(m_new == float("-inf"), 0.0, m_new)')
+            shift = "m_use"
+        p_cast = "p" if a.dtype == "fp32" else f"p.to({_TL_DTYPES[a.dtype]})"
+        lines += [f"alpha = tl.exp2(m_i - {shift})  # exp_online_rescale: rescales what earlier blocks summed",
+                  f"p = tl.exp2(qk - {shift}[:, None])",
+                  "l_i = l_i * alpha + tl.sum(p, 1)",
+                  f"v = {self.load(v_ptr, cols_in, dv_in)}",
+                  f"acc = tl.dot({p_cast}, v, acc * alpha[:, None]{self.ieee})",
+                  "m_i = m_new"]
+        return lines
+
+    def loops(self) -> list[str]:
+        a = self.a
+        full = f"{a.t} // BLOCK_N * BLOCK_N"
+        if a.causal is None:
+            out = [f"for start_n in range(0, {full if self.col_tail else a.t}, BLOCK_N):"]
+            out += ["    " + ln for ln in self.block(False)]
+            if self.col_tail:
+                out.append("# the last, partial key block")
+                out.append(f"for start_n in range({full}, {a.t}, BLOCK_N):")
+                out += ["    " + ln for ln in self.block(True)]
+            return out
+        diagonal, fill = a.causal
+        if fill == -math.inf:
+            out = ["# keys past the diagonal of the block's last row are -inf for every row: skip their blocks",
+                   f"hi = tl.minimum({a.t}, tl.maximum(0, {_plus('(start_m + 1) * BLOCK_M', diagonal)}))"]
+        else:
+            out = [f"hi = {a.t}  # the causal fill {fill} is finite: every key block counts"]
+        out += ["# blocks left of the diagonal of the block's first row need no causal mask",
+                f"mid = tl.minimum(tl.maximum(0, {_plus('start_m * BLOCK_M', diagonal + 1)}) // BLOCK_N * BLOCK_N, {full})",
+                "for start_n in range(0, mid, BLOCK_N):"]
+        out += ["    " + ln for ln in self.block(False)]
+        out.append("for start_n in range(mid, hi, BLOCK_N):")
+        out += ["    " + ln for ln in self.block(True)]
+        return out
+
+
+def lower(plan: FusionPlan, gi: int, tiling: Tiling | None, name: str, warp_size: int = 32,
+          isa: str | None = None) -> GroupKernel:
+    program = plan.program
+    a = match(plan, gi)
+    t = dict(tiling.values) if tiling is not None else {}
+    block_m, block_n = int(t.get("BLOCK_M", 64)), int(t.get("BLOCK_N", 64))
+    warps, stages = int(t.get("num_warps", 4)), int(t.get("num_stages", 2))
+    for key, v in (("BLOCK_M", block_m), ("BLOCK_N", block_n)):
+        if v < 16 or v & (v - 1):
+            raise NotLowerable(f"{key}={v}: tl.dot needs a power of two >= 16")
+    head_d = max(16, 1 << (a.d - 1).bit_length())
+    head_dv = max(16, 1 << (a.dv - 1).bit_length())
+    em = _Emitter(a, block_m, block_n, head_d, head_dv)
+    operands = [("q", a.q), ("k", a.k), ("v", a.v)] + ([("mask", a.mask)] if a.mask is not None else [])
+    reads = tuple(dict.fromkeys(o.node for _, o in operands))
+    num_m = math.ceil(a.s / block_m)
+    grid = num_m * a.heads
+    skips = a.causal is not None and a.causal[1] == -math.inf  # later query blocks visit more key blocks
+    rule = f"{ONLINE_RULES[0]}, {ONLINE_RULES[1]}" + ("" if a.shifted else f", {UNSHIFTED_RULE}")
+    what = f"softmax(q @ k^T * {a.scale:.6g}" + (" + mask" if a.mask is not None else "") + ") @ v"
+    if a.causal is not None:
+        what += f", causal (key j <= query i + {a.causal[0]}, else {a.causal[1]})"
+    body = [f"# flash attention: {what}",
+            f"# {a.heads} (batch x head) slices of {a.s} queries x {a.t} keys, head dim {a.d}"
+            + (f" (v: {a.dv})" if a.dv != a.d else ""),
+            f"# online softmax in fp32 (rules {rule}):",
+            "#   exp_online_rescale: exp(m1 - m2) * sum(exp(x - m1)) == sum(exp(x - m2)), so when the running max",
+            "#   moves from m_i to m_new the running sum l_i and the accumulator are rescaled by exp(m_i - m_new) <= 1;",
+            "#   div_row_through_matmul_A: (p / l) @ v == (p @ v) / l, so the division waits until the end"]
+    if not a.shifted:
+        body.append("#   softmax_drop_max_shift: the program's exp(x) / sum(exp(x)) equals the max-shifted softmax computed here")
+    body += [
+            "pid = tl.program_id(0)",
+            f"start_m = pid % {num_m}  # the block of BLOCK_M query rows" if not skips else
+            f"start_m = {num_m - 1} - pid % {num_m}  # the block of BLOCK_M query rows, the heaviest (most keys) first",
+            f"bh = pid // {num_m}  # the (batch x query head) slice"]
+    if a.group > 1:
+        body.append(f"# k and v are read in place: {a.group} query heads share each key/value head (grouped-query attention)")
+    for role, o in operands:
+        offset = _batch_offset(a.batch, o.batch)
+        body.append(f"{role}_base = p{o.node}" + ("" if offset == "0" else f" + {offset}"))
+    body += ["offs_m = start_m * BLOCK_M + tl.arange(0, BLOCK_M)", "offs_n = tl.arange(0, BLOCK_N)",
+             "offs_d = tl.arange(0, HEAD_D)"]
+    if em.dv_name != "HEAD_D":
+        body.append(f"offs_dv = tl.arange(0, {em.dv_name})")
+    else:
+        body.append("offs_dv = offs_d")
+    rows_in = f"offs_m[:, None] < {a.s}" if em.row_tail else ""
+    q_ptr = _tile("q_base", "offs_m[:, None]", a.q.rows, "offs_d[None, :]", a.q.cols)
+    body += ["# q stays on chip for the whole loop over the keys",
+             f"q = {em.load(q_ptr, rows_in, f'offs_d[None, :] < {a.d}' if em.d_pad else '')}",
+             'm_i = tl.full([BLOCK_M], float("-inf"), tl.float32)  # running row max (log2 units)',
+             "l_i = tl.zeros([BLOCK_M], tl.float32)  # running row sum of exp2(qk - m_i)",
+             f"acc = tl.zeros([BLOCK_M, {em.dv_name}], tl.float32)"]
+    body += em.loops()
+    out_ptr = _tile(f"out0 + bh * {a.s * a.dv}" if a.heads > 1 else "out0", "offs_m[:, None]", a.dv, "offs_dv[None, :]", 1)
+    store_mask = _and(rows_in, f"offs_dv[None, :] < {a.dv}" if em.dv_pad else "")
+    body += ["acc = acc / l_i[:, None]",
+             f"tl.store({out_ptr}, acc" + (f", mask={store_mask})" if store_mask else ")")]
+    constexprs = [("BLOCK_M", block_m), ("BLOCK_N", block_n), ("HEAD_D", head_d)]
+    if em.dv_name != "HEAD_D":
+        constexprs.append(("HEAD_DV", head_dv))
+    params = [f"p{n}" for n in reads] + ["out0"] + [f"{c}: tl.constexpr" for c, _ in constexprs]
+    src = "@triton.jit\ndef {}({}):\n{}\n".format(name, ", ".join(params), "\n".join("    " + ln for ln in body))
+    # shared memory: the q tile, num_stages buffers of k and v tiles, one score tile of scratch for layout
+    # conversions; registers: the fp32 score tile (p reuses it) and the fp32 accumulator
+    item = program.nodes[a.q.node].dtype.itemsize
+    smem = item * (block_m * head_d + stages * block_n * (head_d + head_dv) + block_m * block_n)
+    largest = max(block_m * block_n, block_m * head_dv, block_n * head_d)
+    res = resources(name, largest, warps, grid, 1, smem_bytes=smem, warp_size=warp_size)
+    res["regs_per_thread"] = math.ceil((block_m * block_n + block_m * head_dv) / res["threads"])
+    heads = f"{a.heads} heads" + (f" ({a.group} query heads per kv head)" if a.group > 1 else "")
+    flags = (", causal" if a.causal else "") + (", additive mask" if a.mask is not None else "")
+    note = (f"flash attention over {heads}, {a.s} queries x {a.t} keys, head dim {a.d}{flags}: BLOCK_M={block_m}, "
+            f"BLOCK_N={block_n}, HEAD_D={head_d}, num_warps={warps}, num_stages={stages}, {grid} programs; "
+            f"online softmax by {rule}")
+    return GroupKernel(name, src, reads, (plan.outputs_of(gi)[0],), grid, tuple(constexprs), warps,
+                       res, note, (("num_stages", stages),))
