@@ -1,0 +1,224 @@
+"""Scan groups (``cumsum`` with its element-wise producers and consumers) as one Triton kernel.
+
+The scan's tensor is seen as ``OUTER x L x INNER`` (``L`` the scanned axis). Each program owns a set
+of independent lines and walks along ``L`` in chunks, fp32 throughout: ``tl.cumsum`` scans a chunk
+inside the block, and a running ``carry`` per line (the last element of the previous chunk's inclusive
+scan) is added to the next chunk, so a line of any length is one sweep over HBM. Two tile shapes,
+both with the memory-contiguous axis as the tile's last (fastest) axis, so loads and stores coalesce:
+
+* the scanned axis is innermost (``INNER == 1``): a ``[ROWS, CHUNK]`` tile, ``ROWS`` lines per
+  program, the scan along tile axis 1 (warp shuffles, then shared memory across warps);
+* otherwise: a ``[CHUNK, COLS]`` tile of ``COLS`` neighbouring inner columns of one outer index, the
+  scan along tile axis 0 (mostly inside each thread's registers).
+
+Every value of the group is computed at an index tuple over the scan's shape (the element-wise
+lowering's index maps: broadcasts, transposes, slices, concats and views on load); the scanned
+values themselves must be read at the tile's own index. Several scans along the same axis (a cumsum
+of a cumsum) share the sweep, each with its own carry.
+
+Tile sizes: the planner hands scan groups the element-wise ``BLOCK`` (elements per chunk tile) and
+``num_warps``. Rows: ``CHUNK = min(L, BLOCK)``, ``ROWS = BLOCK / CHUNK``. Columns: ``COLS`` up to 64,
+narrowed to 16 until there are ``TARGET_PROGRAMS`` strips (each program sweeps its strip alone, so
+few strips leave SMs idle), ``CHUNK = BLOCK / COLS``. ``CHUNK`` and ``LINES`` (rows or columns per
+program) in the tiling override the split. Measured on an H200 (Triton 3.6, bf16 4096 x 4096):
+about 3 TB/s scanning rows, 1.0-1.4 TB/s scanning columns, against 0.4 and 0.04 TB/s for
+``torch.cumsum``.
+"""
+
+from __future__ import annotations
+
+import math
+
+from axon_eg.extract.fusion import FusionPlan
+from axon_eg.extract.tiling import Tiling
+from axon_eg.ir import ops as O
+
+from .base import GroupKernel, NotLowerable, attr, contiguous_strides, resources
+from .elementwise import Index, _Emitter
+
+INT32_LIMIT = 2**31
+_FLAT_VIEWS = ("reshape", "expand_dims", "squeeze")
+COALESCED_COLS = 64  # inner columns per program for a scan over a non-last axis: 128 B rows of bf16
+MIN_COLS = 16  # 32 B of bf16: one DRAM sector per row of the tile
+TARGET_PROGRAMS = 256  # a line is one program's sweep, so a column scan needs many strips to fill ~132 SMs
+
+
+def _pow2(n: int) -> int:
+    return 1 << max(0, math.ceil(math.log2(max(1, n))))
+
+
+def _digits(flat: str, shape: tuple[int, ...], first: int) -> dict[int, str]:
+    """Index expressions of the dims of ``shape`` (numbered from ``first``) from their flat index."""
+    out: dict[int, str] = {}
+    for k, (d, s) in enumerate(zip(shape, contiguous_strides(shape))):
+        if d == 1:
+            continue
+        e = flat if s == 1 else f"({flat} // {s})"
+        out[first + k] = e if k == 0 else f"({e} % {d})"
+    return out
+
+
+class _Sweep(_Emitter):
+    """The element-wise emitter over a 2-D tile whose chunk loop runs along the scanned axis."""
+
+    def __init__(self, plan: FusionPlan, gi: int, domain: tuple[int, ...], dom: Index, looped: bool, scan_axis: int,
+                 carry_index: str):
+        self.program = plan.program
+        self.inside = set(plan.groups[gi].nodes)
+        self.domain = domain
+        self.dom = dom
+        self.lines: list[str] = []
+        self.memo: dict[tuple, str] = {}
+        self.reads: list[int] = []
+        self.looped = looped
+        self.scan_axis = scan_axis  # the tile axis tl.cumsum runs along
+        self.carry_index = carry_index  # the carry's tl.sum drops the scanned tile axis; this puts it back
+        self.carries: list[str] = []
+
+    def value(self, n: int, idx: Index, cond: str | None = None) -> str:
+        node = self.program.nodes[n]
+        if n not in self.inside or O.get(node.op).kind is not O.OpKind.SCAN:
+            return super().value(n, idx, cond)
+        if idx != self.dom or cond is not None:
+            raise NotLowerable(f"{node.op} result {n} is read through an index map (broadcast, transpose, slice) "
+                               "inside the scan group")
+        key = (n, idx, cond)
+        if key in self.memo:
+            return self.memo[key]
+        x = self.value(node.inputs[0], idx)
+        name = f"v{n}"
+        # masked lanes (past the line's end, or rows past the last line) add nothing to the scan
+        self.lines.append(f"{name} = tl.cumsum(tl.where(mask, {x}, 0.0), axis={self.scan_axis})")
+        if self.looped:
+            carry = f"carry{n}"
+            self.carries.append(carry)
+            self.lines.append(f"{name} = {name} + {carry}")
+            # the chunk's last lane holds the line's running total (exact: one nonzero term in the sum)
+            self.lines.append(f"{carry} = tl.sum(tl.where(lane == CHUNK - 1, {name}, 0.0), "
+                              f"axis={self.scan_axis}){self.carry_index}")
+        self.memo[key] = name
+        return name
+
+
+def _check(plan: FusionPlan, gi: int) -> tuple[tuple[int, ...], int, list[int]]:
+    """The scans' common shape and axis, and the group's outputs (all of that shape)."""
+    program = plan.program
+    group = plan.groups[gi]
+    if any(program.nodes[n].dtype.name == "fp64" for n in group.nodes):
+        raise NotLowerable("float64 values stay in torch")
+    scans = [n for n in group.nodes if O.get(program.nodes[n].op).kind is O.OpKind.SCAN]
+    if not scans:
+        raise NotLowerable("no scan in the group")
+    for n in scans:
+        if program.nodes[n].op != "cumsum":
+            raise NotLowerable(f"{program.nodes[n].op} has no Triton scan lowering")
+    domain = tuple(program.concrete_shape(scans[-1]))
+    axis = int(attr(program, scans[-1], "axis"))
+    if not domain:
+        raise NotLowerable("cumsum of a scalar")
+    for n in scans:
+        shape, ax = tuple(program.concrete_shape(n)), int(attr(program, n, "axis"))
+        if shape != domain or ax != axis:
+            raise NotLowerable(f"cumsum over axis {ax} of {list(shape)} and over axis {axis} of {list(domain)} "
+                               "cannot share one sweep")
+    return domain, axis, plan.outputs_of(gi)
+
+
+def _flat_source(plan: FusionPlan, gi: int, o: int, domain: tuple[int, ...]) -> int:
+    """The value of the scan's shape whose row-major elements output ``o`` holds: ``o`` itself, or what
+    a chain of reshapes / expand_dims / squeezes inside the group views (they keep the flat order)."""
+    program = plan.program
+    n = o
+    while tuple(program.concrete_shape(n)) != domain:
+        if n not in plan.groups[gi].nodes or program.nodes[n].op not in _FLAT_VIEWS:
+            raise NotLowerable(f"output {o} ({program.nodes[o].op}) of shape {list(program.concrete_shape(o))} "
+                               f"is not the scan's shape {list(domain)}")
+        n = program.nodes[n].inputs[0]
+    return n
+
+
+def _split(tiling: Tiling | None, length: int, lines_max: int, outer: int, columns: bool) -> tuple[int, int, int]:
+    """(CHUNK along the scanned axis, LINES per program, num_warps) from the group's tiling."""
+    t = dict(tiling.values) if tiling is not None else {}
+    block = int(t.get("BLOCK", 1024))
+    warps = int(t.get("num_warps", 4))
+    if columns:  # coalescing wants a row of COLS contiguous elements; the rest of BLOCK goes down the axis
+        lines = min(_pow2(lines_max), COALESCED_COLS, block)
+        while lines > MIN_COLS and outer * math.ceil(lines_max / lines) < TARGET_PROGRAMS:
+            lines //= 2  # narrower column strips: more programs to fill the SMs, still whole 32 B sectors
+        chunk = min(_pow2(length), max(1, block // lines))
+    else:  # rows: the whole line in one chunk when it fits, several lines per program when it is short
+        chunk = min(_pow2(length), block)
+        lines = min(_pow2(lines_max), max(1, block // chunk))
+    chunk = int(t.get("CHUNK", chunk))
+    lines = int(t.get("LINES", lines))
+    return chunk, lines, warps
+
+
+def lower(plan: FusionPlan, gi: int, tiling: Tiling | None, name: str, warp_size: int = 32,
+          isa: str | None = None) -> GroupKernel:
+    """One sweep along the scanned axis per program, fused producers and consumers computed in the tile."""
+    program = plan.program
+    domain, axis, outs = _check(plan, gi)
+    outer, length, inner = math.prod(domain[:axis]), domain[axis], math.prod(domain[axis + 1:])
+    columns = inner > 1
+    chunk, lines, warps = _split(tiling, length, inner if columns else outer, outer, columns)
+    looped = chunk < length
+    wide = math.prod(domain) >= INT32_LIMIT or any(
+        math.prod(program.concrete_shape(j)) >= INT32_LIMIT for j in plan.inputs_of(gi))
+    # 64-bit offsets only where an int32 one could overflow: they cost registers and address arithmetic
+    to64 = ".to(tl.int64)" if wide else ""
+    head = [f"pid = tl.program_id(0){to64}"]
+    digits: dict[int, str] = {}
+    if columns:
+        blocks = math.ceil(inner / lines)
+        grid = outer * blocks
+        if outer > 1:  # a [1, 1] tensor, so that conditions on outer indices (a concat along them) combine with masks
+            head.append(f"outer = {f'pid // {blocks}' if blocks > 1 else 'pid'} + tl.zeros([1, 1], tl.int32)")
+        head += [f"cols = {f'(pid % {blocks}) * COLS + ' if blocks > 1 else ''}tl.arange(0, COLS)[None, :]",
+                 f"cmask = cols < {inner}",
+                 f"lane = tl.arange(0, CHUNK)[:, None]{to64}"]
+        digits.update(_digits("outer", domain[:axis], 0))
+        digits.update(_digits("cols", domain[axis + 1:], axis + 1))
+        offs = " + ".join(([f"outer * {length * inner}"] if outer > 1 else []) + [f"i{axis} * {inner}", "cols"])
+        line_mask, tile, scan_axis, carry_shape, carry_index = "cmask", "[CHUNK, COLS]", 0, "[1, COLS]", "[None, :]"
+        consts = (("CHUNK", chunk), ("COLS", lines))
+    else:
+        grid = math.ceil(outer / lines)
+        head += ["rows = pid * ROWS + tl.arange(0, ROWS)[:, None]  # one scanned line per row",
+                 f"rmask = rows < {outer}",
+                 f"lane = tl.arange(0, CHUNK)[None, :]{to64}"]
+        digits.update(_digits("rows", domain[:axis], 0))
+        offs = f"rows * {length} + i{axis}"  # a [ROWS, CHUNK] tile even for one line: tl.store wants full pointers
+        line_mask, tile, scan_axis, carry_shape, carry_index = "rmask", "[ROWS, CHUNK]", 1, "[ROWS, 1]", "[:, None]"
+        consts = (("ROWS", lines), ("CHUNK", chunk))
+    for k, e in sorted(digits.items()):
+        head.append(f"i{k} = {e}")
+    dom = tuple(f"i{k}" if k == axis or k in digits else "0" for k in range(len(domain)))
+    em = _Sweep(plan, gi, domain, dom, looped, scan_axis, carry_index)
+    results = [em.value(_flat_source(plan, gi, o, domain), em.dom) for o in outs]
+    step = [f"i{axis} = c0 + lane" if looped else f"i{axis} = lane",
+            f"mask = {line_mask} & (i{axis} < {length})",
+            f"offs = {offs}",
+            *em.lines,
+            *(f"tl.store(out{k} + offs, {r}, mask=mask)" for k, r in enumerate(results))]
+    if looped:
+        head += [f"{c} = tl.zeros({carry_shape}, tl.float32)" for c in em.carries]
+        body = head + [f"for c0 in range(0, {length}, CHUNK):  # chunks along the scanned axis, carry between them"]
+        body += ["    " + ln for ln in step]
+    else:
+        body = head + step
+    reads = tuple(em.reads)
+    params = [f"p{n}" for n in reads] + [f"out{k}" for k in range(len(outs))]
+    params += [f"{c}: tl.constexpr" for c, _ in consts]
+    src = "@triton.jit\ndef {}({}):\n{}\n".format(name, ", ".join(params), "\n".join("    " + ln for ln in body))
+    block = chunk * lines
+    # shared memory: tl.cumsum and the carry's tl.sum exchange one fp32 partial per warp and line
+    smem = lines * warps * 4 * (2 if looped else 1)
+    ops = sorted({program.nodes[n].op for n in plan.groups[gi].nodes})
+    sweep = f"{math.ceil(length / chunk)} chunks with a carry" if looped else "one chunk"
+    return GroupKernel(name, src, reads, tuple(outs), grid, consts, warps,
+                       resources(name, block, warps, grid, max(2, len(reads) + len(outs)), smem_bytes=smem,
+                                 warp_size=warp_size),
+                       f"scan {'/'.join(ops)} along axis {axis} of {list(domain)}: {tile} tiles "
+                       f"({', '.join(f'{c}={v}' for c, v in consts)}), num_warps={warps}, {sweep}, {grid} programs")
