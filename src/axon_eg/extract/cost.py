@@ -24,8 +24,8 @@ import numpy as np
 from axon_eg.hw import HardwareSpec
 from axon_eg.ir import ops as O
 
-from .fusion import ATTENTION, LAYOUT, MATMUL, REDUCTION, FusionPlan, node_kind
-from .tiling import FP32, Tiling
+from .fusion import ATTENTION, LAYOUT, MATMUL, REDUCTION, SCAN, FusionPlan, node_kind
+from .tiling import FP32, Tiling, scan_split
 from .tiling import _dims as plan_dims
 
 GROUP_SIZE_M = 8  # the tile-row swizzle the Triton matmul lowering uses
@@ -200,6 +200,8 @@ def _programs(plan: FusionPlan, gi: int, t: Tiling | None) -> int:
     if kind == REDUCTION and "ROWS_PER_PROGRAM" in dict(t.values):
         src = program.concrete_shape(program.nodes[anchor].inputs[0]) if program.nodes[anchor].inputs else shape
         return math.ceil(max(1, math.prod(src[:-1])) / int(t["ROWS_PER_PROGRAM"]))
+    if kind == SCAN and "BLOCK" in dict(t.values) and program.nodes[anchor].op == "cumsum":
+        return scan_split(shape, int(program.nodes[anchor].attrs["axis"]), dict(t.values))[2]  # one sweep per program
     if "BLOCK" in dict(t.values):
         return math.ceil(max(1, math.prod(shape)) / int(t["BLOCK"]))
     return 1

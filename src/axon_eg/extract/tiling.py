@@ -200,6 +200,34 @@ def _trainium(kind: str, dims: dict[str, int], item: int, live: int, hw: Hardwar
     return params, constraints
 
 
+COALESCED_COLS = 64  # inner columns per program of a scan over a non-last axis: 128 B rows of bf16
+MIN_COLS = 16  # 32 B of bf16: one DRAM sector per row of the tile
+TARGET_PROGRAMS = 256  # a line is one program's sweep, so a column scan needs many strips to fill the SMs
+
+
+def _next_pow2(n: int) -> int:
+    return 1 << max(0, math.ceil(math.log2(max(1, n))))
+
+
+def scan_split(shape: tuple[int, ...], axis: int, values: dict[str, int | str]) -> tuple[int, int, int]:
+    """How a scan group's ``BLOCK`` splits into ``CHUNK`` (along the scanned axis) x ``LINES`` (rows, or
+    inner columns when the scanned axis is not the last) and how many programs that launches; ``CHUNK``
+    and ``LINES`` in ``values`` override the split. Shared by the Triton scan lowering and the cost model."""
+    outer, length, inner = math.prod(shape[:axis]), shape[axis], math.prod(shape[axis + 1:])
+    block = int(values.get("BLOCK", 1024))
+    if inner > 1:  # coalescing wants rows of LINES contiguous columns; the rest of BLOCK goes down the axis
+        lines = min(_next_pow2(inner), COALESCED_COLS, block)
+        while lines > MIN_COLS and outer * math.ceil(inner / lines) < TARGET_PROGRAMS:
+            lines //= 2  # narrower column strips: more programs to fill the SMs, still whole 32 B sectors
+        chunk = min(_next_pow2(length), max(1, block // lines))
+    else:  # rows: the whole line in one chunk when it fits, several lines per program when it is short
+        chunk = min(_next_pow2(length), block)
+        lines = min(_next_pow2(outer), max(1, block // chunk))
+    chunk, lines = int(values.get("CHUNK", chunk)), int(values.get("LINES", lines))
+    programs = outer * math.ceil(inner / lines) if inner > 1 else math.ceil(outer / lines)
+    return chunk, lines, programs
+
+
 def feasible(space: TilingSpace, assignment: dict[str, int | str]) -> list[str]:
     """Names of the constraints an assignment violates (empty: feasible)."""
     return [c.name for c in space.constraints if not c.holds(assignment)]

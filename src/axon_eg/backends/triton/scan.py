@@ -30,7 +30,7 @@ from __future__ import annotations
 import math
 
 from axon_eg.extract.fusion import FusionPlan
-from axon_eg.extract.tiling import Tiling
+from axon_eg.extract.tiling import Tiling, scan_split
 from axon_eg.ir import ops as O
 
 from .base import GroupKernel, NotLowerable, attr, contiguous_strides, resources
@@ -38,9 +38,6 @@ from .elementwise import Index, _Emitter
 
 INT32_LIMIT = 2**31
 _FLAT_VIEWS = ("reshape", "expand_dims", "squeeze")
-COALESCED_COLS = 64  # inner columns per program for a scan over a non-last axis: 128 B rows of bf16
-MIN_COLS = 16  # 32 B of bf16: one DRAM sector per row of the tile
-TARGET_PROGRAMS = 256  # a line is one program's sweep, so a column scan needs many strips to fill ~132 SMs
 
 
 def _pow2(n: int) -> int:
@@ -137,24 +134,6 @@ def _flat_source(plan: FusionPlan, gi: int, o: int, domain: tuple[int, ...]) -> 
     return n
 
 
-def _split(tiling: Tiling | None, length: int, lines_max: int, outer: int, columns: bool) -> tuple[int, int, int]:
-    """(CHUNK along the scanned axis, LINES per program, num_warps) from the group's tiling."""
-    t = dict(tiling.values) if tiling is not None else {}
-    block = int(t.get("BLOCK", 1024))
-    warps = int(t.get("num_warps", 4))
-    if columns:  # coalescing wants a row of COLS contiguous elements; the rest of BLOCK goes down the axis
-        lines = min(_pow2(lines_max), COALESCED_COLS, block)
-        while lines > MIN_COLS and outer * math.ceil(lines_max / lines) < TARGET_PROGRAMS:
-            lines //= 2  # narrower column strips: more programs to fill the SMs, still whole 32 B sectors
-        chunk = min(_pow2(length), max(1, block // lines))
-    else:  # rows: the whole line in one chunk when it fits, several lines per program when it is short
-        chunk = min(_pow2(length), block)
-        lines = min(_pow2(lines_max), max(1, block // chunk))
-    chunk = int(t.get("CHUNK", chunk))
-    lines = int(t.get("LINES", lines))
-    return chunk, lines, warps
-
-
 def lower(plan: FusionPlan, gi: int, tiling: Tiling | None, name: str, warp_size: int = 32,
           isa: str | None = None) -> GroupKernel:
     """One sweep along the scanned axis per program, fused producers and consumers computed in the tile."""
@@ -162,7 +141,9 @@ def lower(plan: FusionPlan, gi: int, tiling: Tiling | None, name: str, warp_size
     domain, axis, outs = _check(plan, gi)
     outer, length, inner = math.prod(domain[:axis]), domain[axis], math.prod(domain[axis + 1:])
     columns = inner > 1
-    chunk, lines, warps = _split(tiling, length, inner if columns else outer, outer, columns)
+    t = dict(tiling.values) if tiling is not None else {}
+    chunk, lines, _ = scan_split(domain, axis, t)
+    warps = int(t.get("num_warps", 4))
     looped = chunk < length
     wide = math.prod(domain) >= INT32_LIMIT or any(
         math.prod(program.concrete_shape(j)) >= INT32_LIMIT for j in plan.inputs_of(gi))
