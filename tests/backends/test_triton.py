@@ -124,10 +124,15 @@ def test_random_programs_match_the_reference(tmp_path_factory, program):
 
 
 def test_groups_without_a_triton_lowering_say_why():
-    program = suite.get("matmul").bound(small=True).expand()
-    plan = plans(program)[0]
+    @ax.program(M=4, N=6)
+    def double(x: ax.Tensor["M", "N", ax.fp64]):
+        return ax.exp(x) + 1.0
+
+    plan = plans(double.expand())[-1]
     got = lower_group(plan, 0, None, "_g0")
-    assert not isinstance(got, GroupKernel) and "matmul" in got
+    assert not isinstance(got, GroupKernel) and "float64" in got
+    kernel = emit(candidate(double), H200, "k")
+    assert kernel.meta["lowering"] == "torch:1" and "float64" in kernel.source.splitlines()[4]
 
 
 @ax.program(N=2, H=3, W=5)
