@@ -112,9 +112,9 @@ class BestKernel:
         sys.modules[spec.name] = mod  # triton.jit reads the function's source through its module
         if not torch.cuda.is_available():  # no GPU: @triton.jit must build interpreted functions (set
             os.environ.setdefault("TRITON_INTERPRET", "1")  # it before triton is first imported to be safe)
-        from axon_eg.backends.triton.interpreter import widen_bf16_dots
+        from axon_eg.backends.triton import interpreter
 
-        widen_bf16_dots()  # under TRITON_INTERPRET=1 only
+        interpreter.apply()  # under TRITON_INTERPRET=1 only
         spec.loader.exec_module(mod)
         return getattr(mod, self.entry)
 

@@ -41,32 +41,6 @@ SUITE_MATMULS = ("matmul", "transpose_matmul", "rmsnorm_matmul", "layernorm_matm
 ODD = {"M": 40, "K": 37, "N": 50, "D": 37, "F": 50, "R": 5}  # several tiles each way, none of them full
 
 
-def _interpreter_rounds_bf16_like_the_gpu() -> None:
-    """Triton 3.9's interpreter truncates fp32 -> bf16 casts (``.to``, the cast in ``tl.store``) where a
-    GPU rounds to nearest even; a plan that stores several bf16 intermediates then drifts past the bf16
-    tolerance. Round like the hardware (test-only; bf16 ``tl.dot`` operands are widened by
-    ``axon_eg.backends.triton.interpreter.widen_bf16_dots``, which ``run_kernel`` applies)."""
-    import torch
-    import triton.language as tl
-    from triton.runtime import interpreter
-
-    builder = interpreter.InterpreterBuilder
-    if getattr(builder.cast_impl, "rounds_to_nearest_even", False):
-        return
-    cast = builder.cast_impl
-
-    def cast_impl(self, src, dst_type):
-        if src.dtype.scalar == tl.float32 and dst_type.scalar == tl.bfloat16:
-            rounded = torch.from_numpy(np.ascontiguousarray(src.data, dtype=np.float32)).to(torch.bfloat16)
-            return interpreter.TensorHandle(rounded.view(torch.int16).numpy().view(np.uint16), tl.bfloat16)
-        return cast(self, src, dst_type)
-
-    cast_impl.rounds_to_nearest_even = True
-    builder.cast_impl = cast_impl
-    builder.create_fp_trunc = builder.create_fp_ext = lambda self, src, dst_type: self.cast_impl(src, dst_type)
-
-
-_interpreter_rounds_bf16_like_the_gpu()
 
 
 def candidate(program: Program, plan_index: int = -1, tiles: dict | None = None, isa: str = "tl.dot"):

@@ -361,10 +361,10 @@ def _interpreter_fixes() -> None:
     if os.environ.get("TRITON_INTERPRET") != "1":
         return
     try:
-        from axon_eg.backends.triton.interpreter import widen_bf16_dots
+        from axon_eg.backends.triton import interpreter
     except ImportError:
         return
-    widen_bf16_dots()
+    interpreter.apply()
 
 
 def _child(bundle: Path, cand_id: str, result_path: Path) -> int:

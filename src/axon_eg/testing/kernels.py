@@ -40,9 +40,9 @@ def candidate_for(program: Program, hw: str | HardwareSpec = "h200", plan_index:
 
 def load_kernel(kernel: Kernel, directory: str | Path) -> Any:
     """Write the kernel's file and import it; returns its entry point."""
-    from axon_eg.backends.triton.interpreter import widen_bf16_dots
+    from axon_eg.backends.triton import interpreter
 
-    widen_bf16_dots()  # under TRITON_INTERPRET=1 only
+    interpreter.apply()  # under TRITON_INTERPRET=1 only
     path = Path(directory) / f"{kernel.name}.py"
     path.write_text(kernel.source)
     spec = importlib.util.spec_from_file_location(f"axon_eg_test_{kernel.name}_{abs(hash(str(path)))}", path)

@@ -31,3 +31,35 @@ def widen_bf16_dots() -> None:
 
     create_dot.widens_bf16 = True
     builder.create_dot = create_dot
+
+
+def round_bf16_to_nearest_even() -> None:
+    """The interpreter truncates fp32 -> bf16 casts (``.to``, the cast in ``tl.store``) where GPUs round
+    to nearest even (Triton 3.9). Idempotent; a no-op unless TRITON_INTERPRET=1."""
+    if os.environ.get("TRITON_INTERPRET") != "1":
+        return
+    import numpy as np
+    import torch
+    import triton.language as tl
+    from triton.runtime import interpreter
+
+    builder = interpreter.InterpreterBuilder
+    if getattr(builder.cast_impl, "rounds_to_nearest_even", False):
+        return
+    cast = builder.cast_impl
+
+    def cast_impl(self, src, dst_type):
+        if src.dtype.scalar == tl.float32 and dst_type.scalar == tl.bfloat16:
+            rounded = torch.from_numpy(np.ascontiguousarray(src.data, dtype=np.float32)).to(torch.bfloat16)
+            return interpreter.TensorHandle(rounded.view(torch.int16).numpy().view(np.uint16), tl.bfloat16)
+        return cast(self, src, dst_type)
+
+    cast_impl.rounds_to_nearest_even = True
+    builder.cast_impl = cast_impl
+    builder.create_fp_trunc = builder.create_fp_ext = lambda self, src, dst_type: self.cast_impl(src, dst_type)
+
+
+def apply() -> None:
+    """Every work-around above (under TRITON_INTERPRET=1 only)."""
+    widen_bf16_dots()
+    round_bf16_to_nearest_even()
