@@ -55,7 +55,8 @@ def isa_choices(plan: FusionPlan, hw: HardwareSpec) -> list[tuple[tuple[int, str
         elif hw.kind != "trainium" and g.kind == MATMUL:
             anchor = g.anchor(program)
             narrow = program.concrete_shape(anchor)[-1] < 16
-            options.append([(gi, "tl.dot")] + ([(gi, "fma_reduce")] if narrow else []))
+            # a GEMV's thin tilings (BLOCK_M < 16) only suit fma_reduce: tl.dot needs 16 x 16 tiles
+            options.append([(gi, "fma_reduce")] if narrow else [(gi, "tl.dot")])
     combos = [()]
     for opts in options:
         combos = [c + (o,) for c in combos for o in opts]

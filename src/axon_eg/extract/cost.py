@@ -196,7 +196,11 @@ def _programs(plan: FusionPlan, gi: int, t: Tiling | None) -> int:
         if node.op == "matmul":
             a, b = (program.concrete_shape(j) for j in node.inputs)
             batch = math.prod(shape[:-2])
-            return batch * math.ceil(a[-2] / int(t["BLOCK_M"])) * math.ceil(b[-1] / int(t["BLOCK_N"]))
+            tiles_n = math.ceil(b[-1] / int(t["BLOCK_N"]))
+            if tiles_n > 1 and any(O.get(program.nodes[n].op).kind is O.OpKind.REDUCE and n > anchor
+                                   for n in plan.groups[gi].nodes):
+                tiles_n = 1  # a reduction across N: each program holds whole rows and loops over the N tiles
+            return batch * math.ceil(a[-2] / int(t["BLOCK_M"])) * tiles_n
     if kind == REDUCTION and "ROWS_PER_PROGRAM" in dict(t.values):
         src = program.concrete_shape(program.nodes[anchor].inputs[0]) if program.nodes[anchor].inputs else shape
         return math.ceil(max(1, math.prod(src[:-1])) / int(t["ROWS_PER_PROGRAM"]))

@@ -121,6 +121,17 @@ def _gpu(kind: str, dims: dict[str, int], item: int, live: int, hw: HardwareSpec
                        lambda t: t["BLOCK_N"] <= max(16, 1 << max(4, math.ceil(math.log2(max(1, dims["K"])))))),
         ]
         return params, constraints
+    if kind == MATMUL and dims["N"] < 16:  # a GEMV (the νGraph moved a reduction into the operand): streamed
+        # A tiles reduced against a thin B without tl.dot; thin row bands, long K tiles, enough loads in flight
+        params = [("BLOCK_M", pow2(1, 64)), ("BLOCK_N", (max(1, 1 << math.ceil(math.log2(max(1, dims["N"])))),)),
+                  ("BLOCK_K", pow2(64, 1024)), ("num_warps", warps), ("num_stages", (stages[0],)), *extra]
+        constraints = [
+            Constraint("tile per program", "num_warps*256 <= BM*BK <= 16384",
+                       lambda t: t["num_warps"] * 256 <= t["BLOCK_M"] * t["BLOCK_K"] <= 16384),
+            Constraint("no oversized K tile", f"BK <= max(64, K={dims['K']} rounded up)",
+                       lambda t: t["BLOCK_K"] <= max(64, 1 << math.ceil(math.log2(max(1, dims["K"]))))),
+        ]
+        return params, constraints
     if kind == MATMUL:
         params = [("BLOCK_M", pow2(16, 256)), ("BLOCK_N", pow2(16, 256)), ("BLOCK_K", pow2(16, 128)),
                   ("num_warps", warps), ("num_stages", stages), *extra]
