@@ -235,7 +235,14 @@ def cmd_rules_verify(args: argparse.Namespace) -> int:
     for name, why in failures:
         console.print(f"[red]FAILED[/red] {name}: {why}")
     console.print(f"re-proved {total - len(failures)} of {total} stored rules in {seconds:.1f} s")
-    return 1 if failures else 0
+    from axon_eg.backends.nki.synthesis import verify as verify_lowerings
+
+    isa_failures, isa_total, isa_seconds = verify_lowerings(timeout_ms=args.timeout_ms)
+    for name, why in isa_failures:
+        console.print(f"[red]FAILED[/red] NKI lowering {name}: {why}")
+    console.print(f"re-proved {isa_total - len(isa_failures)} of {isa_total} NKI lowerings and instruction fusions "
+                  f"in {isa_seconds:.1f} s")
+    return 1 if failures or isa_failures else 0
 
 
 def cmd_rules_list(args: argparse.Namespace) -> int:
