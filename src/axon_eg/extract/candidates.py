@@ -12,7 +12,7 @@ from axon_eg.egraph.nugraph import NuGraph, Variant
 from axon_eg.hw import HardwareSpec, load
 
 from .cost import CostReport, cost, gpu_group_cost, trainium_group_work
-from .fusion import LAYOUT, MATMUL, FusionPlan, plans
+from .fusion import ATTENTION, LAYOUT, MATMUL, FusionPlan, plans
 from .tiling import Tiling, space, tilings
 
 
@@ -78,7 +78,9 @@ def enumerate_candidates(nugraph: NuGraph, target: str | HardwareSpec, k: int = 
                 options, stats = tilings(sp)
                 summary.tilings_considered += stats["considered"]
                 summary.tilings_feasible += stats["feasible"]
-                ranked = sorted(options, key=lambda t, gi=gi: (_group_cost(plan, gi, t, hw), *_tie_break(t), t.values))
+                kind = plan.groups[gi].kind
+                ranked = sorted(options, key=lambda t, gi=gi, kind=kind: (_group_cost(plan, gi, t, hw),
+                                                                         *_tie_break(t, kind), t.values))
                 kept = ranked[:tilings_per_group]
                 summary.tilings_kept += len(kept)
                 per_group.append(kept)
@@ -121,11 +123,16 @@ def _diverse(ranked: list[Candidate], k: int) -> list[Candidate]:
     return sorted(picked, key=lambda c: (c.predicted_seconds, c.key))
 
 
-def _tie_break(t: Tiling) -> tuple[float, ...]:
-    """Among tilings the cost model cannot tell apart, prefer whole rows in one block (one pass over
+def _tie_break(t: Tiling, kind: str | None = None) -> tuple[float, ...]:
+    """Among tilings the cost model cannot tell apart: attention as in the fused-attention tutorial; matmul
+    by accumulators per thread; otherwise prefer whole rows in one block (one pass over
     HBM, nothing re-read), then about 16 elements per thread (a few 128-bit loads each: enough loads
     in flight without spilling registers), then more elements per program."""
     v = dict(t.values)
+    if kind == ATTENTION:  # flash attention: 128 query rows, ~128 live fp32 (scores + accumulator) per thread
+        live = int(v["BLOCK_M"]) * (int(v["BLOCK_N"]) + int(v["BLOCK_K"])) / (int(v.get("num_warps", 4)) * 32)
+        return (abs(math.log2(int(v["BLOCK_M"])) - 7), abs(math.log2(live) - 7) + 0.25 * abs(int(v.get("num_stages", 2)) - 2),
+                -int(v["BLOCK_N"]))
     if "BLOCK_M" in v:  # matmul tiles: ~64 fp32 accumulators per thread, then bigger tiles (reuse), 3 stages
         acc = int(v["BLOCK_M"]) * int(v["BLOCK_N"])
         per_thread = acc / (int(v.get("num_warps", 4)) * 32)

@@ -129,7 +129,7 @@ def _autotuned(k: GroupKernel, plan: FusionPlan, gi: int, hw: HardwareSpec) -> G
     from axon_eg.extract.tiling import space, tilings
 
     options, _ = tilings(space(plan, gi, hw))
-    ranked = sorted(options, key=lambda t: (_group_cost(plan, gi, t, hw), *_tie_break(t), t.values))
+    ranked = sorted(options, key=lambda t: (_group_cost(plan, gi, t, hw), *_tie_break(t, plan.groups[gi].kind), t.values))
     configs: list[str] = []
     chosen = "{" + ", ".join(f"{c!r}: {v}" for c, v in k.constexprs) + "}"
     for t in [None, *ranked]:
