@@ -201,3 +201,21 @@ def test_every_suite_program_gets_candidates_on_every_target() -> None:
             cands, _ = enumerate_candidates(graph, target, k=2, variants=1)
             assert cands, f"{entry.name} on {target}: no candidate"
             assert {node_kind(n.op) for n in cands[0].variant.program.nodes} - {None}
+
+
+def test_rmsnorm_matmul_on_trn2_overlaps_the_norm_with_the_tensor_engine() -> None:
+    """The selected trn2 candidate fuses the norm into the matmul group; in the timeline its Vector /
+    Scalar statistics of tile i+1 run while the Tensor engine multiplies tile i, and it beats the plan
+    that runs the norm first and the matmul after it."""
+    program = get("rmsnorm_matmul").bound(small=False)
+    graph = NuGraph(program, load_rules())
+    graph.saturate(Limits(seconds=1))
+    candidates, _ = enumerate_candidates(graph, load("trn2"), 8)
+    best = candidates[0]
+    assert best.plan.name == "matmul"
+    tensor = [i for i in best.report.timeline if i.engine == "tensor"]
+    norm = [i for i in best.report.timeline if i.engine in ("vector", "scalar") and i.end > i.start]
+    assert tensor and norm
+    assert any(a.start < b.end and b.start < a.end for a in tensor for b in norm), "norm and matmul never overlap"
+    unfused = [c for c in candidates if c.plan.name == "reduction+matmul"]
+    assert unfused and best.predicted_seconds < unfused[0].predicted_seconds

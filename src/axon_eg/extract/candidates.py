@@ -129,7 +129,8 @@ def _tie_break(t: Tiling, kind: str | None = None) -> tuple[float, ...]:
     HBM, nothing re-read), then about 16 elements per thread (a few 128-bit loads each: enough loads
     in flight without spilling registers), then more elements per program."""
     v = dict(t.values)
-    if kind == ATTENTION and {"BLOCK_M", "BLOCK_N", "BLOCK_K"} <= set(v):  # flash attention: 128 query rows, ~128 live fp32 (scores + accumulator) per thread
+    if kind == ATTENTION and {"BLOCK_M", "BLOCK_N", "BLOCK_K"} <= set(v):
+        # flash attention: 128 query rows, ~128 live fp32 (scores + accumulator) per thread
         live = int(v["BLOCK_M"]) * (int(v["BLOCK_N"]) + int(v["BLOCK_K"])) / (int(v.get("num_warps", 4)) * 32)
         return (abs(math.log2(int(v["BLOCK_M"])) - 7), abs(math.log2(live) - 7) + 0.25 * abs(int(v.get("num_stages", 2)) - 2),
                 -int(v["BLOCK_N"]))

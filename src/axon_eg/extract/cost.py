@@ -233,35 +233,75 @@ def _wave_efficiency(plan: FusionPlan, gi: int, t: Tiling | None, hw: HardwareSp
 _ACTIVATIONS = {"exp", "log", "tanh", "sigmoid", "silu", "gelu", "erf", "sqrt", "rsqrt", "softplus", "mish"}
 
 
-def trainium_group_work(plan: FusionPlan, gi: int, t: Tiling | None, hw: HardwareSpec) -> tuple[float, str, float, float]:
-    """(DMA seconds each way, compute engine, compute seconds, bytes) of one group on its own."""
+def _vector_seconds(plan: FusionPlan, nodes: Sequence[int], hw: HardwareSpec) -> dict[str, float]:
+    """Vector / Scalar engine seconds of element-wise and reduction nodes (activations on the Scalar
+    engine, the rest on the Vector engine), ~one element per partition per cycle."""
+    program = plan.program
+    out = {"vector": 0.0, "scalar": 0.0}
+    for n in nodes:
+        node = program.nodes[n]
+        kind = node_kind(node.op)
+        if kind is None or kind in (MATMUL, LAYOUT):
+            continue
+        src = node.inputs[0] if kind == REDUCTION and node.inputs else n
+        elements = math.prod(program.concrete_shape(src))
+        engine = "scalar" if node.op in _ACTIVATIONS else "vector"
+        cycles = elements / hw.value("limits.partition_max") * hw.value("costs.vector_cycles_per_element")
+        out[engine] += cycles / hw.value(f"compute.engines.{engine}.clock")
+    return {e: v for e, v in out.items() if v}
+
+
+def trainium_engine_work(plan: FusionPlan, gi: int, t: Tiling | None, hw: HardwareSpec
+                         ) -> tuple[float, list[tuple[str, str, float]], float]:
+    """(DMA seconds each way, [(stage, engine, seconds)], bytes) of one group. A matmul group's stages are
+    its prologue (the norm's statistics and scaling: Vector/Scalar), the Tensor-engine matmul and its
+    epilogue; other groups have one stage per engine they use."""
     program = plan.program
     group = plan.groups[gi]
     clock = hw.value("compute.engines.tensor.clock")
     dma_bw = hw.value("compute.dma.engines") * hw.value("compute.dma.bandwidth_per_engine")
-    nbytes, mm, other = group_traffic(plan, gi, t, float("inf"))
+    nbytes, mm, _ = group_traffic(plan, gi, t, float("inf"))
     transfers = max(1, len(plan.inputs_of(gi)) + len(plan.outputs_of(gi)))
     dma = hw.value("costs.dma_fixed") * transfers / 2 + nbytes / 2 / dma_bw
-    if mm:
-        tile_n = int(t.get("TILE_N", 512)) if t is not None else 512
-        tile_m = int(t.get("TILE_M", 128)) if t is not None else 128
-        tile_k = int(t.get("TILE_K", 128)) if t is not None else 128
-        anchor = group.anchor(program)
-        a, b = (program.concrete_shape(j) for j in program.nodes[anchor].inputs)
-        batch = math.prod(program.concrete_shape(anchor)[:-2])
-        instrs = batch * math.ceil(a[-2] / tile_m) * math.ceil(b[-1] / tile_n) * math.ceil(a[-1] / tile_k)
-        return dma, "tensor", instrs * max(tile_n, hw.value("costs.matmul_moving_min_cycles")) / clock, nbytes
-    ops = [program.nodes[n].op for n in group.nodes if node_kind(program.nodes[n].op) is not None]
-    engine = "scalar" if any(op in _ACTIVATIONS for op in ops) and group.kind != REDUCTION else "vector"
-    elements = other / max(1, len(ops))
-    cycles = len(ops) * elements / hw.value("limits.partition_max") * hw.value("costs.vector_cycles_per_element")
-    return dma, engine, cycles / hw.value(f"compute.engines.{engine}.clock"), nbytes
+    if not mm:
+        work = _vector_seconds(plan, group.nodes, hw)
+        return dma, [("compute", e, v) for e, v in sorted(work.items())] or [("compute", "vector", 0.0)], nbytes
+    tile_n = int(t.get("TILE_N", 512)) if t is not None else 512
+    tile_m = int(t.get("TILE_M", 128)) if t is not None else 128
+    tile_k = int(t.get("TILE_K", 128)) if t is not None else 128
+    anchor = group.anchor(program)
+    a, b = (program.concrete_shape(j) for j in program.nodes[anchor].inputs)
+    batch = math.prod(program.concrete_shape(anchor)[:-2])
+    instrs = batch * math.ceil(a[-2] / tile_m) * math.ceil(b[-1] / tile_n) * math.ceil(a[-1] / tile_k)
+    tensor = instrs * max(tile_n, hw.value("costs.matmul_moving_min_cycles")) / clock
+    before = [n for n in group.nodes if n < anchor]
+    after = [n for n in group.nodes if n > anchor]
+    stages = [("prologue", e, v) for e, v in sorted(_vector_seconds(plan, before, hw).items())]
+    stages.append(("matmul", "tensor", tensor))
+    stages += [("epilogue", e, v) for e, v in sorted(_vector_seconds(plan, after, hw).items())]
+    return dma, stages, nbytes
+
+
+def trainium_group_work(plan: FusionPlan, gi: int, t: Tiling | None, hw: HardwareSpec) -> tuple[float, str, float, float]:
+    """(DMA seconds each way, busiest engine, its seconds, bytes) of one group on its own: its engines run
+    in a software pipeline, so the busiest one bounds it."""
+    dma, stages, nbytes = trainium_engine_work(plan, gi, t, hw)
+    busy: dict[str, float] = {}
+    for _, engine, seconds in stages:
+        busy[engine] = busy.get(engine, 0.0) + seconds
+    engine = max(busy, key=lambda e: busy[e])
+    return dma, engine, busy[engine], nbytes
+
+
+PIPELINE_CHUNKS = 8  # tiles a fused group's stages are pipelined over in the timeline
 
 
 def trainium_cost(plan: FusionPlan, tilings: Sequence[Tiling | None], hw: HardwareSpec) -> CostReport:
+    """Engine timeline: loads and stores on separate DMA queues (a chip has 16 DMA engines, one group's
+    store does not hold up the next independent group's load); a group whose work spans engines (a
+    norm fused into a matmul: statistics on Vector/Scalar, the matmul on the Tensor engine) runs as a
+    software pipeline over ``PIPELINE_CHUNKS`` tiles, so tile i+1's prologue overlaps tile i's matmul."""
     program = plan.program
-    # loads and stores on separate DMA queues (a chip has 16 DMA engines): one group's store does not
-    # hold up the next independent group's load
     free = {e: 0.0 for e in ("dma_in", "dma_out", "tensor", "vector", "scalar", "gpsimd")}
     done: dict[int, float] = {}
     owner = plan.group_of()
@@ -278,12 +318,18 @@ def trainium_cost(plan: FusionPlan, tilings: Sequence[Tiling | None], hw: Hardwa
         t = tilings[gi] if gi < len(tilings) else None
         deps = {owner[j] for n in group.nodes for j in program.nodes[n].inputs if j in owner} - {gi}
         ready = max((done[d] for d in deps), default=0.0)
-        dma, engine, seconds, nbytes = trainium_group_work(plan, gi, t, hw)
-        loaded = run("dma_in", ready, dma, f"g{gi} load")
-        computed = run(engine, loaded, seconds, f"g{gi} {group.kind}")
-        stored = run("dma_out", computed, dma, f"g{gi} store")
-        done[gi] = stored
-        groups.append(GroupCost(gi, group.kind, nbytes, 0.0, stored - ready, engine))
+        dma, stages, nbytes = trainium_engine_work(plan, gi, t, hw)
+        chunks = PIPELINE_CHUNKS if len(stages) > 1 else 1
+        finished = ready
+        for c in range(chunks):
+            step = run("dma_in", ready, dma / chunks, f"g{gi} load{'' if chunks == 1 else f' {c}'}")
+            for stage, engine, seconds in stages:
+                label = f"g{gi} {group.kind}" if chunks == 1 else f"g{gi} {stage} {c}"
+                step = run(engine, step, seconds / chunks, label)
+            finished = run("dma_out", step, dma / chunks, f"g{gi} store{'' if chunks == 1 else f' {c}'}")
+        done[gi] = finished
+        busiest = max(stages, key=lambda s: s[2])[1]
+        groups.append(GroupCost(gi, group.kind, nbytes, 0.0, finished - ready, busiest))
     makespan = max((i.end for i in timeline), default=0.0) + hw.value("costs.launch")
     return CostReport(makespan, groups, timeline)
 
