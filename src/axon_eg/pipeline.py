@@ -93,8 +93,9 @@ def cache_key(bkey: str, tools: dict[str, Any]) -> str:
 class BestKernel:
     """The selected kernel: ``best(*tensors)`` returns the output(s); ``best.source`` is its file."""
 
-    def __init__(self, id: str, kind: str, path: Path, entry: str, mode: str, program: Program):
+    def __init__(self, id: str, kind: str, path: Path, entry: str, mode: str, program: Program, target: str = ""):
         self.id, self.kind, self.path, self.entry, self.mode, self.program = id, kind, Path(path), entry, mode, program
+        self.target = target  # the hardware name (an NKI kernel runs in the simulator for it)
 
     @property
     def source(self) -> str:
@@ -121,6 +122,10 @@ class BestKernel:
     def __call__(self, *inputs: Any) -> Any:
         import torch
 
+        if self.mode == "nki":  # NumPy arrays in and out, through the NKI simulator
+            from axon_eg.backends.nki.simulator import simulate
+
+            return simulate(self.source, *inputs, target=self.target, kernel_name=self.entry)
         if self.mode == "return":
             return self._fn(*inputs)
         device = inputs[0].device if inputs else torch.device("cpu")
@@ -156,7 +161,11 @@ class Result:
 
     def summary(self, columns: tuple[str, ...] = SUMMARY_COLUMNS) -> str:
         """One line on the choice and the run, then the table as Markdown."""
-        how = "timed on the GPU" if self.timed else "correctness only (Triton interpreter, no GPU timings)"
+        devices = [d for d in self.table["device"].drop_nulls().to_list()] if "device" in self.table.columns else []
+        if any(str(d).startswith("simulated") for d in devices):
+            how = "NKI simulator for correctness, Trainium engine model for time (no NeuronCore here)"
+        else:
+            how = "timed on the GPU" if self.timed else "correctness only (Triton interpreter, no GPU timings)"
         return (f"best: {self.best.id} ({self.best.kind}); {how}; cache {'hit' if self.cache_hit else 'miss'} "
                 f"{self.cache_key}; phase 1 {self.phase1_s:.2f} s, phase 2 {self.phase2_s:.2f} s\n\n"
                 + markdown(self.table.select([c for c in columns if c in self.table.columns])))
@@ -208,14 +217,15 @@ def saturate_and_extract(prog: Any, target: str = "triton", hw: str | HardwareSp
     ``rows``: a JSON-lines file of measurements made elsewhere on this run's bundle (the remote
     GPU flow: ``write_bundle_only`` here, ``python -m axon_eg.measure BUNDLE --out ROWS`` there).
     ``force`` ignores the cache."""
-    if target != "triton":
-        raise PipelineError(f"target {target!r}: only 'triton' is wired up end to end (the NKI backend is issue 8)")
+    if target not in ("triton", "nki"):
+        raise PipelineError(f"target {target!r}: the targets are 'triton' (GPUs) and 'nki' (Trainium)")
     program = _as_program(prog)
     spec = load(hw) if not isinstance(hw, HardwareSpec) else hw
-    if spec.kind == "trainium":
-        raise PipelineError(f"hardware {spec.name!r} is a Trainium; the triton target needs a GPU description")
+    if (spec.kind == "trainium") != (target == "nki"):
+        need = "a Trainium description (trn1, trn2)" if target == "nki" else "a GPU description"
+        raise PipelineError(f"hardware {spec.name!r} ({spec.kind}) does not fit target {target!r}: it needs {need}")
     report = progress or (lambda *a: None)
-    device = _device(device)
+    device = f"simulated-{spec.name}" if target == "nki" else _device(device)
     t0 = time.monotonic()
     bkey = bundle_key(program, spec, target, k)
     bdir = tables.cache_dir(cache_dir) / "bundles" / bkey
@@ -252,7 +262,14 @@ def saturate_and_extract(prog: Any, target: str = "triton", hw: str | HardwareSp
         kernels, cand_rows = _phase1(program, nugraph, spec, target, k, key, bdir, device, report)
         phase1 = time.monotonic() - t0
         t1 = time.monotonic()
-        new_rows = _measure(bdir, key, kernels, device, ray_address, budget_s, t0, report)
+        if target == "nki":  # no Trainium here: the NumPy simulator checks, the engine model times
+            from axon_eg.backends.nki.measure import simulate_kernels
+
+            report("measure", 0, len(kernels), "NKI simulator")
+            new_rows = simulate_kernels(program, [k for k in kernels if k.source], spec) + _emit_failures(kernels)
+            report("measure", len(kernels), len(kernels), "")
+        else:
+            new_rows = _measure(bdir, key, kernels, device, ray_address, budget_s, t0, report)
         phase2 = time.monotonic() - t1
     meta = {c["id"]: c for c in cand_rows}
     for r in new_rows:
@@ -289,7 +306,6 @@ def _phase1(program: Program, nugraph: Any, hw: HardwareSpec, target: str, k: in
             report: Progress) -> tuple[list[Kernel], list[dict[str, Any]]]:
     """Enumerate, emit and bundle; returns the kernels and their ``candidates`` rows."""
     from axon_eg.backends.torch.lower import emit_module
-    from axon_eg.backends.triton.emit import emit
     from axon_eg.bundle import write_bundle
     from axon_eg.extract.candidates import enumerate_candidates
 
@@ -298,7 +314,9 @@ def _phase1(program: Program, nugraph: Any, hw: HardwareSpec, target: str, k: in
     report("extract", 1, 1, f"{len(candidates)} candidates")
     baseline_src = emit_module(program)
     kernels = [Kernel("torch_eager", baseline_src, "eager", "return", "baseline", {}, {"lowering": "torch"})]
-    if device != "cpu":  # compiling for the CPU would only time gcc; on a GPU it is the bar to beat
+    if target == "nki":  # no torch on a NeuronCore here: the candidates compete among themselves
+        kernels = []
+    elif device != "cpu":  # compiling for the CPU would only time gcc; on a GPU it is the bar to beat
         kernels.append(Kernel("torch_compile", baseline_src, "compiled", "return", "baseline", {},
                               {"lowering": "torch.compile(max-autotune-no-cudagraphs)"}))
     now = _now()
@@ -307,7 +325,7 @@ def _phase1(program: Program, nugraph: Any, hw: HardwareSpec, target: str, k: in
              "timestamp": now} for b in kernels]
     for i, c in enumerate(candidates):
         report("emit", i, len(candidates), "")
-        kern = emit(c, hw, f"c{i:02d}_{_sha(list(map(str, c.key)))[:8]}")
+        kern = _emit(target, c, hw, f"c{i:02d}_{_sha(list(map(str, c.key)))[:8]}")
         kernels.append(kern)
         rows.append({"cache_key": key, "program": program.name, "program_hash": program.hash, "target": target,
                      "hw": hw.name, "id": kern.name, "kind": "candidate", "variant": c.variant.program.hash[:16],
@@ -317,9 +335,39 @@ def _phase1(program: Program, nugraph: Any, hw: HardwareSpec, target: str, k: in
                      "predicted_us": c.predicted_seconds * 1e6, "source": str(bdir / f"{kern.name}.py"), "timestamp": now})
     report("emit", len(candidates), len(candidates), "")
     timeouts = {"torch_compile": 600.0}
-    write_bundle(bdir, program, kernels, hw, timeout_s=120.0, timeouts=timeouts)
+    if target == "nki":  # run in-process by the simulator: sources and a manifest for the record
+        bdir.mkdir(parents=True, exist_ok=True)
+        for kern in kernels:
+            if kern.source:
+                (bdir / f"{kern.name}.py").write_text(kern.source)
+        entries = [{"id": kern.name, "entry": kern.entry, "mode": "nki", "source": f"{kern.name}.py"} for kern in kernels]
+        (bdir / "manifest.json").write_text(json.dumps({"program": program.name, "hw": hw.name, "candidates": entries}))
+    else:
+        write_bundle(bdir, program, kernels, hw, timeout_s=120.0, timeouts=timeouts)
     (bdir / "candidates.json").write_text(json.dumps(rows, indent=1))
     return kernels, rows
+
+
+def _emit(target: str, candidate: Any, hw: HardwareSpec, name: str) -> Kernel:
+    """The backend's kernel for a candidate; an NKI candidate no lowering handles becomes an empty kernel
+    whose ``meta["error"]`` says why (recorded as a compile error, never selected)."""
+    if target == "triton":
+        from axon_eg.backends.triton.emit import emit
+
+        return emit(candidate, hw, name)
+    from axon_eg.backends.nki.emit import NotLowerable
+    from axon_eg.backends.nki.emit import emit as emit_nki
+
+    try:
+        return emit_nki(candidate, hw, name)
+    except NotLowerable as exc:
+        return Kernel(name, "", name, "nki", "candidate", {}, {"lowering": "none", "rules": list(candidate.variant.rules),
+                                                           "error": str(exc)})
+
+
+def _emit_failures(kernels: list[Kernel]) -> list[dict[str, Any]]:
+    return [{"id": k.name, "kind": k.kind, "status": "compile_error", "stage": "emit", "error": k.meta.get("error"),
+             "timestamp": _now()} for k in kernels if not k.source]
 
 
 def _bundle_candidates(bdir: Path, key: str) -> list[dict[str, Any]]:
@@ -442,7 +490,7 @@ def _select(key: str, program: Program, bdir: Path, cache_dir: Any, graph: Calla
     row = df.filter(pl.col("id") == best_id).row(0, named=True)
     entry = next((c["entry"] for c in _manifest(bdir) if c["id"] == best_id), "kernel")
     mode = next((c.get("mode", "dps") for c in _manifest(bdir) if c["id"] == best_id), "dps")
-    best = BestKernel(best_id, row["kind"], Path(row["source"]), entry, mode, program)
+    best = BestKernel(best_id, row["kind"], Path(row["source"]), entry, mode, program, str(row.get("hw") or ""))
     return Result(best, df, key, hit, phase1, phase2, timed, bdir, graph)
 
 

@@ -218,7 +218,7 @@ def classify(exc: BaseException) -> tuple[str, str]:
     return "runtime_error", "run"
 
 
-def _compare(got: torch.Tensor, ref: Any, tol: float) -> tuple | None:
+def compare(got: torch.Tensor, ref: Any, tol: float) -> tuple | None:
     """Compare one output with its float64 reference on the output's device (a GPU compares 64M
     elements in milliseconds). Returns None when within ``|g - r| <= tol * (scale + |r|)``; else
     (kind "nonfinite" / "over" / "ok", count, first index, got, expected, max abs err, max rel err),
@@ -304,7 +304,7 @@ def check_correctness(fn: Callable[..., Any], specs: Sequence[Any], reference: A
             if tuple(g.shape) != tuple(r.shape):
                 res.status, res.error = "wrong_result", f"output {j} has shape {tuple(g.shape)}, expected {r.shape}"
                 return res
-            found = _compare(g, r, tol)
+            found = compare(g, r, tol)
             if found is None:
                 continue
             kind, count, first, got_v, want_v, abs_err, rel_err = found
