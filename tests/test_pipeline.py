@@ -85,8 +85,10 @@ def test_remote_rows_flow(tmp_path):
 def test_unbound_program_and_unknown_target_are_clear_errors():
     with pytest.raises(pipeline.PipelineError, match=r"dims \['M', 'N'\] are not bound"):
         pipeline.saturate_and_extract(suite.get("silu").program)
-    with pytest.raises(pipeline.PipelineError, match="only 'triton'"):
+    with pytest.raises(pipeline.PipelineError, match="does not fit target 'nki'"):
         pipeline.saturate_and_extract(suite.get("silu").bound(), target="nki")
+    with pytest.raises(pipeline.PipelineError, match="the targets are 'triton'"):
+        pipeline.saturate_and_extract(suite.get("silu").bound(), target="cuda")
 
 
 def test_cli_optimize_writes_kernel_report_and_table(tmp_path, capsys):
