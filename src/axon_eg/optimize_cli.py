@@ -26,7 +26,8 @@ PHASES = ("saturate", "extract", "emit", "measure", "select")
 def add_parser(sub: Any) -> None:
     p = sub.add_parser("optimize", help="saturate, extract, emit, check and time a program; write the best kernel")
     p.add_argument("target", help="suite program name, KernelBench file, or .py file with one @ax.program")
-    p.add_argument("--hw", default="h200", help="hardware description in data/hw_costs (default h200)")
+    p.add_argument("--hw", default="h200", help="hardware description in data/hw_costs (default h200; trn1/trn2 "
+                   "select the NKI target: simulator + Trainium engine model)")
     p.add_argument("-k", type=int, default=8, help="candidates to emit and measure (default 8)")
     p.add_argument("--budget", type=float, default=None, help="seconds for the whole run (default: no limit)")
     p.add_argument("--out", default=None, help="output directory (default ./axon_eg_out/<program>)")
@@ -62,11 +63,11 @@ def cmd_optimize(args: argparse.Namespace) -> int:
 
         t0 = time.monotonic()
         if args.bundle_only:
-            bundle = write_bundle_only(program, "triton", args.hw, args.k, cache_dir=args.cache, progress=progress)
+            bundle = write_bundle_only(program, _target(args.hw), args.hw, args.k, cache_dir=args.cache, progress=progress)
             for ph in ("saturate", "extract", "emit"):
                 bar.update(tasks[ph], total=1, completed=1)
         else:
-            result = saturate_and_extract(program, "triton", args.hw, args.k, args.budget, cache_dir=args.cache,
+            result = saturate_and_extract(program, _target(args.hw), args.hw, args.k, args.budget, cache_dir=args.cache,
                                           device=device, ray_address=args.ray, rows=args.rows, force=args.force,
                                           progress=progress)
             for ph in PHASES:  # a cache hit skips phases; show them as done
@@ -79,7 +80,7 @@ def cmd_optimize(args: argparse.Namespace) -> int:
                       f"--rows rows.jsonl")
         return 0
     out.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(result.best.path, out / "best.py")
+    shutil.copyfile(result.best.path, out / ("best_nki.py" if result.best.mode == "nki" else "best.py"))
     result.table.write_parquet(out / "table.parquet")
     text = _report(program, result, args)
     if args.plot:
@@ -88,8 +89,15 @@ def cmd_optimize(args: argparse.Namespace) -> int:
         text += "\n" + report(args.cache, program=program.name, plot_dir=out)
     (out / "report.md").write_text(text)
     console.print(result.summary())
-    console.print(f"best kernel: {out / 'best.py'}  report: {out / 'report.md'}  table: {out / 'table.parquet'}")
+    best = out / ("best_nki.py" if result.best.mode == "nki" else "best.py")
+    console.print(f"best kernel: {best}  report: {out / 'report.md'}  table: {out / 'table.parquet'}")
     return 0
+
+
+def _target(hw_name: str) -> str:
+    from axon_eg.hw import load
+
+    return "nki" if load(hw_name).kind == "trainium" else "triton"
 
 
 def _report(program: Any, result: Any, args: argparse.Namespace) -> str:
@@ -100,7 +108,8 @@ def _report(program: Any, result: Any, args: argparse.Namespace) -> str:
              f"- program: {program.name} ({program.hash[:12]}), inputs "
              + ", ".join(f"{s.name} {list(program.concrete_shape(n))} {s.dtype}"
                          for s, n in zip(program.inputs, program.input_ids)),
-             f"- hardware: {args.hw}; device: {'GPU, timed' if result.timed else 'CPU interpreter, correctness only'}",
+             f"- hardware: {args.hw}; device: " + ("NKI simulator + Trainium engine model" if result.best.mode == "nki"
+                                                   else "GPU, timed" if result.timed else "CPU interpreter, correctness only"),
              f"- best: `{result.best.id}` ({result.best.kind})",
              f"- phase 1 (saturate, extract, emit): {result.phase1_s:.2f} s; phase 2 (compile, check, time): "
              f"{result.phase2_s:.2f} s" + ("; rows imported from a remote worker" if args.rows else ""),
