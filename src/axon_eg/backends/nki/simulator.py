@@ -37,15 +37,12 @@ import linecache
 import math
 import sys
 import textwrap
-import threading
 import types
 import weakref
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import ml_dtypes
 import numpy as np
 
 from axon_eg import hw
@@ -53,222 +50,40 @@ from axon_eg.errors import AxonError, DtypeError
 
 from . import isa
 from .isa import HBM, ON_CHIP, PSUM, SBUF, NkiLimitError, NkiSimulationError, NkiUninitializedError, Operand
-
-CURRENT, LEGACY = "current", "legacy"
-_ROOTS = {CURRENT: "nki", LEGACY: "neuronxcc"}
-_SCALAR_OPERANDS = {"bias", "scale", "operand0", "operand1"}
-_LOCK = threading.RLock()
-_MISSING = object()
-
-
-# ----------------------------------------------------------------------------------------------- trace
-@dataclass(frozen=True)
-class TraceOperand:
-    name: str
-    shape: tuple[int, ...]
-    dtype: str
-    space: str
-    nbytes: int
-    buffer: int  # allocation id: operands sharing it touch the same buffer (dependences for a replay)
-
-
-@dataclass(frozen=True)
-class TraceEntry:
-    index: int
-    instruction: str
-    engine: str
-    operands: tuple[TraceOperand, ...]
-    attrs: tuple[tuple[str, Any], ...]
-    seconds: float  # isa.latency: how long the instruction keeps its engine busy
-    line: int | None  # kernel source line
-
-
-@dataclass(frozen=True)
-class Trace:
-    target: str
-    dialect: str
-    entries: tuple[TraceEntry, ...]
-
-    def __len__(self) -> int:
-        return len(self.entries)
-
-    def __iter__(self) -> Iterator[TraceEntry]:
-        return iter(self.entries)
-
-    def busy_seconds(self) -> dict[str, float]:
-        """Seconds each engine is busy (no overlap modelled: a replay schedules the entries)."""
-        out: dict[str, float] = {}
-        for e in self.entries:
-            out[e.engine] = out.get(e.engine, 0.0) + e.seconds
-        return out
-
-    def counts(self) -> dict[str, int]:
-        out: dict[str, int] = {}
-        for e in self.entries:
-            out[e.instruction] = out.get(e.instruction, 0) + 1
-        return out
-
-    def rows(self) -> list[dict[str, Any]]:
-        """One flat row per instruction (``pl.DataFrame(trace.rows())``): bytes read and written by memory."""
-        rows = []
-        for e in self.entries:
-            row = {"index": e.index, "instruction": e.instruction, "engine": e.engine, "seconds": e.seconds,
-                   "line": e.line, **{f"{s}_bytes": 0 for s in (HBM, SBUF, PSUM)}}
-            for o in e.operands:
-                row[f"{o.space}_bytes"] += o.nbytes
-            rows.append(row)
-        return rows
-
-
-# --------------------------------------------------------------------------------------- buffers, views
-class _ParDim(int):
-    """``nl.par_dim(n)``: marks the partition axis of a buffer shape (leading axes are block axes)."""
-
-
-class _Buffer:
-    __slots__ = ("__weakref__", "id", "name", "shape", "dtype", "space", "part_axis", "data", "written", "session",
-                 "cost", "charged")
-
-    def __init__(self, session: _Session, id: int, name: str, shape: tuple[int, ...], dtype: np.dtype, space: str,
-                 part_axis: int):
-        self.session, self.id, self.name, self.shape, self.dtype, self.space = session, id, name, shape, dtype, space
-        self.part_axis = part_axis
-        self.cost, self.charged = 0, [0]  # SBUF bytes per partition or PSUM banks; what is held now (shared with
-        size = math.prod(shape)           # the finalizer that gives it back)
-        self.data = np.full(size, np.nan, dtype) if dtype in isa.FLOAT_DTYPES else np.zeros(size, dtype)
-        self.written = np.zeros(size, bool)
-
-    def coords(self, flat: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(partition, element offset within the partition) of flat element indices."""
-        inner = math.prod(self.shape[self.part_axis + 1:])
-        parts = self.shape[self.part_axis] if self.shape else 1
-        return (flat // inner) % parts, (flat // (inner * parts)) * inner + flat % inner
-
-
-class NkiTensor:
-    """What a kernel holds: a view of a simulated buffer, kept as the flat element indices it covers (so any
-    NKI indexing of a view is NumPy indexing of that index array). Axis 0 of an on-chip view must be its
-    partition axis."""
-
-    __slots__ = ("_buf", "_flat")
-
-    def __init__(self, buf: _Buffer, flat: np.ndarray):
-        self._buf, self._flat = buf, flat
-
-    shape = property(lambda self: tuple(int(d) for d in self._flat.shape))
-    dtype = property(lambda self: self._buf.dtype)
-    ndim = property(lambda self: self._flat.ndim)
-    size = property(lambda self: int(self._flat.size))
-    buffer = property(lambda self: _BUFFER_KINDS[self._buf.space])
-    name = property(lambda self: self._buf.name)
-
-    def __getitem__(self, index: Any) -> NkiTensor:
-        return NkiTensor(self._buf, self._flat[_subscript(self, index)])
-
-    def __setitem__(self, index: Any, value: Any) -> None:
-        self._buf.session.assign(self[index], value)
-
-    def __iadd__(self, value: Any) -> NkiTensor:
-        self._buf.session.accumulate(self, value)
-        return self
-
-    def reshape(self, *shape: Any) -> NkiTensor:
-        shape = shape[0] if len(shape) == 1 and isinstance(shape[0], (tuple, list)) else shape
-        return NkiTensor(self._buf, self._flat.reshape(tuple(int(s) for s in shape)))
-
-    def __repr__(self) -> str:
-        return f"<{self._buf.space} tensor {self._buf.name} view {list(self.shape)} {isa.dtype_name(self.dtype)}>"
-
-    def __getattr__(self, name: str) -> Any:
-        if name.startswith("_"):
-            raise AttributeError(name)
-        raise NotImplementedError(f"tensor.{name} is not supported by the axon_eg NKI simulator")
-
-    def _arith(self, *_: Any) -> Any:
-        raise NotImplementedError("arithmetic operators on NKI tensors are not supported by the simulator; use "
-                                  "nisa.tensor_tensor / nisa.tensor_scalar / nisa.activation")
-
-    __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = __truediv__ = __rtruediv__ = __neg__ = _arith
-
-
-def _subscript(t: NkiTensor, index: Any) -> tuple:
-    """Check an NKI subscript against the view's shape; slices mixed with nl.arange index arrays become
-    index arrays along their own axis (``t[i_p, 0:512]`` with ``i_p`` of shape [128, 1])."""
-    items = list(index) if isinstance(index, tuple) else [index]
-    if any(x is Ellipsis for x in items):
-        at = items.index(Ellipsis)
-        items[at:at + 1] = [slice(None)] * (t.ndim - len(items) + 1)
-    if len(items) > t.ndim:
-        raise IndexError(f"{len(items)} indices for {t!r}")
-    items += [slice(None)] * (t.ndim - len(items))
-    for axis, (x, dim) in enumerate(zip(items, t.shape)):
-        where = f"axis {axis} of {t!r}"
-        if isinstance(x, (int, np.integer)):
-            if not 0 <= x < dim:
-                raise IndexError(f"index {x} out of range [0, {dim}) on {where}")
-            items[axis] = int(x)
-        elif isinstance(x, slice):
-            start, stop, step = x.start or 0, dim if x.stop is None else x.stop, x.step or 1
-            if not (0 <= start <= stop <= dim and step > 0):
-                raise IndexError(f"slice {start}:{stop}:{step} out of range [0, {dim}] on {where}")
-            items[axis] = slice(int(start), int(stop), int(step))
-        else:
-            a = np.asarray(x)
-            if a.dtype.kind not in "iu":
-                raise IndexError(f"index {x!r} on {where} is not an integer index expression")
-            if a.size and (a.min() < 0 or a.max() >= dim):
-                raise IndexError(f"index expression with values {a.min()}..{a.max()} out of range [0, {dim}) on {where}")
-            items[axis] = a
-    arrays = [x for x in items if isinstance(x, np.ndarray)]
-    if arrays and any(isinstance(x, slice) for x in items):
-        free = [axis for axis, x in enumerate(items) if not isinstance(x, int)]
-        if any(a.ndim != len(free) for a in arrays):
-            raise NotImplementedError(f"mixing slices with index expressions of other ranks on {t!r}: give every axis "
-                                      f"an nl.arange expression or a slice")
-        for k, axis in enumerate(free):
-            if isinstance(items[axis], slice):
-                s = items[axis]
-                items[axis] = np.arange(s.start, s.stop, s.step).reshape([-1 if q == k else 1 for q in range(len(free))])
-    return tuple(items)
-
-
-# ---------------------------------------------------------------------------------------- legacy results
-class _Result:
-    """What a legacy-dialect instruction returns. Its values are computed at the call; where they land is
-    decided by the first use: ``t[...] = r`` writes them into ``t``, ``psum[...] += r`` accumulates a matmul in
-    PSUM, and using ``r`` as an operand first writes it to a new tile in the instruction's default memory."""
-
-    def __init__(self, session: _Session, name: str, pending: dict[str, Any], shape: tuple[int, ...],
-                 dtype: np.dtype, space: str):
-        self._session, self._name, self._pending = session, name, pending
-        self.shape, self.dtype, self._space, self._tile_cache = shape, dtype, space, None
-
-    def _tile(self) -> NkiTensor:
-        if self._tile_cache is None:
-            dst = self._session.allocate(self.shape, self.dtype, self._space, what=self._name)
-            self._session.commit(self, dst, accumulate=False)
-            self._tile_cache = dst
-        return self._tile_cache
-
-    def __getitem__(self, index: Any) -> NkiTensor:
-        return self._tile()[index]
-
-    def __setitem__(self, index: Any, value: Any) -> None:
-        self._tile()[index] = value
-
-    def __iadd__(self, value: Any) -> NkiTensor:
-        tile = self._tile()
-        tile += value
-        return tile
-
-    def __getattr__(self, name: str) -> Any:
-        if name.startswith("_"):
-            raise AttributeError(name)
-        return getattr(self._tile(), name)
-
-
-def _tensor(x: Any) -> Any:
-    return x._tile() if isinstance(x, _Result) else x
+from .nki_namespaces import (  # noqa: F401
+    _BUFFER_KINDS,
+    _BufferKind,
+    _cmd,
+    _current_isa,
+    _enum,
+    _free,
+    _Grid,
+    _isa_common,
+    _language,
+    _legacy_isa,
+    _MGrid,
+    _Namespace,
+    _op,
+    _Token,
+    _unsupported,
+)
+from .nki_values import (  # noqa: F401
+    _LOCK,
+    _MISSING,
+    _ROOTS,
+    _SCALAR_OPERANDS,
+    CURRENT,
+    LEGACY,
+    NkiTensor,
+    Trace,
+    TraceEntry,
+    TraceOperand,
+    _Buffer,
+    _ParDim,
+    _Result,
+    _subscript,
+    _tensor,
+)
 
 
 # ---------------------------------------------------------------------------------------------- session
@@ -523,305 +338,6 @@ class _Session:
 
 def _release(live: dict[str, int], space: str, charged: list[int]) -> None:
     live[space] -= charged[0]
-
-
-# ------------------------------------------------------------------------------------------- NKI tokens
-class _Token:
-    def __init__(self, kind: str, name: str):
-        self.kind, self.name = kind, name
-
-    def __repr__(self) -> str:
-        return f"{self.kind}.{self.name}"
-
-
-class _BufferKind(_Token):
-    """``nl.sbuf``, ``nl.psum``, ``nl.hbm`` / ``nl.shared_hbm`` / ``nl.private_hbm``: equal when the memory is."""
-
-    def __init__(self, name: str, space: str):
-        super().__init__("nl", name)
-        self.space = space
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, _BufferKind) and other.space == self.space
-
-    def __hash__(self) -> int:
-        return hash(self.space)
-
-
-_BUFFER_KINDS = {HBM: _BufferKind("hbm", HBM), SBUF: _BufferKind("sbuf", SBUF), PSUM: _BufferKind("psum", PSUM)}
-
-
-class _Namespace:
-    """An enum-like group of tokens (``nisa.engine.vector``) or constants (``nl.tile_size.pmax``)."""
-
-    def __init__(self, kind: str, members: Mapping[str, Any]):
-        self._kind = kind
-        self.__dict__.update(members)
-
-    def __getattr__(self, name: str) -> Any:
-        if name.startswith("_"):
-            raise AttributeError(name)
-        raise NotImplementedError(f"{self._kind}.{name} is not supported by the axon_eg NKI simulator")
-
-
-def _enum(kind: str, *names: str) -> _Namespace:
-    return _Namespace(kind, {n: _Token(kind, n) for n in names})
-
-
-class _Grid(tuple):
-    """``nl.mgrid[0:128, 0:512]``: open index arrays, also as ``.p`` (partition) and ``.x`` (free)."""
-
-    p = property(lambda self: self[0])
-    x = property(lambda self: self[1])
-
-
-class _MGrid:
-    def __getitem__(self, index: Any) -> _Grid:
-        return _Grid(np.ogrid[index] if isinstance(index, tuple) else (np.ogrid[index],))
-
-
-def _unsupported(api: str, **given: Any) -> None:
-    """Arguments the simulator does not model must keep their defaults (None, (), False or a 'none' token)."""
-    for key, value in given.items():
-        default = value is None or value is False or (isinstance(value, tuple) and not value)
-        if not default and getattr(value, "name", None) not in ("none", "unknown"):
-            shown = f"<index expression {list(value.shape)}>" if isinstance(value, np.ndarray) else repr(value)
-            raise NotImplementedError(f"{api}: {key}={shown} is not supported by the axon_eg NKI simulator")
-
-
-def _op(op: Any, vocabulary: Mapping[str, Any], instruction: str, what: str = "op") -> str | None:
-    return None if op is None else isa.op_name(op, vocabulary, instruction, what)
-
-
-def _cmd(cmd: Any) -> str:
-    return getattr(cmd, "name", cmd) or "idle"
-
-
-def _free(shape: tuple[int, ...]) -> int:
-    return math.prod(shape[1:])
-
-
-def _language(s: _Session) -> dict[str, Any]:
-    """``nki.language`` / ``neuronxcc.nki.language``: allocation, load/store, indexing, dtypes, op tokens."""
-
-    def space(buffer: Any) -> str:
-        if buffer is None:
-            return SBUF
-        if not isinstance(buffer, _BufferKind):
-            raise NotImplementedError(f"buffer={buffer!r} is not supported; use nl.sbuf, nl.psum or nl.shared_hbm")
-        return buffer.space
-
-    def ndarray(shape: Any, dtype: Any, buffer: Any = None, name: str | None = None, **kw: Any) -> NkiTensor:
-        _unsupported("nl.ndarray", **kw)
-        return s.allocate(shape, dtype, space(buffer), name)
-
-    def filled(value: float) -> Callable[..., NkiTensor]:
-        def make(shape: Any, dtype: Any, buffer: Any = None, name: str | None = None, **kw: Any) -> NkiTensor:
-            t = ndarray(shape, dtype, buffer, name, **kw)
-            if value == 0 and t._buf.space == PSUM:  # an empty accumulation bank: the compiler emits no memset,
-                s.charge(t._buf, "nl.zeros")  # the first matmul into it overwrites (NKI docs)
-                t._buf.data[:], t._buf.written[:] = 0, True
-            else:
-                s.run("memset", {"dst": t}, {"value": value})
-            return t
-        return make
-
-    def load(src: Any, *, mask: Any = None, dtype: Any = None, **kw: Any) -> _Result:
-        _unsupported("nl.load", mask=mask, **kw)
-        src = _tensor(src)
-        return s.prepare("load", {"src": src}, {}, None, src.shape, dtype or src.dtype, SBUF)
-
-    def store(dst: Any, value: Any, *, mask: Any = None, **kw: Any) -> None:
-        _unsupported("nl.store", mask=mask, **kw)
-        s.run("store", {"dst": dst, "src": value}, {})
-
-    class Op(_Token):
-        """``nl.add``, ``nl.exp`` ...: what instructions take as ``op``; ``nl.copy(x, dtype)`` also copies."""
-
-        def __init__(self, name: str):
-            super().__init__("nl", name)
-            self.nki_op = name
-
-        def __call__(self, *args: Any, **kwargs: Any) -> Any:
-            if self.name == "copy":
-                return copy(*args, **kwargs)
-            raise NotImplementedError(f"nl.{self.name}(...) as a function is not supported by the simulator; pass "
-                                      f"nl.{self.name} as the op of nisa.activation / tensor_tensor / tensor_scalar")
-
-    def copy(x: Any, dtype: Any = None, *, mask: Any = None, **kw: Any) -> _Result:
-        _unsupported("nl.copy", mask=mask, **kw)
-        x = _tensor(x)
-        return s.prepare("tensor_copy", {"src": x}, {}, None, x.shape, dtype or x.dtype, SBUF)
-
-    limits = s.spec.value
-    tile_size = _Namespace("nl.tile_size", {"pmax": limits("limits.partition_max"),
-                                            "gemm_stationary_fmax": limits("limits.matmul.stationary_free_max"),
-                                            "gemm_moving_fmax": limits("limits.matmul.moving_free_max")})
-    ops = {n: Op(n) for n in (*isa.ALU_OPS, *isa.ACTIVATIONS, "identity")}
-    dtypes = {"float32": np.float32, "bfloat16": ml_dtypes.bfloat16, "float16": np.float16, "int32": np.int32,
-              "uint32": np.uint32, "int16": np.int16, "uint16": np.uint16, "int8": np.int8, "uint8": np.uint8}
-    return {**ops, **dtypes, "ndarray": ndarray, "zeros": filled(0.0), "ones": filled(1.0), "load": load,
-            "store": store, "arange": np.arange, "mgrid": _MGrid(), "ds": lambda start, size: slice(start, start + size),
-            "par_dim": _ParDim, "affine_range": range, "sequential_range": range, "static_range": range,
-            "tile_size": tile_size, "sbuf": _BUFFER_KINDS[SBUF], "psum": _BUFFER_KINDS[PSUM], "hbm": _BUFFER_KINDS[HBM],
-            "shared_hbm": _BufferKind("shared_hbm", HBM), "private_hbm": _BufferKind("private_hbm", HBM)}
-
-
-def _isa_common(s: _Session) -> dict[str, Any]:
-    engine = _enum("nisa.engine", "tensor", "vector", "scalar", "gpsimd", "dma", "sync", "unknown")
-    versions = _enum("nisa.nc_version", "gen2", "gen3", "gen4")
-
-    def get_nc_version() -> _Token:
-        known = {"trn1": versions.gen2, "trn2": versions.gen3}
-        if s.spec.name not in known:
-            raise NotImplementedError(f"nisa.get_nc_version: no NeuronCore version known for {s.spec.name}")
-        return known[s.spec.name]
-
-    return {"engine": engine, "reduce_cmd": _enum("nisa.reduce_cmd", *isa.REDUCE_CMDS),
-            "dge_mode": _enum("nisa.dge_mode", "unknown", "swdge", "hwdge", "none"),
-            "oob_mode": _enum("nisa.oob_mode", "error", "skip"), "nc_version": versions,
-            "matmul_perf_mode": _enum("nisa.matmul_perf_mode", "none", "double_row"), "get_nc_version": get_nc_version,
-            **{f"{e}_engine": getattr(engine, e) for e in ("tensor", "vector", "scalar", "gpsimd", "unknown")}}
-
-
-def _current_isa(s: _Session) -> dict[str, Any]:
-    """``nki.isa``, destination passing: every instruction writes ``dst`` and returns None."""
-    A, R, ALU = isa.ACTIVATIONS, isa.REDUCE_OPS, isa.ALU_OPS
-
-    def nc_matmul(dst, stationary, moving, is_stationary_onezero=False, is_moving_onezero=False, is_transpose=False,
-                  accumulate=None, tile_position=(), tile_size=(), perf_mode=None, name=None):
-        _unsupported("nisa.nc_matmul", tile_position=tile_position, tile_size=tile_size, perf_mode=perf_mode)
-        s.run("nc_matmul", {"dst": dst, "stationary": stationary, "moving": moving}, {"accumulate": accumulate})
-
-    def nc_transpose(dst, data, engine=None, name=None):
-        s.run("nc_transpose", {"dst": dst, "data": data}, {}, engine)
-
-    def activation(dst, op, data, bias=None, scale=1.0, reduce_op=None, reduce_res=None, reduce_cmd=None, name=None):
-        s.run("activation", {"dst": dst, "data": data, "bias": bias, "scale": scale, "reduce_res": reduce_res},
-              {"op": _op(op, A, "activation"), "reduce_op": _op(reduce_op, R, "activation", "reduce_op"),
-               "reduce_cmd": _cmd(reduce_cmd)})
-
-    def activation_reduce(dst, op, data, reduce_op, reduce_res, bias=None, scale=1.0, name=None):
-        activation(dst, op, data, bias, scale, reduce_op, reduce_res, "reset_reduce")
-
-    def tensor_tensor(dst, data1, data2, op, engine=None, name=None):
-        s.run("tensor_tensor", {"dst": dst, "data1": data1, "data2": data2}, {"op": _op(op, ALU, "tensor_tensor")}, engine)
-
-    def tensor_scalar(dst, data, op0, operand0, reverse0=False, op1=None, operand1=None, reverse1=False, engine=None,
-                      name=None):
-        s.run("tensor_scalar", {"dst": dst, "data": data, "operand0": operand0, "operand1": operand1},
-              {"op0": _op(op0, ALU, "tensor_scalar", "op0"), "op1": _op(op1, ALU, "tensor_scalar", "op1"),
-               "reverse0": bool(reverse0), "reverse1": bool(reverse1)}, engine)
-
-    def tensor_reduce(dst, op, data, axis, negate=False, keepdims=False, name=None):
-        s.run("tensor_reduce", {"dst": dst, "data": data},
-              {"op": _op(op, R, "tensor_reduce"), "axis": axis, "negate": bool(negate), "keepdims": bool(keepdims)})
-
-    def tensor_copy(dst, src, engine=None, name=None):
-        s.run("tensor_copy", {"dst": dst, "src": src}, {}, engine)
-
-    def memset(dst, value, engine=None, name=None):
-        s.run("memset", {"dst": dst}, {"value": float(value)}, engine)
-
-    def iota(dst, pattern, offset=0, channel_multiplier=0, name=None):
-        s.run("iota", {"dst": dst}, {"pattern": tuple(tuple(int(v) for v in p) for p in pattern), "offset": int(offset),
-                                     "channel_multiplier": int(channel_multiplier)})
-
-    def dma_copy(dst, src, priority=None, oob_mode=None, dge_mode=None, engine=None, name=None):
-        s.run("dma_copy", {"dst": dst, "src": src}, {})
-
-    def dma_transpose(dst, src, axes=None, priority=None, dge_mode=None, oob_mode=None, name=None):
-        s.run("dma_transpose", {"dst": dst, "src": src}, {"axes": None if axes is None else tuple(axes)})
-
-    return {**_isa_common(s), **{f.__name__: f for f in (
-        nc_matmul, nc_transpose, activation, activation_reduce, tensor_tensor, tensor_scalar, tensor_reduce,
-        tensor_copy, memset, iota, dma_copy, dma_transpose)}}
-
-
-def _legacy_isa(s: _Session) -> dict[str, Any]:
-    """``neuronxcc.nki.isa``: instructions return tiles (``_Result``); ``dma_copy`` writes ``dst``."""
-    A, R, ALU = isa.ACTIVATIONS, isa.REDUCE_OPS, isa.ALU_OPS
-
-    def nc_matmul(stationary, moving, *, is_stationary_onezero=False, is_moving_onezero=False, is_transpose=False,
-                  mask=None, **kwargs):
-        _unsupported("nisa.nc_matmul", mask=mask, **kwargs)
-        st, mv = _tensor(stationary), _tensor(moving)
-        return s.prepare("nc_matmul", {"stationary": st, "moving": mv}, {"accumulate": False}, None,
-                         (_free(st.shape), *mv.shape[1:]), np.float32, PSUM)
-
-    def nc_transpose(data, *, engine=None, dtype=None, mask=None):
-        _unsupported("nisa.nc_transpose", mask=mask)
-        data = _tensor(data)
-        engine = getattr(engine, "name", engine)
-        if engine in (None, "unknown"):
-            small = max(data.shape[0], _free(data.shape)) <= s.spec.value("limits.transpose.vector_engine_max")
-            engine = isa.VECTOR if small or data.buffer.space == PSUM else isa.TENSOR
-        return s.prepare("nc_transpose", {"data": data}, {}, engine, (_free(data.shape), data.shape[0]),
-                         dtype or data.dtype, PSUM if engine == isa.TENSOR else SBUF)
-
-    def activation(op, data, *, bias=None, scale=1.0, reduce_op=None, reduce_res=None, reduce_cmd=None, mask=None,
-                   dtype=None):
-        _unsupported("nisa.activation", mask=mask)
-        data = _tensor(data)
-        return s.prepare("activation", {"data": data, "bias": bias, "scale": scale, "reduce_res": reduce_res},
-                         {"op": _op(op, A, "activation"), "reduce_op": _op(reduce_op, R, "activation", "reduce_op"),
-                          "reduce_cmd": _cmd(reduce_cmd)}, None, data.shape, dtype or data.dtype, SBUF)
-
-    def activation_reduce(op, data, *, reduce_op, reduce_res, bias=None, scale=1.0, mask=None, dtype=None):
-        return activation(op, data, bias=bias, scale=scale, reduce_op=reduce_op, reduce_res=reduce_res,
-                          reduce_cmd="reset_reduce", mask=mask, dtype=dtype)
-
-    def tensor_tensor(data1, data2, op, *, dtype=None, mask=None, engine=None):
-        _unsupported("nisa.tensor_tensor", mask=mask)
-        d1, d2 = _tensor(data1), _tensor(data2)
-        dtype = dtype or (d1.dtype if d1.dtype == d2.dtype else np.float32)
-        return s.prepare("tensor_tensor", {"data1": d1, "data2": d2}, {"op": _op(op, ALU, "tensor_tensor")}, engine,
-                         d1.shape, dtype, SBUF)
-
-    def tensor_scalar(data, op0, operand0, reverse0=False, op1=None, operand1=None, reverse1=False, *, dtype=None,
-                      mask=None, engine=None):
-        _unsupported("nisa.tensor_scalar", mask=mask)
-        data = _tensor(data)
-        return s.prepare("tensor_scalar", {"data": data, "operand0": operand0, "operand1": operand1},
-                         {"op0": _op(op0, ALU, "tensor_scalar", "op0"), "op1": _op(op1, ALU, "tensor_scalar", "op1"),
-                          "reverse0": bool(reverse0), "reverse1": bool(reverse1)}, engine, data.shape,
-                         dtype or data.dtype, SBUF)
-
-    def tensor_reduce(op, data, axis, *, dtype=None, negate=False, keepdims=False, mask=None):
-        _unsupported("nisa.tensor_reduce", mask=mask)
-        data = _tensor(data)
-        axes = isa.reduce_axes(axis, data.ndim)
-        shape = tuple(1 if i in axes else d for i, d in enumerate(data.shape) if keepdims or i not in axes)
-        return s.prepare("tensor_reduce", {"data": data}, {"op": _op(op, R, "tensor_reduce"), "axis": axis,
-                         "negate": bool(negate), "keepdims": bool(keepdims)}, None, shape, dtype or data.dtype, SBUF)
-
-    def tensor_copy(src, *, mask=None, dtype=None, engine=None):
-        _unsupported("nisa.tensor_copy", mask=mask)
-        src = _tensor(src)
-        return s.prepare("tensor_copy", {"src": src}, {}, engine, src.shape, dtype or src.dtype, SBUF)
-
-    def memset(shape, value, dtype, *, mask=None, engine=None):
-        _unsupported("nisa.memset", mask=mask)
-        return s.prepare("memset", {}, {"value": float(value)}, engine, tuple(shape), dtype, SBUF)
-
-    def iota(expr, dtype, *, mask=None):
-        _unsupported("nisa.iota", mask=mask)
-        expr = np.asarray(expr)
-        return s.prepare("iota", {}, {"expr": expr}, None, expr.shape, dtype, SBUF)
-
-    def dma_copy(*, dst, src, mask=None, dst_rmw_op=None, oob_mode=None, dge_mode=None):
-        _unsupported("nisa.dma_copy", mask=mask, dst_rmw_op=dst_rmw_op)
-        s.run("dma_copy", {"dst": dst, "src": src}, {})
-
-    def dma_transpose(src, *, axes=None, mask=None, dtype=None, dge_mode=None):
-        _unsupported("nisa.dma_transpose", mask=mask)
-        src = _tensor(src)
-        return s.prepare("dma_transpose", {"src": src}, {"axes": None if axes is None else tuple(axes)}, None,
-                         src.shape[::-1], dtype or src.dtype, SBUF)
-
-    return {**_isa_common(s), **{f.__name__: f for f in (
-        nc_matmul, nc_transpose, activation, activation_reduce, tensor_tensor, tensor_scalar, tensor_reduce,
-        tensor_copy, memset, iota, dma_copy, dma_transpose)}}
 
 
 # ------------------------------------------------------------------------------- modules, jit, simulate

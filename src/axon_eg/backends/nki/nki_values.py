@@ -1,0 +1,239 @@
+"""The simulator's values: trace records, on-chip and HBM buffers, tensors and views, legacy results."""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from . import isa
+from .isa import HBM, PSUM, SBUF
+
+CURRENT, LEGACY = "current", "legacy"
+_ROOTS = {CURRENT: "nki", LEGACY: "neuronxcc"}
+_SCALAR_OPERANDS = {"bias", "scale", "operand0", "operand1"}
+_LOCK = threading.RLock()
+_MISSING = object()
+
+if TYPE_CHECKING:  # annotations only: the session lives in simulator.py, which imports this module
+    from .simulator import _Session
+
+
+# ----------------------------------------------------------------------------------------------- trace
+@dataclass(frozen=True)
+class TraceOperand:
+    name: str
+    shape: tuple[int, ...]
+    dtype: str
+    space: str
+    nbytes: int
+    buffer: int  # allocation id: operands sharing it touch the same buffer (dependences for a replay)
+
+
+@dataclass(frozen=True)
+class TraceEntry:
+    index: int
+    instruction: str
+    engine: str
+    operands: tuple[TraceOperand, ...]
+    attrs: tuple[tuple[str, Any], ...]
+    seconds: float  # isa.latency: how long the instruction keeps its engine busy
+    line: int | None  # kernel source line
+
+
+@dataclass(frozen=True)
+class Trace:
+    target: str
+    dialect: str
+    entries: tuple[TraceEntry, ...]
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+    def __iter__(self) -> Iterator[TraceEntry]:
+        return iter(self.entries)
+
+    def busy_seconds(self) -> dict[str, float]:
+        """Seconds each engine is busy (no overlap modelled: a replay schedules the entries)."""
+        out: dict[str, float] = {}
+        for e in self.entries:
+            out[e.engine] = out.get(e.engine, 0.0) + e.seconds
+        return out
+
+    def counts(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for e in self.entries:
+            out[e.instruction] = out.get(e.instruction, 0) + 1
+        return out
+
+    def rows(self) -> list[dict[str, Any]]:
+        """One flat row per instruction (``pl.DataFrame(trace.rows())``): bytes read and written by memory."""
+        rows = []
+        for e in self.entries:
+            row = {"index": e.index, "instruction": e.instruction, "engine": e.engine, "seconds": e.seconds,
+                   "line": e.line, **{f"{s}_bytes": 0 for s in (HBM, SBUF, PSUM)}}
+            for o in e.operands:
+                row[f"{o.space}_bytes"] += o.nbytes
+            rows.append(row)
+        return rows
+
+
+# --------------------------------------------------------------------------------------- buffers, views
+class _ParDim(int):
+    """``nl.par_dim(n)``: marks the partition axis of a buffer shape (leading axes are block axes)."""
+
+
+class _Buffer:
+    __slots__ = ("__weakref__", "id", "name", "shape", "dtype", "space", "part_axis", "data", "written", "session",
+                 "cost", "charged")
+
+    def __init__(self, session: _Session, id: int, name: str, shape: tuple[int, ...], dtype: np.dtype, space: str,
+                 part_axis: int):
+        self.session, self.id, self.name, self.shape, self.dtype, self.space = session, id, name, shape, dtype, space
+        self.part_axis = part_axis
+        self.cost, self.charged = 0, [0]  # SBUF bytes per partition or PSUM banks; what is held now (shared with
+        size = math.prod(shape)           # the finalizer that gives it back)
+        self.data = np.full(size, np.nan, dtype) if dtype in isa.FLOAT_DTYPES else np.zeros(size, dtype)
+        self.written = np.zeros(size, bool)
+
+    def coords(self, flat: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(partition, element offset within the partition) of flat element indices."""
+        inner = math.prod(self.shape[self.part_axis + 1:])
+        parts = self.shape[self.part_axis] if self.shape else 1
+        return (flat // inner) % parts, (flat // (inner * parts)) * inner + flat % inner
+
+
+class NkiTensor:
+    """What a kernel holds: a view of a simulated buffer, kept as the flat element indices it covers (so any
+    NKI indexing of a view is NumPy indexing of that index array). Axis 0 of an on-chip view must be its
+    partition axis."""
+
+    __slots__ = ("_buf", "_flat")
+
+    def __init__(self, buf: _Buffer, flat: np.ndarray):
+        self._buf, self._flat = buf, flat
+
+    shape = property(lambda self: tuple(int(d) for d in self._flat.shape))
+    dtype = property(lambda self: self._buf.dtype)
+    ndim = property(lambda self: self._flat.ndim)
+    size = property(lambda self: int(self._flat.size))
+    @property
+    def buffer(self) -> Any:
+        from .nki_namespaces import _BUFFER_KINDS  # the namespaces module builds on this one
+
+        return _BUFFER_KINDS[self._buf.space]
+    name = property(lambda self: self._buf.name)
+
+    def __getitem__(self, index: Any) -> NkiTensor:
+        return NkiTensor(self._buf, self._flat[_subscript(self, index)])
+
+    def __setitem__(self, index: Any, value: Any) -> None:
+        self._buf.session.assign(self[index], value)
+
+    def __iadd__(self, value: Any) -> NkiTensor:
+        self._buf.session.accumulate(self, value)
+        return self
+
+    def reshape(self, *shape: Any) -> NkiTensor:
+        shape = shape[0] if len(shape) == 1 and isinstance(shape[0], (tuple, list)) else shape
+        return NkiTensor(self._buf, self._flat.reshape(tuple(int(s) for s in shape)))
+
+    def __repr__(self) -> str:
+        return f"<{self._buf.space} tensor {self._buf.name} view {list(self.shape)} {isa.dtype_name(self.dtype)}>"
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        raise NotImplementedError(f"tensor.{name} is not supported by the axon_eg NKI simulator")
+
+    def _arith(self, *_: Any) -> Any:
+        raise NotImplementedError("arithmetic operators on NKI tensors are not supported by the simulator; use "
+                                  "nisa.tensor_tensor / nisa.tensor_scalar / nisa.activation")
+
+    __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = __truediv__ = __rtruediv__ = __neg__ = _arith
+
+
+def _subscript(t: NkiTensor, index: Any) -> tuple:
+    """Check an NKI subscript against the view's shape; slices mixed with nl.arange index arrays become
+    index arrays along their own axis (``t[i_p, 0:512]`` with ``i_p`` of shape [128, 1])."""
+    items = list(index) if isinstance(index, tuple) else [index]
+    if any(x is Ellipsis for x in items):
+        at = items.index(Ellipsis)
+        items[at:at + 1] = [slice(None)] * (t.ndim - len(items) + 1)
+    if len(items) > t.ndim:
+        raise IndexError(f"{len(items)} indices for {t!r}")
+    items += [slice(None)] * (t.ndim - len(items))
+    for axis, (x, dim) in enumerate(zip(items, t.shape)):
+        where = f"axis {axis} of {t!r}"
+        if isinstance(x, (int, np.integer)):
+            if not 0 <= x < dim:
+                raise IndexError(f"index {x} out of range [0, {dim}) on {where}")
+            items[axis] = int(x)
+        elif isinstance(x, slice):
+            start, stop, step = x.start or 0, dim if x.stop is None else x.stop, x.step or 1
+            if not (0 <= start <= stop <= dim and step > 0):
+                raise IndexError(f"slice {start}:{stop}:{step} out of range [0, {dim}] on {where}")
+            items[axis] = slice(int(start), int(stop), int(step))
+        else:
+            a = np.asarray(x)
+            if a.dtype.kind not in "iu":
+                raise IndexError(f"index {x!r} on {where} is not an integer index expression")
+            if a.size and (a.min() < 0 or a.max() >= dim):
+                raise IndexError(f"index expression with values {a.min()}..{a.max()} out of range [0, {dim}) on {where}")
+            items[axis] = a
+    arrays = [x for x in items if isinstance(x, np.ndarray)]
+    if arrays and any(isinstance(x, slice) for x in items):
+        free = [axis for axis, x in enumerate(items) if not isinstance(x, int)]
+        if any(a.ndim != len(free) for a in arrays):
+            raise NotImplementedError(f"mixing slices with index expressions of other ranks on {t!r}: give every axis "
+                                      f"an nl.arange expression or a slice")
+        for k, axis in enumerate(free):
+            if isinstance(items[axis], slice):
+                s = items[axis]
+                items[axis] = np.arange(s.start, s.stop, s.step).reshape([-1 if q == k else 1 for q in range(len(free))])
+    return tuple(items)
+
+
+# ---------------------------------------------------------------------------------------- legacy results
+class _Result:
+    """What a legacy-dialect instruction returns. Its values are computed at the call; where they land is
+    decided by the first use: ``t[...] = r`` writes them into ``t``, ``psum[...] += r`` accumulates a matmul in
+    PSUM, and using ``r`` as an operand first writes it to a new tile in the instruction's default memory."""
+
+    def __init__(self, session: _Session, name: str, pending: dict[str, Any], shape: tuple[int, ...],
+                 dtype: np.dtype, space: str):
+        self._session, self._name, self._pending = session, name, pending
+        self.shape, self.dtype, self._space, self._tile_cache = shape, dtype, space, None
+
+    def _tile(self) -> NkiTensor:
+        if self._tile_cache is None:
+            dst = self._session.allocate(self.shape, self.dtype, self._space, what=self._name)
+            self._session.commit(self, dst, accumulate=False)
+            self._tile_cache = dst
+        return self._tile_cache
+
+    def __getitem__(self, index: Any) -> NkiTensor:
+        return self._tile()[index]
+
+    def __setitem__(self, index: Any, value: Any) -> None:
+        self._tile()[index] = value
+
+    def __iadd__(self, value: Any) -> NkiTensor:
+        tile = self._tile()
+        tile += value
+        return tile
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return getattr(self._tile(), name)
+
+
+def _tensor(x: Any) -> Any:
+    return x._tile() if isinstance(x, _Result) else x
+
+
