@@ -175,3 +175,29 @@ def test_out_of_scope_matmul_epilogue_reduction_across_column_tiles():
     program = entry.program.bind({**entry.small, "M": 64, "K": 64, "N": 600})
     with pytest.raises(NotLowerable, match="sum across the matmul's 600 columns"):
         emit(candidate_for(program, "trn2", overrides=BIG_MATMUL), load("trn2"), "sum_matmul")
+
+
+@pytest.mark.parametrize("name", ["softmax", "log_softmax"])
+def test_activation_then_row_sum_fuses_into_the_activation_reduce_register(name):
+    """The proven fusion rule activation + tensor_reduce -> activation(reduce_res=...) fires on trn2 and the
+    fused kernel still matches the reference; the legacy trn1 kernel keeps the two instructions."""
+    import ml_dtypes
+
+    from axon_eg.backends.nki.emit import emit
+    from axon_eg.backends.nki.simulator import simulate
+    from axon_eg.hw import load
+    from axon_eg.ir.inputs import random_inputs
+    from axon_eg.ir.interpret import interpret
+    from axon_eg.testing.kernels import candidate_for
+
+    program = suite.get(name).program.bind(M=200, N=300)
+    kernel = emit(candidate_for(program, "trn2"), load("trn2"), "k")
+    assert kernel.meta["fused_instructions"] >= 1 and "reduce_res=" in kernel.source
+    assert "nisa.tensor_reduce(" not in kernel.source.split("reduce_res=")[1].split("\n")[0]
+    xs = random_inputs(program, 3)
+    arrays = [xs[s.name].astype(ml_dtypes.bfloat16) for s in program.inputs]
+    got = np.asarray(simulate(kernel.source, *arrays, target="trn2"), dtype=np.float64)
+    ref = interpret(program, [a.astype(np.float64) for a in arrays])
+    assert np.all(np.abs(got - ref) <= 1e-2 * (1.0 + np.abs(ref)))
+    legacy = emit(candidate_for(program, "trn1"), load("trn1"), "k")
+    assert legacy.meta["fused_instructions"] == 0

@@ -23,6 +23,7 @@ axes, views that move data between rows and columns.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -537,6 +538,7 @@ def emit(candidate: Candidate, hw: HardwareSpec, name: str) -> Kernel:
             raise NotLowerable(f"{g.kind} group ({ops}): no NKI lowering for {g.kind} groups (library ops such as conv "
                                f"and pool are out of scope)")
         described.append(f"#   {gi}: {g.kind} [{ops}] {how}")
+    fused = _fuse_activation_reduce(w.lines, target) if dialect == "current" else 0
     results = ", ".join(hbm[o] for o in program.outputs)
     header = [f'"""NKI kernel {entry} for {target} ({dialect} dialect), emitted by axon_eg.backends.nki.emit.', "",
               f"plan: {plan.name}; rules: {', '.join(candidate.variant.rules) or 'none'}; "
@@ -544,5 +546,46 @@ def emit(candidate: Candidate, hw: HardwareSpec, name: str) -> Kernel:
     lines = [*header, _HEADERS[dialect].rstrip(), "", "# fusion groups (tiling):", *described, "", "", "@nki.jit",
              f"def {entry}({', '.join(params)}):", *w.lines, f"    return {results}", ""]
     meta = {"lowering": f"nki:{len(plan.groups)}", "dialect": dialect, "plan": plan.name, "groups": len(plan.groups),
+            "fused_instructions": fused,
             "rules": list(candidate.variant.rules), "predicted_us": candidate.predicted_seconds * 1e6}
     return Kernel(name, "\n".join(lines), entry, "return", "candidate", {}, meta)
+
+
+_REDUCE = re.compile(r"^(\s*)nisa\.tensor_reduce\(dst=(\w+), axis=\(1,\), data=(\w+), keepdims=True, op=nl\.add\)$")
+
+
+def _fuse_activation_reduce(lines: list[str], target: str) -> int:
+    """Apply the proven instruction-fusion rule "activation + tensor_reduce -> activation with reduce_res"
+    (add only) to the kernel body in place: a row sum of an activation's output becomes the activation's
+    own reduce register, one Scalar-engine pass instead of a second Vector-engine pass. Returns how
+    many pairs were fused."""
+    from .synthesis import fusion_rules
+
+    rule = next((r for r in fusion_rules(target) if r["name"].startswith("activation+tensor_reduce ->")), None)
+    if rule is None:
+        return 0
+    count = 0
+    i = 0
+    while i < len(lines):
+        m = _REDUCE.match(lines[i])
+        if not m:
+            i += 1
+            continue
+        indent, res, data = m.groups()
+        call = re.compile(rf"^{indent}nisa\.activation\(dst={data}, (.*)\)$")
+        a = next((j for j in range(i - 1, -1, -1) if call.match(lines[j])), None)
+        if a is None or "reduce_res" in lines[a] or any(data in ln for ln in lines[a + 1:i - 2]):
+            i += 1
+            continue
+        alloc, comment = i - 1, i - 2
+        if not lines[alloc].strip().startswith(f"{res} = nl.ndarray(") or not lines[comment].strip().startswith("# lowering:"):
+            i += 1
+            continue
+        allocation = lines[alloc]
+        fused = lines[a][:-1] + f", reduce_op=nl.add, reduce_res={res}, reduce_cmd=nisa.reduce_cmd.reset_reduce)"
+        del lines[comment:i + 1]
+        lines[a:a + 1] = [allocation, f"{indent}# fused ({rule['name'].split(' ->')[0]} -> activation with "
+                                      "reduce_res, a proven instruction-fusion rule)", fused]
+        count += 1
+        i = a + 3
+    return count
