@@ -12,23 +12,7 @@ import numpy as np
 
 from . import isa
 from .isa import HBM, PSUM, SBUF
-from .nki_values import (  # noqa: F401
-    _LOCK,
-    _MISSING,
-    _ROOTS,
-    _SCALAR_OPERANDS,
-    CURRENT,
-    LEGACY,
-    NkiTensor,
-    Trace,
-    TraceEntry,
-    TraceOperand,
-    _Buffer,
-    _ParDim,
-    _Result,
-    _subscript,
-    _tensor,
-)
+from .nki_values import NkiTensor, _ParDim, _Result, _tensor
 
 if TYPE_CHECKING:  # annotations only: the session lives in simulator.py, which imports this module
     from .simulator import _Session

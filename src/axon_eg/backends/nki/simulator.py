@@ -50,24 +50,8 @@ from axon_eg.errors import AxonError, DtypeError
 
 from . import isa
 from .isa import HBM, ON_CHIP, PSUM, SBUF, NkiLimitError, NkiSimulationError, NkiUninitializedError, Operand
-from .nki_namespaces import (  # noqa: F401
-    _BUFFER_KINDS,
-    _BufferKind,
-    _cmd,
-    _current_isa,
-    _enum,
-    _free,
-    _Grid,
-    _isa_common,
-    _language,
-    _legacy_isa,
-    _MGrid,
-    _Namespace,
-    _op,
-    _Token,
-    _unsupported,
-)
-from .nki_values import (  # noqa: F401
+from .nki_namespaces import _current_isa, _language, _legacy_isa
+from .nki_values import (
     _LOCK,
     _MISSING,
     _ROOTS,
@@ -81,7 +65,6 @@ from .nki_values import (  # noqa: F401
     _Buffer,
     _ParDim,
     _Result,
-    _subscript,
     _tensor,
 )
 
