@@ -23,13 +23,18 @@ Index = tuple[str, ...]
 
 
 class _Emitter:
-    def __init__(self, plan: FusionPlan, gi: int, domain: tuple[int, ...]):
+    def __init__(self, plan: FusionPlan, gi: int, domain: tuple[int, ...], dom: Index | None = None):
+        """``dom``: the domain's index tuple when the caller builds it (tiled layouts, scans); by default
+        the output's flat offset ``offs`` decomposed over ``domain``."""
         self.program = plan.program
         self.inside = set(plan.groups[gi].nodes)
         self.domain = domain
         self.lines: list[str] = []
         self.memo: dict[tuple, str] = {}
         self.reads: list[int] = []
+        if dom is not None:
+            self.dom: Index = dom
+            return
         st = contiguous_strides(domain)
         idx = []
         for k, (d, s) in enumerate(zip(domain, st)):
@@ -41,7 +46,7 @@ class _Emitter:
                 e = f"({e} % {d})"
             idx.append(f"i{k}")
             self.lines.append(f"i{k} = {e}")
-        self.dom: Index = tuple(idx)
+        self.dom = tuple(idx)
 
     # -- addressing ---------------------------------------------------------------------------
     def flat(self, idx: Index, shape: tuple[int, ...]) -> str:

@@ -100,13 +100,7 @@ class _Tile(_Emitter):
     """The element-wise emitter over a ``[TILE_C, TILE_Q]`` tile, loading values in their own dtype."""
 
     def __init__(self, plan: FusionPlan, gi: int, domain: tuple[int, ...], dom: Index):
-        self.program = plan.program
-        self.inside = set(plan.groups[gi].nodes)
-        self.domain = domain
-        self.dom = dom
-        self.lines: list[str] = []
-        self.memo: dict[tuple, str] = {}
-        self.reads: list[int] = []
+        super().__init__(plan, gi, domain, dom)
 
     def value(self, n: int, idx: Index, cond: str | None = None) -> str:
         if n in self.inside or self.program.nodes[n].op == "constant":

@@ -60,13 +60,7 @@ class _Sweep(_Emitter):
 
     def __init__(self, plan: FusionPlan, gi: int, domain: tuple[int, ...], dom: Index, looped: bool, scan_axis: int,
                  carry_index: str):
-        self.program = plan.program
-        self.inside = set(plan.groups[gi].nodes)
-        self.domain = domain
-        self.dom = dom
-        self.lines: list[str] = []
-        self.memo: dict[tuple, str] = {}
-        self.reads: list[int] = []
+        super().__init__(plan, gi, domain, dom)
         self.looped = looped
         self.scan_axis = scan_axis  # the tile axis tl.cumsum runs along
         self.carry_index = carry_index  # the carry's tl.sum drops the scanned tile axis; this puts it back
