@@ -111,7 +111,7 @@ def test_edited_rhs_with_a_recomputed_digest_is_still_refused(tmp_path) -> None:
 
     def forge(e):
         e["rhs"] = "(matmul (transpose ?A :perm [1 0]) (transpose ?B :perm [1 0]))"
-        e["digest"] = store._digest(e)
+        e["digest"] = store.digest(e)
 
     _edit(data / "transpose_matmul.json", "transpose_through_matmul", forge)
     entry = next(e for e, _ in store.load_entries(data) if e["name"] == "transpose_through_matmul")

@@ -58,7 +58,22 @@ def semantics_hash() -> str:
     return h.hexdigest()
 
 
-def _digest(entry: dict[str, Any]) -> str:
+def check_proof_record(entry: dict[str, Any], where: str, semantics: str, error: type[Exception], rerun: str,
+                       what: str = "") -> None:
+    """A stored proven entry (a rule, or an NKI lowering or fusion) must carry a proof record against
+    ``semantics`` and a digest matching its contents; else ``error`` naming the entry and what to run."""
+    name = f"{what}{entry.get('name', '?')}"
+    proof = entry.get("proof")
+    if not isinstance(proof, dict) or proof.get("status") != "proven":
+        raise error(f"{name} in {where}: no proof record; run {rerun}")
+    if proof.get("semantics") != semantics:
+        raise error(f"{name} in {where}: proved against other semantics (stale hash "
+                    f"{str(proof.get('semantics'))[:12]}); run {rerun}")
+    if entry.get("digest") != digest(entry):
+        raise error(f"{name} in {where}: its digest does not match its contents (edited by hand?)")
+
+
+def digest(entry: dict[str, Any]) -> str:
     body = {k: v for k, v in entry.items() if k != "digest"}
     return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
@@ -78,7 +93,7 @@ def make_entry(c: Candidate, rule: Rule, proof: Any, safety: Any) -> dict[str, A
         "programs": {"lhs": json.loads(c.lhs.to_json()), "rhs": json.loads(c.rhs.to_json()),
                      "symbols": [[s.value, s.name, s.constraint] for s in c.symbols]},
     }
-    entry["digest"] = _digest(entry)
+    entry["digest"] = digest(entry)
     return entry
 
 
@@ -136,14 +151,7 @@ def candidate_of(entry: dict[str, Any]) -> Candidate:
 
 def check_entry(entry: dict[str, Any], where: str) -> StoredRule:
     name = entry.get("name", "?")
-    proof = entry.get("proof")
-    if not isinstance(proof, dict) or proof.get("status") != "proven":
-        raise RuleStoreError(f"rule {name} in {where}: no proof record; run `axon-eg rules discover`")
-    if proof.get("semantics") != semantics_hash():
-        raise RuleStoreError(f"rule {name} in {where}: proved against other semantics (stale hash "
-                             f"{str(proof.get('semantics'))[:12]}); run `axon-eg rules discover`")
-    if entry.get("digest") != _digest(entry):
-        raise RuleStoreError(f"rule {name} in {where}: its digest does not match its contents (edited by hand?)")
+    check_proof_record(entry, where, semantics_hash(), RuleStoreError, "`axon-eg rules discover`", "rule ")
     try:
         candidate = candidate_of(entry)
         rule = to_rule(candidate)

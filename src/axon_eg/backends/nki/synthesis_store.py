@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from axon_eg.errors import AxonError
-from axon_eg.rules_discovered.store import semantics_hash
+from axon_eg.rules_discovered.store import check_proof_record, digest, semantics_hash
 from axon_eg.semantics.isa import IllFormed, Instr, Machine, TileType, engine
 from axon_eg.semantics.prover import SOLVER, ProofResult
 
@@ -59,11 +59,6 @@ def isa_semantics_hash() -> str:
         h.update(path.name.encode())
         h.update(_ast_text(path).encode())
     return h.hexdigest()
-
-
-def digest(entry: dict[str, Any]) -> str:
-    body = {k: v for k, v in entry.items() if k != "digest"}
-    return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
 
 def to_json(v: Any) -> Any:
@@ -179,15 +174,7 @@ def _read(path: Path) -> dict[str, Any]:
 
 
 def _check_proof(entry: dict[str, Any], where: str) -> None:
-    name = entry.get("name", "?")
-    proof = entry.get("proof")
-    if not isinstance(proof, dict) or proof.get("status") != "proven":
-        raise LoweringStoreError(f"{name} in {where}: no proof record; run synthesis.discover()")
-    if proof.get("semantics") != isa_semantics_hash():
-        raise LoweringStoreError(f"{name} in {where}: proved against other semantics (stale hash "
-                                 f"{str(proof.get('semantics'))[:12]}); run synthesis.discover()")
-    if entry.get("digest") != digest(entry):
-        raise LoweringStoreError(f"{name} in {where}: its digest does not match its contents (edited by hand?)")
+    check_proof_record(entry, where, isa_semantics_hash(), LoweringStoreError, "synthesis.discover()")
 
 
 def sequence_of(entry: dict[str, Any]) -> tuple[Instr, ...]:
