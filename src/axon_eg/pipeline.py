@@ -235,12 +235,7 @@ def saturate_and_extract(prog: Any, target: str = "triton", hw: str | HardwareSp
     sat_s = min(saturation_s, budget_s / 5) if budget_s else saturation_s
 
     def graph() -> Any:
-        from axon_eg.egraph.nugraph import Limits, NuGraph
-        from axon_eg.rules_discovered.store import load_rules
-
-        g = NuGraph(program, load_rules())
-        g.saturate(Limits(seconds=sat_s))
-        return g
+        return _saturated(program, sat_s)
 
     if not force:
         hit = _from_cache(key, program, bdir, cache_dir, graph, time.monotonic() - t0)
@@ -291,15 +286,21 @@ def write_bundle_only(prog: Any, target: str = "triton", hw: str | HardwareSpec 
     """Phase 1 only: write the bundle for a remote worker and return its directory."""
     program = _as_program(prog)
     spec = load(hw) if not isinstance(hw, HardwareSpec) else hw
-    from axon_eg.egraph.nugraph import Limits, NuGraph
-    from axon_eg.rules_discovered.store import load_rules
-
-    g = NuGraph(program, load_rules())
-    g.saturate(Limits(seconds=saturation_s))
+    g = _saturated(program, saturation_s)
     bkey = bundle_key(program, spec, target, k)
     bdir = tables.cache_dir(cache_dir) / "bundles" / bkey
     _phase1(program, g, spec, target, k, "", bdir, device, progress or (lambda *a: None))
     return bdir
+
+
+def _saturated(program: Program, seconds: float) -> Any:
+    """The program's νGraph saturated with the discovered rules for at most ``seconds``."""
+    from axon_eg.egraph.nugraph import Limits, NuGraph
+    from axon_eg.rules_discovered.store import load_rules
+
+    g = NuGraph(program, load_rules())
+    g.saturate(Limits(seconds=seconds))
+    return g
 
 
 def _phase1(program: Program, nugraph: Any, hw: HardwareSpec, target: str, k: int, key: str, bdir: Path, device: str,
