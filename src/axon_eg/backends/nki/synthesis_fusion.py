@@ -51,6 +51,7 @@ PRODUCERS = (
     Template(Instr.of("tensor_scalar", "t", data="x", op0="?o1", operand0="?u", reverse0="?r1"),
              (("?o1", tuple(ALU)), ("?r1", (False, True)), ("?u", ("u", ("scalar", "c")))),
              (("x", TILE, "sbuf"), ("u", ROW, "sbuf"))),
+    Template(Instr.of("dma_transpose", "t", src="x"), (), (("x", TILE, "hbm"),)),
 )
 CONSUMERS = (
     Template(Instr.of("nc_transpose", "y", data="t", engine="?e"), (("?e", ("tensor", "vector")),)),
@@ -59,6 +60,7 @@ CONSUMERS = (
              (("?o2", tuple(ALU)), ("?r2", (False, True))), (("w", ROW, "sbuf"),)),
     Template(Instr.of("activation", "y", op="?g", data="t", bias="?c"), (("?c", (None, "b2")), ("?g", (ANY_FUNCTION, "copy"))),
              (("b2", ROW, "sbuf"),)),
+    Template(Instr.of("tensor_copy", "y", src="t")),  # a copy after the producer: write y directly (copy elimination)
 )
 
 

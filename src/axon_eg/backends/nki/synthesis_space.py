@@ -28,7 +28,7 @@ from axon_eg.semantics.prover import ScalarSymbol
 UNARY_OPS: tuple[tuple[str, tuple[tuple[str, Any], ...]], ...] = (
     ("exp", ()), ("log", ()), ("sqrt", ()), ("rsqrt", ()), ("reciprocal", ()), ("tanh", ()), ("sigmoid", ()),
     ("silu", ()), ("gelu", (("approximate", "none"),)), ("gelu", (("approximate", "tanh"),)), ("relu", ()),
-    ("square", ()), ("abs", ()), ("erf", ()), ("softplus", ()),
+    ("square", ()), ("abs", ()), ("erf", ()), ("softplus", ()), ("neg", ()),
 )
 BINARY_OPS = ("add", "sub", "mul", "div", "maximum", "minimum")
 BINARY_FORMS = (("tile", "tile"), ("tile", "row"), ("row", "tile"), ("tile", "scalar"), ("scalar", "tile"))
