@@ -164,6 +164,8 @@ class Result:
         devices = [d for d in self.table["device"].drop_nulls().to_list()] if "device" in self.table.columns else []
         if any(str(d).startswith("simulated") for d in devices):
             how = "NKI simulator for correctness, Trainium engine model for time (no NeuronCore here)"
+        elif any(str(d).startswith("measured (trn") for d in devices):
+            how = "compiled and timed on the NeuronCore (Neuron toolchain)"
         else:
             how = "timed on the GPU" if self.timed else "correctness only (Triton interpreter, no GPU timings)"
         return (f"best: {self.best.id} ({self.best.kind}); {how}; cache {'hit' if self.cache_hit else 'miss'} "
@@ -225,7 +227,7 @@ def saturate_and_extract(prog: Any, target: str = "triton", hw: str | HardwareSp
         need = "a Trainium description (trn1, trn2)" if target == "nki" else "a GPU description"
         raise PipelineError(f"hardware {spec.name!r} ({spec.kind}) does not fit target {target!r}: it needs {need}")
     report = progress or (lambda *a: None)
-    device = f"simulated-{spec.name}" if target == "nki" else _device(device)
+    device = _nki_device(spec) if target == "nki" else _device(device)
     t0 = time.monotonic()
     bkey = bundle_key(program, spec, target, k)
     bdir = tables.cache_dir(cache_dir) / "bundles" / bkey
@@ -257,11 +259,11 @@ def saturate_and_extract(prog: Any, target: str = "triton", hw: str | HardwareSp
         kernels, cand_rows = _phase1(program, nugraph, spec, target, k, key, bdir, device, report)
         phase1 = time.monotonic() - t0
         t1 = time.monotonic()
-        if target == "nki":  # no Trainium here: the NumPy simulator checks, the engine model times
-            from axon_eg.backends.nki.measure import simulate_kernels
+        if target == "nki":  # the NeuronCore when the Neuron toolchain is installed, else the NumPy simulator
+            from axon_eg.backends.nki.measure import measure_kernels
 
-            report("measure", 0, len(kernels), "NKI simulator")
-            new_rows = simulate_kernels(program, [k for k in kernels if k.source], spec) + _emit_failures(kernels)
+            report("measure", 0, len(kernels), "NKI")
+            new_rows = measure_kernels(program, [k for k in kernels if k.source], spec) + _emit_failures(kernels)
             report("measure", len(kernels), len(kernels), "")
         else:
             new_rows = _measure(bdir, key, kernels, device, ray_address, budget_s, t0, report)
@@ -364,6 +366,12 @@ def _emit(target: str, candidate: Any, hw: HardwareSpec, name: str) -> Kernel:
     except NotLowerable as exc:
         return Kernel(name, "", name, "nki", "candidate", {}, {"lowering": "none", "rules": list(candidate.variant.rules),
                                                            "error": str(exc)})
+
+
+def _nki_device(spec: HardwareSpec) -> str:
+    from axon_eg.backends.nki.measure import device_module
+
+    return f"{'measured' if device_module(spec) is not None else 'simulated'}-{spec.name}"
 
 
 def _emit_failures(kernels: list[Kernel]) -> list[dict[str, Any]]:
