@@ -191,8 +191,8 @@ def test_unknown_key_inside_a_leaf_and_at_top_level(tmp_path):
 
 def test_key_of_the_other_kind_is_unknown(tmp_path):
     doc = _doc("h100")
-    doc["features"] = {"dma_transpose": {"value": True, "source": "x"}}
-    assert "features: unknown key" in str(_error(_write(tmp_path, doc, "h100")))
+    doc["features"] = {"dma_transpose": {"value": True, "source": "x"}}  # a Trainium feature on a GPU
+    assert "features.dma_transpose: unknown key" in str(_error(_write(tmp_path, doc, "h100")))
 
 
 def test_missing_required_key(tmp_path):

@@ -95,6 +95,7 @@ _GPU: dict[str, Field] = {
     "costs.launch": _q("time"),  # device-side gap per kernel launch
     "costs.host_launch": _q("time", required=False),  # host-side time to issue one launch
     "costs.hbm_latency": _q("time", required=False),  # load-to-use latency of an HBM access
+    "features.tma": Field("bool", required=False),  # Hopper tensor memory accelerator (tensor descriptors)
 }
 
 _TRAINIUM: dict[str, Field] = {

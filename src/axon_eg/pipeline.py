@@ -26,7 +26,7 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from functools import cached_property
+from functools import cached_property, partial
 from pathlib import Path
 from typing import Any
 
@@ -313,7 +313,12 @@ def _phase1(program: Program, nugraph: Any, hw: HardwareSpec, target: str, k: in
     from axon_eg.extract.candidates import enumerate_candidates
 
     report("extract", 0, 1, "")
-    candidates, _ = enumerate_candidates(nugraph, hw, k)
+    fallback = None
+    if target == "triton":
+        from axon_eg.backends.triton.emit import runs_as_torch
+
+        fallback = partial(runs_as_torch, warp_size=int(max(hw.value("knobs.warp_size"))))
+    candidates, _ = enumerate_candidates(nugraph, hw, k, fallback=fallback)
     report("extract", 1, 1, f"{len(candidates)} candidates")
     baseline_src = emit_module(program)
     kernels = [Kernel("torch_eager", baseline_src, "eager", "return", "baseline", {}, {"lowering": "torch"})]

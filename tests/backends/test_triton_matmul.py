@@ -185,6 +185,26 @@ def test_tiles_that_divide_the_sizes_need_no_masks():
     assert "mask=" not in source[source.index("@triton.jit"):source.index("def kernel")]
 
 
+@pytest.mark.parametrize("name,dims,loads", [
+    ("matmul", {"M": 64, "K": 48, "N": 32}, 2),  # A and B row-major
+    ("transpose_matmul", {"M": 64, "K": 48, "N": 32}, 2),  # A read transposed: a descriptor over A^T
+    ("linear_min_sub", {"M": 48, "K": 64, "N": 32}, 2),  # torch weight [N, K]: B read transposed
+    ("matmul_bias_gelu", {"M": 40, "K": 37, "N": 50}, 0),  # tails (masked loads) and odd pitches: no descriptor
+])
+def test_tma_descriptor_loads_where_the_operand_is_a_dense_tile(name, dims, loads, tmp_path):
+    program = suite.get(name).program.bind({k: v for k, v in dims.items() if k in suite.get(name).program.free_dims})
+    if not loads:
+        reason = lower_group(candidate(program, isa="tl.dot+tma").plan, 0, Tiling(0, tuple(TILES.items())), "_g",
+                             isa="tl.dot+tma")
+        assert isinstance(reason, str) and "tl.dot+tma" in reason
+        return
+    kernel = check(program, tmp_path, isa="tl.dot+tma")
+    src = kernel.source
+    assert src.count("tl.make_tensor_descriptor(") == loads and "triton.set_allocator(_tma_scratch)" in src
+    assert "TMA loads" in src[: src.index("import math")]
+    assert ("tl.trans(d" in src) == (name != "matmul")
+
+
 def test_offsets_are_64_bit_only_when_a_tensor_needs_it():
     big = suite.get("matmul").program.bind(M=65600, K=32768, N=16)
     small = suite.get("matmul").program.bind(M=64, K=64, N=32)

@@ -6,6 +6,7 @@ pruned.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from axon_eg.egraph.nugraph import NuGraph, Variant
@@ -56,16 +57,45 @@ def isa_choices(plan: FusionPlan, hw: HardwareSpec) -> list[tuple[tuple[int, str
             anchor = g.anchor(program)
             narrow = program.concrete_shape(anchor)[-1] < 16
             # a GEMV's thin tilings (BLOCK_M < 16) only suit fma_reduce: tl.dot needs 16 x 16 tiles
-            options.append([(gi, "fma_reduce")] if narrow else [(gi, "tl.dot")])
+            # Hopper: operand tiles through tensor descriptors (TMA) as an alternative to pointer loads
+            dot = [(gi, "tl.dot")] + ([(gi, "tl.dot+tma")] if hw.get("features.tma") else [])
+            options.append([(gi, "fma_reduce")] if narrow else dot)
     combos = [()]
     for opts in options:
         combos = [c + (o,) for c in combos for o in opts]
     return combos
 
 
+Fallback = Callable[[FusionPlan, int, Tiling, "str | None"], bool]
+"""``(plan, group, tiling, isa choice) -> True`` when the backend cannot lower the group and would run it
+as fp32 torch code (one kernel per op)."""
+COST_BUCKET = 1.03
+"""Predicted costs within 3% of each other rank as equal (the model is not that accurate); the
+tie-break (measured habits of the target) orders them."""
+
+
 def enumerate_candidates(nugraph: NuGraph, target: str | HardwareSpec, k: int = 8, *, variants: int = 8,
-                         tilings_per_group: int = 4) -> tuple[list[Candidate], EnumerationSummary]:
+                         tilings_per_group: int = 4,
+                         fallback: Fallback | None = None) -> tuple[list[Candidate], EnumerationSummary]:
+    """The k candidates to measure. ``fallback`` (from the backend) marks groups it would run as torch
+    code; their predicted cost is charged as one fp32 kernel per op, so a plan the backend lowers
+    whole outranks an equal-looking one it cannot."""
     hw = load(target) if not isinstance(target, HardwareSpec) else target
+    lowers: dict[tuple, bool] = {}
+
+    def torch_penalty(plan: FusionPlan, chosen: tuple[Tiling, ...], isa: tuple[tuple[int, str], ...]) -> float:
+        if fallback is None:
+            return 0.0
+        extra = 0.0
+        by_group = dict(isa)
+        for gi, t in enumerate(chosen):
+            key = (tuple(g.nodes for g in plan.groups), plan.program.hash, gi, t.values, by_group.get(gi))
+            if key not in lowers:
+                lowers[key] = bool(fallback(plan, gi, t, by_group.get(gi)))
+            if lowers[key]:
+                ops = sum(1 for n in plan.groups[gi].nodes if plan.program.nodes[n].op not in _FREE)
+                extra += _group_cost(plan, gi, t, hw) * (2 * max(1, ops) - 1)
+        return extra
     summary = EnumerationSummary()
     found: dict[tuple, Candidate] = {}
     for variant in nugraph.extract(variants, modulo_commutativity=True):
@@ -79,9 +109,9 @@ def enumerate_candidates(nugraph: NuGraph, target: str | HardwareSpec, k: int = 
                 summary.tilings_considered += stats["considered"]
                 summary.tilings_feasible += stats["feasible"]
                 kind = plan.groups[gi].kind
-                ranked = sorted(options, key=lambda t, gi=gi, kind=kind: (_group_cost(plan, gi, t, hw),
+                ranked = sorted(options, key=lambda t, gi=gi, kind=kind: (_bucket(_group_cost(plan, gi, t, hw)),
                                                                          *_tie_break(t, kind), t.values))
-                kept = ranked[:tilings_per_group]
+                kept = _distinct_shapes(ranked, max(tilings_per_group, k))
                 summary.tilings_kept += len(kept)
                 per_group.append(kept)
             if any(not opts for opts in per_group):
@@ -94,13 +124,37 @@ def enumerate_candidates(nugraph: NuGraph, target: str | HardwareSpec, k: int = 
                 chosen = tuple(alt if gi == worst else best[gi] for gi in range(len(best)))
                 for isa in isa_choices(plan, hw):
                     report = cost(plan, chosen, hw)
-                    c = Candidate(variant, plan, chosen, isa, report.seconds, report)
+                    seconds = report.seconds + torch_penalty(plan, chosen, isa)
+                    c = Candidate(variant, plan, chosen, isa, seconds, report)
                     summary.candidates += 1
                     found.setdefault(c.key, c)
-    ranked = sorted(found.values(), key=lambda c: (c.predicted_seconds, c.key))
+    # equal-looking candidates (costs within COST_BUCKET) by the tilings' tie-breaks, group by group
+    ranked = sorted(found.values(), key=lambda c: (_bucket(c.predicted_seconds), tuple(
+        _tie_break(t, g.kind) for t, g in zip(c.tilings, c.plan.groups)), c.predicted_seconds, c.key))
     chosen = _diverse(ranked, k)
     summary.kept = len(chosen)
     return chosen, summary
+
+
+_FREE = ("reshape", "expand_dims", "squeeze", "broadcast_to", "constant")  # views: no kernel of their own
+
+
+def _bucket(seconds: float) -> float:
+    return round(math.log(seconds) / math.log(COST_BUCKET)) if 0 < seconds < math.inf else math.inf
+
+
+def _distinct_shapes(ranked: list[Tiling], n: int) -> list[Tiling]:
+    """The first ``n`` tilings, preferring distinct tile shapes (launch knobs aside): measuring four
+    warp counts of one tile shape teaches less than four tile shapes."""
+    knobs = ("num_warps", "num_stages", "grf_mode")
+    seen: set[tuple] = set()
+    kept: list[Tiling] = []
+    for t in ranked:
+        shape = tuple((key, v) for key, v in t.values if key not in knobs)
+        if shape not in seen and len(kept) < n:
+            seen.add(shape)
+            kept.append(t)
+    return kept + [t for t in ranked if t not in kept][:n - len(kept)]
 
 
 def _diverse(ranked: list[Candidate], k: int) -> list[Candidate]:
@@ -115,12 +169,21 @@ def _diverse(ranked: list[Candidate], k: int) -> list[Candidate]:
         if shape not in seen and len(picked) < max(1, (k + 1) // 2):
             seen.add(shape)
             picked.append(c)
-    for c in ranked:
-        if len(picked) >= k:
-            break
-        if c not in picked:
-            picked.append(c)
+    # then by predicted cost, first one per (plan, tilings, ISA): algebraic variants that differ only
+    # in operand order emit the same kernel shape and would be measured twice
+    signatures = {_signature(c) for c in picked}
+    for second_pass in (False, True):
+        for c in ranked:
+            if len(picked) >= k:
+                break
+            if c not in picked and (second_pass or _signature(c) not in signatures):
+                signatures.add(_signature(c))
+                picked.append(c)
     return sorted(picked, key=lambda c: (c.predicted_seconds, c.key))
+
+
+def _signature(c: Candidate) -> tuple:
+    return (c.plan.name, tuple(t.values for t in c.tilings), c.isa)
 
 
 def _tie_break(t: Tiling, kind: str | None = None) -> tuple[float, ...]:
@@ -130,10 +193,16 @@ def _tie_break(t: Tiling, kind: str | None = None) -> tuple[float, ...]:
     in flight without spilling registers), then more elements per program."""
     v = dict(t.values)
     if kind == ATTENTION and {"BLOCK_M", "BLOCK_N", "BLOCK_K"} <= set(v):
-        # flash attention: 128 query rows, ~128 live fp32 (scores + accumulator) per thread
+        # flash attention: 128 query rows, ~192 live fp32 (scores + accumulator) per thread, 2 stages
+        # (H200, Triton 3.6, head dim 128: BLOCK_N=64 with 4 warps beat BLOCK_N=128 with 8 by 15%)
         live = int(v["BLOCK_M"]) * (int(v["BLOCK_N"]) + int(v["BLOCK_K"])) / (int(v.get("num_warps", 4)) * 32)
-        return (abs(math.log2(int(v["BLOCK_M"])) - 7), abs(math.log2(live) - 7) + 0.25 * abs(int(v.get("num_stages", 2)) - 2),
-                -int(v["BLOCK_N"]))
+        return (abs(math.log2(int(v["BLOCK_M"])) - 7),
+                abs(math.log2(live / 192)) + 0.25 * abs(int(v.get("num_stages", 2)) - 2), -int(v["BLOCK_N"]))
+    if kind == MATMUL and int(v.get("BLOCK_N", 16)) < 16 and "BLOCK_K" in v:
+        # a GEMV on CUDA cores: ~32 streamed elements per thread per K step (a few 16-byte loads in flight),
+        # long contiguous K tiles, then thin row bands (more programs)
+        per_thread = int(v["BLOCK_M"]) * int(v["BLOCK_K"]) / (int(v.get("num_warps", 4)) * 32)
+        return (abs(math.log2(per_thread) - 5), -int(v["BLOCK_K"]), int(v["BLOCK_M"]))
     if "BLOCK_M" in v:  # matmul tiles: ~64 fp32 accumulators per thread, then bigger tiles (reuse), 3 stages
         acc = int(v["BLOCK_M"]) * int(v["BLOCK_N"])
         per_thread = acc / (int(v.get("num_warps", 4)) * 32)

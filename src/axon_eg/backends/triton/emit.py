@@ -20,6 +20,7 @@ from axon_eg.extract.candidates import Candidate
 from axon_eg.extract.fusion import ATTENTION, ELEMENTWISE, LAYOUT, LIBRARY, MATMUL, REDUCTION, SCAN, FusionPlan, Group, node_kind
 from axon_eg.hw import HardwareSpec
 
+from . import tma
 from .base import GroupKernel, NotLowerable
 
 LOWERINGS = {ELEMENTWISE: "elementwise", LAYOUT: "layout", REDUCTION: "reduction", MATMUL: "matmul",
@@ -45,6 +46,14 @@ def lower_group(plan: FusionPlan, gi: int, tiling: Any, name: str, warp_size: in
         return module.lower(plan, gi, tiling, name, warp_size, isa)
     except NotLowerable as exc:
         return str(exc)
+
+
+def runs_as_torch(plan: FusionPlan, gi: int, tiling: Any, isa: str | None = None, warp_size: int = 32) -> bool:
+    """True when group ``gi`` has no Triton lowering at this tiling and would run as torch code (the
+    candidate enumerator charges such groups; library groups split into torch + a Triton epilogue)."""
+    if plan.groups[gi].kind == LIBRARY:
+        return False
+    return isinstance(lower_group(plan, gi, tiling, f"_probe{gi}", warp_size, isa), str)
 
 
 def _split_library(candidate: Candidate) -> tuple[FusionPlan, list[Any], dict[int, str]]:
@@ -164,6 +173,8 @@ def _file(candidate: Candidate, plan: FusionPlan, hw: HardwareSpec, name: str, l
     head += ["", "import math  # noqa: F401", "", "import torch", "import torch.nn.functional as F  # noqa: F401",
              "import triton", "import triton.language as tl", "", ""]
     jits = [k.source for k in lowered if isinstance(k, GroupKernel)]
+    if any("tl.make_tensor_descriptor" in j for j in jits):
+        jits.insert(0, tma.ALLOCATOR)
     return "\n".join(head) + "\n\n".join(jits) + ("\n\n" if jits else "") + _launcher(plan, lowered)
 
 

@@ -35,6 +35,7 @@ from axon_eg.extract.tiling import Tiling
 from axon_eg.ir import ops as O
 from axon_eg.ir.program import Node
 
+from . import tma
 from .base import GroupKernel, NotLowerable, attr, contiguous_strides, resources
 from .ops import ELEMENTWISE, lit
 
@@ -790,6 +791,9 @@ def lower(plan: FusionPlan, gi: int, tiling: Tiling | None, name: str, warp_size
             if exc.reductions <= pre or not exc.reductions:
                 raise NotLowerable("a prologue statistic cannot be computed before the K loop") from None
             pre = pre | exc.reductions
+    if isa == "tl.dot+tma":
+        body = tma.rewrite(body, {n: program.concrete_shape(n) for n in kernel.reads},
+                           {n: program.nodes[n].dtype.itemsize for n in kernel.reads}, kernel.looped, kernel.wide)
     consts = [("BLOCK_M", bm), ("BLOCK_N", bn), ("BLOCK_K", bk)]
     if "GROUP_SIZE_M" in "\n".join(body):
         consts.append(("GROUP_SIZE_M", GROUP_SIZE_M))
@@ -801,7 +805,7 @@ def lower(plan: FusionPlan, gi: int, tiling: Tiling | None, name: str, warp_size
     block = max(bm * bk, bm * bn) if fma else bm * bn
     live = max(2, kernel.accs["dot"] + 1)
     res = resources(name, block, warps, grid, live, smem_bytes=(bm * bk + bk * bn) * item * stages, warp_size=warp_size)
-    what = "GEMV (fma_reduce)" if fma else f"tl.dot {kernel.dot_dtype}"
+    what = "GEMV (fma_reduce)" if fma else f"tl.dot {kernel.dot_dtype}" + (", TMA loads" if isa == "tl.dot+tma" else "")
     extra = [f"{len(kernel.pres)} K pre-passes" if kernel.pres else "",
              f"{kernel.accs['colsum']} column sums" if kernel.accs["colsum"] else "",
              f"{kernel.accs['rowsum']} row sums" if kernel.accs["rowsum"] else "",
