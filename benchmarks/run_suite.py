@@ -182,7 +182,7 @@ def floor_seconds(program, probe: dict) -> tuple[float, str]:
 def cmd_report(args: argparse.Namespace) -> int:
     import polars as pl
 
-    from axon_eg.pipeline import markdown, saturate_and_extract
+    from axon_eg.pipeline import PipelineError, markdown, saturate_and_extract
 
     out = Path(args.dir)
     index = json.loads((out / "index.json").read_text())
@@ -193,8 +193,14 @@ def cmd_report(args: argparse.Namespace) -> int:
             continue
         program = entry.bound(small=False)
         info = index[entry.name]
-        result = saturate_and_extract(program, "triton", info["hw"], info["k"], cache_dir=out / "cache",
-                                      rows=out / "rows" / f"{entry.name}.jsonl", force=True)
+        try:
+            result = saturate_and_extract(program, "triton", info["hw"], info["k"], cache_dir=out / "cache",
+                                          rows=out / "rows" / f"{entry.name}.jsonl", force=True)
+        except PipelineError as exc:  # nothing passed the correctness gate: say so, keep the other rows
+            print(f"{entry.name}: {exc}", file=sys.stderr)
+            rows.append({"program": entry.name, "kind": entry.kind, "selected": "none passed the correctness gate",
+                         "phase1_s": info["phase1_s"], "phase2_s": info.get("phase2_wall_s")})
+            continue
         t = result.table
         get = lambda i: t.filter(pl.col("id") == i)["median_us"].first()  # noqa: E731
         eager, comp = get("torch_eager"), get("torch_compile")
@@ -216,7 +222,7 @@ def cmd_report(args: argparse.Namespace) -> int:
             "candidates": int(t.filter(pl.col("kind") == "candidate").height),
             "phase1_s": info["phase1_s"], "phase2_s": info.get("phase2_wall_s", result.phase2_s),
         })
-    df = pl.DataFrame(rows)
+    df = pl.DataFrame(rows, infer_schema_length=None)
     df.write_parquet(out / "suite.parquet")
     geo = lambda col: math.exp(sum(math.log(v) for v in df[col].drop_nulls()) / max(1, df[col].drop_nulls().len()))  # noqa: E731
     table = markdown(df.select(["program", "bound", "floor_us", "eager_us", "compile_us", "axon_eg_us", "vs_eager",
@@ -238,9 +244,9 @@ def cmd_report(args: argparse.Namespace) -> int:
         f"GPU: {probe['gpu']}; torch {probe['torch']}, Triton {probe['triton']}, Python {probe['python']}. "
         f"Measured copy bandwidth {probe['copy_bytes_per_s'] / 1e12:.2f} TB/s (read + write), matmul "
         f"{probe['matmul_flops_per_s'] / 1e12:.0f} TFLOP/s (bf16 8192^3).", "",
-        "Reproduce: `python benchmarks/run_suite.py bundle runs/suite` (phase 1, CPU), "
-        "`python benchmarks/run_suite.py measure runs/suite` (GPU), `python benchmarks/run_suite.py report "
-        "runs/suite --write BENCHMARKS.md`.", "",
+        f"Reproduce: `python benchmarks/run_suite.py bundle runs/suite -k {next(iter(index.values()))['k']}` "
+        "(phase 1, CPU), `python benchmarks/run_suite.py measure runs/suite --prewarm 4` (GPU), "
+        "`python benchmarks/run_suite.py report runs/suite --write BENCHMARKS.md`.", "",
         "Latencies are medians in microseconds of >= 30 runs, each after a 256 MB L2 flush (CUDA events); "
         "`roofline` is floor / axon_eg (1.0 = at the floor); `ok` counts candidates that passed the correctness "
         "gate; phase 1 = saturate + extract + emit (CPU), phase 2 = compile + check + time of every kernel "

@@ -14,6 +14,9 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from axon_eg.measure import harness, tables
 from axon_eg.measure.worker import read_rows, run_bundle
@@ -165,6 +168,27 @@ def test_harness_in_process_modes_and_dtypes():
     assert not np.array_equal(a[0].numpy(), b[0].numpy())  # fresh inputs per trial
     res = harness.measure(dps, SPECS, ref, device="cpu")
     assert res.status == "ok" and res.trials >= 3 and res.median_us is None
+
+
+@settings(max_examples=25, deadline=None)
+@given(seed=st.integers(0, 2**16), n=st.integers(1024, 8192), magnitude=st.floats(0.5, 1e5))
+def test_tolerance_passes_rounding_tails_and_fails_bugs(seed, n, magnitude):
+    """An output whose error is bf16-like noise (rms 0.3% of the output's, a few tail elements at 5%)
+    passes; a wrong block, a NaN, or a systematic 2% bias does not, at any output magnitude."""
+    gen = torch.Generator().manual_seed(seed)
+    ref = torch.randn(n, generator=gen, dtype=torch.float64) * magnitude
+    rms = float(ref.pow(2).mean().sqrt())
+    noisy = ref + torch.randn(n, generator=gen, dtype=torch.float64) * 0.003 * rms
+    noisy[:: n // 4] += 0.05 * rms  # four tail elements, as a K = 11008 bf16 accumulation shows
+    assert harness.compare(noisy, ref, harness.TOLERANCES["bf16"])[0] == "ok"
+    wrong = noisy.clone()
+    wrong[n // 2: n // 2 + 16] = torch.randn(16, generator=gen, dtype=torch.float64) * magnitude  # another tile's values
+    assert harness.compare(wrong, ref, harness.TOLERANCES["bf16"])[0] in ("over", "norm")
+    nan = noisy.clone()
+    nan[seed % n] = float("nan")
+    assert harness.compare(nan, ref, harness.TOLERANCES["bf16"])[0] == "nonfinite"
+    biased = ref * 1.02 + 0.02 * max(1.0, rms)
+    assert harness.compare(biased, ref, harness.TOLERANCES["bf16"])[0] == "norm"
 
 
 def test_sigkill_mid_run_then_resume_loses_and_duplicates_nothing(tmp_path):

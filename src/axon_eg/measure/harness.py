@@ -32,10 +32,15 @@ import numpy as np
 import torch
 
 TOLERANCES: dict[str, float] = {"fp32": 1e-4, "bf16": 1e-2, "fp16": 1e-2}
-"""Relative and absolute tolerance per dtype: ``|out - ref| <= tol * (scale + |ref|)`` where ``scale`` is
-``max(1, rms(ref))``: the absolute part grows with the output's typical magnitude, since a 16-bit
-result of an accumulation (a matmul over K terms) is off by the rounding of its terms, not of itself,
-so an element that happens to be near zero in an output of magnitude ~10 may be off by ~10 ulps."""
+"""Tolerance per output dtype. An output passes when (1) its norm-wise error is small,
+``rms(out - ref) <= tol * scale`` with ``scale = max(1, rms(ref))``, and (2) no element is grossly off,
+``|out - ref| <= GROSS * tol * (scale + |ref|)``. The error of a 16-bit result of an accumulation (a
+matmul over K terms, a chain of rounded intermediates) follows the output's typical magnitude, not each
+element's, and over millions of elements its tail reaches several times its rms: the eager baseline
+itself of a bf16 gated MLP (K = 11008) has elements 1.5% of the output's rms off. A real bug (a wrong
+index, a missing mask, an unwritten tile) puts whole elements off by about the output's magnitude and
+fails (2); a systematic small bias fails (1)."""
+GROSS = 32.0
 
 TORCH_DTYPES: dict[str, torch.dtype] = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 
@@ -220,9 +225,9 @@ def classify(exc: BaseException) -> tuple[str, str]:
 
 def compare(got: torch.Tensor, ref: Any, tol: float) -> tuple | None:
     """Compare one output with its float64 reference on the output's device (a GPU compares 64M
-    elements in milliseconds). Returns None when within ``|g - r| <= tol * (scale + |r|)``; else
-    (kind "nonfinite" / "over" / "ok", count, first index, got, expected, max abs err, max rel err),
-    "ok" carrying only the error statistics."""
+    elements in milliseconds), by the two tests of ``TOLERANCES``. Returns (kind "nonfinite" / "over" /
+    "norm" / "ok", count, first index, got, expected, max abs err, max rel err), "ok" carrying only the
+    error statistics and "norm" the rms error and its bound in place of got / expected."""
     g = got.detach().to(torch.float64)
     r = ref if isinstance(ref, torch.Tensor) else torch.from_numpy(np.asarray(ref, dtype=np.float64))
     r = r.to(device=g.device, dtype=torch.float64)
@@ -241,10 +246,13 @@ def compare(got: torch.Tensor, ref: Any, tol: float) -> tuple | None:
     abs_err = float(err.max())
     rel_err = float((err / r.abs().clamp_min(1e-30)).max())
     scale = max(1.0, float(torch.sqrt(torch.mean(r * r))))
-    over = err > tol * (scale + r.abs())
+    over = err > GROSS * tol * (scale + r.abs())
     if bool(over.any()):
         i = first(over)
         return ("over", int(over.sum()), i, float(g[i]), float(r[i]), abs_err, rel_err)
+    rms_err = float(torch.sqrt(torch.mean(err * err)))
+    if rms_err > tol * scale:
+        return ("norm", g.numel(), (), rms_err, tol * scale, abs_err, rel_err)
     return ("ok", 0, (), 0.0, 0.0, abs_err, rel_err)
 
 
@@ -318,8 +326,13 @@ def check_correctness(fn: Callable[..., Any], specs: Sequence[Any], reference: A
                 return res
             if kind == "over":
                 res.status = "wrong_result"
-                res.error = (f"output {j}: {count} of {g.numel()} elements beyond tolerance {tol} (first at {first}: "
-                             f"got {got_v!r}, expected {want_v!r}; max abs err {max_abs:.3g}; trial seed {s})")
+                res.error = (f"output {j}: {count} of {g.numel()} elements beyond {GROSS:g} x tolerance {tol} (first "
+                             f"at {first}: got {got_v!r}, expected {want_v!r}; max abs err {max_abs:.3g}; trial seed {s})")
+                return res
+            if kind == "norm":
+                res.status = "wrong_result"
+                res.error = (f"output {j}: rms error {got_v:.3g} > tolerance {tol} x max(1, rms(reference)) = "
+                             f"{want_v:.3g} (max abs err {max_abs:.3g}; trial seed {s})")
                 return res
     res.status, res.stage = "ok", "done"
     return res
