@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 from axon_eg.backends.nki import isa
 from axon_eg.backends.nki.isa import NkiLimitError, NkiSimulationError, NkiUninitializedError
+from axon_eg.backends.nki.nki_values import NkiLoopIndexError
 from axon_eg.backends.nki.simulator import Trace, simulate
 from axon_eg.errors import ShapeError
 from axon_eg.hw import load
@@ -144,7 +145,7 @@ ELEMENTWISE_CURRENT = CURRENT + '''
 def silu_mul_add(x, y):
     R, C = x.shape
     out = nl.ndarray((R, C), dtype=x.dtype, buffer=nl.shared_hbm)
-    for i in nl.affine_range(math.ceil(R / 128)):
+    for i in nl.static_range(math.ceil(R / 128)):
         rows = min(128, R - i * 128)
         xt = nl.ndarray((rows, C), dtype=x.dtype, buffer=nl.sbuf)
         yt = nl.ndarray((rows, C), dtype=y.dtype, buffer=nl.sbuf)
@@ -165,7 +166,7 @@ ELEMENTWISE_LEGACY = LEGACY + '''
 def silu_mul_add(x, y):
     R, C = x.shape
     out = nl.ndarray((R, C), dtype=x.dtype, buffer=nl.shared_hbm)
-    for i in nl.affine_range((R + 127) // 128):
+    for i in nl.static_range((R + 127) // 128):
         rows = min(128, R - i * 128)
         xt = nl.load(x[i * 128:i * 128 + rows, :])
         yt = nl.load(y[i * 128:i * 128 + rows, :])
@@ -758,7 +759,7 @@ def row_sum(x, chunk=256):
     nisa.dma_copy(dst=xt, src=x)
     e = nl.ndarray((P, chunk), dtype=nl.float32, buffer=nl.sbuf)
     total = nl.ndarray((P, 1), dtype=nl.float32, buffer=nl.sbuf)
-    for c in nl.sequential_range(F // chunk):
+    for c in nl.static_range(F // chunk):
         last = c == F // chunk - 1
         nisa.activation(dst=e, op=nl.exp, data=xt[:, c * chunk:(c + 1) * chunk], reduce_op=nl.add,
                         reduce_cmd=nisa.reduce_cmd.reset_reduce if c == 0 else nisa.reduce_cmd.reduce,
@@ -850,3 +851,42 @@ def test_a_loop_reuses_the_memory_of_the_tiles_it_drops():
     """Tiles live from their first write to their last reference: one 120 KB tile per iteration fits."""
     out = simulate(BIG_TILES_IN_A_LOOP, np.ones((128, 4), np.float32))
     np.testing.assert_array_equal(out, np.full((128, 4), 2.0))
+
+
+# ------------------------------------------------------------------------------------ symbolic loop indices
+TAIL_ROWS = CURRENT + '''
+@nki.jit
+def copy_rows(x):
+    R, C = x.shape
+    out = nl.ndarray((R, C), dtype=x.dtype, buffer=nl.shared_hbm)
+    for i in nl.LOOP(math.ceil(R / 128)):
+        rows = min(128, R - i * 128)
+        t = nl.ndarray((rows, C), dtype=x.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=x[i * 128:i * 128 + rows, :])
+        nisa.dma_copy(dst=out[i * 128:i * 128 + rows, :], src=t)
+    return out
+'''
+
+
+@pytest.mark.parametrize("loop", ["affine_range", "sequential_range"])
+def test_python_min_on_a_symbolic_loop_index_is_rejected(loop):
+    """affine_range / sequential_range indices are symbolic on a NeuronCore: min(), comparisons and if fail."""
+    x = rand(np.random.default_rng(12), (200, 64))
+    with pytest.raises(NkiLoopIndexError, match=rf"nl\.{loop} loop index.*loop with nl\.static_range.*or.*mask"):
+        simulate(TAIL_ROWS.replace("LOOP", loop), x)
+
+
+def test_python_min_on_a_static_range_index_works():
+    x = rand(np.random.default_rng(12), (200, 64))
+    np.testing.assert_array_equal(simulate(TAIL_ROWS.replace("LOOP", "static_range"), x), x)
+
+
+def test_symbolic_loop_index_arithmetic_and_indexing():
+    from axon_eg.backends.nki.nki_values import LoopIndex
+    i = LoopIndex(3, "affine_range")
+    j = (i * 128 + 5) // 2 % 100 - 1
+    assert isinstance(j, LoopIndex) and int(j) == (3 * 128 + 5) // 2 % 100 - 1
+    assert list(range(i)) == [0, 1, 2] and [10, 11, 12, 13][i] == 13
+    for refused in (lambda: i < 4, lambda: i == 3, lambda: bool(i), lambda: max(i, 1), lambda: min(2, i + 1)):
+        with pytest.raises(NkiLoopIndexError, match="nl.affine_range loop index"):
+            refused()

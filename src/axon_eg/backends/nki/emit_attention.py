@@ -118,7 +118,6 @@ def attention_group(w: Writer, program: Program, group: Group, tiling: Mapping[s
                            f"transpose) and d_v <= {spec.value('limits.matmul.moving_free_max')} (one PSUM bank)")
     tq = max(1, min(int(tiling.get("TILE_M", pmax)), pmax, sq))
     tk = max(1, min(int(tiling.get("TILE_N", pmax)), pmax, sk))
-    nq, nk = math.ceil(sq / tq), math.ceil(sk / tk)
     kv_axes = [i for i, n in enumerate(batch) if n > 1 and (kshape[i] > 1 or vshape[i] > 1)]
     q_axes = [i for i, n in enumerate(batch) if n > 1 and i not in kv_axes]
 
@@ -140,9 +139,7 @@ def attention_group(w: Writer, program: Program, group: Group, tiling: Mapping[s
         w.depth += 1
     w.line("# the K^T tiles [d, keys] and V tiles [keys, d_v] of this KV head, loaded once for its query heads")
     w.line("kT_tiles, v_tiles = [], []")
-    w.line(f"for kj in nl.static_range({nk}):")
-    w.depth += 1
-    w.line(f"c0 = kj * TILE_K\ncols = min(TILE_K, {sk} - c0)")
+    w.tiles("kj", sk, tk, "TILE_K", "c0", "cols", "static_range")
     if not k_t:  # K^T is stored: load it as it is
         w.load("kT", f"{views['k']}[{index(kshape)}0:{d}, c0:c0 + cols]", f"({d}, cols)", in_dtype["k"])
     else:
@@ -156,10 +153,9 @@ def attention_group(w: Writer, program: Program, group: Group, tiling: Mapping[s
         w.line(f"for b{i} in nl.affine_range({batch[i]}):  # query heads sharing the KV head" if i > min(kv_axes, default=-1)
                else f"for b{i} in nl.affine_range({batch[i]}):")
         w.depth += 1
-    w.line(f"for qi in nl.affine_range({nq}):")
-    w.depth += 1
+    w.tiles("qi", sq, tq, "TILE_Q", "s0", "rows")
     flat = " + ".join(f"b{i} * {math.prod(batch[i + 1:])}" for i in range(len(batch)) if batch[i] > 1) or "0"
-    w.line(f"s0 = qi * TILE_Q\nrows = min(TILE_Q, {sq} - s0)\nr0 = ({flat}) * {sq} + s0  # the row in the flattened batch")
+    w.line(f"r0 = ({flat}) * {sq} + s0  # the row in the flattened batch")
     w.load("q_tile", f"{views['q']}[{index(qshape)}s0:s0 + rows, 0:{d}]", f"(rows, {d})", in_dtype["q"])
     w.shape["q_tile"] = f"({d}, rows)"
     render_lowering(w, lw_t, {"x": "q_tile"}, "qT", {}, out_dtype=in_dtype["q"])
@@ -167,9 +163,7 @@ def attention_group(w: Writer, program: Program, group: Group, tiling: Mapping[s
     w.memset("m_run", "(rows, 1)", -math.inf)
     w.memset("l_run", "(rows, 1)", 0.0)
     w.memset("acc", f"(rows, {dv})", 0.0)
-    w.line(f"for kj in nl.sequential_range({nk}):")
-    w.depth += 1
-    w.line(f"c0 = kj * TILE_K\ncols = min(TILE_K, {sk} - c0)")
+    w.tiles("kj", sk, tk, "TILE_K", "c0", "cols", "sequential_range")
     _matmul(w, "scores", "qT", "kT_tiles[kj]", "(rows, cols)")
     values: dict[int, Any] = {m1: "scores"}
     space = Space(program, group, shape1)

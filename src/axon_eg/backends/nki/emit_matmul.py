@@ -72,7 +72,10 @@ def matmul_group(w: Writer, program: Program, group: Group, tiling: Mapping[str,
         choice = "nc_transpose"  # A's rows are computed on chip: the Tensor engine transposes them
     w.line(f"TILE_K, TILE_M, TILE_N = {tk}, {tm}, {tn}  # contraction, stationary free, moving free (one PSUM bank)")
     w.line(f"BLOCK_M, BLOCK_N = {block_m}, {block_n}  # row / column tiles whose operand tiles stay in SBUF together")
-    w.line(f"for mb in nl.affine_range({math.ceil(nm / block_m)}):")
+    # affine_range indices are symbolic on a NeuronCore: blocks and tiles that do not divide their extent
+    # evenly loop with static_range (trace-time ints) so that min() can size the last one
+    m_tail, n_tail = m % tm != 0, n % tn != 0
+    w.line(f"for mb in nl.{_range(m_tail or nm % block_m != 0)}({math.ceil(nm / block_m)}):")
     w.depth += 1
     how = {"km": "loaded as stored (A = x.T)", "nc_transpose": "transposed on the Tensor engine",
            "dma_transpose": "transposed in the DMA"}.get(a_layout if a_layout == "km" else choice, "loaded transposed")
@@ -82,9 +85,9 @@ def matmul_group(w: Writer, program: Program, group: Group, tiling: Mapping[str,
         how += " from HBM"
     w.line(f"# stationary: A^T tiles [k, rows] of BLOCK_M row tiles, {how}, kept for every column tile")
     w.line("a_tiles = []")
-    w.line(f"for bm in nl.static_range(min(BLOCK_M, {nm} - mb * BLOCK_M)):")
+    w.line(f"for bm in nl.static_range({_count('BLOCK_M', nm, block_m, 'mb')}):")
     w.line("    r0 = (mb * BLOCK_M + bm) * TILE_M")
-    w.line(f"    rows = min(TILE_M, {m} - r0)")
+    w.line(f"    rows = {_size('TILE_M', m, 'r0', m_tail)}")
     w.line("    a_row = []")
     w.depth += 1
     if prologue:  # whole rows of A, computed once per row tile, cast to B's dtype, then transposed per K tile
@@ -120,14 +123,14 @@ def matmul_group(w: Writer, program: Program, group: Group, tiling: Mapping[str,
     w.depth -= 1
     w.line("a_tiles.append(a_row)")
     w.depth -= 1
-    w.line(f"for nb in nl.affine_range({math.ceil(nn / block_n)}):")
+    w.line(f"for nb in nl.{_range(n_tail or nn % block_n != 0)}({math.ceil(nn / block_n)}):")
     w.depth += 1
     w.line(f"# moving: B tiles [k, cols] of BLOCK_N column tiles{' (w.T: loaded transposed)' if b_layout == 'nk' else ''}"
            f", loaded once per row block")
     w.line("b_tiles = []")
-    w.line(f"for bn in nl.static_range(min(BLOCK_N, {nn} - nb * BLOCK_N)):")
+    w.line(f"for bn in nl.static_range({_count('BLOCK_N', nn, block_n, 'nb')}):")
     w.line("    c0 = (nb * BLOCK_N + bn) * TILE_N")
-    w.line(f"    cols = min(TILE_N, {n} - c0)")
+    w.line(f"    cols = {_size('TILE_N', n, 'c0', n_tail)}")
     w.line("    b_col = []")
     w.line(f"    for kk in nl.static_range({nk}):")
     w.depth += 2
@@ -139,13 +142,13 @@ def matmul_group(w: Writer, program: Program, group: Group, tiling: Mapping[str,
     w.depth -= 1
     w.line("b_tiles.append(b_col)")
     w.depth -= 1
-    w.line("for bm in nl.affine_range(len(a_tiles)):")
+    w.line(f"for bm in nl.{_range(m_tail)}(len(a_tiles)):")
     w.line("    r0 = (mb * BLOCK_M + bm) * TILE_M")
-    w.line(f"    rows = min(TILE_M, {m} - r0)")
-    w.line("    for bn in nl.affine_range(len(b_tiles)):")
+    w.line(f"    rows = {_size('TILE_M', m, 'r0', m_tail)}")
+    w.line(f"    for bn in nl.{_range(n_tail)}(len(b_tiles)):")
     w.depth += 2
     w.line("c0 = (nb * BLOCK_N + bn) * TILE_N")
-    w.line(f"cols = min(TILE_N, {n} - c0)")
+    w.line(f"cols = {_size('TILE_N', n, 'c0', n_tail)}")
     if w.dialect == "current":
         w.alloc("acc", "(rows, cols)", "nl.float32", "psum")
     else:
@@ -165,6 +168,21 @@ def matmul_group(w: Writer, program: Program, group: Group, tiling: Mapping[str,
                target, tn, tm)
     w.depth -= 4
     return f"TILE_K={tk} TILE_M={tm} TILE_N={tn} BLOCK_M={block_m} BLOCK_N={block_n}"
+
+
+def _range(tail: bool) -> str:
+    """The loop over blocks or tiles: static_range (trace-time ints) where a tail tile needs min()."""
+    return "static_range" if tail else "affine_range"
+
+
+def _count(block: str, tiles: int, per_block: int, index: str) -> str:
+    """How many tiles a block holds: ``block`` when they divide evenly, else fewer in the last block."""
+    return block if tiles % per_block == 0 else f"min({block}, {tiles} - {index} * {block})"
+
+
+def _size(tile: str, extent: int, offset: str, tail: bool) -> str:
+    """A tile's size: the constant ``tile``, or ``min()`` where the last tile is a tail."""
+    return f"min({tile}, {extent} - {offset})" if tail else tile
 
 
 # ------------------------------------------------------------------------------------------ transposes
@@ -193,10 +211,8 @@ def transpose_group(w: Writer, program: Program, group: Group, choice: str | Non
                                          or not spec.get("features.dma_transpose", False))
     lw = transpose_lowering(target, spec, dma, f"transpose (node {nodes[0]})")
     w.line(f"T = {t}  # tile edge: the Tensor engine transposes <= {t}x{t}")
-    w.line(f"for i in nl.affine_range({math.ceil(r / t)}):")
-    w.line(f"    for j in nl.affine_range({math.ceil(c / t)}):")
-    w.depth += 2
-    w.line(f"r0, c0 = i * T, j * T\nrows, cols = min(T, {r} - r0), min(T, {c} - c0)")
+    w.tiles("i", r, t, "T", "r0", "rows")
+    w.tiles("j", c, t, "T", "c0", "cols")
     src = f"{hbm[node.inputs[0]]}[r0:r0 + rows, c0:c0 + cols]"
     dtype = nl_dtype(program.nodes[node.inputs[0]].dtype.name)
     if dma:

@@ -206,18 +206,13 @@ def _loops(w: Writer, space: Space, tile_p: int, tile_f: int, columns: str = "af
     if space.period:
         w.line(f"for blk in nl.affine_range({m // space.period}):  # blocks of {space.period} rows share inner values")
         w.depth += 1
-        w.line(f"for i in nl.affine_range({math.ceil(space.period / tile_p)}):")
-        w.depth += 1
-        w.line(f"s0 = i * TILE_P\nr0 = blk * {space.period} + s0\nrows = min(TILE_P, {space.period} - s0)")
+        w.tiles("i", space.period, tile_p, "TILE_P", "s0", "rows")
+        w.line(f"r0 = blk * {space.period} + s0")
     else:
-        w.line(f"for i in nl.affine_range({math.ceil(m / tile_p)}):")
-        w.depth += 1
-        w.line(f"r0 = i * TILE_P\nrows = min(TILE_P, {m} - r0)")
+        w.tiles("i", m, tile_p, "TILE_P", "r0", "rows")
     if per_row_tile is not None:
         per_row_tile()
-    w.line(f"for j in nl.{columns}({math.ceil(n / tile_f)}):")
-    w.depth += 1
-    w.line(f"c0 = j * TILE_F\ncols = min(TILE_F, {n} - c0)")
+    w.tiles("j", n, tile_f, "TILE_F", "c0", "cols", columns)
 
 
 def _sizes(space: Space, tiling: Mapping[str, int], spec: HardwareSpec, whole_rows: bool) -> tuple[int, int]:
@@ -273,11 +268,12 @@ def scan_group(w: Writer, program: Program, group: Group, tiling: Mapping[str, i
     tile_body(w, space, [i for i in nodes if i < anchor], values, hbm, {}, target, tile_f, tile_p)
     y = values[nd.inputs[0]] if nd.inputs[0] in values else _input(w, space, nd.inputs[0], hbm)
     w.line("# Hillis-Steele scan inside the tile: after the step of distance d, y[:, c] sums x[:, c-2d+1..c]")
-    d = 1
+    d, tail = 1, space.n % tile_f != 0  # without a tail tile every tile has TILE_F columns: no test needed
     while d < tile_f:
         z = w.fresh("scan")
-        w.line(f"if {d} < cols:")
-        w.depth += 1
+        if tail:
+            w.line(f"if {d} < cols:  # cols is a trace-time int: the tail tile loops with static_range")
+            w.depth += 1
         w.alloc(z, "(rows, cols)", "nl.float32")
         w.emit("tensor_copy", w.view(f"{z}[:, 0:{d}]", f"(rows, {d})", "nl.float32"), {"src": f"{y}[:, 0:{d}]"},
                f"(rows, {d})")
@@ -285,7 +281,7 @@ def scan_group(w: Writer, program: Program, group: Group, tiling: Mapping[str, i
             w.view(view, f"(rows, cols - {d})", "nl.float32")
         render_lowering(w, add, {"x": f"{y}[:, {d}:cols]", "y": f"{y}[:, 0:cols - {d}]"}, f"{z}[:, {d}:cols]", {})
         w.line(f"{y} = {z}")
-        w.depth -= 1
+        w.depth -= 1 if tail else 0
         d *= 2
     total = w.fresh("v")
     w.line("# add the carry of the earlier column tiles; the carry becomes this tile's last column")

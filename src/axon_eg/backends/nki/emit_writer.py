@@ -74,6 +74,19 @@ class Writer:
         for part in text.split("\n"):
             self.lines.append("    " * self.depth + part)
 
+    def tiles(self, var: str, extent: int, tile: int, const: str, offset: str, size: str,
+              kind: str = "affine_range", note: str = "") -> None:
+        """``for var in ...:`` over the tiles of ``extent`` (``tile`` each, named ``const``), then ``offset`` and
+        ``size`` (depth + 1). affine/sequential_range indices are symbolic on a NeuronCore, so tiles that divide
+        ``extent`` evenly loop with ``nl.{kind}`` and a constant size; a tail tile loops with ``nl.static_range``
+        (Python ints at trace time) so that ``min()`` can size it."""
+        tail = extent % tile != 0
+        loop = f"nl.static_range({math.ceil(extent / tile)})" if tail else f"nl.{kind}({extent // tile})"
+        note = note or ("  # a tail tile: static_range gives trace-time ints for min()" if tail else "")
+        self.line(f"for {var} in {loop}:{note}")
+        self.depth += 1
+        self.line(f"{offset} = {var} * {const}\n{size} = " + (f"min({const}, {extent} - {offset})" if tail else const))
+
     def fresh(self, stem: str = "t") -> str:
         self.count += 1
         return f"{stem}{self.count}"

@@ -12,7 +12,7 @@ import numpy as np
 
 from . import isa
 from .isa import HBM, PSUM, SBUF
-from .nki_values import NkiTensor, _ParDim, _Result, _tensor
+from .nki_values import NkiTensor, _ParDim, _Result, _tensor, loop_range, plain
 
 if TYPE_CHECKING:  # annotations only: the session lives in simulator.py, which imports this module
     from .simulator import _Session
@@ -154,8 +154,9 @@ def _language(s: _Session) -> dict[str, Any]:
     dtypes = {"float32": np.float32, "bfloat16": ml_dtypes.bfloat16, "float16": np.float16, "int32": np.int32,
               "uint32": np.uint32, "int16": np.int16, "uint16": np.uint16, "int8": np.int8, "uint8": np.uint8}
     return {**ops, **dtypes, "ndarray": ndarray, "zeros": filled(0.0), "ones": filled(1.0), "load": load,
-            "store": store, "arange": np.arange, "mgrid": _MGrid(), "ds": lambda start, size: slice(start, start + size),
-            "par_dim": _ParDim, "affine_range": range, "sequential_range": range, "static_range": range,
+            "store": store, "arange": lambda *a, **k: np.arange(*map(plain, a), **k), "mgrid": _MGrid(),
+            "ds": lambda start, size: slice(start, start + size), "par_dim": _ParDim, "affine_range": loop_range("affine_range"),
+            "sequential_range": loop_range("sequential_range"), "static_range": range,
             "tile_size": tile_size, "sbuf": _BUFFER_KINDS[SBUF], "psum": _BUFFER_KINDS[PSUM], "hbm": _BUFFER_KINDS[HBM],
             "shared_hbm": _BufferKind("shared_hbm", HBM), "private_hbm": _BufferKind("private_hbm", HBM)}
 

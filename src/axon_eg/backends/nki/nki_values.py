@@ -160,7 +160,7 @@ class NkiTensor:
 def _subscript(t: NkiTensor, index: Any) -> tuple:
     """Check an NKI subscript against the view's shape; slices mixed with nl.arange index arrays become
     index arrays along their own axis (``t[i_p, 0:512]`` with ``i_p`` of shape [128, 1])."""
-    items = list(index) if isinstance(index, tuple) else [index]
+    items = [plain(x) for x in (index if isinstance(index, tuple) else (index,))]
     if any(x is Ellipsis for x in items):
         at = items.index(Ellipsis)
         items[at:at + 1] = [slice(None)] * (t.ndim - len(items) + 1)
@@ -237,3 +237,74 @@ def _tensor(x: Any) -> Any:
     return x._tile() if isinstance(x, _Result) else x
 
 
+
+
+# ------------------------------------------------------------------------------------------ loop indices
+class NkiLoopIndexError(isa.NkiSimulationError, TypeError):
+    """Python-level control flow on a symbolic loop index (what the NKI tracer rejects)."""
+
+
+class LoopIndex(int):
+    """An index of ``nl.affine_range`` / ``nl.sequential_range``: symbolic on a NeuronCore, so the simulator
+    lets it take part in integer arithmetic, subscripts, slices and ``nl.arange`` expressions only. Python
+    comparisons, ``bool()`` and hence ``if``, ``min()`` and ``max()`` raise :class:`NkiLoopIndexError`."""
+
+    kind: str
+
+    def __new__(cls, value: int, kind: str) -> LoopIndex:
+        self = super().__new__(cls, value)
+        self.kind = kind
+        return self
+
+    def _wrap(self, value: Any) -> Any:
+        return LoopIndex(value, self.kind) if isinstance(value, int) and not isinstance(value, bool) else value
+
+    def _refuse(self, *_: Any) -> Any:
+        raise NkiLoopIndexError(
+            f"Python comparison, bool(), if, min() or max() on an nl.{self.kind} loop index (or a value computed from "
+            f"one, {int(self)} here): "
+            f"on a NeuronCore it is symbolic, not a Python int; loop with nl.static_range for trace-time ints, "
+            f"or keep the tile size constant and use a mask")
+
+    __lt__ = __le__ = __gt__ = __ge__ = __eq__ = __ne__ = __bool__ = _refuse
+    __hash__ = int.__hash__
+
+    def __repr__(self) -> str:
+        return f"<nl.{self.kind} index {int(self)}>"
+
+    __str__ = __repr__
+
+
+def _arith(name: str) -> Any:
+    op = getattr(int, name)
+
+    def method(self: LoopIndex, *other: Any) -> Any:
+        if other and (not isinstance(other[0], int) or isinstance(other[0], bool)):
+            return NotImplemented
+        return self._wrap(op(int(self), *(int(o) for o in other)))
+    method.__name__ = name
+    return method
+
+
+for _name in ("__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__", "__floordiv__",
+              "__rfloordiv__", "__mod__", "__rmod__", "__neg__", "__pos__"):
+    setattr(LoopIndex, _name, _arith(_name))
+
+
+def loop_range(kind: str) -> Any:
+    """``nl.affine_range`` / ``nl.sequential_range``: yields :class:`LoopIndex` values."""
+
+    def loop(*args: Any) -> Iterator[LoopIndex]:
+        for i in range(*(int(a) for a in args)):
+            yield LoopIndex(i, kind)
+    loop.__name__ = kind
+    return loop
+
+
+def plain(x: Any) -> Any:
+    """A loop index as the plain int it stands for (the simulator's own bookkeeping); anything else as is."""
+    if isinstance(x, LoopIndex):
+        return int(x)
+    if isinstance(x, slice):
+        return slice(plain(x.start), plain(x.stop), plain(x.step))
+    return x

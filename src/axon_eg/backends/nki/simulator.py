@@ -15,7 +15,10 @@ Memory spaces, tile limits, live PSUM banks and live SBUF bytes per partition ar
 hardware file; an on-chip buffer holds its memory from its first write until the kernel drops its last
 reference (CPython reference counting), a stand-in for the compiler's liveness. Legacy ``nl.zeros(...,
 buffer=nl.psum)`` declares an empty accumulation bank (no instruction); ``+=`` of anything but a matmul into
-PSUM is a Vector-engine add. The trace lists each instruction with its engine, operands (shape, dtype,
+PSUM is a Vector-engine add. ``nl.affine_range`` / ``nl.sequential_range`` yield symbolic-like indices
+(:class:`nki_values.LoopIndex`): integer arithmetic, subscripts, slices and ``nl.arange`` expressions work, but
+Python comparisons, ``bool()``, ``if``, ``min()`` and ``max()`` on them raise, as tracing on a NeuronCore would;
+``nl.static_range`` yields Python ints. The trace lists each instruction with its engine, operands (shape, dtype,
 memory, bytes, buffer id), source line and latency from :func:`isa.latency`, for a cost model to replay.
 
 Supported surface (anything else raises NotImplementedError naming the API): ``nki.jit``/``baremetal``;
