@@ -262,12 +262,13 @@ def tilings(space: TilingSpace, limit: int | None = None) -> tuple[list[Tiling],
 
 
 def _prune(candidates: list[dict]) -> list[dict]:
-    """Drop an assignment when another equal in every parameter but a pipelining/reduction one
-    (num_stages, BLOCK_K, TILE_K) has a larger value there: deeper pipelines and longer K tiles
-    that still fit never lose on a roofline."""
+    """Drop an assignment when another equal in every parameter but a reduction tile (BLOCK_K,
+    TILE_K) has a larger value there: longer K tiles that still fit never lose on a roofline.
+    ``num_stages`` is not monotone: on the H200 a 128x128x64 matmul tile ran at 0.91x of cuBLAS with
+    3 stages and 0.86x with 5, and flash attention was fastest with 2 (the tie-breaks pick them)."""
     if not candidates:
         return []
-    monotone = [k for k in ("num_stages", "BLOCK_K", "TILE_K") if k in candidates[0]]
+    monotone = [k for k in ("BLOCK_K", "TILE_K") if k in candidates[0]]
     if not monotone:
         return candidates
     best: dict[tuple, dict] = {}
