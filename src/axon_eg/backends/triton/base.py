@@ -52,3 +52,16 @@ def resources(name: str, block_elems: int, num_warps: int, grid: int, live: int,
     threads = num_warps * warp_size
     return {"launch": name, "block_elems": block_elems, "threads": threads, "grid": grid,
             "smem_bytes": smem_bytes, "regs_per_thread": math.ceil(block_elems * live / threads)}
+
+
+def unflat(flat: str, shape: tuple[int, ...]) -> tuple[str, ...]:
+    """The row-major multi-index of ``shape`` at flat position ``flat`` (canonical text, so that the
+    same position always gives the same strings)."""
+    out = []
+    for k, (d, s) in enumerate(zip(shape, contiguous_strides(shape))):
+        if d == 1:
+            out.append("0")
+            continue
+        e = f"({flat})" if s == 1 else f"(({flat}) // {s})"
+        out.append(e if k == 0 or s * d >= math.prod(shape) else f"({e} % {d})")
+    return tuple(out)

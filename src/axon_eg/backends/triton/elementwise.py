@@ -16,7 +16,7 @@ import re
 from axon_eg.extract.fusion import FusionPlan
 from axon_eg.extract.tiling import Tiling
 
-from .base import GroupKernel, NotLowerable, attr, contiguous_strides, resources
+from .base import GroupKernel, NotLowerable, attr, contiguous_strides, resources, unflat
 from .ops import ELEMENTWISE, lit
 
 Index = tuple[str, ...]
@@ -57,14 +57,7 @@ class _Emitter:
         return " + ".join(terms) or "0"
 
     def unflat(self, flat: str, shape: tuple[int, ...]) -> Index:
-        out = []
-        for k, (d, s) in enumerate(zip(shape, contiguous_strides(shape))):
-            if d == 1:
-                out.append("0")
-                continue
-            e = f"({flat})" if s == 1 else f"(({flat}) // {s})"
-            out.append(e if k == 0 else f"({e} % {d})")
-        return tuple(out)
+        return unflat(flat, shape)
 
     # -- values -------------------------------------------------------------------------------
     def value(self, n: int, idx: Index, cond: str | None = None) -> str:

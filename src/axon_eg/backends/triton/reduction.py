@@ -28,25 +28,12 @@ from axon_eg.extract.fusion import FusionPlan
 from axon_eg.extract.tiling import Tiling
 from axon_eg.ir import ops as O
 
-from .base import GroupKernel, NotLowerable, attr, contiguous_strides, resources
+from .base import GroupKernel, NotLowerable, attr, contiguous_strides, resources, unflat
 from .ops import ELEMENTWISE, REDUCTIONS, lit
 
 Index = tuple[str, ...]
 _VIEWS = ("reshape", "expand_dims", "squeeze", "broadcast_to")
 DOMAIN_FLAT = "flat"  # rows * N + cols, emitted once per scope
-
-
-def unflat(flat: str, shape: tuple[int, ...]) -> Index:
-    """The row-major multi-index of ``shape`` at flat position ``flat`` (canonical text, so that the
-    same position always gives the same strings)."""
-    out = []
-    for k, (d, s) in enumerate(zip(shape, contiguous_strides(shape))):
-        if d == 1:
-            out.append("0")
-            continue
-        e = f"({flat})" if s == 1 else f"(({flat}) // {s})"
-        out.append(e if k == 0 or s * d >= math.prod(shape) else f"({e} % {d})")
-    return tuple(out)
 
 
 def _flat(idx: Index, shape: tuple[int, ...]) -> str:
