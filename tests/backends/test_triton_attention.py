@@ -66,12 +66,13 @@ def written_out_attention(s: int = 9, t: int = 21, d: int = 16, dtype=fp32, scal
     return bl.build(bl.emit("matmul", bl.emit("div", e, bl.emit("sum", e, axes=(2,), keepdims=True)), v))
 
 
-def lowered(program: Program, **overrides):
-    return emit(candidate_for(program, H200, -1, {**SMALL, **overrides}), H200, "k")
+def lowered(program: Program, isa: str | None = None, **overrides):
+    choice = ((0, isa),) if isa else ()
+    return emit(candidate_for(program, H200, -1, {**SMALL, **overrides}, isa=choice), H200, "k")
 
 
-def check(program: Program, tmp_path, **overrides):
-    kernel = lowered(program, **overrides)
+def check(program: Program, tmp_path, isa: str | None = None, **overrides):
+    kernel = lowered(program, isa, **overrides)
     assert kernel.meta["lowering"] == "triton:1", kernel.source
     out = run_kernel(kernel, program.expand(), tmp_path)
     assert out.status == "ok", f"{out.error}\n{kernel.source}"
@@ -108,6 +109,33 @@ def test_suite_gqa_at_h200_sizes_launches_within_the_limits():
     assert res["threads"] == 256 and res["block_elems"] <= limits(H200)["block_elems"]
     assert "num_stages=3" in kernel.source and "HEAD_D=128" in kernel.source
     assert "mask=" not in kernel.source.split("def kernel")[0]  # S = 2048: no row, key or head-dim masks
+
+
+@pytest.mark.parametrize("sizes", [{"B": 1, "Hkv": 2, "G": 2, "S": 32}, {"B": 2, "Hkv": 1, "G": 3, "S": 48}], ids=str)
+def test_suite_gqa_with_tma_descriptor_loads(sizes, tmp_path):
+    """Hopper: q, k, v tiles through tensor descriptors made per program (k and v at the shared kv head)."""
+    kernel = check(suite.get("gqa").program.bind(sizes), tmp_path, isa="tl.dot+tma")
+    src = kernel.source
+    assert src.count("tl.make_tensor_descriptor(") == 3 and "triton.set_allocator(_tma_scratch)" in src
+    assert "dk.load([start_n, 0])" in src and "dq.load([start_m * BLOCK_M, 0])" in src
+    assert "q/k/v tiles by TMA" in src[: src.index("import math")]
+
+
+@pytest.mark.parametrize("program,why", [
+    (sdpa_program(s=20, t=32), "query rows are not a multiple of BLOCK_M"),
+    (sdpa_program(s=32, t=20), "keys are not a multiple of BLOCK_N"),
+    (sdpa_program(s=32, t=32, d=24), "head dim is padded")], ids=["row_tail", "key_tail", "head_pad"])
+def test_tma_attention_refuses_partial_tiles_and_says_why(program, why):
+    plan, gi = attention_group(program)
+    got = lower_group(plan, gi, attention.Tiling(gi, tuple(SMALL.items())), "_g", isa="tl.dot+tma")
+    assert isinstance(got, str) and "tl.dot+tma (attention)" in got and why in got, got
+
+
+def test_scale_is_folded_into_the_exp2_argument_unless_a_mask_is_in_scaled_units():
+    plain = lowered(sdpa_program(s=16, t=16)).source
+    assert "p = tl.exp2(qk * " in plain and "tl.max(qk, 1) * " in plain  # one FMA per score
+    masked = lowered(sdpa_program(s=16, t=16, mask=(16, 16))).source
+    assert "p = tl.exp2(qk - m_use[:, None])" in masked
 
 
 # -- multi-head attention -------------------------------------------------------------------------

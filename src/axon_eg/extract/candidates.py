@@ -53,6 +53,8 @@ def isa_choices(plan: FusionPlan, hw: HardwareSpec) -> list[tuple[tuple[int, str
         if hw.kind == "trainium" and g.kind == LAYOUT:
             opts = [(gi, "nc_transpose")] + ([(gi, "dma_transpose")] if hw.value("features.dma_transpose") else [])
             options.append(opts)
+        elif hw.kind != "trainium" and g.kind == ATTENTION and hw.get("features.tma"):
+            options.append([(gi, "tl.dot"), (gi, "tl.dot+tma")])  # Hopper: q/k/v tiles through tensor descriptors
         elif hw.kind != "trainium" and g.kind == MATMUL:
             anchor = g.anchor(program)
             narrow = program.concrete_shape(anchor)[-1] < 16
@@ -129,14 +131,20 @@ def enumerate_candidates(nugraph: NuGraph, target: str | HardwareSpec, k: int = 
                     summary.candidates += 1
                     found.setdefault(c.key, c)
     # equal-looking candidates (costs within COST_BUCKET) by the tilings' tie-breaks, group by group
+    # then fewer operations (a variant that recomputes a row max the model does not charge runs slower)
     ranked = sorted(found.values(), key=lambda c: (_bucket(c.predicted_seconds), tuple(
-        _tie_break(t, g.kind) for t, g in zip(c.tilings, c.plan.groups)), c.predicted_seconds, c.key))
+        _tie_break(t, g.kind) for t, g in zip(c.tilings, c.plan.groups)), _ops(c), c.predicted_seconds, c.key))
     chosen = _diverse(ranked, k)
     summary.kept = len(chosen)
     return chosen, summary
 
 
 _FREE = ("reshape", "expand_dims", "squeeze", "broadcast_to", "constant")  # views: no kernel of their own
+
+
+def _ops(c: Candidate) -> int:
+    """Compute operations in the candidate's variant (views are free)."""
+    return sum(1 for n in c.variant.program.nodes if n.op not in _FREE and n.op != "input")
 
 
 def _bucket(seconds: float) -> float:

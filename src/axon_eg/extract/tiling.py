@@ -86,7 +86,10 @@ def space(plan: FusionPlan, gi: int, hw: HardwareSpec) -> TilingSpace:
     kind = plan.groups[gi].kind
     dims = _dims(plan, gi)
     item = _itemsize(plan, gi)
-    live = max(2, len(plan.inputs_of(gi)) + len(plan.outputs_of(gi)))
+    # tiles held on chip at once: the tensors the group reads and writes (a scalar constant takes no tile)
+    program = plan.program
+    tensors = [j for j in plan.inputs_of(gi) + plan.outputs_of(gi) if math.prod(program.concrete_shape(j)) > 1]
+    live = max(2, len(tensors))
     if hw.kind == "trainium":
         params, constraints = _trainium(kind, dims, item, live, hw)
     else:

@@ -272,7 +272,7 @@ def _batch_offset(batch: tuple[int, ...], strides: tuple[int, ...], var: str = "
 
 
 class _Emitter:
-    def __init__(self, a: Attention, block_m: int, block_n: int, head_d: int, head_dv: int):
+    def __init__(self, a: Attention, block_m: int, block_n: int, head_d: int, head_dv: int, tma: bool = False):
         self.a = a
         self.row_tail = a.s % block_m != 0
         self.col_tail = a.t % block_n != 0
@@ -280,6 +280,37 @@ class _Emitter:
         self.dv_pad = head_dv != a.dv
         self.dv_name = "HEAD_DV" if head_dv != head_d or a.dv != a.d else "HEAD_D"
         self.ieee = ', input_precision="ieee"' if a.dtype == "fp32" else ""
+        # raw scores, the scale folded into the exp2 argument (one FMA per score): max commutes with a
+        # positive scale; masks and finite causal fills are in scaled units, so they keep the scaled form
+        self.fma = a.mask is None and a.scale > 0 and (a.causal is None or a.causal[1] == -math.inf)
+        self.tma = tma
+        if tma:
+            self.check_tma()
+
+    def check_tma(self) -> None:
+        """Tensor descriptors need whole tiles (no tails, no padded head dims), a contiguous last axis,
+        16-byte row pitches and 16-byte aligned slice bases."""
+        a = self.a
+        item = {"bf16": 2, "fp16": 2, "fp32": 4}[a.dtype]
+        why = ("query rows are not a multiple of BLOCK_M" if self.row_tail else
+               "keys are not a multiple of BLOCK_N" if self.col_tail else
+               "the head dim is padded" if self.d_pad or self.dv_pad else "")
+        for role, o in (("q", a.q), ("k", a.k), ("v", a.v)):
+            if why:
+                break
+            if o.cols != 1 or (o.rows * item) % 16 or any((s * item) % 16 for s in o.batch):
+                why = f"{role} is not a dense row-major matrix per slice with 16-byte rows"
+        if why:
+            raise NotLowerable(f"tl.dot+tma (attention): {why}")
+
+    def descriptors(self) -> list[str]:
+        a = self.a
+        out = ["# tensor descriptors: the TMA unit copies q, k and v tiles to shared memory in bulk"]
+        for role, o, rows, cols, block in (("q", a.q, a.s, a.d, "BLOCK_M, HEAD_D"), ("k", a.k, a.t, a.d, "BLOCK_N, HEAD_D"),
+                                           ("v", a.v, a.t, a.dv, f"BLOCK_N, {self.dv_name}")):
+            out.append(f"d{role} = tl.make_tensor_descriptor({role}_base, shape=[{rows}, {cols}], strides=[{o.rows}, 1], "
+                       f"block_shape=[{block}])")
+        return out
 
     @staticmethod
     def load(ptr: str, *conds: str, cast: bool = False) -> str:
@@ -296,9 +327,14 @@ class _Emitter:
         dv_in = f"offs_dv[None, :] < {a.dv}" if self.dv_pad else ""
         k_ptr = _tile("k_base", "cols[:, None]", a.k.rows, "offs_d[None, :]", a.k.cols)
         v_ptr = _tile("v_base", "cols[:, None]", a.v.rows, "offs_dv[None, :]", a.v.cols)
-        lines = ["cols = start_n + offs_n",
-                 f"k = {self.load(k_ptr, cols_in, d_in)}",
-                 f"qk = tl.dot(q, tl.trans(k){self.ieee}) * {lit(a.scale * LOG2E)}  # scale * log2(e): exp2 below"]
+        k_load = "dk.load([start_n, 0])" if self.tma else self.load(k_ptr, cols_in, d_in)
+        v_load = "dv.load([start_n, 0])" if self.tma else self.load(v_ptr, cols_in, dv_in)
+        scale = lit(a.scale * LOG2E)
+        lines = ["cols = start_n + offs_n", f"k = {k_load}"]
+        if self.fma:
+            lines.append(f"qk = tl.dot(q, tl.trans(k){self.ieee})  # raw scores; scale * log2(e) = {scale} goes into exp2")
+        else:
+            lines.append(f"qk = tl.dot(q, tl.trans(k){self.ieee}) * {scale}  # scale * log2(e): exp2 below")
         if a.mask is not None:
             ptr = " + ".join(t for t in ("mask_base", _scaled("offs_m[:, None]", a.mask.rows),
                                                      _scaled("cols[None, :]", a.mask.cols)) if t)
@@ -308,19 +344,20 @@ class _Emitter:
                       f"qk += bias * {lit(LOG2E)}"]
         if masked and a.causal is not None:
             diagonal, fill = a.causal
-            lines.append(f"qk = tl.where(cols[None, :] - offs_m[:, None] <= {diagonal}, qk, {lit(fill * LOG2E)})")
+            fill_value = 'float("-inf")' if fill == -math.inf else lit(fill * LOG2E)
+            lines.append(f"qk = tl.where(cols[None, :] - offs_m[:, None] <= {diagonal}, qk, {fill_value})")
         if masked and self.col_tail:
             lines.append(f'qk = tl.where(cols[None, :] < {a.t}, qk, float("-inf"))')
-        lines.append("m_new = tl.maximum(m_i, tl.max(qk, 1))")
+        lines.append(f"m_new = tl.maximum(m_i, tl.max(qk, 1) * {scale})" if self.fma else "m_new = tl.maximum(m_i, tl.max(qk, 1))")
         shift = "m_new"
         if a.mask is not None:  # a row the mask hid so far has m = -inf: shift by 0 (alpha = 0, p = 0) instead of NaN
             lines.append('m_use = tl.where(m_new == float("-inf"), 0.0, m_new)')
             shift = "m_use"
         p_cast = "p" if a.dtype == "fp32" else f"p.to({_TL_DTYPES[a.dtype]})"
         lines += [f"alpha = tl.exp2(m_i - {shift})  # exp_online_rescale: rescales what earlier blocks summed",
-                  f"p = tl.exp2(qk - {shift}[:, None])",
+                  f"p = tl.exp2(qk * {scale} - {shift}[:, None])" if self.fma else f"p = tl.exp2(qk - {shift}[:, None])",
                   "l_i = l_i * alpha + tl.sum(p, 1)",
-                  f"v = {self.load(v_ptr, cols_in, dv_in)}",
+                  f"v = {v_load}",
                   f"acc = tl.dot({p_cast}, v, acc * alpha[:, None]{self.ieee})",
                   "m_i = m_new"]
         return lines
@@ -363,7 +400,7 @@ def lower(plan: FusionPlan, gi: int, tiling: Tiling | None, name: str, warp_size
             raise NotLowerable(f"{key}={v}: tl.dot needs a power of two >= 16")
     head_d = max(16, 1 << (a.d - 1).bit_length())
     head_dv = max(16, 1 << (a.dv - 1).bit_length())
-    em = _Emitter(a, block_m, block_n, head_d, head_dv)
+    em = _Emitter(a, block_m, block_n, head_d, head_dv, tma=isa == "tl.dot+tma")
     operands = [("q", a.q), ("k", a.k), ("v", a.v)] + ([("mask", a.mask)] if a.mask is not None else [])
     reads = tuple(dict.fromkeys(o.node for _, o in operands))
     num_m = math.ceil(a.s / block_m)
@@ -400,8 +437,11 @@ def lower(plan: FusionPlan, gi: int, tiling: Tiling | None, name: str, warp_size
         body.append("offs_dv = offs_d")
     rows_in = f"offs_m[:, None] < {a.s}" if em.row_tail else ""
     q_ptr = _tile("q_base", "offs_m[:, None]", a.q.rows, "offs_d[None, :]", a.q.cols)
+    if em.tma:
+        body += em.descriptors()
+    q_load = "dq.load([start_m * BLOCK_M, 0])" if em.tma else em.load(q_ptr, rows_in, f"offs_d[None, :] < {a.d}" if em.d_pad else "")
     body += ["# q stays on chip for the whole loop over the keys",
-             f"q = {em.load(q_ptr, rows_in, f'offs_d[None, :] < {a.d}' if em.d_pad else '')}",
+             f"q = {q_load}",
              'm_i = tl.full([BLOCK_M], float("-inf"), tl.float32)  # running row max (log2 units)',
              "l_i = tl.zeros([BLOCK_M], tl.float32)  # running row sum of exp2(qk - m_i)",
              f"acc = tl.zeros([BLOCK_M, {em.dv_name}], tl.float32)"]
@@ -425,7 +465,7 @@ def lower(plan: FusionPlan, gi: int, tiling: Tiling | None, name: str, warp_size
     heads = f"{a.heads} heads" + (f" ({a.group} query heads per kv head)" if a.group > 1 else "")
     flags = (", causal" if a.causal else "") + (", additive mask" if a.mask is not None else "")
     note = (f"flash attention over {heads}, {a.s} queries x {a.t} keys, head dim {a.d}{flags}: BLOCK_M={block_m}, "
-            f"BLOCK_N={block_n}, HEAD_D={head_d}, num_warps={warps}, num_stages={stages}, {grid} programs; "
-            f"online softmax by {rule}")
+            f"BLOCK_N={block_n}, HEAD_D={head_d}, num_warps={warps}, num_stages={stages}, {grid} programs"
+            + (", q/k/v tiles by TMA; " if em.tma else "; ") + f"online softmax by {rule}")
     return GroupKernel(name, src, reads, (plan.outputs_of(gi)[0],), grid, tuple(constexprs), warps,
                        res, note, (("num_stages", stages),))
