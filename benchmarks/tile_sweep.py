@@ -9,8 +9,8 @@ ranking's tie-breaks against the GPU instead of guessing.
 every group, one at a time) the ``--limit`` feasible tilings the ranking puts first (cost bucket, then
 tie-break), optionally filtered by ``--where`` (a Python expression over the tiling's keys, e.g.
 ``"BLOCK_N >= 2048 and num_warps <= 8"``); the other groups keep the candidate's tilings. ``--isa all``
-crosses them with every instruction choice of the plan. Each becomes one kernel of a bundle (one
-correctness trial, no baselines). ``report`` prints, per bundle, the tilings by measured time with the
+crosses them with every instruction choice of the plan. Each becomes one kernel of a bundle (no
+baselines). ``report`` prints, per bundle, the tilings by measured time with the
 achieved bandwidth of the whole kernel (the program's bytes over the time) and the rank the candidate
 ranking gives them. ``run BUNDLE ID`` runs one kernel of a bundle a few times on the GPU, nothing else
 (a target for ``ncu``: ``ncu --clock-control none -k regex:_g0 python benchmarks/tile_sweep.py run B ID``).
@@ -82,7 +82,7 @@ def cmd_bundle(args: argparse.Namespace) -> int:
                              predicted_us=c.predicted_seconds * 1e6)
             kernels.append(kern)
         bdir = Path(args.dir) / f"{program.name}-g{gi}"
-        write_bundle(bdir, program, kernels, hw, trials=1, timeout_s=120.0)
+        write_bundle(bdir, program, kernels, hw, timeout_s=120.0)
         nbytes = sum(math.prod(program.concrete_shape(i)) * program.nodes[i].dtype.itemsize for i in program.input_ids)
         nbytes += sum(math.prod(program.concrete_shape(o)) * program.nodes[o].dtype.itemsize for o in program.outputs)
         kind = items[0][1].plan.groups[gi].kind

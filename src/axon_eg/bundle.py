@@ -60,6 +60,8 @@ def write_bundle(directory: str | os.PathLike[str], program: Program, kernels: S
                  *, seed: int = 0, trials: int = 3, timeout_s: float = 60.0, timeouts: Mapping[str, float] | None = None,
                  reference: str = "auto") -> Path:
     """Write (or refresh) a bundle; returns its directory. ``reference``: auto, npz or torch."""
+    if trials < 3:  # the worker's harness runs at least harness.MIN_TRIALS = 3 trials, each needs its reference
+        raise ValueError(f"trials={trials}: the measurement harness runs at least 3 correctness trials")
     root = Path(directory)
     root.mkdir(parents=True, exist_ok=True)
     elems = sum(math.prod(program.concrete_shape(o)) for o in program.outputs)

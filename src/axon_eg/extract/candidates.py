@@ -211,10 +211,12 @@ def _tie_break(t: Tiling, kind: str | None = None) -> tuple[float, ...]:
         # long contiguous K tiles, then thin row bands (more programs)
         per_thread = int(v["BLOCK_M"]) * int(v["BLOCK_K"]) / (int(v.get("num_warps", 4)) * 32)
         return (abs(math.log2(per_thread) - 5), -int(v["BLOCK_K"]), int(v["BLOCK_M"]))
-    if "BLOCK_M" in v:  # matmul tiles: ~64 fp32 accumulators per thread, then bigger tiles (reuse), 3 stages
+    if "BLOCK_M" in v:  # matmul tiles: ~64 fp32 accumulators per thread, then deeper pipelines, bigger tiles
+        # (H200, Triton 3.6, bf16 4096^3, 128x128 tiles, 8 warps: BLOCK_K=64 at 5 stages 200 us, 4 stages 208,
+        # BLOCK_K=128 at 3 stages 221, 2 stages 359; benchmarks/tile_sweep.py)
         acc = int(v["BLOCK_M"]) * int(v["BLOCK_N"])
         per_thread = acc / (int(v.get("num_warps", 4)) * 32)
-        return (abs(math.log2(per_thread) - 6) + 0.25 * abs(int(v.get("num_stages", 3)) - 3), -acc)
+        return (abs(math.log2(per_thread) - 6) - 0.1 * int(v.get("num_stages", 3)), -acc)
     elems = int(v.get("BLOCK", 1)) * int(v.get("BLOCK_N", 1)) * int(v.get("ROWS_PER_PROGRAM", 1))
     per_thread = elems / (int(v.get("num_warps", 4)) * 32)
     return (0 if "BLOCK_N" not in v else -int(v["BLOCK_N"]), abs(math.log2(max(per_thread, 1e-9)) - 4), -elems)
