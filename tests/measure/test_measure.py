@@ -191,6 +191,18 @@ def test_tolerance_passes_rounding_tails_and_fails_bugs(seed, n, magnitude):
     assert harness.compare(biased, ref, harness.TOLERANCES["bf16"])[0] == "norm"
 
 
+@settings(max_examples=50, deadline=None)
+@given(base=st.floats(1.0, 1e4), noise=st.lists(st.floats(0.0, 0.5), min_size=2, max_size=3), seed=st.integers(0, 2**16))
+def test_steadiest_batch_is_kept(base, noise, seed):
+    """Of timing batches with different jitter, the statistics come from the one with the smallest relative
+    IQR, whatever the latency's scale."""
+    rng = np.random.default_rng(seed)
+    batches = [list(base * (1 + abs(rng.normal(0, j, 30)))) for j in noise]
+    kept = harness.steadiest(batches)
+    assert all(harness._spread(kept) <= harness._spread(b) for b in batches)
+    assert harness.steadiest([[base] * 30, kept]) == [base] * 30  # a perfectly steady batch wins
+
+
 def test_sigkill_mid_run_then_resume_loses_and_duplicates_nothing(tmp_path):
     slow = "import time\ndef kernel(x, y, out):\n    time.sleep(0.3)\n    out.copy_(x + y)\n"
     cands = {f"c{i}": slow for i in range(5)}

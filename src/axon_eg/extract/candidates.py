@@ -206,6 +206,10 @@ def _tie_break(t: Tiling, kind: str | None = None) -> tuple[float, ...]:
         live = int(v["BLOCK_M"]) * (int(v["BLOCK_N"]) + int(v["BLOCK_K"])) / (int(v.get("num_warps", 4)) * 32)
         return (abs(math.log2(int(v["BLOCK_M"])) - 7),
                 abs(math.log2(live / 192)) + 0.25 * abs(int(v.get("num_stages", 2)) - 2), -int(v["BLOCK_N"]))
+    if "SPLIT_K" in v:  # split-K GEMV: K slices of 32 rows (64-byte row segments of x), big tiles, ~64 per thread
+        tile = int(v["SPLIT_K"]) * int(v["BLOCK_R"])
+        per_thread = tile / (int(v.get("num_warps", 4)) * 32)
+        return (abs(math.log2(int(v["SPLIT_K"])) - 5), -tile, abs(math.log2(per_thread) - 6))
     if kind == MATMUL and int(v.get("BLOCK_N", 16)) < 16 and "BLOCK_K" in v:
         # a GEMV on CUDA cores: ~32 streamed elements per thread per K step (a few 16-byte loads in flight),
         # long contiguous K tiles, then thin row bands (more programs)

@@ -113,9 +113,15 @@ def gpu_group_cost(plan: FusionPlan, gi: int, t: Tiling | None, hw: HardwareSpec
     peak_mm = hw.get("compute.measured_peak.bf16") or hw.value("compute.peak.bf16")
     nbytes, mm, other = group_traffic(plan, gi, t, hw.value("memory.l2.capacity"), int(hw.value("compute.units")))
     nbytes += _extra_passes_bytes(plan, gi, t, hw)
+    launches = 1
+    if t is not None and "SPLIT_K" in dict(t.values):  # the fp32 partials written and read back, a second launch
+        out = math.prod(plan.program.concrete_shape(plan.groups[gi].anchor(plan.program)))
+        nbytes += 2 * _programs(plan, gi, t) * out * FP32
+        launches = 2
     memory = c["bytes"] * nbytes / (bw * _latency_efficiency(plan, gi, t, hw))
     roof = max(memory, c["flops"] * (mm / peak_mm + other / hw.value("compute.peak.fp32")))
-    seconds = roof / _wave_efficiency(plan, gi, t, hw, hw.value("compute.units")) + c["launch"] * hw.value("costs.launch")
+    seconds = (roof / _wave_efficiency(plan, gi, t, hw, hw.value("compute.units"))
+               + c["launch"] * launches * hw.value("costs.launch"))
     return GroupCost(gi, plan.groups[gi].kind, nbytes, mm + other, seconds)
 
 
@@ -150,11 +156,15 @@ def _latency_efficiency(plan: FusionPlan, gi: int, t: Tiling | None, hw: Hardwar
     the memory latency, so a tiling that keeps too few loads in flight (small blocks, few resident
     programs) cannot reach the roofline. 1.0 for matmuls or when the hardware file lacks the facts."""
     kind = plan.groups[gi].kind
-    if t is None or kind in (MATMUL, ATTENTION) or hw.get("costs.hbm_latency") is None \
+    split_k = t is not None and "SPLIT_K" in dict(t.values)  # a split-K GEMV streams like a reduction
+    if t is None or (kind in (MATMUL, ATTENTION) and not split_k) or hw.get("costs.hbm_latency") is None \
             or hw.get("compute.max_warps_per_sm") is None:
         return 1.0
     streams, item = _streams(plan, gi)
-    if kind == REDUCTION:
+    if split_k:
+        streams, item = 1, plan.program.nodes[plan.inputs_of(gi)[0]].dtype.itemsize
+        per_iter = int(t["SPLIT_K"]) * int(t["BLOCK_R"])
+    elif kind == REDUCTION:
         cols = dict(plan_dims(plan, gi))["COLS"]
         per_iter = int(t.get("ROWS_PER_PROGRAM", 1)) * min(int(t.get("BLOCK_N", cols)), cols)
     else:
@@ -191,6 +201,8 @@ def _programs(plan: FusionPlan, gi: int, t: Tiling | None) -> int:
     kind = plan.groups[gi].kind
     if t is None:
         return 1
+    if kind == MATMUL and "SPLIT_K" in dict(t.values):  # split-K GEMV: one program per K slice
+        return math.ceil(program.concrete_shape(program.nodes[anchor].inputs[0])[-1] / int(t["SPLIT_K"]))
     if kind in (MATMUL, ATTENTION) and "BLOCK_M" in dict(t.values):
         node = program.nodes[anchor]
         if node.op == "matmul":
@@ -220,6 +232,8 @@ def _wave_efficiency(plan: FusionPlan, gi: int, t: Tiling | None, hw: HardwareSp
         regs = int(t["BLOCK_M"]) * int(t["BLOCK_N"]) * FP32
         per_sm = max(1, min(hw.value("memory.shared.per_sm") // max(1, smem),
                             hw.value("memory.registers.per_sm") // max(1, regs)))
+    elif t is not None and "SPLIT_K" in dict(t.values):
+        per_sm = 1  # few wide programs that each stream a whole K slice
     elif t is not None:
         per_sm = 4
     slots = units * per_sm

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from axon_eg.hw import HardwareSpec
+from axon_eg.ir import ops as O
 
 from .fusion import ATTENTION, MATMUL, REDUCTION, FusionPlan
 
@@ -92,9 +93,43 @@ def space(plan: FusionPlan, gi: int, hw: HardwareSpec) -> TilingSpace:
     live = max(2, len(tensors))
     if hw.kind == "trainium":
         params, constraints = _trainium(kind, dims, item, live, hw)
+    elif kind == MATMUL and dims["N"] < 16 and reduced_operand(plan, gi):
+        params, constraints = _split_k(dims, hw)
     else:
         params, constraints = _gpu(kind, dims, item, live, hw)
     return TilingSpace(gi, kind, tuple(sorted(dims.items())), tuple(params), tuple(constraints))
+
+
+def reduced_operand(plan: FusionPlan, gi: int) -> bool:
+    """A GEMV whose vector is a reduction inside the same group (``x @ sum(W, -1)`` after the νGraph moved
+    the reduction into B): the backend splits it over K (program p reduces its rows of W, then streams the
+    same columns of x), so its tiling is a K slice per program and a streamed tile width."""
+    program = plan.program
+    group = set(plan.groups[gi].nodes)
+    for n in group:
+        node = program.nodes[n]
+        if node.op == "matmul":
+            b = node.inputs[1]
+            return b in group and O.get(program.nodes[b].op).kind is O.OpKind.REDUCE
+    return False
+
+
+def _split_k(dims: dict[str, int], hw: HardwareSpec):
+    warps = tuple(hw.value("knobs.num_warps"))
+    warp_size = max(hw.value("knobs.warp_size"))
+    per_thread = int(hw.get("memory.registers.per_thread") or 128)
+    longest = max(dims["M"], dims["K"])
+    params = [("SPLIT_K", (16, 32, 64)), ("BLOCK_R", pow2(128, 2048)), ("num_warps", warps)]
+    constraints = [
+        Constraint("tile per program", "num_warps*256 <= SPLIT_K*BLOCK_R <= 32768",
+                   lambda t: t["num_warps"] * 256 <= t["SPLIT_K"] * t["BLOCK_R"] <= 32768),
+        Constraint("registers per thread", f"SPLIT_K*BLOCK_R fp32 / (num_warps*{warp_size}) <= {per_thread} / 2",
+                   lambda t: t["SPLIT_K"] * t["BLOCK_R"] <= t["num_warps"] * warp_size * per_thread // 2),
+        Constraint("no oversized tiles", f"BLOCK_R <= max(128, {longest} rounded up), SPLIT_K <= max(16, K)",
+                   lambda t: t["BLOCK_R"] <= max(128, 1 << math.ceil(math.log2(max(1, longest))))
+                   and t["SPLIT_K"] <= max(16, 1 << math.ceil(math.log2(max(1, dims["K"]))))),
+    ]
+    return params, constraints
 
 
 def _gpu(kind: str, dims: dict[str, int], item: int, live: int, hw: HardwareSpec):

@@ -348,7 +348,8 @@ class _Emitter:
             lines.append(f"qk = tl.where(cols[None, :] - offs_m[:, None] <= {diagonal}, qk, {fill_value})")
         if masked and self.col_tail:
             lines.append(f'qk = tl.where(cols[None, :] < {a.t}, qk, float("-inf"))')
-        lines.append(f"m_new = tl.maximum(m_i, tl.max(qk, 1) * {scale})" if self.fma else "m_new = tl.maximum(m_i, tl.max(qk, 1))")
+        row_max = f"tl.max(qk, 1) * {scale}" if self.fma else "tl.max(qk, 1)"
+        lines.append(f"m_new = tl.maximum(m_i, {row_max})")
         shift = "m_new"
         if a.mask is not None:  # a row the mask hid so far has m = -inf: shift by 0 (alpha = 0, p = 0) instead of NaN
             lines.append('m_use = tl.where(m_new == float("-inf"), 0.0, m_new)')
@@ -439,7 +440,8 @@ def lower(plan: FusionPlan, gi: int, tiling: Tiling | None, name: str, warp_size
     q_ptr = _tile("q_base", "offs_m[:, None]", a.q.rows, "offs_d[None, :]", a.q.cols)
     if em.tma:
         body += em.descriptors()
-    q_load = "dq.load([start_m * BLOCK_M, 0])" if em.tma else em.load(q_ptr, rows_in, f"offs_d[None, :] < {a.d}" if em.d_pad else "")
+    d_in = f"offs_d[None, :] < {a.d}" if em.d_pad else ""
+    q_load = "dq.load([start_m * BLOCK_M, 0])" if em.tma else em.load(q_ptr, rows_in, d_in)
     body += ["# q stays on chip for the whole loop over the keys",
              f"q = {q_load}",
              'm_i = tl.full([BLOCK_M], float("-inf"), tl.float32)  # running row max (log2 units)',

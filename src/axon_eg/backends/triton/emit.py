@@ -219,6 +219,9 @@ def _launcher(plan: FusionPlan, lowered: list[GroupKernel | str]) -> str:
                     lines.append(f"    t{o} = torch.empty({tuple(program.concrete_shape(o))}, dtype=torch.{dt}, device=dev)")
                     buf[o] = f"t{o}"
                 args.append(buf[o])
+            if k.host:  # the group's own host function allocates scratch and launches its kernels
+                lines.append(f"    {k.name}({', '.join(args)})")
+                continue
             if k.grid < 0:  # autotuned: the tiling and the grid come from the chosen config
                 kw = ", ".join(f"{c}={v!r}" for c, v in k.launch)
                 lines.append(f"    {k.name}[lambda META: ({k.grid_meta},)]({', '.join(args)}{', ' + kw if kw else ''})")

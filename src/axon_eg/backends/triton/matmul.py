@@ -35,7 +35,7 @@ from axon_eg.extract.tiling import Tiling
 from axon_eg.ir import ops as O
 from axon_eg.ir.program import Node
 
-from . import tma
+from . import gemv_splitk, tma
 from .base import GroupKernel, NotLowerable, attr, contiguous_strides, resources
 from .ops import ELEMENTWISE, lit
 
@@ -772,6 +772,8 @@ def lower(plan: FusionPlan, gi: int, tiling: Tiling | None, name: str, warp_size
     if any(program.nodes[n].dtype.name == "fp64" for n in plan.groups[gi].nodes):
         raise NotLowerable("float64 values stay in torch")
     t = dict(tiling.values) if tiling is not None else {}
+    if "SPLIT_K" in t or (tiling is None and gemv_splitk.match(plan, gi) is not None):
+        return gemv_splitk.lower(plan, gi, tiling, name, warp_size)
     bm, bn, bk = (int(t.get(k, d)) for k, d in (("BLOCK_M", 64), ("BLOCK_N", 64), ("BLOCK_K", 32)))
     warps, stages = int(t.get("num_warps", 4)), int(t.get("num_stages", 3))
     fma = isa == "fma_reduce"
