@@ -256,26 +256,33 @@ def cmd_report(args: argparse.Namespace) -> int:
         f"{memory.filter(pl.col('roofline') >= 0.85).height} of {memory.height} (selection), "
         f"{memory.filter(pl.col('cand_roofline') >= 0.85).height} of {memory.height} (best candidate)", *conservative])
     text = "\n".join([
-        f"# axon_eg suite benchmark ({probe['date']})", "",
+        f"# axon_eg suite benchmark ({_last_measured(out) or probe['date']})", "",
         f"GPU: {probe['gpu']}; torch {probe['torch']}, Triton {probe['triton']}, Python {probe['python']}. "
         f"Measured copy bandwidth {probe['copy_bytes_per_s'] / 1e12:.2f} TB/s (read + write), matmul "
         f"{probe['matmul_flops_per_s'] / 1e12:.0f} TFLOP/s (bf16 8192^3).", "",
         f"Reproduce: `python benchmarks/run_suite.py bundle runs/suite -k {next(iter(index.values()))['k']}` "
-        "(phase 1, CPU), `python benchmarks/run_suite.py measure runs/suite --prewarm 4` (GPU), "
-        "`python benchmarks/run_suite.py report runs/suite --write BENCHMARKS.md`.", "",
+        "(phase 1, CPU), `python benchmarks/run_suite.py measure runs/suite` (GPU; `--prewarm JOBS` compiles the "
+        "torch.compile baselines in parallel first), `python benchmarks/run_suite.py report runs/suite --write "
+        "BENCHMARKS.md`.", "",
         "Latencies are medians in microseconds of >= 30 runs, each after a 256 MB L2 flush (CUDA events); "
         "`roofline` is floor / axon_eg (1.0 = at the floor); `ok` counts candidates that passed the correctness "
         "gate; phase 1 = saturate + extract + emit (CPU), phase 2 = compile + check + time of every kernel "
         "including the baselines (GPU wall time). `selected` is the fastest correct kernel including the baselines; "
-        "`candidate_us` / `cand_vs_compile` are axon_eg's fastest correct candidate alone. Before measuring, the "
-        "torch.compile baselines were compiled four at a time (`--prewarm 4`) so that Inductor's caches are warm; "
-        "their autotuning shared the GPU with other compiles.", "",
+        "`candidate_us` / `cand_vs_compile` are axon_eg's fastest correct candidate alone. How the torch.compile "
+        "baselines were compiled is stated below where it was not one compile per program on an idle GPU.", "",
         summary, "", *([Path(args.notes).read_text().strip(), ""] if args.notes else []), table, ""])
     (out / "suite.md").write_text(text)
     print(text)
     if args.write:
         Path(args.write).write_text(text)
     return 0
+
+
+def _last_measured(out: Path) -> str | None:
+    """The date of the newest row under ``out/rows`` (rows of an older run can be reused)."""
+    stamps = [json.loads(line).get("timestamp") or "" for p in (out / "rows").glob("*.jsonl")
+              for line in p.read_text().splitlines() if line.strip().startswith("{")]
+    return max(stamps)[:10] if any(stamps) else None
 
 
 def _compile_history(globs: list[str]) -> dict[str, list[float]]:
