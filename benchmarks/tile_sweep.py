@@ -103,6 +103,7 @@ def cmd_report(args: argparse.Namespace) -> int:
                 except json.JSONDecodeError:
                     continue
         print(f"\n## {info['program']} group {info['group']} ({info['kind']}), {len(rows)} of {len(manifest)} measured")
+        print(_calibration(info["kind"], manifest, rows))
         print("| rank | tiling | isa | predicted_us | median_us | TB/s | status |\n|---|---|---|---|---|---|---|")
         for r in sorted(rows, key=lambda r: (r.get("median_us") is None, r.get("median_us") or 0)):
             meta = manifest.get(r["id"], {}).get("meta", {})
@@ -135,6 +136,26 @@ def cmd_run(args: argparse.Namespace) -> int:
         fn(*inputs, *outputs)
     torch.cuda.synchronize()
     return 0
+
+
+def _calibration(kind: str, manifest: dict, rows: list[dict]) -> str:
+    """How the candidate ranking's current tie-break orders the measured tilings: Spearman's rho between
+    its order and the measured times, and the measured time of the tiling it puts first."""
+    from axon_eg.extract.candidates import _tie_break
+    from axon_eg.extract.cost import spearman
+    from axon_eg.extract.tiling import Tiling
+
+    timed = [r for r in rows if r.get("median_us") and r["id"] in manifest]
+    if len(timed) < 3:
+        return "(too few measured tilings to compare with the ranking)"
+    keys = [(_tie_break(Tiling(0, tuple(manifest[r["id"]]["meta"]["tiling"].items())), kind),
+             manifest[r["id"]]["meta"].get("isa") or "") for r in timed]
+    order = sorted(range(len(timed)), key=lambda i: keys[i])
+    rank = {i: pos for pos, i in enumerate(order)}
+    rho = spearman([rank[i] for i in range(len(timed))], [r["median_us"] for r in timed])
+    best = min(r["median_us"] for r in timed)
+    return (f"current tie-break vs measured: Spearman {rho:+.2f}; its first tiling {timed[order[0]]['median_us']:.1f} us, "
+            f"the fastest {best:.1f} us")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -206,10 +206,12 @@ def _tie_break(t: Tiling, kind: str | None = None) -> tuple[float, ...]:
         live = int(v["BLOCK_M"]) * (int(v["BLOCK_N"]) + int(v["BLOCK_K"])) / (int(v.get("num_warps", 4)) * 32)
         return (abs(math.log2(int(v["BLOCK_M"])) - 7),
                 abs(math.log2(live / 192)) + 0.25 * abs(int(v.get("num_stages", 2)) - 2), -int(v["BLOCK_N"]))
-    if "SPLIT_K" in v:  # split-K GEMV: K slices of 32 rows (64-byte row segments of x), big tiles, ~64 per thread
+    if "SPLIT_K" in v:  # split-K GEMV: 16-row K slices (~2 programs per SM), 16K-element tiles, ~64 per thread
+        # (H200, sum_matmul 4096^3: SPLIT_K=16, BLOCK_R=1024, 8 warps 34.5 us; SPLIT_K=32 tilings 41-69 us;
+        # one run with unsteady timings, benchmarks/results/2026-12-01-sweeps/sum_matmul-splitk)
         tile = int(v["SPLIT_K"]) * int(v["BLOCK_R"])
         per_thread = tile / (int(v.get("num_warps", 4)) * 32)
-        return (abs(math.log2(int(v["SPLIT_K"])) - 5), -tile, abs(math.log2(per_thread) - 6))
+        return (abs(math.log2(int(v["SPLIT_K"])) - 4), abs(math.log2(tile) - 14), abs(math.log2(per_thread) - 6))
     if kind == MATMUL and int(v.get("BLOCK_N", 16)) < 16 and "BLOCK_K" in v:
         # a GEMV on CUDA cores: ~32 streamed elements per thread per K step (a few 16-byte loads in flight),
         # long contiguous K tiles, then thin row bands (more programs)

@@ -76,7 +76,7 @@ def lower(plan: FusionPlan, gi: int, tiling: Tiling | None, name: str, warp_size
     if max(m * k, k * n) >= 2**31:
         raise NotLowerable("split-K GEMV: 32-bit offsets only")
     t = dict(tiling.values) if tiling is not None else {}
-    split, block_r, warps = int(t.get("SPLIT_K", 32)), int(t.get("BLOCK_R", 512)), int(t.get("num_warps", 8))
+    split, block_r, warps = int(t.get("SPLIT_K", 16)), int(t.get("BLOCK_R", 1024)), int(t.get("num_warps", 8))
     parts = math.ceil(k / split)
     parts_pow2 = 1 << max(0, (parts - 1).bit_length())
     finish_grid = math.ceil(m / FINISH_COLS)
