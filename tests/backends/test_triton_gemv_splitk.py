@@ -70,6 +70,16 @@ def test_suite_sum_matmul_after_the_rewrite_is_one_split_k_group(tmp_path):
         assert out.status == "ok", out.error
 
 
+def test_intel_xpu_knobs_reach_both_launches(tmp_path):
+    xe2 = load("intel-xe2")
+    program = rewritten(40, 37, 50)
+    kernel = emit(candidate_for(program, xe2, -1, {"SPLIT_K": 16, "BLOCK_R": 32, "num_warps": 2}), xe2, "k")
+    assert "_g0_" in kernel.source and "grf_mode=" in kernel.source.split("def kernel")[1]
+    assert kernel.source.count("**launch)\n") == 2  # both launches pass the knobs on
+    out = run_kernel(kernel, program.expand(), tmp_path)  # the interpreter ignores the knobs
+    assert out.status == "ok", out.error
+
+
 def test_tiling_space_is_a_k_slice_and_a_streamed_width():
     program = rewritten(4096, 4096, 4096).expand()
     plan = plans(program)[-1]

@@ -30,8 +30,8 @@ class GroupKernel:
     launch: tuple[tuple[str, Any], ...] = ()  # further launch keywords: num_stages, grf_mode (Intel XPU), ...
     grid_meta: str | None = None  # the grid as an expression of META (the constexprs), for @triton.autotune
     tiling_keys: tuple[tuple[str, str], ...] = ()  # constexpr -> the tiling parameter it comes from
-    host: bool = False  # ``name`` is a Python function taking (reads..., writes...) that allocates scratch
-    # and launches the group's jit functions itself (several launches); else ``name`` is the jit function
+    host: bool = False  # ``name`` is a Python function taking (reads..., writes..., **launch knobs) that
+    # allocates scratch and launches the group's jit functions itself; else ``name`` is the jit function
 
 
 def attr(program: Program, node: int, key: str) -> Any:

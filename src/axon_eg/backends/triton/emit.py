@@ -220,7 +220,8 @@ def _launcher(plan: FusionPlan, lowered: list[GroupKernel | str]) -> str:
                     buf[o] = f"t{o}"
                 args.append(buf[o])
             if k.host:  # the group's own host function allocates scratch and launches its kernels
-                lines.append(f"    {k.name}({', '.join(args)})")
+                kw = [f"{c}={v!r}" for c, v in k.launch if c != "num_stages"]
+                lines.append(f"    {k.name}({', '.join(args + kw)})")
                 continue
             if k.grid < 0:  # autotuned: the tiling and the grid come from the chosen config
                 kw = ", ".join(f"{c}={v!r}" for c, v in k.launch)

@@ -120,11 +120,13 @@ def {name}_finish(part, out0, M: tl.constexpr, PARTS: tl.constexpr, PARTS_POW2: 
     tile = tl.load(part + rp[:, None] * M + rm[None, :], mask=(rp[:, None] < PARTS) & (rm[None, :] < M), other=0.0)
     tl.store(out0 + rm, tl.sum(tile, axis=0), mask=rm < M)
 '''
-    host = f'''def {name}(p{x}, p{w}, out0):
+    host = f'''def {name}(p{x}, p{w}, out0, **launch):
+    """Both launches of the group; ``launch``: vendor launch knobs (Intel XPU grf_mode, warp_size)."""
     part = torch.empty(({parts}, {m}), dtype=torch.float32, device=out0.device)
-    {name}_partial[({parts},)](p{x}, p{w}, part, M={m}, K={k}, N={n}, SPLIT_K={split}, BLOCK_R={block_r}, num_warps={warps})
+    {name}_partial[({parts},)](p{x}, p{w}, part, M={m}, K={k}, N={n}, SPLIT_K={split}, BLOCK_R={block_r}, num_warps={warps},
+        **launch)
     {name}_finish[({finish_grid},)](part, out0, M={m}, PARTS={parts}, PARTS_POW2={parts_pow2}, COLS={FINISH_COLS},
-        num_warps=4)
+        num_warps=4, **launch)
 '''
     tile = split * block_r
     res = resources(f"{name}_partial", tile, warps, parts, 2, warp_size=warp_size)
