@@ -90,6 +90,20 @@ def test_broadcasts_views_slices_and_concats_in_one_elementwise_kernel(tmp_path)
     assert out.status == "ok", f"{out.error}\n{kernel.source}"
 
 
+@pytest.mark.parametrize("sizes", [{"B": 2, "H": 3, "S": 5, "D": 6}, {"B": 1, "H": 2, "S": 7, "D": 16}], ids=str)
+def test_shifted_and_broadcast_operands_are_addressed_from_the_flat_offset(sizes, tmp_path):
+    """rope: the rotated halves read x at ``offs +- D/2`` and cos / sin at ``offs % (S*D)``: contiguous
+    addresses (16-byte loads) with no per-element division; only the index the halves' masks test stays."""
+    program = suite.get("rope").program.bind(sizes)
+    kernel = emit(candidate(program), H200, "k")
+    half, table = sizes["D"] // 2, sizes["S"] * sizes["D"]
+    src = kernel.source
+    assert f"p0 + offs + {half}," in src and f"p0 + offs - {half}," in src
+    assert src.count(f"(offs % {table})") == 2 and "(offs //" not in src
+    out = run_kernel(kernel, program.expand(), tmp_path)
+    assert out.status == "ok", f"{out.error}\n{src}"
+
+
 def test_resources_name_the_launch_and_exceed_limits_for_oversized_blocks():
     program = suite.get("softmax").program.bind(M=4, N=1 << 21)
     kernel = emit(candidate(program, overrides={"BLOCK_N": 1 << 21, "ROWS_PER_PROGRAM": 1}), H200, "k")

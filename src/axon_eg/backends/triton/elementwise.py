@@ -5,7 +5,9 @@ Each value is computed at an index tuple (one index expression per dim of its sh
 the output's decomposed flat offset and mapped backwards through the group: broadcasting zeroes the
 size-1 dims, a transpose permutes the tuple, a reshape goes through the flat index, a slice scales
 and shifts, a concat selects its operand with ``tl.where`` and masked loads. Loads whose index is the
-output's own offset stay contiguous so Triton vectorizes them.
+output's own offset stay contiguous so Triton vectorizes them; so do loads at the offset shifted by a
+constant or taken modulo a broadcast operand's size (``offs + 64``, ``offs % 262144``), and domain indices
+no address uses are not computed.
 """
 
 from __future__ import annotations
@@ -20,6 +22,20 @@ from .base import GroupKernel, NotLowerable, attr, contiguous_strides, resources
 from .ops import ELEMENTWISE, lit
 
 Index = tuple[str, ...]
+_SHIFT = re.compile(r"^\((.+) ([+-]) (\d+)\)$")
+
+
+def _shifted(expr: str) -> tuple[str, int] | None:
+    """``(name, c)`` when ``expr`` is an index variable ``i<k>`` plus or minus integer constants (the forms
+    slices and concats write: ``(i3 + 64)``, ``((i3 - 64) + 0)``), else None."""
+    shift = 0
+    while not re.fullmatch(r"i\d+", expr):
+        m = _SHIFT.match(expr)
+        if m is None:
+            return None
+        expr, sign, k = m.groups()
+        shift += int(k) if sign == "+" else -int(k)
+    return expr, shift
 
 
 class _Emitter:
@@ -32,6 +48,7 @@ class _Emitter:
         self.lines: list[str] = []
         self.memo: dict[tuple, str] = {}
         self.reads: list[int] = []
+        self.from_offs = dom is None  # the domain's indices decompose the flat offset ``offs``
         if dom is not None:
             self.dom: Index = dom
             return
@@ -52,9 +69,31 @@ class _Emitter:
     def flat(self, idx: Index, shape: tuple[int, ...]) -> str:
         if shape == self.domain and idx == self.dom:
             return "offs"
+        near = self._near_offs(idx, shape)
+        if near is not None:
+            return near
         terms = [i if s == 1 else f"{i} * {s}" for i, s, d in zip(idx, contiguous_strides(shape), shape)
                  if d != 1 and i != "0"]
         return " + ".join(terms) or "0"
+
+    def _near_offs(self, idx: Index, shape: tuple[int, ...]) -> str | None:
+        """The address as ``offs`` itself, shifted by a constant, or modulo the operand's size, when
+        ``idx`` is the domain's own index over the operand's trailing dims with constant shifts (rotated
+        halves, broadcast tables like rope's cos / sin): contiguous, so Triton keeps 16-byte loads, and no
+        per-element division."""
+        lead = len(self.domain) - len(shape)
+        if not self.from_offs or lead < 0 or tuple(self.domain[lead:]) != tuple(shape):
+            return None
+        shift = 0
+        for e, d, stride, size in zip(idx, self.dom[lead:], contiguous_strides(shape), shape):
+            if size == 1:
+                continue
+            found = _shifted(e)
+            if found is None or found[0] != d:
+                return None
+            shift += found[1] * stride
+        base = "offs" if math.prod(self.domain[:lead]) == 1 else f"(offs % {math.prod(shape)})"
+        return base if shift == 0 else f"{base} + {shift}" if shift > 0 else f"{base} - {-shift}"
 
     def unflat(self, flat: str, shape: tuple[int, ...]) -> Index:
         return unflat(flat, shape)
@@ -147,7 +186,9 @@ def lower(plan: FusionPlan, gi: int, tiling: Tiling | None, name: str, warp_size
     reads = tuple(em.reads)
     params = [f"p{n}" for n in reads] + [f"out{k}" for k in range(len(outs))]
     body = ["pid = tl.program_id(0)", "offs = pid * BLOCK + tl.arange(0, BLOCK)", f"mask = offs < {total}"]
-    body += em.lines
+    rest = "\n".join(em.lines)
+    body += [ln for ln in em.lines  # domain indices that no address or condition uses any more
+             if not re.match(r"i\d+ = ", ln) or len(re.findall(rf"\b{ln.split()[0]}\b", rest)) > 1]
     body += [f"tl.store(out{k} + offs, {r}, mask=mask)" for k, r in enumerate(results)]
     src = "@triton.jit\ndef {}({}, BLOCK: tl.constexpr):\n{}\n".format(
         name, ", ".join(params), "\n".join("    " + ln for ln in body))
