@@ -62,6 +62,10 @@ def match(plan: FusionPlan, gi: int) -> tuple[int, int, int, str, float] | None:
     return x, w, mm, r.op, scale
 
 
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" + ("" if n == 1 else "s")
+
+
 def lower(plan: FusionPlan, gi: int, tiling: Tiling | None, name: str, warp_size: int = 32) -> GroupKernel:
     program = plan.program
     found = match(plan, gi)
@@ -135,7 +139,7 @@ def {name}_finish(part, out0, M: tl.constexpr, PARTS: tl.constexpr, PARTS_POW2: 
         res.update(block_elems=fin["block_elems"], launch=fin["launch"])
     res["regs_per_thread"] = max(res["regs_per_thread"], fin["regs_per_thread"])
     note = (f"split-K GEMV x @ {op}(W, -1) ({m}x{k} @ [{k}x{n} -> {k}], {out_dtype.name}): SPLIT_K={split}, "
-            f"BLOCK_R={block_r}, num_warps={warps}, {parts} programs each reduce {split} rows of W and stream "
-            f"the same columns of x, then {finish_grid} programs add the {parts} fp32 partials")
+            f"BLOCK_R={block_r}, num_warps={warps}; {_count(parts, 'program')} (one per K slice of {split}: its rows "
+            f"of W, then the same columns of x), then {_count(finish_grid, 'program')} add {_count(parts, 'fp32 partial')}")
     return GroupKernel(name, part_src + "\n\n" + fin_src + "\n\n" + host, (x, w), (outs[0],), parts,
                        (("SPLIT_K", split), ("BLOCK_R", block_r)), warps, res, note, host=True)
