@@ -19,8 +19,11 @@ seconds; it saves ``DIR/suite.parquet`` and ``DIR/suite.md``, and with ``--write
 
 On a remote GPU box that receives DIR as a copy each call (the device tool's ``carry``), bring
 ``DIR/rows`` and ``DIR/index.json`` back after every call and send them again with the next one: a copy
-of DIR without them makes ``measure`` start over. ``--prewarm 4`` on a 16-core box compiles the 25
-baselines in ~2.5 min; each program then takes ~20-90 s (eight kernels, three correctness trials each).
+of DIR without them makes ``measure`` start over. ``measure --archive $OUT/suite.tgz`` packs them into one
+file after every program (a box that returns only a few files, or cuts the run short, still returns it).
+``--prewarm 4`` on a 16-core box compiles the 25 baselines in ~2.5 min, but Inductor then autotunes while
+other compiles share the GPU and its picks differ (BENCHMARKS.md); each program takes ~20-90 s (eight
+kernels, three correctness trials each).
 """
 
 from __future__ import annotations
@@ -156,6 +159,8 @@ def cmd_measure(args: argparse.Namespace) -> int:
     print(f"probe: copy {probe['copy_bytes_per_s'] / 1e12:.2f} TB/s, matmul {probe['matmul_flops_per_s'] / 1e12:.0f} TFLOP/s")
     (out / "rows").mkdir(exist_ok=True)
     wanted = args.programs.split(",") if args.programs else list(index)
+    if args.archive:
+        archive(out, Path(args.archive))
     if args.prewarm:
         _prewarm(out, index, [n for n in wanted if not (out / "rows" / f"{n}.jsonl").exists()], args.prewarm)
     for name in wanted:
@@ -168,7 +173,24 @@ def cmd_measure(args: argparse.Namespace) -> int:
         for r in rows:
             statuses[r["status"]] = statuses.get(r["status"], 0) + 1
         print(f"{name:18s} phase 2 {wall:6.1f} s  {statuses}", flush=True)
+        if args.archive:
+            archive(out, Path(args.archive))
     return 0
+
+
+def archive(out: Path, path: Path) -> Path:
+    """``rows/``, ``index.json`` and ``probe.json`` of DIR in one .tar.gz (written to a temporary name, then
+    renamed): what a remote box returns when it may only send a few files back, refreshed after every
+    program so that a run cut short still returns what it measured. Unpack it into DIR to resume."""
+    import tarfile
+
+    tmp = path.with_name(path.name + ".tmp")
+    with tarfile.open(tmp, "w:gz") as tar:
+        for name in ("rows", "index.json", "probe.json"):
+            if (out / name).exists():
+                tar.add(out / name, arcname=name)
+    os.replace(tmp, path)
+    return path
 
 
 def floor_seconds(program, probe: dict) -> tuple[float, str]:
@@ -317,6 +339,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--programs")
     p.add_argument("--prewarm", type=int, default=0, metavar="JOBS",
                    help="compile the torch.compile baselines JOBS at a time before measuring")
+    p.add_argument("--archive", metavar="FILE.tgz",
+                   help="after every program, pack rows/, index.json and probe.json into FILE.tgz (unpack into DIR)")
     p.set_defaults(func=cmd_measure)
     p = sub.add_parser("report")
     p.add_argument("dir")

@@ -70,3 +70,21 @@ def test_last_measured_is_the_newest_row(tmp_path):
     (rows / "b.jsonl").write_text(json.dumps({"timestamp": "2026-12-01T09:00:00+00:00"}) + "\n")
     assert run_suite._last_measured(tmp_path) == "2026-12-01"
     assert run_suite._last_measured(tmp_path / "nothing") is None
+
+
+def test_archive_packs_what_a_resumed_run_needs(tmp_path):
+    import tarfile
+
+    out = tmp_path / "run"
+    (out / "rows").mkdir(parents=True)
+    (out / "rows" / "softmax.jsonl").write_text(json.dumps({"id": "c00", "status": "ok"}) + "\n")
+    (out / "index.json").write_text(json.dumps({"softmax": {"bundle": "cache/bundles/x"}}))
+    (out / "cache").mkdir()
+    (out / "cache" / "big.bin").write_bytes(b"x" * 1000)  # bundles stay behind
+    path = run_suite.archive(out, tmp_path / "suite.tgz")
+    with tarfile.open(path) as tar:
+        names = sorted(tar.getnames())
+        tar.extractall(tmp_path / "back", filter="data")
+    assert names == ["index.json", "rows", "rows/softmax.jsonl"]
+    assert (tmp_path / "back" / "rows" / "softmax.jsonl").read_text() == (out / "rows" / "softmax.jsonl").read_text()
+    assert not (tmp_path / "suite.tgz.tmp").exists()
