@@ -106,6 +106,11 @@ def group_traffic(plan: FusionPlan, gi: int, tiling: Tiling | None, l2_bytes: fl
     return total_read + writes, mm_flops, other
 
 
+def _split(t: Tiling | None) -> bool:
+    """A split-K GEMV's tiling (``extract/tiling.py``, ``backends/triton/gemv_splitk.py``)."""
+    return t is not None and "SPLIT_K" in dict(t.values)
+
+
 def gpu_group_cost(plan: FusionPlan, gi: int, t: Tiling | None, hw: HardwareSpec,
                    coefficients: dict[str, float] | None = None) -> GroupCost:
     c = {"bytes": 1.0, "flops": 1.0, "launch": 1.0, **(coefficients or {})}
@@ -114,7 +119,7 @@ def gpu_group_cost(plan: FusionPlan, gi: int, t: Tiling | None, hw: HardwareSpec
     nbytes, mm, other = group_traffic(plan, gi, t, hw.value("memory.l2.capacity"), int(hw.value("compute.units")))
     nbytes += _extra_passes_bytes(plan, gi, t, hw)
     launches = 1
-    if t is not None and "SPLIT_K" in dict(t.values):  # the fp32 partials written and read back, a second launch
+    if _split(t):  # the fp32 partials written and read back, a second launch
         out = math.prod(plan.program.concrete_shape(plan.groups[gi].anchor(plan.program)))
         nbytes += 2 * _programs(plan, gi, t) * out * FP32
         launches = 2
@@ -156,7 +161,7 @@ def _latency_efficiency(plan: FusionPlan, gi: int, t: Tiling | None, hw: Hardwar
     the memory latency, so a tiling that keeps too few loads in flight (small blocks, few resident
     programs) cannot reach the roofline. 1.0 for matmuls or when the hardware file lacks the facts."""
     kind = plan.groups[gi].kind
-    split_k = t is not None and "SPLIT_K" in dict(t.values)  # a split-K GEMV streams like a reduction
+    split_k = _split(t)  # a split-K GEMV streams like a reduction
     if t is None or (kind in (MATMUL, ATTENTION) and not split_k) or hw.get("costs.hbm_latency") is None \
             or hw.get("compute.max_warps_per_sm") is None:
         return 1.0
@@ -201,7 +206,7 @@ def _programs(plan: FusionPlan, gi: int, t: Tiling | None) -> int:
     kind = plan.groups[gi].kind
     if t is None:
         return 1
-    if kind == MATMUL and "SPLIT_K" in dict(t.values):  # split-K GEMV: one program per K slice
+    if kind == MATMUL and _split(t):  # split-K GEMV: one program per K slice
         return math.ceil(program.concrete_shape(program.nodes[anchor].inputs[0])[-1] / int(t["SPLIT_K"]))
     if kind in (MATMUL, ATTENTION) and "BLOCK_M" in dict(t.values):
         node = program.nodes[anchor]
@@ -232,7 +237,7 @@ def _wave_efficiency(plan: FusionPlan, gi: int, t: Tiling | None, hw: HardwareSp
         regs = int(t["BLOCK_M"]) * int(t["BLOCK_N"]) * FP32
         per_sm = max(1, min(hw.value("memory.shared.per_sm") // max(1, smem),
                             hw.value("memory.registers.per_sm") // max(1, regs)))
-    elif t is not None and "SPLIT_K" in dict(t.values):
+    elif _split(t):
         per_sm = 1  # few wide programs that each stream a whole K slice
     elif t is not None:
         per_sm = 4
