@@ -231,10 +231,13 @@ def cmd_rules_verify(args: argparse.Namespace) -> int:
     from axon_eg.rules_discovered.verify import verify
 
     console = _console()
-    failures, total, seconds = verify(jobs=args.jobs, timeout_ms=args.timeout_ms)
+    report = verify(jobs=args.jobs, timeout_ms=args.timeout_ms)
+    failures = report.failures
     for name, why in failures:
-        console.print(f"[red]FAILED[/red] {name}: {why}")
-    console.print(f"re-proved {total - len(failures)} of {total} stored rules in {seconds:.1f} s")
+        console.print(f"[red]FAILED[/red] {name}: {why}", markup=True, highlight=False)
+    console.print(f"re-proved {report.total - len({n for n, _ in failures})} of {report.total} stored rules from their "
+                  f"text in {report.seconds:.1f} s (proofs {report.proof_seconds:.1f} s, float-safety verdicts "
+                  f"{report.safety_seconds:.1f} s)")
     from axon_eg.backends.nki.synthesis import verify as verify_lowerings
 
     isa_failures, isa_total, isa_seconds = verify_lowerings(timeout_ms=args.timeout_ms)

@@ -96,10 +96,55 @@ def check_enterable(program: Program) -> None:
             raise ProgramError(f"{program.name}: {n.op} has rank {len(n.shape)} > {S.MAX_RANK}")
 
 
+def _literal_sizes(program: Program) -> set[int]:
+    found: set[int] = set()
+
+    def visit(v: Any) -> None:
+        if isinstance(v, bool):
+            return
+        if isinstance(v, int):
+            found.add(abs(v))
+        elif isinstance(v, D.Sym):
+            for mono, coeff in v.terms:
+                found.add(abs(coeff))
+                for atom in mono:
+                    if isinstance(atom, D.FloorDiv):
+                        visit(atom.num)
+                        visit(atom.den)
+        elif isinstance(v, tuple):
+            for x in v:
+                visit(x)
+
+    for n in program.nodes:
+        visit(n.shape)
+        for value in n.attrs.values():
+            visit(value)
+    return found
+
+
+def _primes(lo: int, hi: int) -> list[int]:
+    return [p for p in range(lo, hi) if p > 1 and all(p % q for q in range(2, int(p**0.5) + 1))]
+
+
+_GENERIC = _primes(101, 1000)  # products of six stay below 2**63
+
+
+def generic_sizes(program: Program) -> dict[str, int]:
+    """A distinct prime per named dim, none of them a literal size or coefficient of the program:
+    the sizes of ``gshape`` (see ``schema``), equal only where the symbolic dims are."""
+    taken = _literal_sizes(program)
+    pool = [p for p in _GENERIC if p not in taken]
+    names = sorted(program.free_dims | set(program.bindings))
+    if len(names) > len(pool):
+        pool += [p for p in _primes(1000, 1000 + 20 * len(names)) if p not in taken]
+    return dict(zip(names, pool))
+
+
 def to_egglog(program: Program, prefix: str = "node_") -> tuple[str, list[str], str]:
     """(commands, one let-name per node, the root's let-name) for an expanded, bound Program."""
     check_enterable(program)
     lines = [f'(set (dval (DVar "{k}")) {v})' for k, v in sorted(program.bindings.items())]
+    lines += [f'(set (gval (DVar "{k}")) {v})' for k, v in sorted(generic_sizes(program).items())]
     names = [f"${prefix}{i}" for i in range(len(program.nodes))]
     for i in range(len(program.nodes)):
         lines.append(f"(let {names[i]} {node_to_egg(program, i, names)})")

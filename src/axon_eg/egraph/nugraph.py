@@ -92,7 +92,7 @@ class NuGraph:
     def __init__(self, program: Program, rules: Iterable[Rule] = (), *,
                  flops_per_byte: int = DEFAULT_FLOPS_PER_BYTE):
         self.original = program
-        self.program = program.expand()
+        self.program = program.expand().specialize_unit_dims()
         self.flops_per_byte = flops_per_byte
         self._egraph = bindings.EGraph()
         self._egraph.set_report_level(bindings.TimeOnly())  # per-rule and per-ruleset times in reports

@@ -13,7 +13,11 @@ A rule is data: ``lhs => rhs if conditions``, written as s-expressions over regi
   it takes the op's default.
 - Conditions are comparisons ``= != < <= > >=`` joined by ``and``, over ``(dim ?X i)`` (negative
   ``i`` counts from the end), ``(rank ?X)``, ``(shape ?X)`` (whole shapes compare with ``=``),
-  ``(numel ?X)``, ``(dtype ?X)``, attribute variables, numbers and ``+ - * / min max``.
+  ``(dtype ?X)``, ``(promote d1 d2)`` (the dtype of an element-wise op over d1 and d2), attribute
+  variables (a ``dim`` attribute is its size), numbers and ``+ - * / min max``; a ``dims``
+  attribute variable compares by ``=`` with a list of size expressions: ``(= ?shape0 [(dim ?x 0) 1])``.
+  Sizes in conditions are symbolic: ``(= (dim ?x 1) 1)`` holds where the dim *is* 1, not where a
+  named dim happens to be bound to 1, and two named dims are never equal by coincidence of sizes.
 """
 
 from __future__ import annotations
@@ -80,6 +84,19 @@ class Rule:
     def variables(self) -> tuple[set[str], set[str]]:
         """(tensor variables, attribute variables) of the left-hand side."""
         return _vars(self.lhs)
+
+
+def attribute_kinds(rule: Rule) -> dict[str, str]:
+    """Attribute variable -> the registry kind (``dim``, ``dims``, ``float``, ``dtype``, ...) of the
+    attribute it is bound at on the left-hand side."""
+    kinds: dict[str, str] = {}
+    for node in walk(rule.lhs):
+        if isinstance(node, App):
+            declared = {a.name: a.kind.removeprefix("optional_") for a in O.get(node.op).attrs}
+            for name, value in node.attrs:
+                if isinstance(value, Var):
+                    kinds.setdefault(value.name, declared[name])
+    return kinds
 
 
 def _vars(p: Pattern) -> tuple[set[str], set[str]]:
@@ -173,6 +190,8 @@ def format_value(v: Any) -> str:
 def format_sexp(x: Any) -> str:
     if isinstance(x, list):
         return "(" + " ".join(format_sexp(i) for i in x) + ")"
+    if isinstance(x, tuple):
+        return "[" + " ".join(format_sexp(i) for i in x) + "]"
     if isinstance(x, _Str):
         return format_value(str(x))
     if isinstance(x, str):
@@ -252,9 +271,10 @@ def check_rule(rule: Rule) -> None:
         raise PatternError(f"rule {rule.name}: right-hand side uses ?{v}, which the left-hand side does not bind")
     for v in sorted(r_attrs - attrs):
         raise PatternError(f"rule {rule.name}: right-hand side uses attribute ?{v}, unbound on the left")
+    sizes = size_variables(rule)
     for c in rule.conditions:
         for sym in _symbols(c):
-            if sym.startswith("?") and sym[1:] not in tensors | attrs:
+            if sym.startswith("?") and sym[1:] not in tensors | attrs | sizes:
                 raise PatternError(f"rule {rule.name}: condition {format_sexp(c)} uses unbound {sym}")
     for node in walk(rule.rhs):
         if isinstance(node, App):
@@ -264,8 +284,27 @@ def check_rule(rule: Rule) -> None:
                     raise PatternError(f"rule {rule.name}: right-hand side {node.op} needs attribute :{a.name}")
 
 
-def _symbols(x: Any) -> Iterator[str]:
+def size_variables(rule: Rule) -> set[str]:
+    """Condition variables the left-hand side does not bind but a condition gives a value: a whole
+    entry of a list a ``dims`` attribute is compared with (``(= ?shape0 [?size_M (dim ?x 0)])``)."""
+    tensors, attrs = rule.variables()
+    out: set[str] = set()
+    for c in rule.conditions:
+        for sub in _lists(c):
+            if len(sub) == 3 and sub[0] == "=" and isinstance(sub[2], tuple):
+                out |= {x[1:] for x in sub[2] if isinstance(x, str) and not isinstance(x, _Str) and x.startswith("?")}
+    return out - tensors - attrs
+
+
+def _lists(x: Any) -> Iterator[list]:
     if isinstance(x, list):
+        yield x
+        for i in x:
+            yield from _lists(i)
+
+
+def _symbols(x: Any) -> Iterator[str]:
+    if isinstance(x, (list, tuple)):
         for i in x:
             yield from _symbols(i)
     elif isinstance(x, str) and not isinstance(x, _Str):
@@ -290,6 +329,8 @@ def rename_canonical(rule: Rule) -> tuple[str, str, tuple[str, ...]]:
     def ren_cond(x: Any) -> Any:
         if isinstance(x, list):
             return [ren_cond(i) for i in x]
+        if isinstance(x, tuple):
+            return tuple(ren_cond(i) for i in x)
         if isinstance(x, str) and not isinstance(x, _Str) and x.startswith("?"):
             return "?" + fresh(x[1:])
         return x

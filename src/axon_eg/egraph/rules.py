@@ -8,7 +8,7 @@ from typing import Any
 
 from . import schema as S
 from .convert import attr_to_egg
-from .patterns import App, Pattern, PatternError, Rule, Var, _Str, format_sexp, walk
+from .patterns import App, Pattern, PatternError, Rule, Var, _Str, attribute_kinds, format_sexp, walk
 
 _COMPARISONS = {"=": "=", "!=": "!=", "<": "<", "<=": "<=", ">": ">", ">=": ">="}
 _ARITH = {"+", "-", "*", "/", "min", "max"}
@@ -37,8 +37,10 @@ def _pattern(p: Pattern, side: str, rule: Rule, fresh: itertools.count) -> str:
     return "(" + " ".join(parts) + ")"
 
 
-def _expr(x: Any, rule: Rule) -> str:
-    """A condition sub-expression: dims, ranks, dtypes, attribute variables, numbers, arithmetic."""
+def _expr(x: Any, rule: Rule, kinds: dict[str, str]) -> str:
+    """A condition sub-expression: dims, ranks, dtypes, attribute variables, numbers, arithmetic.
+    Shapes are the *symbolic* ones (``gshape``: every named dim a distinct generic value), so a
+    condition holds in the νGraph exactly when it holds for every size of the program's dims."""
     if isinstance(x, bool):
         return "true" if x else "false"
     if isinstance(x, int):
@@ -48,31 +50,43 @@ def _expr(x: Any, rule: Rule) -> str:
     if isinstance(x, _Str):
         return f'"{x}"'
     if isinstance(x, str) and x.startswith("?"):
+        kind = kinds.get(x[1:])
+        if kind == "dim":
+            return f"(gval {egg_var(x[1:])})"
+        if kind == "dims":
+            raise PatternError(f"rule {rule.name}: the dims attribute {x} compares only with a list [..] by =")
         return egg_var(x[1:])
     if isinstance(x, list) and x:
         head, args = x[0], x[1:]
         if head == "dim" and len(args) == 2 and isinstance(args[1], int):
-            shape = f"(shape {_expr(args[0], rule)})"
+            shape = f"(gshape {_expr(args[0], rule, kinds)})"
             index = args[1] if args[1] >= 0 else f"(+ (vec-length {shape}) {args[1]})"
             return f"(vec-get {shape} {index})"
         if head == "rank" and len(args) == 1:
-            return f"(vec-length (shape {_expr(args[0], rule)}))"
+            return f"(vec-length (gshape {_expr(args[0], rule, kinds)}))"
         if head == "dtype" and len(args) == 1:
-            return f"(dtype {_expr(args[0], rule)})"
+            return f"(dtype {_expr(args[0], rule, kinds)})"
+        if head == "promote" and len(args) == 2:
+            return f"(promote {_expr(args[0], rule, kinds)} {_expr(args[1], rule, kinds)})"
         if head == "shape" and len(args) == 1:
-            return f"(shape {_expr(args[0], rule)})"
-        if head == "numel" and len(args) == 1:
-            return f"(numel (shape {_expr(args[0], rule)}))"
+            return f"(gshape {_expr(args[0], rule, kinds)})"
         if head in _ARITH and len(args) == 2:
-            return f"({head} {_expr(args[0], rule)} {_expr(args[1], rule)})"
+            return f"({head} {_expr(args[0], rule, kinds)} {_expr(args[1], rule, kinds)})"
     raise PatternError(f"rule {rule.name}: cannot compile condition term {format_sexp(x)}")
 
 
-def _facts(cond: Any, rule: Rule) -> list[str]:
+def _facts(cond: Any, rule: Rule, kinds: dict[str, str]) -> list[str]:
     if isinstance(cond, list) and cond and cond[0] == "and":
-        return [f for c in cond[1:] for f in _facts(c, rule)]
+        return [f for c in cond[1:] for f in _facts(c, rule, kinds)]
+    if isinstance(cond, list) and len(cond) == 3 and cond[0] == "=" and isinstance(cond[2], tuple):
+        var = cond[1]
+        if not (isinstance(var, str) and var.startswith("?") and kinds.get(var[1:]) == "dims"):
+            raise PatternError(f"rule {rule.name}: a list [..] compares only with a dims attribute: {format_sexp(cond)}")
+        v = egg_var(var[1:])
+        return [f"(= (vec-length {v}) {len(cond[2])})"] + [
+            f"(= (gval (vec-get {v} {i})) {_expr(e, rule, kinds)})" for i, e in enumerate(cond[2])]
     if isinstance(cond, list) and len(cond) == 3 and cond[0] in _COMPARISONS:
-        return [f"({_COMPARISONS[cond[0]]} {_expr(cond[1], rule)} {_expr(cond[2], rule)})"]
+        return [f"({_COMPARISONS[cond[0]]} {_expr(cond[1], rule, kinds)} {_expr(cond[2], rule, kinds)})"]
     raise PatternError(f"rule {rule.name}: conditions must be comparisons joined by 'and', got {format_sexp(cond)}")
 
 
@@ -81,7 +95,8 @@ def compile_rule(rule: Rule, ruleset: str) -> str:
     fresh = itertools.count()
     lhs = _pattern(rule.lhs, "lhs", rule, fresh)
     rhs = _pattern(rule.rhs, "rhs", rule, fresh)
-    facts = [f for c in rule.conditions for f in _facts(c, rule)]
+    kinds = attribute_kinds(rule)
+    facts = [f for c in rule.conditions for f in _facts(c, rule, kinds)]
     actions = [f"(union matched {rhs})"]
     for node in walk(rule.rhs):
         if isinstance(node, App):

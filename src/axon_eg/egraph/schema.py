@@ -13,6 +13,15 @@ analyses every tensor e-class carries, all computed by egglog rules (in Rust):
 
 Symbolic dims live in the ``Dim`` datatype (``DVar "M"``, ``DAdd``, ``DMul``, ``DDiv``) so that
 attributes such as a reshape target keep their symbolic form; ``dval`` gives their bound value.
+
+Each tensor has two shapes: ``shape`` with the bound sizes (costs read it) and ``gshape``, the
+*symbolic* shape, computed by the same shape rules from ``gval``: every named dim gets a distinct
+generic value (a prime no literal size of the program uses), so two entries of ``gshape`` are
+equal exactly when the symbolic dims are (up to a collision of sums, which the symbolic rebuild of
+an extracted variant would catch). Rule conditions read ``gshape``: a rule proved for ``dim = 1``
+or for equal dims fires where that holds for every size, never because two named dims happen to be
+bound to the same size. ``gshape`` has no merge function either: a rewrite that equates tensors of
+different symbolic shapes is unsound even when their sizes agree.
 """
 
 from __future__ import annotations
@@ -360,7 +369,9 @@ def prelude() -> str:
         "(datatype Root)",
         f"(ruleset {ANALYSIS})",
         "(function dval (Dim) i64 :no-merge)",
+        "(function gval (Dim) i64 :no-merge)",
         "(function shape (T) IVec :no-merge)",
+        "(function gshape (T) IVec :no-merge)",
         "(function dtype (T) String :no-merge)",
         "(function numel (IVec) i64 :no-merge)",
         "(function bcast (IVec IVec) IVec :no-merge)",
@@ -372,6 +383,7 @@ def prelude() -> str:
         f"(rule ((= d (DMul a b)) (= x (dval a)) (= y (dval b))) ((set (dval d) (* x y))) :ruleset {ANALYSIS})",
         f"(rule ((= d (DDiv a b)) (= x (dval a)) (= y (dval b))) ((set (dval d) (/ x y))) :ruleset {ANALYSIS})",
     ]
+    lines += [generic(r) for r in lines[-4:]]
     for r in range(MAX_RANK + 1):
         lines.append(f"(rule ((= s (shape t)) (= (vec-length s) {r})) "
                      f"((set (numel s) {_product([_get('s', i) for i in range(r)])})) :ruleset {ANALYSIS})")
@@ -385,6 +397,11 @@ def prelude() -> str:
     return "\n".join(lines)
 
 
+def generic(rule: str) -> str:
+    """A shape rule over bound sizes rewritten over generic sizes: ``shape`` -> ``gshape``, ``dval`` -> ``gval``."""
+    return rule.replace("(shape ", "(gshape ").replace("(dval ", "(gval ")
+
+
 @cache
 def constructor_block(name: str, flops_per_byte: int) -> str:
     """One constructor with its cost table, provenance relation and analysis rules."""
@@ -394,7 +411,8 @@ def constructor_block(name: str, flops_per_byte: int) -> str:
         f"(function {cost_function(c)} ({' '.join(c.sorts())}) i64 :no-merge)",
         f"(relation {made_relation(c)} ({' '.join(c.sorts())} String))",
     ]
-    lines += SHAPE_FAMILIES[O.shape_family(c.op)](c)
+    shape_rules = SHAPE_FAMILIES[O.shape_family(c.op)](c)
+    lines += shape_rules + [generic(r) for r in shape_rules]
     lines += _dtype_rules(c)
     lines += _cost_rules(c, flops_per_byte)
     return "\n".join(lines)

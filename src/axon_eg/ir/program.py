@@ -131,6 +131,31 @@ class Program:
         program.check_bound()
         return program
 
+    def specialize(self, sizes: Mapping[str, int]) -> Program:
+        """The program with the named dims replaced by their sizes in every shape and attribute
+        (re-checked by the Builder); other bindings are kept. ``specialize_unit_dims`` uses it."""
+        subst = {k: v for k, v in sizes.items() if k in self.free_dims}
+        if not subst:
+            return self
+        b = Builder(self.name)
+        values: list[Value] = []
+        for i, n in enumerate(self.nodes):
+            with b.at(self.location(i)):
+                if n.op == "input":
+                    values.append(b.input(n.attrs["name"], tuple(D.substitute(d, subst) for d in n.shape), n.dtype))
+                else:
+                    attrs = {k: _substitute_attr(v, subst) for k, v in n.attrs.items()}
+                    values.append(b.emit(n.op, *[values[j] for j in n.inputs], **attrs))
+        rest = {k: v for k, v in self.bindings.items() if k not in subst}
+        program = b.build([values[o] for o in self.outputs], roles=dict(self.roles))
+        return program.bind(rest) if rest else program
+
+    def specialize_unit_dims(self) -> Program:
+        """Named dims bound to 1 become the literal 1: a size-1 axis broadcasts and can be squeezed,
+        which only the literal says (batch 1, one decode step). Variants of the νGraph are built on
+        this program, so a rule proved for ``dim = 1`` matches exactly where the variant has 1."""
+        return self.specialize({k: v for k, v in self.bindings.items() if v == 1})
+
     def check_bound(self) -> None:
         """Re-infer every shape with the bound sizes; raise naming the first op that does not fit."""
         bound = self.bindings
@@ -332,6 +357,14 @@ def _bind_attrs(attrs: O.Attrs, bound: Mapping[str, int]) -> O.Attrs:
     return O.Attrs(tuple((k, conv(v)) for k, v in attrs.items()))
 
 
+def _substitute_attr(v: Any, subst: Mapping[str, int]) -> Any:
+    if isinstance(v, D.Sym):
+        return D.substitute(v, subst)
+    if isinstance(v, tuple) and any(isinstance(x, D.Sym) for x in v):
+        return tuple(_substitute_attr(x, subst) for x in v)
+    return v
+
+
 def _attr_str(v: Any) -> str:
     if isinstance(v, float):
         return repr(v) if math.isfinite(v) else ("inf" if v > 0 else "-inf")
@@ -422,6 +455,11 @@ class Builder:
     def input(self, name: str, shape: Iterable[Any], dtype: Any) -> Value:
         if name in self._input_names:
             raise ProgramError(f"{self.name}: two inputs named {name!r}")
+        shape = tuple(shape)
+        for axis, d in enumerate(shape):
+            if isinstance(d, int) and not isinstance(d, bool) and d < 1:
+                raise ShapeError(f"{self.name}: input {name} has size {d} on axis {axis}; tensors with an empty "
+                                 "axis are not supported (every size must be >= 1)")
         self._input_names.add(name)
         return self.emit("input", name=name, shape=tuple(shape), dtype=dtype)
 
@@ -443,6 +481,10 @@ class Builder:
             if op.canon is not None:
                 a = op.canon(in_shapes, a)
             shape = tuple(D.as_dim(d) for d in op.shape(in_shapes, a))
+            empty = [axis for axis, d in enumerate(shape) if isinstance(d, int) and d < 1]
+            if empty and op_name != "input":
+                raise ShapeError(f"its result would have size {shape[empty[0]]} on axis {empty[0]}; tensors with an "
+                                 "empty axis are not supported (every size must be >= 1)")
             dtype = op.dtype(tuple(x.dtype for x in inputs), a)
         except (ShapeError, InvalidAttribute) as e:
             where = f" at {self._location}" if self._location else ""

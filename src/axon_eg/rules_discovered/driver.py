@@ -1,5 +1,10 @@
 """Discovery: enumerate candidates, prove or refute each, test float safety, write the store.
 
+Each candidate is first stated as a rule (``to_rule``); what is proved is the rule's obligation
+rebuilt from the rule text (``instantiate``), never the candidate's own programs, so the admitted
+rule holds everywhere the νGraph can apply it. A candidate the pattern language cannot state is
+proved as written only to report it (refuted, unknown, or "unexpressible" when true).
+
 Phase one proves the candidates that need no facts; phase two builds candidates from what phase
 one proved (rescaling for every proven exp-like homomorphism; composites folded into a matmul by
 the νGraph using the phase-one rules) and proves them the same way. Unknown is never admitted.
@@ -17,6 +22,7 @@ from axon_eg.errors import AxonError
 from axon_eg.semantics.prover import ProofResult, prove_equal
 
 from . import enumerate as E
+from .instantiate import InstantiationError, instantiate
 from .store import make_entry, write
 from .to_rule import Unexpressible, reverse, to_rule
 
@@ -83,7 +89,7 @@ def discover(timeout_ms: int = 2000, jobs: int = 2, write_store: bool = True,
         for c in candidates:
             if c is None:
                 continue
-            key = (c.family, c.lhs.canonical().hash, c.rhs.canonical().hash)
+            key = (c.family, c.lhs.canonical().hash, c.rhs.canonical().hash, c.symbols)
             if key in seen:
                 continue
             seen.add(key)
@@ -96,9 +102,17 @@ def discover(timeout_ms: int = 2000, jobs: int = 2, write_store: bool = True,
             if progress:
                 progress(label, done, len(unique))
 
-        results = prove_all(unique, timeout_ms, jobs, tick)
+        stated: list[tuple[E.Candidate, Any, str]] = []  # (what is proved, the rule or None, why not stated)
+        for c in unique:
+            try:
+                rule = to_rule(c)
+                ob = instantiate(rule)
+                stated.append((E.Candidate(c.name, c.family, ob.lhs, ob.rhs, ob.symbols), rule, ""))
+            except (Unexpressible, InstantiationError) as e:
+                stated.append((c, None, str(e)))
+        results = prove_all([s[0] for s in stated], timeout_ms, jobs, tick)
         proven_rules = []
-        for c, r in zip(unique, results):
+        for (c, rule, why), r in zip(stated, results):
             summary.candidates += 1
             fam = summary.by_family.setdefault(c.family, {"candidates": 0, "proven": 0, "refuted": 0, "unknown": 0})
             fam["candidates"] += 1
@@ -109,17 +123,15 @@ def discover(timeout_ms: int = 2000, jobs: int = 2, write_store: bool = True,
                 rejected.append({"name": c.name, "family": c.family, "status": r.status, "method": r.method,
                                  "detail": str(r.counterexample) if r.counterexample else r.detail})
                 continue
-            try:
-                rule = to_rule(c)
-            except Unexpressible as e:
+            if rule is None:
                 summary.unexpressible += 1
                 rejected.append({"name": c.name, "family": c.family, "status": "unexpressible", "method": r.method,
-                                 "detail": str(e)})
+                                 "detail": why})
                 continue
             summary.proven += 1
             fam["proven"] += 1
-            safety = check_float_safety(c.lhs, c.rhs)
-            admitted.append(make_entry(c, rule, r, safety))
+            safety = check_float_safety(c.lhs, c.rhs, symbols=c.symbols)
+            admitted.append(make_entry(rule, r, safety))
             proven_rules.append((c, rule, safety))
         return proven_rules
 

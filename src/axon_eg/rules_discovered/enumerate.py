@@ -171,7 +171,6 @@ def matmul_neighbours() -> Iterator[Candidate]:
 # Reductions through element-wise binary ops
 # ------------------------------------------------------------------------------------------------
 REDUCTIONS = ("sum", "mean", "max", "min")
-POSITIVE, NEGATIVE = 1.6180339887, -2.7182818284  # sentinel values of symbolic scalars
 
 
 def reduce_binary() -> Iterator[Candidate]:
@@ -183,15 +182,15 @@ def reduce_binary() -> Iterator[Candidate]:
                            lambda b, a, c, op=op, r=r: r(b, b.emit(op.name, a, c)),
                            lambda b, a, c, op=op, r=r, kind=kind:
                            b.emit(op.name, r(b, a), r(b, c) if kind == "same" else c))
-            for value, sign in ((POSITIVE, ">0"), (NEGATIVE, "<0")):
-                sym = ScalarSymbol(value, "c", sign)
+            for sign in (">0", "<0"):  # c: a symbolic scalar (a rank-0 input the rule matches as any constant)
+                sym = ScalarSymbol("c", sign)
                 for flip in (False, True):
                     other = {"max": "min", "min": "max"}.get(red, red) if flip else red
                     yield make(f"{red}_through_{op.name}_scalar{sign}{'_flip' if flip else ''}", "reduce_binary",
-                               [("a", ("M", "N"))],
-                               lambda b, a, op=op, r=r, value=value: r(b, b.emit(op.name, a, b.constant(value, DTYPE))),
-                               lambda b, a, op=op, other=other, value=value: b.emit(
-                                   op.name, b.emit(other, a, axes=(1,), keepdims=True), b.constant(value, DTYPE)),
+                               [("a", ("M", "N")), ("c", ())],
+                               lambda b, a, c, op=op, r=r: r(b, b.emit(op.name, a, c)),
+                               lambda b, a, c, op=op, other=other: b.emit(
+                                   op.name, b.emit(other, a, axes=(1,), keepdims=True), c),
                                [sym])
     for red in REDUCTIONS:  # reduction of a reduction: one reduction over both axes
         yield make(f"{red}_of_{red}", "reduce_binary", [("x", ("M", "N", "K"))],

@@ -2,13 +2,13 @@
 
 ``data/<family>.json`` holds entries sorted by name; each entry has the rule's text (lhs, rhs,
 conditions), its proof record (method, solver and version, seconds, lemmas, the hash of the
-semantics it was proved against), its float-safety verdict per direction, the two Programs it was
-proved on, and a digest of all of that. ``data/rejected.json`` lists refuted candidates with their
-counterexamples and unknown ones with the reason.
+semantics it was proved against), its float-safety verdict per direction, and a digest of all of
+that. What was proved is the rule text itself: ``instantiate`` rebuilds the proof obligation from
+it (``axon-eg rules verify`` re-proves every entry that way). ``data/rejected.json`` lists refuted
+candidates with their counterexamples and unknown ones with the reason.
 
 ``load_rules()`` refuses, naming the entry, any entry without a proof, proved against other
-semantics, whose digest does not match, or whose rule text does not follow from its programs
-(an edited right-hand side is caught twice).
+semantics, whose digest does not match, or whose text does not parse as a rule.
 """
 
 from __future__ import annotations
@@ -22,39 +22,50 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from axon_eg.egraph.patterns import Rule, format_sexp
+from axon_eg.egraph.patterns import Rule, format_sexp, parse_rule
 from axon_eg.errors import AxonError
-from axon_eg.ir.program import Program
-from axon_eg.semantics.prover import ScalarSymbol
 
-from .enumerate import Candidate
-from .to_rule import reverse, to_rule
+from .to_rule import reverse
 
 DATA = Path(__file__).resolve().parent / "data"
 SEMANTICS_DIR = Path(__file__).resolve().parent.parent / "semantics"
 NOT_SEMANTICS = {"numeric.py"}  # the test oracle that evaluates normal forms; proofs do not use it
+IR_DIR = Path(__file__).resolve().parent.parent / "ir"
+# The registry (element references, shape and dtype rules) and the composites' expansions: what a
+# proof obligation is built from and what the numeric search evaluates.
+IR_SEMANTICS = ("ops.py", "composites.py")
 
 
 class RuleStoreError(AxonError):
     """A stored rule that cannot be trusted (no proof, stale semantics, edited, malformed)."""
 
 
+def semantics_files() -> list[Path]:
+    """The modules whose code is the meaning every proof was checked against: the prover's
+    semantics package, the registry and the composites."""
+    own = [p for p in sorted(SEMANTICS_DIR.glob("*.py")) if p.name not in NOT_SEMANTICS]
+    return own + [IR_DIR / name for name in IR_SEMANTICS]
+
+
+def ast_text(path: Path) -> str:
+    """The module's syntax tree without docstrings: comments and formatting do not invalidate proofs."""
+    tree = ast.parse(path.read_text())
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if isinstance(body, list) and body and isinstance(body[0], ast.Expr) \
+                and isinstance(getattr(body[0], "value", None), ast.Constant) and isinstance(body[0].value.value, str):
+            node.body = body[1:] or [ast.Pass()]
+    return ast.dump(tree, include_attributes=False)
+
+
 @cache
 def semantics_hash() -> str:
-    """SHA-256 of the semantics package's code: the meaning every proof was checked against.
-    Hashed as syntax trees without docstrings, so comments and formatting do not invalidate proofs."""
+    """SHA-256 of ``semantics_files()``: a changed relu reference or softmax expansion makes every
+    proof stale (syntax trees without docstrings: comments and formatting do not)."""
     h = hashlib.sha256()
-    for path in sorted(SEMANTICS_DIR.glob("*.py")):
-        if path.name in NOT_SEMANTICS:
-            continue
-        tree = ast.parse(path.read_text())
-        for node in ast.walk(tree):
-            body = getattr(node, "body", None)
-            if isinstance(body, list) and body and isinstance(body[0], ast.Expr) \
-                    and isinstance(getattr(body[0], "value", None), ast.Constant) and isinstance(body[0].value.value, str):
-                node.body = body[1:] or [ast.Pass()]
-        h.update(path.name.encode())
-        h.update(ast.dump(tree, include_attributes=False).encode())
+    for path in semantics_files():
+        h.update(f"{path.parent.name}/{path.name}".encode())
+        h.update(ast_text(path).encode())
     return h.hexdigest()
 
 
@@ -82,16 +93,14 @@ def rule_text(rule: Rule) -> dict[str, Any]:
     return {"lhs": str(rule.lhs), "rhs": str(rule.rhs), "conditions": [format_sexp(c) for c in rule.conditions]}
 
 
-def make_entry(c: Candidate, rule: Rule, proof: Any, safety: Any) -> dict[str, Any]:
+def make_entry(rule: Rule, proof: Any, safety: Any) -> dict[str, Any]:
     entry = {
-        "name": c.name,
-        "family": c.family,
+        "name": rule.name,
+        "family": rule.meta["family"],
         **rule_text(rule),
         "proof": {"status": proof.status, "method": proof.method, "solver": proof_solver(),
                   "seconds": round(proof.seconds, 4), "lemmas": list(proof.lemmas), "semantics": semantics_hash()},
         "float_safe": {"forward": safety.forward, "backward": safety.backward, "detail": safety.detail},
-        "programs": {"lhs": json.loads(c.lhs.to_json()), "rhs": json.loads(c.rhs.to_json()),
-                     "symbols": [[s.value, s.name, s.constraint] for s in c.symbols]},
     }
     entry["digest"] = digest(entry)
     return entry
@@ -142,24 +151,31 @@ class StoredRule:
         return bool(self.entry["float_safe"]["backward"])
 
 
-def candidate_of(entry: dict[str, Any]) -> Candidate:
-    progs = entry["programs"]
-    symbols = tuple(ScalarSymbol(v, n, c) for v, n, c in progs["symbols"])
-    return Candidate(entry["name"], entry["family"], Program.from_json(json.dumps(progs["lhs"])),
-                     Program.from_json(json.dumps(progs["rhs"])), symbols)
-
-
-def check_entry(entry: dict[str, Any], where: str) -> StoredRule:
+def rule_of(entry: dict[str, Any], where: str = "the store") -> Rule:
+    """The entry's rule, parsed from its text; RuleStoreError naming the entry when it does not parse."""
     name = entry.get("name", "?")
-    check_proof_record(entry, where, semantics_hash(), RuleStoreError, "`axon-eg rules discover`", "rule ")
     try:
-        candidate = candidate_of(entry)
-        rule = to_rule(candidate)
+        rule = parse_rule(name, entry["lhs"], entry["rhs"], list(entry["conditions"]), family=entry["family"])
     except (AxonError, KeyError, TypeError, ValueError) as e:
         raise RuleStoreError(f"rule {name} in {where}: malformed ({e})") from None
     if rule_text(rule) != {k: entry[k] for k in ("lhs", "rhs", "conditions")}:
-        raise RuleStoreError(f"rule {name} in {where}: its text does not follow from its proved programs")
-    return StoredRule(rule, entry)
+        raise RuleStoreError(f"rule {name} in {where}: its text is not in canonical form (edited by hand?)")
+    return rule
+
+
+def obligation_of(entry: dict[str, Any], where: str = "the store") -> Any:
+    """The proof obligation of a stored rule, rebuilt from its text (``instantiate``)."""
+    from .instantiate import InstantiationError, instantiate
+
+    try:
+        return instantiate(rule_of(entry, where))
+    except InstantiationError as e:
+        raise RuleStoreError(f"rule {entry.get('name', '?')} in {where}: {e}") from None
+
+
+def check_entry(entry: dict[str, Any], where: str) -> StoredRule:
+    check_proof_record(entry, where, semantics_hash(), RuleStoreError, "`axon-eg rules discover`", "rule ")
+    return StoredRule(rule_of(entry, where), entry)
 
 
 def load_entries(directory: Path = DATA) -> list[tuple[dict[str, Any], str]]:

@@ -1,18 +1,32 @@
 """A proven candidate (two Programs over symbolic inputs) as νGraph rule data (pattern language).
 
-Inputs become pattern variables; attributes become literals, except symbolic-dim attributes (a
-reshape target, a slice bound), which become attribute variables bound on the left; constants whose
-value stands for any scalar become ``(constant :value ?c)`` with their sign as a condition. The
-input shapes become conditions (ranks, size-1 axes, equal dims) unless the rule is *pointwise*: only
-element-wise ops, the same inputs on both sides; then it holds for any shapes and broadcasting
-(element-wise ops commute with broadcasting) and carries no shape condition.
+The rule must say exactly what was proved, since the νGraph applies the rule, not the candidate
+(``instantiate`` rebuilds the proof obligation from the rule text alone, and that is what is proved):
+
+- inputs become pattern variables; for a rule that is not *pointwise*, their ranks, constant sizes
+  and equal dims become conditions (``(= (rank ?x) 2)``, ``(= (dim ?x 1) 1)``,
+  ``(= (dim ?w 0) (dim ?x 1))``);
+- attributes become literals, except symbolic-dim attributes (a reshape target, a slice bound),
+  which become attribute variables bound on the left *and pinned by a condition* to the input dims
+  they were proved with (``(= ?shape0 [(dim ?x 0) (* (dim ?x 1) (dim ?x 2))])``), so that a
+  reshape to ``[N]`` never matches a reshape to ``[N, 1]``;
+- rank-0 inputs that are symbolic scalars (``Candidate.symbols``) become ``(constant :value ?c
+  :dtype ?dt_c)`` with their sign as a condition;
+- when the two sides' dtypes are not the same function of the leaves' dtypes (a constant is
+  dropped or introduced), the condition that they agree: ``(= (promote (dtype ?x) ?dt) (dtype ?x))``
+  (``x + 0.0`` is ``x`` only when adding the constant does not widen ``x``).
+
+A *pointwise* rule (only element-wise ops, the same inputs on both sides) carries no shape
+condition: an element-wise expression's value at an output index is a scalar function of its
+leaves' elements at the broadcast indices, the same on both sides, so the scalar identity (proved
+on equal rank-1 shapes) holds for any shapes and broadcasting.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from axon_eg.egraph.patterns import App, Pattern, Rule, Var, check_rule
+from axon_eg.egraph.patterns import App, Pattern, Rule, Var, check_rule, walk
 from axon_eg.errors import AxonError
 from axon_eg.ir import dims as D
 from axon_eg.ir import ops as O
@@ -36,8 +50,9 @@ def is_pointwise(c: Candidate) -> bool:
 
 class _Converter:
     def __init__(self, c: Candidate):
-        self.symbols = {s.value: s for s in c.symbols}
+        self.symbols = {s.name: s for s in c.symbols}
         self.attr_vars: dict[tuple[str, str], str] = {}  # (attr kind, value text) -> variable
+        self.attr_values: dict[str, Any] = {}  # variable -> the symbolic value it was proved with
         self.dtype_var = "dt"
         self.side = "lhs"
 
@@ -52,22 +67,26 @@ class _Converter:
 
     def _node(self, program: Program, i: int, memo: dict[int, Pattern]) -> Pattern:
         n = program.nodes[i]
+        if n.op == "input" and n.attrs["name"] in self.symbols:
+            name = n.attrs["name"]
+            if n.shape:
+                raise Unexpressible(f"symbolic scalar {name} must have rank 0")
+            return App("constant", (), (("value", Var(name)), ("dtype", Var(f"{self.dtype_var}_{name}"))))
         if n.op == "input":
             return Var(n.attrs["name"])
         op = O.get(n.op)
         attrs: list[tuple[str, Any]] = []
         for a in op.attrs:
             value = n.attrs[a.name]
-            if n.op == "constant" and a.name == "value" and value in self.symbols:
-                attrs.append(("value", Var(self.symbols[value].name)))
-            elif n.op == "constant" and a.name == "dtype":
-                attrs.append(("dtype", Var(self.dtype_var)))  # any dtype; the same on both sides
+            if n.op == "constant" and a.name == "dtype":
+                attrs.append(("dtype", Var(self.dtype_var)))  # any dtype; the same for every constant
             elif a.kind.removeprefix("optional_") in ("dim", "dims") and _symbolic(value):
                 key = (a.kind, repr(value))
                 if key not in self.attr_vars:
                     if self.side == "rhs":
                         raise Unexpressible(f"{n.op}.{a.name} = {value} appears only on the right")
                     self.attr_vars[key] = f"{a.name}{len(self.attr_vars)}"
+                    self.attr_values[self.attr_vars[key]] = value
                 attrs.append((a.name, Var(self.attr_vars[key])))
             else:
                 attrs.append((a.name, value))
@@ -80,11 +99,14 @@ def _symbolic(value: Any) -> bool:
     return isinstance(value, tuple) and any(isinstance(v, D.Sym) for v in value)
 
 
-def shape_conditions(program: Program) -> list[list]:
-    """Ranks, size-1 axes, constant sizes and equal dims of the inputs, as condition s-expressions."""
+def shape_conditions(program: Program, skip: frozenset[str] = frozenset()) -> tuple[list[list], dict[str, list]]:
+    """Ranks, constant sizes and equal dims of the inputs (but ``skip``), as condition s-expressions,
+    and where each dim name was first seen, as ``(dim ?x axis)``."""
     conds: list[list] = []
-    first: dict[str, tuple[str, int]] = {}
+    first: dict[str, list] = {}
     for spec in program.inputs:
+        if spec.name in skip:
+            continue
         var = f"?{spec.name}"
         conds.append(["=", ["rank", var], len(spec.shape)])
         for axis, d in enumerate(spec.shape):
@@ -93,13 +115,86 @@ def shape_conditions(program: Program) -> list[list]:
             elif len(D.names(d)) == 1 and str(d).isidentifier():
                 name = str(d)
                 if name in first:
-                    other, other_axis = first[name]
-                    conds.append(["=", ["dim", var, axis], ["dim", other, other_axis]])
+                    conds.append(["=", ["dim", var, axis], first[name]])
                 else:
-                    first[name] = (var, axis)
+                    first[name] = ["dim", var, axis]
             else:
                 raise Unexpressible(f"input {spec.name} has a compound dim {d}")
+    return conds, first
+
+
+def dim_condition(d: D.Dim, where: dict[str, Any], what: str) -> Any:
+    """A symbolic dim as a condition expression over the inputs' dims (ints, + * /)."""
+    if isinstance(d, int):
+        return d
+    total: Any = None
+    for mono, coeff in d.terms:
+        term: Any = coeff if coeff != 1 or not mono else None
+        for atom in mono:
+            if isinstance(atom, str):
+                if atom not in where:
+                    raise Unexpressible(f"{what} uses dim {atom}, which no input has and no attribute gives whole")
+                factor: Any = where[atom]
+            else:
+                factor = ["/", dim_condition(atom.num, where, what), dim_condition(atom.den, where, what)]
+            term = factor if term is None else ["*", term, factor]
+        total = term if total is None else ["+", total, term]
+    return total
+
+
+def attribute_conditions(conv: _Converter, where: dict[str, list]) -> list[list]:
+    """Each symbolic-dim attribute variable pinned to the dims it was proved with. A dim no input
+    has (the new rows of a broadcast) is a *size variable* ``?size_M``, free like the proof's ``M``;
+    it must appear as a whole entry somewhere, where the νGraph reads its value."""
+    known = dict(where)
+    for value in conv.attr_values.values():
+        for x in value if isinstance(value, tuple) else (value,):
+            if isinstance(x, D.Sym) and str(x).isidentifier() and str(x) not in known:
+                known[str(x)] = f"?size_{x}"
+    conds: list[list] = []
+    for var, value in conv.attr_values.items():
+        what = f"attribute ?{var} = {value}"
+        pinned = (tuple(dim_condition(x, known, what) for x in value) if isinstance(value, tuple)
+                  else dim_condition(value, known, what))
+        conds.append(["=", f"?{var}", pinned])
     return conds
+
+
+def dtype_of(p: Pattern) -> frozenset:
+    """A pattern's dtype as the set of leaf dtypes it promotes over (promotion is a join), or a
+    fixed dtype where an op sets it (``cast``, ``constant``)."""
+    if isinstance(p, Var):
+        return frozenset({("dtype", f"?{p.name}")})
+    fixed = p.attr("dtype")
+    if fixed is not None and any(a.name == "dtype" for a in O.get(p.op).attrs):
+        return frozenset({f"?{fixed.name}" if isinstance(fixed, Var) else ("literal", str(fixed))})
+    out: frozenset = frozenset()
+    for a in p.args:
+        out |= dtype_of(a)
+    return out
+
+
+def _promote_sexp(leaves: frozenset) -> Any:
+    items = sorted(leaves, key=repr)
+    terms = [["dtype", x[1]] if isinstance(x, tuple) and x[0] == "dtype" else
+             (_literal_dtype(x[1]) if isinstance(x, tuple) else x) for x in items]
+    out = terms[0]
+    for t in terms[1:]:
+        out = ["promote", out, t]
+    return out
+
+
+def _literal_dtype(name: str) -> Any:
+    from axon_eg.egraph.patterns import _Str
+
+    return _Str(name)
+
+
+def dtype_conditions(lhs: Pattern, rhs: Pattern) -> list[list]:
+    left, right = dtype_of(lhs), dtype_of(rhs)
+    if left == right:
+        return []
+    return [["=", _promote_sexp(left), _promote_sexp(right)]]
 
 
 def to_rule(c: Candidate) -> Rule:
@@ -109,10 +204,16 @@ def to_rule(c: Candidate) -> Rule:
     rhs = conv.pattern(c.rhs)
     if not isinstance(lhs, App):
         raise Unexpressible("the left-hand side must be an op application")
-    conds: list = [] if is_pointwise(c) else shape_conditions(c.lhs)
-    if any(isinstance(n, App) and n.op == "constant" for n in _walk(rhs)) and not any(
-            isinstance(n, App) and n.op == "constant" for n in _walk(lhs)):
+    if any(isinstance(n, App) and n.op == "constant" for n in walk(rhs)) and not any(
+            isinstance(n, App) and n.op == "constant" for n in walk(lhs)):
         raise Unexpressible("a constant appears only on the right (its dtype is unknown)")
+    conds: list = []
+    if not is_pointwise(c):
+        shapes, where = shape_conditions(c.lhs, frozenset(conv.symbols))
+        conds += shapes + attribute_conditions(conv, where)
+    elif conv.attr_values:
+        raise Unexpressible("a pointwise rule with symbolic-dim attributes")
+    conds += dtype_conditions(lhs, rhs)
     for s in c.symbols:
         if s.constraint:
             op = {">0": ">", "<0": "<", ">=0": ">="}[s.constraint]
@@ -132,10 +233,3 @@ def reverse(rule: Rule) -> Rule | None:
     except AxonError:
         return None
     return back
-
-
-def _walk(p: Pattern):
-    yield p
-    if isinstance(p, App):
-        for a in p.args:
-            yield from _walk(a)

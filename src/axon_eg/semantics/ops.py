@@ -125,13 +125,13 @@ BINARY: dict[str, Callable[[Poly, Poly], Poly]] = {
 
 
 class Evaluator:
-    """Values of a Program's nodes at symbolic indices. ``symbols`` maps constant values to the
-    names of symbolic scalars (a constant standing for any value, e.g. a positive scale ``c``)."""
+    """Values of a Program's nodes at symbolic indices. ``symbols`` names the rank-0 inputs that are
+    symbolic scalars (any value, e.g. a positive scale ``c``); constants are always their value."""
 
-    def __init__(self, program: Program, symbols: Mapping[float, str] | None = None,
+    def __init__(self, program: Program, symbols: Iterable[str] = (),
                  positive: Iterable[str] = (), negative: Iterable[str] = ()):
         self.program = program
-        self.symbols = dict(symbols or {})
+        self.symbols = frozenset(symbols)
         self.positive = frozenset(("sym", name) for name in positive)  # symbolic scalars known > 0
         self.negative = frozenset(("sym", name) for name in negative)  # ... known < 0
         self.shapes = [tuple(dim_to_ix(d) for d in n.shape) for n in program.nodes]
@@ -160,10 +160,12 @@ class Evaluator:
         a = node.attrs
         args = node.inputs
         if node.op == "input":
+            if a["name"] in self.symbols:
+                if node.shape:
+                    raise NoSemantics(f"symbolic scalar {a['name']} has shape {D.format_shape(node.shape)}, not ()")
+                return Poly.atom(("sym", a["name"]))
             return Poly.atom(("in", a["name"], idx))
         if node.op == "constant":
-            if a["value"] in self.symbols:
-                return Poly.atom(("sym", self.symbols[a["value"]]))
             return Poly.const(_c(a["value"]))
         if node.op in UNARY:
             x = self.value(args[0], idx)

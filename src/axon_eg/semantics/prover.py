@@ -64,9 +64,10 @@ class ProofResult:
 
 @dataclass(frozen=True)
 class ScalarSymbol:
-    """A constant node value that stands for any real (``name``), optionally constrained."""
+    """A rank-0 *input* named ``name`` that stands for any real scalar, optionally constrained (a rule
+    over it matches any constant). Symbols are inputs, never constant values, so a literal that
+    happens to equal a symbol's sample value is never taken for the symbol."""
 
-    value: float
     name: str
     constraint: str | None = None  # ">0", "<0", ">=0"
 
@@ -93,7 +94,7 @@ def numeric_search(lhs: Program, rhs: Program, symbols: Sequence[ScalarSymbol] =
             left, right = lhs.bind(dims), rhs.bind(dims)
         except AxonError:
             continue  # these sizes do not fit the pattern's shape constraints (e.g. an odd rope dim)
-        inputs = random_inputs(left, seed=seed * 100 + t)
+        inputs = signed_symbols(random_inputs(left, seed=seed * 100 + t), symbols)
         a, b = interpret(left, inputs), interpret(right, inputs)
         a, b = (a if isinstance(a, tuple) else (a,)), (b if isinstance(b, tuple) else (b,))
         for x, y in zip(a, b):
@@ -105,6 +106,17 @@ def numeric_search(lhs: Program, rhs: Program, symbols: Sequence[ScalarSymbol] =
             if finite.any() and not np.allclose(x[finite], y[finite], rtol=rtol, atol=atol):
                 return Counterexample(dims, seed * 100 + t, float(np.max(np.abs(x[finite] - y[finite]))))
     return None
+
+
+def signed_symbols(inputs: dict[str, np.ndarray], symbols: Sequence[ScalarSymbol]) -> dict[str, np.ndarray]:
+    """The inputs with each constrained symbol's sample given the symbol's sign."""
+    out = dict(inputs)
+    for s in symbols:
+        if s.name in out and s.constraint in (">0", ">=0"):
+            out[s.name] = np.abs(out[s.name])
+        elif s.name in out and s.constraint == "<0":
+            out[s.name] = -np.abs(out[s.name])
+    return out
 
 
 def _ranges(ctx: Z3Context, program: Program, idx: Sequence[nf.Ix], node: int) -> list[z3.BoolRef]:
@@ -141,15 +153,15 @@ def prove_equal(lhs: Program, rhs: Program, *, symbols: Sequence[ScalarSymbol] =
         cex = numeric_search(lhs, rhs, symbols)
         if cex is not None:
             return done("refuted", "numpy search", str(cex), cex)
-    values = {s.value: s.name for s in symbols}
+    names = [s.name for s in symbols]
     positive = [s.name for s in symbols if s.constraint == ">0"]
     negative = [s.name for s in symbols if s.constraint == "<0"]
     sums_lemmas: tuple[str, ...] = ()
     try:
         diffs = []
         for k in range(len(lhs.outputs)):
-            left, idx = Evaluator(lhs, values, positive, negative).output(k, prefix=f"o{k}_")
-            right, _ = Evaluator(rhs, values, positive, negative).output(k, prefix=f"o{k}_")
+            left, idx = Evaluator(lhs, names, positive, negative).output(k, prefix=f"o{k}_")
+            right, _ = Evaluator(rhs, names, positive, negative).output(k, prefix=f"o{k}_")
             diffs.append((left - right, idx, lhs.outputs[k]))
             if any(m.binders for side in (left, right) for m in side.monos):
                 sums_lemmas = ("sum_additivity", "sum_linearity", "sum_swap")

@@ -34,7 +34,6 @@ BINARY_OPS = ("add", "sub", "mul", "div", "maximum", "minimum")
 BINARY_FORMS = (("tile", "tile"), ("tile", "row"), ("row", "tile"), ("tile", "scalar"), ("scalar", "tile"))
 AFFINE_FORMS = (("scalar", "scalar"), ("row", "row"), ("scalar", "row"), ("row", "scalar"))
 REDUCTIONS = ("sum", "max", "min", "mean")
-SCALAR_VALUES = (0.7, 1.3)  # what a scalar operand is in the numeric search (its proof is for any value)
 ARITH = ("add", "subtract", "multiply", "divide")  # the ops of two-op and chained sketches
 CONSTANTS = (("imm", 0.0), ("imm", 1.0), ("imm", -1.0))
 TRANSPOSE_ROUTES = ("nc_transpose:tensor", "nc_transpose:vector", "dma_transpose", "tensor_copy", "dma_copy")
@@ -111,9 +110,8 @@ def tile_spec(op: TileOp) -> TileSpec:
 
     def operand(name: str, kind: str, shape: tuple[str | int, ...] | None = None) -> Value:
         if kind == "scalar":
-            value = SCALAR_VALUES[len(symbols)]
-            symbols.append(ScalarSymbol(value, name))
-            return b.constant(value, "fp32")
+            symbols.append(ScalarSymbol(name))
+            return b.input(name, (), "fp32")
         shape = shape or (("P", "F") if kind == "tile" else ("P", 1))
         inputs[name] = TileType(_dims(shape), op.space)
         return b.input(name, shape, "fp32")

@@ -15,7 +15,6 @@ running the sequence symbolically); :func:`verify` re-proves every entry.
 
 from __future__ import annotations
 
-import ast
 import hashlib
 import json
 import os
@@ -25,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from axon_eg.errors import AxonError
-from axon_eg.rules_discovered.store import check_proof_record, digest, semantics_hash
+from axon_eg.rules_discovered.store import ast_text, check_proof_record, digest, semantics_hash
 from axon_eg.semantics.isa import IllFormed, Instr, Machine, TileType, engine
 from axon_eg.semantics.prover import SOLVER, ProofResult
 
@@ -39,17 +38,6 @@ class LoweringStoreError(AxonError):
     """A stored lowering or fusion that cannot be trusted (no proof, stale semantics, edited, malformed)."""
 
 
-def _ast_text(path: Path) -> str:
-    """The module's syntax tree without docstrings: comments and formatting do not invalidate proofs."""
-    tree = ast.parse(path.read_text())
-    for node in ast.walk(tree):
-        body = getattr(node, "body", None)
-        if isinstance(body, list) and body and isinstance(body[0], ast.Expr) \
-                and isinstance(getattr(body[0], "value", None), ast.Constant) and isinstance(body[0].value.value, str):
-            node.body = body[1:] or [ast.Pass()]
-    return ast.dump(tree, include_attributes=False)
-
-
 @cache
 def isa_semantics_hash() -> str:
     """SHA-256 of what lowering proofs were checked against: the registry ops' semantics and the
@@ -57,7 +45,7 @@ def isa_semantics_hash() -> str:
     h = hashlib.sha256(semantics_hash().encode())
     for path in sorted(ISA_SEMANTICS_DIR.glob("*.py")):
         h.update(path.name.encode())
-        h.update(_ast_text(path).encode())
+        h.update(ast_text(path).encode())
     return h.hexdigest()
 
 

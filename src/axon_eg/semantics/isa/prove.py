@@ -34,7 +34,7 @@ from ..induction import prove_by_induction
 from ..nf import Ix, Poly
 from ..numeric import EvaluationError, PolyEvaluator
 from ..ops import Evaluator, NoSemantics, dim_to_ix
-from ..prover import Counterexample, ProofResult, ScalarSymbol, _constraint, _ranges
+from ..prover import Counterexample, ProofResult, ScalarSymbol, _constraint, _ranges, signed_symbols
 from ..z3conv import Z3Context
 from .instructions import ANY_FUNCTION, IllFormed, Instr, Machine, TileType, distinguishing_dims
 
@@ -115,11 +115,11 @@ def prove_lowering(program: Program, inputs: Mapping[str, TileType], sequence: S
             dims = distinguishing_dims(a, b) or {}
             return clock.done("refuted", "shape", f"{a!r} vs {b!r}",
                               Counterexample(dims, 0, float("inf"), f"output shape: {a!r} vs {b!r}")), machine
-    values = {s.value: s.name for s in symbols}
+    names = [s.name for s in symbols]
     positive = [s.name for s in symbols if s.constraint == ">0"]
     negative = [s.name for s in symbols if s.constraint == "<0"]
     try:
-        left, idx = Evaluator(program, values, positive, negative).output(0, prefix="o0_")
+        left, idx = Evaluator(program, names, positive, negative).output(0, prefix="o0_")
         right = machine.value(output, idx)
     except (NoSemantics, IllFormed) as e:
         return clock.done("unknown", "semantics", str(e)), machine
@@ -154,7 +154,6 @@ def _search_lowering(program: Program, right: Poly, idx: Sequence[Ix], symbols: 
                      trials: int, seed: int) -> Counterexample | None:
     rng = np.random.default_rng(seed)
     names = sorted(program.free_dims)
-    scalars = {s.name: s.value for s in symbols}
     for t in range(trials):
         low, high = (1, 3) if t % 2 == 0 else (2, 5)
         dims = {n: int(rng.integers(low, high + 1)) for n in names}
@@ -162,7 +161,8 @@ def _search_lowering(program: Program, right: Poly, idx: Sequence[Ix], symbols: 
             bound = program.bind(dims)
         except AxonError:
             continue
-        inputs = random_inputs(bound, seed=seed * 100 + t)
+        inputs = signed_symbols(random_inputs(bound, seed=seed * 100 + t), symbols)
+        scalars = {s.name: float(inputs[s.name]) for s in symbols}
         reference = np.asarray(interpret(bound, inputs), dtype=np.float64)
         try:
             with np.errstate(all="ignore"):
