@@ -14,7 +14,8 @@ from hypothesis import strategies as st
 from axon_eg.ir.inputs import random_inputs
 from axon_eg.ir.interpret import interpret
 from axon_eg.rules_discovered import store
-from axon_eg.rules_discovered.store import RuleStoreError, candidate_of, load_rules, load_stored
+from axon_eg.rules_discovered.store import RuleStoreError, load_rules, load_stored, obligation_of
+from axon_eg.semantics.prover import signed_symbols
 
 STORED = load_stored()
 BY_NAME = {s.entry["name"]: s for s in STORED}
@@ -61,7 +62,7 @@ def test_every_stored_rule_holds_in_float64_on_random_shapes(seed: int) -> None:
     rng = np.random.default_rng(seed)
     checked = 0
     for s in STORED:
-        c = candidate_of(s.entry)
+        c = obligation_of(s.entry)
         names = sorted(c.lhs.free_dims | c.rhs.free_dims)
         for _ in range(4):  # sizes that fit the rule's own shape constraints
             dims = {n: int(rng.integers(1, 6)) for n in names}
@@ -69,11 +70,11 @@ def test_every_stored_rule_holds_in_float64_on_random_shapes(seed: int) -> None:
                 lhs, rhs = c.lhs.bind(dims), c.rhs.bind(dims)
             except Exception:  # noqa: BLE001 - e.g. a slice past the end at this size
                 continue
-            inputs = random_inputs(lhs, seed=int(rng.integers(0, 2**31)))
+            inputs = signed_symbols(random_inputs(lhs, seed=int(rng.integers(0, 2**31))), c.symbols)
             a, b = interpret(lhs, inputs), interpret(rhs, inputs)
             finite = np.isfinite(a) & np.isfinite(b)
-            assert np.array_equal(np.isfinite(a), np.isfinite(b)), c.name
-            np.testing.assert_allclose(a[finite], b[finite], rtol=1e-6, atol=1e-8, err_msg=c.name)
+            assert np.array_equal(np.isfinite(a), np.isfinite(b)), c.rule.name
+            np.testing.assert_allclose(a[finite], b[finite], rtol=1e-6, atol=1e-8, err_msg=c.rule.name)
             checked += 1
             break
     assert checked >= len(STORED) * 0.95
@@ -106,17 +107,36 @@ def test_tampered_entries_are_refused_naming_the_rule(tmp_path, edit, message) -
                           "transpose_matmul.json")
 
 
-def test_edited_rhs_with_a_recomputed_digest_is_still_refused(tmp_path) -> None:
+def test_edited_rhs_with_a_recomputed_digest_is_refuted_by_the_re_proof(tmp_path) -> None:
+    """The digest is no signature; what `rules verify` re-proves is the rule text itself."""
+    from axon_eg.semantics.prover import prove_equal
+
     data = _copy_store(tmp_path)
 
     def forge(e):
-        e["rhs"] = "(matmul (transpose ?A :perm [1 0]) (transpose ?B :perm [1 0]))"
+        e["rhs"] = "(neg (matmul (transpose :perm [1 0] ?B) (transpose :perm [1 0] ?A)))"
         e["digest"] = store.digest(e)
 
     _edit(data / "transpose_matmul.json", "transpose_through_matmul", forge)
     entry = next(e for e, _ in store.load_entries(data) if e["name"] == "transpose_through_matmul")
-    with pytest.raises(RuleStoreError, match="does not follow from its proved programs"):
-        store.check_entry(entry, "transpose_matmul.json")
+    store.check_entry(entry, "transpose_matmul.json")  # the record itself looks fine ...
+    ob = obligation_of(entry)
+    result = prove_equal(ob.lhs, ob.rhs, symbols=ob.symbols)
+    assert result.status == "refuted" and result.counterexample is not None  # ... the re-proof is not
+
+
+def test_a_rule_with_an_unpinned_attribute_is_refused_by_the_re_proof(tmp_path) -> None:
+    """The old fold rule matched any reshape target: nothing proves that, so verify refuses it."""
+    data = _copy_store(tmp_path)
+
+    def widen(e):
+        e["conditions"] = [c for c in e["conditions"] if not c.startswith("(= ?shape0")]
+        e["digest"] = store.digest(e)
+
+    _edit(data / "fold.json", "batchnorm_folded_into_matmul", widen)
+    entry = next(e for e, _ in store.load_entries(data) if e["name"] == "batchnorm_folded_into_matmul")
+    with pytest.raises(RuleStoreError, match=r"attribute \?shape0 is bound by no condition"):
+        obligation_of(entry, "fold.json")
 
 
 def test_discovery_regenerates_the_store_exactly() -> None:

@@ -59,6 +59,7 @@ class SaturationReport:
     seconds_per_ruleset: dict[str, float] = field(default_factory=dict)
     matches_per_rule: dict[str, int] = field(default_factory=dict)
     bans: dict[str, int] = field(default_factory=dict)
+    unbuildable: list[str] = field(default_factory=list)  # extracted terms whose symbolic rebuild failed, why
 
     def __str__(self) -> str:
         top = sorted(self.matches_per_rule.items(), key=lambda kv: -kv[1])[:8]
@@ -293,7 +294,11 @@ class NuGraph:
         seen: set = set()
         wanted = k * 8 if modulo_commutativity else k
         for cost, term in k_best(g, wanted, self._root_class):
-            program = convert.term_to_program(g, term, self.program)
+            try:
+                program = convert.term_to_program(g, term, self.program)
+            except AxonError as e:  # symbolic shapes disagree with the generic ones (a collision): never a variant
+                self.report.unbuildable.append(f"{type(e).__name__}: {e}")
+                continue
             if modulo_commutativity:
                 key = commutative_key(program)
                 if key in seen:

@@ -713,11 +713,12 @@ def drawn_ops(*, allow_composites: bool = True, allow_library: bool = True) -> l
             and (allow_library or op.kind is not O.OpKind.LIBRARY)]
 
 
-def dims_and_sizes(names: tuple[str, ...] = DIM_NAMES,
-                   max_size: int = MAX_SIZE) -> st.SearchStrategy[tuple[tuple[D.Sym, ...], dict[str, int]]]:
-    """The named dims as Syms, and the sizes (1..max_size) they will be bound to."""
+def dims_and_sizes(names: tuple[str, ...] = DIM_NAMES, max_size: int = MAX_SIZE, values: tuple[int, ...] | None = None,
+                   ) -> st.SearchStrategy[tuple[tuple[D.Sym, ...], dict[str, int]]]:
+    """The named dims as Syms, and the sizes (1..max_size, or one of ``values``) they will be bound to."""
     syms = tuple(D.sym(n) for n in names)
-    return st.fixed_dictionaries({n: st.integers(1, max_size) for n in names}).map(lambda sizes: (syms, sizes))
+    size = st.sampled_from(values) if values else st.integers(1, max_size)
+    return st.fixed_dictionaries({n: size for n in names}).map(lambda sizes: (syms, sizes))
 
 
 def _tamed(g: _Gen, x: _Val) -> _Val | None:
@@ -749,8 +750,8 @@ def _step(g: _Gen, op: O.OpDef) -> _Val | None:
 
 @st.composite
 def _programs(draw: Draw, max_nodes: int, chosen: tuple[str, ...], allowed: frozenset[str],
-              dtypes: tuple[DType, ...], symbolic: bool, bound: bool) -> Program:
-    _, sizes = draw(dims_and_sizes())
+              dtypes: tuple[DType, ...], symbolic: bool, bound: bool, sizes: tuple[int, ...] | None) -> Program:
+    _, sizes = draw(dims_and_sizes(values=sizes))
     g = _Gen(draw, allowed, dtypes, sizes, symbolic)
     for _ in range(draw(st.integers(1, 3))):
         g.fresh(g.shape(draw(st.sampled_from((2, 1, 3, 4, 0)))))
@@ -774,12 +775,13 @@ def _programs(draw: Draw, max_nodes: int, chosen: tuple[str, ...], allowed: froz
 
 def programs(max_nodes: int = 8, ops: Iterable[str] | None = None, dtypes: Iterable[Any] = (bf16, fp16, fp32),
              allow_composites: bool = True, allow_library: bool = False, symbolic: bool = True,
-             bound: bool = True) -> st.SearchStrategy[Program]:
+             bound: bool = True, sizes: Iterable[int] | None = None) -> st.SearchStrategy[Program]:
     """Random well-typed Programs of 1..max_nodes drawn op steps (a step may add a partner input or a
     keepdims reduction) with 1-2 outputs, over inputs of rank 0-4.
 
     ``ops`` restricts the drawn ops (and the helper reductions) to those names, overriding the
-    ``allow_*`` flags; ``symbolic=False`` uses int dims only; ``bound=False`` leaves named dims unbound.
+    ``allow_*`` flags; ``symbolic=False`` uses int dims only; ``bound=False`` leaves named dims unbound;
+    ``sizes`` are the sizes named dims are bound to (default 1..7), e.g. (1, 2, 3, 7, 16).
     """
     everything = drawn_ops()
     if ops is None:
@@ -791,7 +793,8 @@ def programs(max_nodes: int = 8, ops: Iterable[str] | None = None, dtypes: Itera
             raise ValueError(f"programs(ops=...): {unknown} are not drawable ops; see drawn_ops() and SKIPPED_OPS")
     if not chosen:
         raise ValueError("programs(): no ops to draw")
-    return _programs(max_nodes, tuple(chosen), frozenset(chosen), tuple(as_dtype(d) for d in dtypes), symbolic, bound)
+    return _programs(max_nodes, tuple(chosen), frozenset(chosen), tuple(as_dtype(d) for d in dtypes), symbolic, bound,
+                     tuple(sizes) if sizes is not None else None)
 
 
 def make_inputs(program: Program, seed: int) -> dict[str, np.ndarray]:
