@@ -13,6 +13,7 @@ import pytest
 import torch
 from benchmarks import suite
 
+import axon_eg as ax
 from axon_eg import pipeline
 from axon_eg.cli import main
 from axon_eg.ir.interpret import interpret
@@ -129,3 +130,82 @@ def test_nki_target_simulates_ranks_and_selects(name, target, tmp_path):
     assert np.all(np.abs(got - ref) <= 2e-2 * (max(1.0, float(np.sqrt(np.mean(ref * ref)))) + np.abs(ref)))
 
 
+
+
+# ------------------------------------------------------------------------------------------------
+# Issue 14: a failing lowering rejects one candidate, never the run; result.best checks its arguments
+# ------------------------------------------------------------------------------------------------
+def _assert_best_matches(result, program, seed=1):
+    xs = inputs_for(program, seed)
+    got = result.best(*xs)
+    ref = interpret(program, [x.double().numpy() for x in xs])
+    err = np.abs(got.double().numpy() - ref)
+    tol = 4 * harness.TOLERANCES[program.nodes[program.outputs[0]].dtype.name]
+    assert np.all(err <= tol * (max(1.0, float(np.sqrt(np.mean(ref * ref)))) + np.abs(ref))), err.max()
+
+
+@pytest.mark.parametrize("stage", ["enumerate", "emit"])
+def test_a_crashing_lowering_rejects_its_candidates_and_the_run_goes_on(stage, tmp_path, monkeypatch):
+    """An exception in the element-wise lowering (while the enumerator probes it, or only when the emitter
+    lowers the group): the run completes, the candidates concerned are compile errors at that stage with
+    the exception's type and last line, and a candidate without an element-wise group is selected."""
+    from axon_eg.backends.triton import elementwise
+
+    real = elementwise.lower
+
+    def crashing(plan, gi, tiling, name, *args):
+        if stage == "emit" and name.startswith("_probe"):
+            return real(plan, gi, tiling, name, *args)
+        raise RuntimeError("injected failure\nwhile lowering: the last line")
+
+    monkeypatch.setattr(elementwise, "lower", crashing)
+    program = suite.get("matmul_bias_gelu").bound(small=True)
+    result = pipeline.saturate_and_extract(program, k=4, cache_dir=tmp_path, device="cpu", saturation_s=0.3)
+    t = result.table
+    failed = t.filter(pl.col("status") == "compile_error")
+    assert failed.height >= 1, t
+    assert set(failed["stage"]) == {stage} and set(failed["verdict"]) == {"compile"}
+    assert all(e.startswith("RuntimeError: while lowering: the last line") for e in failed["error"])
+    assert all("injected failure" not in e for e in failed["error"])
+    selected = t.filter(pl.col("verdict") == "selected").row(0, named=True)
+    assert selected["status"] == "ok" and selected["kind"] == "candidate" and "elementwise" not in selected["plan"]
+    _assert_best_matches(result, program)
+    again = pipeline.saturate_and_extract(program, k=4, cache_dir=tmp_path, device="cpu", saturation_s=0.3)
+    assert again.cache_hit and again.best.id == result.best.id  # the failures are rows like any other
+
+
+@ax.program()
+def min_rows_plus(x: ax.Tensor[11, 11, 12], y: ax.Tensor[11]):
+    return x.min(axis=(1, 2)) + y
+
+
+@ax.program()
+def concat_slice_matmul(a: ax.Tensor[8, 16], w: ax.Tensor[16, 16]):
+    return ax.concat([a @ w, a], axis=0)[1:].reshape(15, 1, 16) * 2.0
+
+
+@pytest.mark.parametrize("program", [min_rows_plus, concat_slice_matmul], ids=lambda p: p.name)
+def test_issue_14_reproducers_run_and_every_candidate_is_correct(program, tmp_path):
+    """Crashed the whole run before: the row reduction's chunk loops took a row-only load for a full-width
+    value (``mask=`` read as the mask), the matmul epilogue ran next() dry on a view after a slice."""
+    result = pipeline.saturate_and_extract(program, k=4, cache_dir=tmp_path, device="cpu", saturation_s=0.5)
+    assert set(result.table["status"]) == {"ok"}, result.summary()
+    _assert_best_matches(result, program)
+
+
+def test_result_best_refuses_arguments_the_kernel_was_not_built_for(tmp_path):
+    from axon_eg.errors import KernelCallError
+
+    @ax.program()
+    def scaled(x: ax.Tensor[8, 16, ax.bf16], w: ax.Tensor[8, 16, ax.bf16]):
+        return x * w + 1.0
+
+    result = pipeline.saturate_and_extract(scaled, k=1, cache_dir=tmp_path, device="cpu", saturation_s=0.3)
+    x, w = inputs_for(scaled)
+    with pytest.raises(KernelCallError, match=r"argument x has shape \(4, 16\), this kernel was built for \(8, 16\)"):
+        result.best(x[:4], w)
+    with pytest.raises(KernelCallError, match=r"missing argument w \(expected bf16\[8, 16\]\)"):
+        result.best(x)
+    got = result.best(x, w)
+    ref = x.double() * w.double() + 1.0
+    assert got.shape == (8, 16) and float((got.double() - ref).abs().max()) <= 1e-2 * (1 + float(ref.abs().max()))

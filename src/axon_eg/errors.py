@@ -44,3 +44,8 @@ class ProgramError(AxonError, ValueError):
 
 class ProblemLoadError(AxonError):
     """A KernelBench-style problem file that cannot be loaded (names the file and what is missing)."""
+
+
+class KernelCallError(AxonError, ValueError):
+    """A call of a built kernel (``result.best``) whose arguments do not fit what it was built for: the
+    count, a shape, a dtype, the device or the layout. Names the argument, what was expected and given."""

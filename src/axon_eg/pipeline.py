@@ -32,8 +32,8 @@ from typing import Any
 
 import polars as pl
 
-from axon_eg.backends.kernel import Kernel, input_specs
-from axon_eg.errors import AxonError
+from axon_eg.backends.kernel import Kernel, call_signature, check_call, input_specs
+from axon_eg.errors import AxonError, KernelCallError
 from axon_eg.hw import HardwareSpec, load
 from axon_eg.ir.program import Program
 from axon_eg.measure import tables
@@ -91,7 +91,12 @@ def cache_key(bkey: str, tools: dict[str, Any]) -> str:
 
 
 class BestKernel:
-    """The selected kernel: ``best(*tensors)`` returns the output(s); ``best.source`` is its file."""
+    """The selected kernel: ``best(*tensors)`` returns the output(s); ``best.source`` is its file.
+
+    A call first checks its arguments against the program's inputs, whichever kernel was selected: their
+    number, shapes and dtypes, and (torch tensors) one device and contiguous row-major layout; a mismatch
+    raises ``KernelCallError`` naming the argument. NKI kernels take NumPy arrays (any layout: the
+    simulator copies them)."""
 
     def __init__(self, id: str, kind: str, path: Path, entry: str, mode: str, program: Program, target: str = ""):
         self.id, self.kind, self.path, self.entry, self.mode, self.program = id, kind, Path(path), entry, mode, program
@@ -119,9 +124,39 @@ class BestKernel:
         spec.loader.exec_module(mod)
         return getattr(mod, self.entry)
 
+    @cached_property
+    def _signature(self) -> tuple[tuple[str, tuple[int, ...], Any], ...]:
+        """(input name, shape, dtype object) per program input: torch dtypes, NumPy ones for NKI."""
+        from axon_eg.ir.dtypes import DTYPES
+
+        if self.mode == "nki":
+            import ml_dtypes
+            import numpy as np
+
+            kinds = {"bf16": np.dtype(ml_dtypes.bfloat16), "fp16": np.dtype(np.float16), "fp32": np.dtype(np.float32)}
+            return tuple((n, s, kinds.get(d or "")) for n, s, d in call_signature(self.program, outputs=False))
+        import torch
+
+        return tuple((n, s, getattr(torch, DTYPES[d].torch_name) if d else None)
+                     for n, s, d in call_signature(self.program, outputs=False))
+
+    def check(self, inputs: tuple[Any, ...]) -> None:
+        """Raise KernelCallError when ``inputs`` do not fit what the kernel was built for (see the class)."""
+        if self.mode == "nki":
+            import numpy as np
+
+            tensor, layout = np.ndarray, False
+        else:
+            import torch
+
+            tensor, layout = torch.Tensor, True
+        check_call(tuple(inputs), (), self._signature, f"{self.program.name} kernel {self.id}", KernelCallError,
+                   tensor, layout)
+
     def __call__(self, *inputs: Any) -> Any:
         import torch
 
+        self.check(inputs)
         if self.mode == "nki":  # NumPy arrays in and out, through the NKI simulator
             from axon_eg.backends.nki.simulator import simulate
 
@@ -251,6 +286,8 @@ def saturate_and_extract(prog: Any, target: str = "triton", hw: str | HardwareSp
         new_rows = [r for r in imported if r.get("id") in ids]
         if not new_rows:
             raise PipelineError(f"{rows}: none of its rows belong to the bundle {bdir}")
+        failures = bdir / "failures.json"  # candidates that failed in phase 1 have no rows from the worker
+        new_rows += json.loads(failures.read_text()) if failures.exists() else []
         phase1, phase2 = 0.0, float(sum(r.get("elapsed_s") or 0.0 for r in new_rows))
     else:
         report("saturate", 0, 1, program.name)
@@ -266,7 +303,8 @@ def saturate_and_extract(prog: Any, target: str = "triton", hw: str | HardwareSp
             new_rows = measure_kernels(program, [k for k in kernels if k.source], spec) + _emit_failures(kernels)
             report("measure", len(kernels), len(kernels), "")
         else:
-            new_rows = _measure(bdir, key, kernels, device, ray_address, budget_s, t0, report)
+            built = [kern for kern in kernels if kern.source]
+            new_rows = _measure(bdir, key, built, device, ray_address, budget_s, t0, report) + _emit_failures(kernels)
         phase2 = time.monotonic() - t1
     meta = {c["id"]: c for c in cand_rows}
     for r in new_rows:
@@ -318,7 +356,7 @@ def _phase1(program: Program, nugraph: Any, hw: HardwareSpec, target: str, k: in
         from axon_eg.backends.triton.emit import runs_as_torch
 
         fallback = partial(runs_as_torch, warp_size=int(max(hw.value("knobs.warp_size"))))
-    candidates, _ = enumerate_candidates(nugraph, hw, k, fallback=fallback)
+    candidates, summary = enumerate_candidates(nugraph, hw, k, fallback=fallback)
     report("extract", 1, 1, f"{len(candidates)} candidates")
     baseline_src = emit_module(program)
     kernels = [Kernel("torch_eager", baseline_src, "eager", "return", "baseline", {}, {"lowering": "torch"})]
@@ -333,14 +371,17 @@ def _phase1(program: Program, nugraph: Any, hw: HardwareSpec, target: str, k: in
              "timestamp": now} for b in kernels]
     for i, c in enumerate(candidates):
         report("emit", i, len(candidates), "")
-        kern = _emit(target, c, hw, f"c{i:02d}_{_sha(list(map(str, c.key)))[:8]}")
+        name = f"c{i:02d}_{_sha(list(map(str, c.key)))[:8]}"
+        error = summary.errors.get(c.key)
+        kern = _failed(target, c, name, "enumerate", error) if error else _emit(target, c, hw, name)
         kernels.append(kern)
         rows.append({"cache_key": key, "program": program.name, "program_hash": program.hash, "target": target,
                      "hw": hw.name, "id": kern.name, "kind": "candidate", "variant": c.variant.program.hash[:16],
                      "rank": i, "plan": c.plan.name, "groups": len(c.plan.groups),
                      "tilings": json.dumps([dict(t.values) for t in c.tilings]), "isa": json.dumps(c.isa),
                      "lowering": kern.meta["lowering"], "rules": json.dumps(kern.meta["rules"]),
-                     "predicted_us": c.predicted_seconds * 1e6, "source": str(bdir / f"{kern.name}.py"), "timestamp": now})
+                     "predicted_us": c.predicted_seconds * 1e6, "source": str(bdir / f"{kern.name}.py") if kern.source else None,
+                     "timestamp": now})
     report("emit", len(candidates), len(candidates), "")
     timeouts = {"torch_compile": 600.0}
     if target == "nki":  # run in-process by the simulator: sources and a manifest for the record
@@ -351,26 +392,38 @@ def _phase1(program: Program, nugraph: Any, hw: HardwareSpec, target: str, k: in
         entries = [{"id": kern.name, "entry": kern.entry, "mode": "nki", "source": f"{kern.name}.py"} for kern in kernels]
         (bdir / "manifest.json").write_text(json.dumps({"program": program.name, "hw": hw.name, "candidates": entries}))
     else:
-        write_bundle(bdir, program, kernels, hw, timeout_s=120.0, timeouts=timeouts)
+        write_bundle(bdir, program, [kern for kern in kernels if kern.source], hw, timeout_s=120.0, timeouts=timeouts)
     (bdir / "candidates.json").write_text(json.dumps(rows, indent=1))
+    (bdir / "failures.json").write_text(json.dumps(_emit_failures(kernels), indent=1))  # for rows measured elsewhere
     return kernels, rows
 
 
 def _emit(target: str, candidate: Any, hw: HardwareSpec, name: str) -> Kernel:
-    """The backend's kernel for a candidate; an NKI candidate no lowering handles becomes an empty kernel
-    whose ``meta["error"]`` says why (recorded as a compile error, never selected)."""
-    if target == "triton":
-        from axon_eg.backends.triton.emit import emit
-
-        return emit(candidate, hw, name)
-    from axon_eg.backends.nki.emit import NotLowerable
-    from axon_eg.backends.nki.emit import emit as emit_nki
+    """The backend's kernel for a candidate. One the backend fails on (an NKI candidate no lowering
+    handles, any exception of an emitter) becomes an empty kernel whose ``meta`` says why (``_failed``)."""
+    from axon_eg.extract.candidates import error_line
 
     try:
-        return emit_nki(candidate, hw, name)
-    except NotLowerable as exc:
-        return Kernel(name, "", name, "nki", "candidate", {}, {"lowering": "none", "rules": list(candidate.variant.rules),
-                                                           "error": str(exc)})
+        if target == "triton":
+            from axon_eg.backends.triton.emit import emit
+
+            return emit(candidate, hw, name)
+        from axon_eg.backends.nki.emit import NotLowerable
+        from axon_eg.backends.nki.emit import emit as emit_nki
+
+        try:
+            return emit_nki(candidate, hw, name)
+        except NotLowerable as exc:
+            return _failed(target, candidate, name, "emit", str(exc))
+    except Exception as exc:  # a bug in one lowering rejects its candidate, never the run
+        return _failed(target, candidate, name, "emit", error_line(exc))
+
+
+def _failed(target: str, candidate: Any, name: str, stage: str, error: str) -> Kernel:
+    """The empty kernel of a candidate that failed at ``stage`` (enumerate or emit): recorded as a compile
+    error with ``error``, never measured nor selected."""
+    return Kernel(name, "", name, "nki" if target == "nki" else "dps", "candidate", {},
+                  {"lowering": "none", "rules": list(candidate.variant.rules), "error": error, "stage": stage})
 
 
 def _nki_device(spec: HardwareSpec) -> str:
@@ -380,8 +433,9 @@ def _nki_device(spec: HardwareSpec) -> str:
 
 
 def _emit_failures(kernels: list[Kernel]) -> list[dict[str, Any]]:
-    return [{"id": k.name, "kind": k.kind, "status": "compile_error", "stage": "emit", "error": k.meta.get("error"),
-             "timestamp": _now()} for k in kernels if not k.source]
+    """One ``measurements`` row per kernel that failed before it had a source (``_failed``)."""
+    return [{"id": k.name, "kind": k.kind, "status": "compile_error", "stage": k.meta.get("stage", "emit"),
+             "error": k.meta.get("error"), "timestamp": _now()} for k in kernels if not k.source]
 
 
 def _bundle_candidates(bdir: Path, key: str) -> list[dict[str, Any]]:
@@ -391,7 +445,7 @@ def _bundle_candidates(bdir: Path, key: str) -> list[dict[str, Any]]:
                             "(same program, sizes, hardware and k)")
     rows = json.loads(path.read_text())
     for r in rows:
-        r.update(cache_key=key, source=str(bdir / Path(r["source"]).name))
+        r.update(cache_key=key, source=str(bdir / Path(r["source"]).name) if r.get("source") else None)
     return rows
 
 
@@ -462,7 +516,7 @@ def _from_cache(key: str, program: Program, bdir: Path, cache_dir: Any, graph: C
     measured = meas.filter(pl.col("status") != "skipped")
     if cands.is_empty() or not set(cands["id"]) <= set(measured["id"]):
         return None
-    if not all(Path(p).exists() for p in cands["source"]):
+    if not all(Path(p).exists() for p in cands["source"].drop_nulls()):
         return None
     return _select(key, program, bdir, cache_dir, graph, phase1, 0.0, hit=True)
 
@@ -486,8 +540,10 @@ def _select(key: str, program: Program, bdir: Path, cache_dir: Any, graph: Calla
         cand_ok = ok.filter(pl.col("kind") == "candidate").sort("predicted_us")
         best_id = cand_ok["id"][0] if cand_ok.height else (base["id"][0] if base.height else None)
     if best_id is None:
+        errors = df["error"].drop_nulls() if "error" in df.columns else []
+        first = f"; the first error: {str(errors[0]).strip().splitlines()[-1]}" if len(errors) else ""
         raise PipelineError(f"{program.name}: no candidate and no baseline ran correctly; see the table "
-                            f"(cache key {key}, bundle {bdir})")
+                            f"(cache key {key}, bundle {bdir}){first}")
     verdict = (
         pl.when(pl.col("id") == best_id).then(pl.lit("selected"))
         .when(pl.col("status").is_null()).then(pl.lit("not measured"))

@@ -403,3 +403,34 @@ def test_random_programs_with_matmuls_match_the_reference(tmp_path_factory, prog
     kernel = emit(candidate(program), H200, "k")
     out = run_kernel(kernel, expanded, tmp_path_factory.mktemp("k"))
     assert out.status == "ok", f"{out.error}\n{kernel.source}"
+
+
+def _sliced_epilogue(m: int, k: int, n: int, start: int, concat: bool) -> Program:
+    """``(a @ w)[start:]`` (below ``a`` itself when ``concat``) viewed as ``[rows, 1, n]`` and scaled."""
+    rows = m - start + (m if concat else 0)
+
+    @ax.program(name=f"{'concat_' if concat else ''}slice_view_{m}x{k}x{n}_{start}")
+    def f(a: T[m, k, ax.fp32], w: T[k, n, ax.fp32]):
+        y = ax.concat([a @ w, a], axis=0) if concat else a @ w
+        return y[start:].reshape(rows, 1, n) * 2.0
+
+    return f
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(m=st.sampled_from([1, 2, 3, 8, 17]), k=st.sampled_from([1, 3, 16, 17]), n=st.sampled_from([1, 5, 16, 17]),
+       start=st.integers(0, 16), concat=st.booleans(), plan=st.integers(0, 3), fma=st.booleans())
+def test_a_view_after_a_slice_in_a_matmul_epilogue_falls_back_cleanly(tmp_path_factory, m, k, n, start, concat, plan, fma):
+    """Issue 14: a view of a sliced (or concatenated, then sliced) matmul result crashed the run with
+    ``generator raised StopIteration`` (the epilogue's index map gave the view of a value without a place
+    in the tile an empty index). Now such a group is NotLowerable and runs as torch; every plan is right."""
+    assume(start < m and (not concat or k == n))
+    program = _sliced_epilogue(m, k, n, start, concat)
+    plan_index = plan % len(plans(program.expand()))
+    c = candidate(program, plan_index, isa="fma_reduce" if fma else "tl.dot")
+    for gi in range(len(c.plan.groups)):
+        got = lower_group(c.plan, gi, c.tilings[gi], "g", 32, dict(c.isa).get(gi))
+        assert isinstance(got, (GroupKernel, str))
+    kernel = emit(c, H200, "k")
+    out = run_kernel(kernel, program.expand(), tmp_path_factory.mktemp("k"))
+    assert out.status == "ok", f"{out.error}\n{kernel.source}"

@@ -26,14 +26,13 @@ from hypothesis import strategies as st
 
 from axon_eg.ir import dims as D
 from axon_eg.ir import ops as O
-from axon_eg.ir.inputs import random_inputs
 from axon_eg.ir.interpret import interpret
 from axon_eg.ir.program import Builder, Program, Value
 from axon_eg.semantics import nf
 from axon_eg.semantics.lemmas import library
 from axon_eg.semantics.numeric import EvaluationError, PolyEvaluator, evaluate_poly
 from axon_eg.semantics.ops import Evaluator, has_semantics
-from axon_eg.semantics.prover import ProofResult, ScalarSymbol, prove_equal
+from axon_eg.semantics.prover import ProofResult, ScalarSymbol, prove_equal, trial_inputs
 from axon_eg.testing.strategies import drawn_ops, make_inputs, programs
 
 PER_OP = settings(max_examples=max(4, settings.default.max_examples // 5))
@@ -441,8 +440,8 @@ class Case:
 
 MK, KN, NP, MN, NN = ("M", "K"), ("K", "N"), ("N", "P"), ("M", "N"), ("N", "N")
 M, N = D.sym("M"), D.sym("N")
-POS_C = (ScalarSymbol(2.0, "c", ">0"),)
-NEG_C = (ScalarSymbol(-2.0, "c", "<0"),)
+POS_C = (ScalarSymbol("c", ">0"),)  # c: a rank-0 input of both sides
+NEG_C = (ScalarSymbol("c", "<0"),)
 
 
 def _folded_batchnorm(p: P, x: Value, W: Value, mean: Value, var: Value, g: Value, beta: Value) -> Value:
@@ -451,8 +450,8 @@ def _folded_batchnorm(p: P, x: Value, W: Value, mean: Value, var: Value, g: Valu
 
 
 IDENTITIES = [
-    Case("scalar scale through matmul", {"A": MK, "B": KN},
-         lambda p, A, B: p.matmul(p.mul(A, p.c(2.0)), B), lambda p, A, B: p.mul(p.matmul(A, B), p.c(2.0)), POS_C),
+    Case("scalar scale through matmul", {"A": MK, "B": KN, "c": ()},
+         lambda p, A, B, c: p.matmul(p.mul(A, c), B), lambda p, A, B, c: p.mul(p.matmul(A, B), c), POS_C),
     Case("row scale through matmul", {"A": MK, "B": KN, "r": ("M", 1)},
          lambda p, A, B, r: p.matmul(p.mul(A, r), B), lambda p, A, B, r: p.mul(p.matmul(A, B), r)),
     Case("column scale through matmul", {"A": MK, "B": KN, "s": ("N",)},
@@ -496,10 +495,10 @@ IDENTITIES = [
          lambda p, a, b, c, d: p.concat(p.add(a, c), p.add(b, d), axis=0)),
     Case("gelu through concat", {"a": MN, "b": MN},
          lambda p, a, b: p.gelu(p.concat(a, b, axis=1)), lambda p, a, b: p.concat(p.gelu(a), p.gelu(b), axis=1)),
-    Case("max through a positive scalar", {"x": MN},
-         lambda p, x: p.max(p.mul(x, p.c(2.0)), axes=(1,)), lambda p, x: p.mul(p.max(x, axes=(1,)), p.c(2.0)), POS_C),
-    Case("min through a positive scalar", {"x": MN},
-         lambda p, x: p.min(p.mul(p.c(2.0), x), axes=(0,)), lambda p, x: p.mul(p.c(2.0), p.min(x, axes=(0,))), POS_C),
+    Case("max through a positive scalar", {"x": MN, "c": ()},
+         lambda p, x, c: p.max(p.mul(x, c), axes=(1,)), lambda p, x, c: p.mul(p.max(x, axes=(1,)), c), POS_C),
+    Case("min through a positive scalar", {"x": MN, "c": ()},
+         lambda p, x, c: p.min(p.mul(c, x), axes=(0,)), lambda p, x, c: p.mul(c, p.min(x, axes=(0,))), POS_C),
     Case("batchnorm folded into a matmul",
          {"x": MK, "W": KN, "mean": ("N",), "var": ("N",), "g": ("N",), "beta": ("N",)},
          lambda p, x, W, mean, var, g, beta: p.batchnorm(p.matmul(x, W), mean, var, g, beta, axis=1, eps=1e-5),
@@ -533,8 +532,8 @@ UNSOUND = [
          lambda p, a, b: p.concat(a, b, axis=0), lambda p, a, b: p.concat(b, a, axis=0)),
     Case("slice off by one", {"x": MN},
          lambda p, x: p.slice(x, axis=0, start=1), lambda p, x: p.slice(x, axis=0, start=0, stop=D.add(M, -1))),
-    Case("max through a negative scalar", {"x": MN},
-         lambda p, x: p.max(p.mul(x, p.c(-2.0)), axes=(1,)), lambda p, x: p.mul(p.max(x, axes=(1,)), p.c(-2.0)), NEG_C),
+    Case("max through a negative scalar", {"x": MN, "c": ()},
+         lambda p, x, c: p.max(p.mul(x, c), axes=(1,)), lambda p, x, c: p.mul(p.max(x, axes=(1,)), c), NEG_C),
     Case("log of a sum", {"a": MN, "b": MN},
          lambda p, a, b: p.log(p.add(a, b)), lambda p, a, b: p.add(p.log(a), p.log(b))),
     Case("square of a sum", {"a": MN, "b": MN},
@@ -583,13 +582,16 @@ def test_prove_true_identity(case: Case) -> None:
     assert result.status == "proven", f"{case.name}: {result.status} by {result.method}: {result.detail}"
 
 
-def replay_mismatch(lhs: Program, rhs: Program, result: ProofResult) -> str:
+def replay_mismatch(lhs: Program, rhs: Program, result: ProofResult, symbols: tuple[ScalarSymbol, ...] = ()) -> str:
     """Why the counterexample is genuine, from the reference interpreter alone ("" if it is not)."""
     cex = result.counterexample
     assert cex is not None
     left, right = lhs.bind(cex.dims), rhs.bind(cex.dims)
-    inputs = random_inputs(left, seed=cex.seed)
-    a, b = interpret(left, inputs), interpret(right, inputs)
+    inputs = trial_inputs(left, lhs, rhs, symbols, cex.seed, cex.inputs)
+    for sym in symbols:  # the symbols' samples respect their constraints
+        assert {">0": inputs[sym.name] > 0, "<0": inputs[sym.name] < 0}.get(sym.constraint, True)
+    with np.errstate(all="ignore"):
+        a, b = interpret(left, inputs), interpret(right, inputs)
     for x, y in zip(a if isinstance(a, tuple) else (a,), b if isinstance(b, tuple) else (b,)):
         if x.shape != y.shape:
             return f"shapes {x.shape} vs {y.shape}"
@@ -606,7 +608,8 @@ def test_refute_unsound_candidate(case: Case) -> None:
     lhs, rhs = case.programs()
     result = prove_equal(lhs, rhs, symbols=case.symbols)
     assert result.status == "refuted", f"{case.name}: {result.status} by {result.method}: {result.detail}"
-    assert replay_mismatch(lhs, rhs, result), f"{case.name}: the counterexample {result.counterexample} does not replay"
+    assert replay_mismatch(lhs, rhs, result, case.symbols), (
+        f"{case.name}: the counterexample {result.counterexample} does not replay")
     symbolic = prove_equal(lhs, rhs, symbols=case.symbols, numeric=False)
     assert symbolic.status != "proven", f"{case.name}: the symbolic path proves it ({symbolic.method})"
 
@@ -639,7 +642,7 @@ def _mutant(program: Program, at: int, op: str) -> Program:
 def test_symbolic_path_never_proves_a_mutant(program: Program, data: st.DataObject) -> None:
     """One op of a random program swapped for another of its family; where the reference tells them
     apart on finite values, the normal forms, Z3 and induction (no NumPy search) must not prove them
-    equal. (Differences only in inf/NaN are left out: the prover reasons over the reals.)"""
+    equal. (Differences only in inf/NaN, i.e. in definedness, are ``test_domains.py``'s.)"""
     program = program.expand()
     assume(reduction_depth(program) <= MAX_DEPTH)
     sites = [(i, family) for i, n in enumerate(program.nodes) for family in SWAPS if n.op in family]

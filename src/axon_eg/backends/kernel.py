@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from axon_eg.ir.dtypes import DTYPES
 from axon_eg.ir.inputs import positive_inputs
 from axon_eg.ir.program import Program
 
@@ -40,8 +41,91 @@ def identifier(name: str, taken: set[str]) -> str:
     ident = re.sub(r"\W", "_", name) or "x"
     if ident[0].isdigit():
         ident = "x_" + ident
-    reserved = {"torch", "triton", "tl", "F", "math", "kernel", "eager", "compiled", "reference"}
+    reserved = {"torch", "triton", "tl", "F", "math", "kernel", "eager", "compiled", "reference", *GUARD_NAMES}
     while keyword.iskeyword(ident) or ident in reserved or ident in taken or ident.startswith(("out", "t_", "v_")):
         ident = "in_" + ident
     taken.add(ident)
     return ident
+
+
+# ------------------------------------------------------------------------------------------------
+# The call-time guard: every emitted launcher and ``result.best`` check their arguments against what
+# the kernel was built for (sizes, dtypes and layout are baked into the code). The functions below are
+# written into each generated file as they are (``guard_source``), so they use builtins only.
+# ------------------------------------------------------------------------------------------------
+Signature = list[tuple[str, tuple[int, ...], str | None]]
+"""(parameter name, concrete shape, dtype name or None for any) per parameter of a launcher."""
+
+
+def call_signature(program: Program, names: list[str] | None = None, *, outputs: bool = True) -> Signature:
+    """(parameter name, concrete shape, dtype name) of each input (``names``: the launcher's parameter
+    names, default the program's input names), then of each output ``out0, out1, ...``."""
+    sig = [(name, tuple(program.concrete_shape(node)), spec.dtype.name)
+           for name, spec, node in zip(names or [s.name for s in program.inputs], program.inputs, program.input_ids)]
+    if outputs:
+        sig += [(f"out{k}", tuple(program.concrete_shape(o)), program.nodes[o].dtype.name)
+                for k, o in enumerate(program.outputs)]
+    return sig
+
+
+def described(shape: tuple | None, dtype: object) -> str:
+    """``bf16[8, 16]``: a dtype (torch or NumPy; None for any: ``[8, 16]``) and a shape (None: the dtype
+    alone), as the messages write them."""
+    text = "" if dtype is None else str(dtype).removeprefix("torch.")
+    short = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32", "float64": "fp64"}.get(text, text)
+    return short if shape is None else f"{short}[{', '.join(str(d) for d in shape)}]"
+
+
+def check_call(args: tuple, extra: tuple, signature: tuple, who: str, error: type, tensor: type,
+               layout: bool = True) -> None:
+    """Raise ``error`` naming the first argument that does not fit ``signature`` ((name, shape, dtype or
+    None) per parameter): a missing or extra argument, not a ``tensor``, another shape or dtype, and with
+    ``layout`` a tensor that is not contiguous row-major or not on the first one's device. A few compares
+    per argument: it runs first thing in every launch."""
+    if extra or len(args) > len(signature):
+        given = len(args) + len(extra)
+        raise error(f"{who}: {given} arguments given, this kernel takes {len(signature)} "
+                    f"({', '.join(s[0] for s in signature)})")
+    first = None
+    for k, (name, shape, dtype) in enumerate(signature):
+        a = args[k] if k < len(args) else None
+        if a is None:
+            raise error(f"{who}: missing argument {name} (expected {described(shape, dtype)})")
+        if not isinstance(a, tensor):
+            raise error(f"{who}: argument {name} is a {type(a).__name__}, expected a {tensor.__module__.split('.')[0]} "
+                        f"{tensor.__name__} {described(shape, dtype)}")
+        if a.shape != shape:
+            raise error(f"{who}: argument {name} has shape {tuple(a.shape)}, this kernel was built for {shape}")
+        if dtype is not None and a.dtype != dtype:
+            raise error(f"{who}: argument {name} has dtype {described(None, a.dtype)}, this kernel was built for "
+                        f"{described(shape, dtype)}")
+        if not layout:
+            continue
+        if first is None:
+            first = (name, a.device)
+            if a.device.type == "meta":
+                raise error(f"{who}: argument {name} is on the meta device, which holds no data")
+        elif a.device != first[1]:
+            raise error(f"{who}: argument {name} is on {a.device}, argument {first[0]} on {first[1]}: this kernel "
+                        "takes all its tensors on one device")
+        if not a.is_contiguous():
+            raise error(f"{who}: argument {name} is not contiguous (strides {tuple(a.stride())}); this kernel was "
+                        f"built for contiguous row-major {described(shape, dtype)} (pass {name}.contiguous())")
+
+
+GUARD_NAMES = ("KernelCallError", "described", "check_call", "SIGNATURE")
+"""The globals ``guard_source`` defines in a generated file (no parameter may take these names)."""
+GUARD_CLASS = '''class KernelCallError(ValueError):
+    """A call whose arguments do not fit what this kernel was built for (sizes, dtypes and layout are fixed)."""
+'''
+
+
+def guard_source(signature: Signature, torch_dtypes: bool = True) -> str:
+    """The guard as generated code: ``KernelCallError``, ``described``, ``check_call`` and ``SIGNATURE`` (the
+    parameters with their shapes and torch dtypes; a None dtype accepts any), for a file importing torch."""
+    import inspect
+
+    rows = "".join(f"    ({name!r}, {tuple(shape)!r}, {f'torch.{DTYPES[dt].torch_name}' if dt and torch_dtypes else None}),\n"
+                   for name, shape, dt in signature)
+    return (GUARD_CLASS + "\n\n" + inspect.getsource(described) + "\n\n" + inspect.getsource(check_call)
+            + "\n\n# what the launcher was built for: (parameter, shape, dtype)\nSIGNATURE = (\n" + rows + ")\n")

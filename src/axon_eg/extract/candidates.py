@@ -41,6 +41,17 @@ class EnumerationSummary:
     tilings_kept: int = 0
     candidates: int = 0
     kept: int = 0
+    errors: dict[tuple, str] = field(default_factory=dict)
+    """Candidate key -> the error of the backend's ``fallback`` probe that raised on one of its groups
+    (``error_line``); the candidate is ranked as if that group ran as torch, and must not be emitted."""
+
+
+def error_line(exc: BaseException) -> str:
+    """An exception as one line for a table row: its type and the last line of its message, then its notes."""
+    lines = [ln for ln in str(exc).strip().splitlines() if ln.strip()]
+    text = f"{type(exc).__name__}: {lines[-1].strip()}" if lines else type(exc).__name__
+    notes = [n for n in getattr(exc, "__notes__", ()) if n]
+    return text + (f" ({'; '.join(notes)})" if notes else "")
 
 
 def isa_choices(plan: FusionPlan, hw: HardwareSpec) -> list[tuple[tuple[int, str], ...]]:
@@ -81,23 +92,34 @@ def enumerate_candidates(nugraph: NuGraph, target: str | HardwareSpec, k: int = 
                          fallback: Fallback | None = None) -> tuple[list[Candidate], EnumerationSummary]:
     """The k candidates to measure. ``fallback`` (from the backend) marks groups it would run as torch
     code; their predicted cost is charged as one fp32 kernel per op, so a plan the backend lowers
-    whole outranks an equal-looking one it cannot."""
+    whole outranks an equal-looking one it cannot. A probe that raises counts as such a group, and the
+    candidates concerned are listed with the error in ``summary.errors`` (the caller must not emit them)."""
     hw = load(target) if not isinstance(target, HardwareSpec) else target
     lowers: dict[tuple, bool] = {}
 
-    def torch_penalty(plan: FusionPlan, chosen: tuple[Tiling, ...], isa: tuple[tuple[int, str], ...]) -> float:
+    failed: dict[tuple, str] = {}  # probe key -> the error of a probe that raised
+
+    def torch_penalty(plan: FusionPlan, chosen: tuple[Tiling, ...],
+                      isa: tuple[tuple[int, str], ...]) -> tuple[float, str | None]:
+        """The extra predicted cost of the groups the backend would run as torch, and the first error
+        of a probe that raised (such a group counts as one the backend cannot lower)."""
         if fallback is None:
-            return 0.0
-        extra = 0.0
+            return 0.0, None
+        extra, error = 0.0, None
         by_group = dict(isa)
         for gi, t in enumerate(chosen):
             key = (tuple(g.nodes for g in plan.groups), plan.program.hash, gi, t.values, by_group.get(gi))
             if key not in lowers:
-                lowers[key] = bool(fallback(plan, gi, t, by_group.get(gi)))
+                try:
+                    lowers[key] = bool(fallback(plan, gi, t, by_group.get(gi)))
+                except Exception as exc:  # a crashing lowering rejects this candidate, never the enumeration
+                    lowers[key] = True
+                    failed[key] = f"{error_line(exc)} (lowering group {gi}, {plan.groups[gi].kind}, at {dict(t.values)})"
+            error = error or failed.get(key)
             if lowers[key]:
                 ops = sum(1 for n in plan.groups[gi].nodes if plan.program.nodes[n].op not in _FREE)
                 extra += _group_cost(plan, gi, t, hw) * (2 * max(1, ops) - 1)
-        return extra
+        return extra, error
     summary = EnumerationSummary()
     found: dict[tuple, Candidate] = {}
     for variant in nugraph.extract(variants, modulo_commutativity=True):
@@ -126,10 +148,12 @@ def enumerate_candidates(nugraph: NuGraph, target: str | HardwareSpec, k: int = 
                 chosen = tuple(alt if gi == worst else best[gi] for gi in range(len(best)))
                 for isa in isa_choices(plan, hw):
                     report = cost(plan, chosen, hw)
-                    seconds = report.seconds + torch_penalty(plan, chosen, isa)
-                    c = Candidate(variant, plan, chosen, isa, seconds, report)
+                    penalty, error = torch_penalty(plan, chosen, isa)
+                    c = Candidate(variant, plan, chosen, isa, report.seconds + penalty, report)
                     summary.candidates += 1
                     found.setdefault(c.key, c)
+                    if error is not None:
+                        summary.errors.setdefault(c.key, error)
     # equal-looking candidates (costs within COST_BUCKET) by the tilings' tie-breaks, group by group
     # then fewer operations (a variant that recomputes a row max the model does not charge runs slower)
     ranked = sorted(found.values(), key=lambda c: (_bucket(c.predicted_seconds), tuple(

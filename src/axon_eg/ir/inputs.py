@@ -3,9 +3,18 @@
 An input that reaches an op's positive-domain operand (``meta["positive_inputs"]``: log, sqrt, rsqrt,
 pow, batchnorm's running variance) through layout ops, casts and additions is drawn from
 U(0.5, 2); every other input from N(0, 1) with exact zeros replaced.
+
+For comparing two programs (the prover's NumPy search), ``random_inputs(..., domain_of=(lhs, rhs))``
+takes the positive inputs of *both* and also keeps denominators (reciprocal, division, a negative
+power) away from zero: an input that reaches one through layout ops, casts, negation, additions and
+products is drawn from +-U(0.5, 2). ``mixed_inputs`` ignores every domain (N(0, 1), or values on and
+near the domain boundaries: -1, 0, 1, ...), so that a NaN or inf on one side only shows.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -13,31 +22,74 @@ from axon_eg.ir import ops as O
 from axon_eg.ir.program import Program
 
 _TRANSPARENT = {"add", "cast", "reshape", "transpose", "broadcast_to", "expand_dims", "squeeze", "slice", "concat"}
+_NONZERO_TRANSPARENT = _TRANSPARENT | {"sub", "mul", "neg"}  # a product of nonzero values is nonzero
+BOUNDARY = (-2.0, -1.0, -0.5, 0.0, 0.0, 0.5, 1.0, 2.0)  # mixed_inputs(boundary=True): zero twice as often
 
 
-def positive_inputs(program: Program) -> set[str]:
-    """Names of the inputs that must be positive for the reference to be finite."""
+def _reaching(program: Program, slots: Callable[[Any], Sequence[int]], transparent: set[str]) -> set[str]:
+    """Names of the inputs that reach an operand slot ``slots(node)`` selects, through ``transparent`` ops."""
     need = [False] * len(program.nodes)
     for i in reversed(range(len(program.nodes))):
         node = program.nodes[i]
-        positive_slots = O.get(node.op).meta.get("positive_inputs", ())
+        chosen = slots(node)
         for slot, j in enumerate(node.inputs):
-            if slot in positive_slots or (need[i] and node.op in _TRANSPARENT):
+            if slot in chosen or (need[i] and node.op in transparent):
                 need[j] = True
     return {n.attrs["name"] for n, flag in zip(program.nodes, need) if flag and n.op == "input"}
 
 
-def random_inputs(program: Program, seed: int = 0, *, scale: float = 1.0) -> dict[str, np.ndarray]:
-    """float64 arrays keyed by input name, for a program whose dims are bound."""
+def positive_inputs(*programs: Program) -> set[str]:
+    """Names of the inputs that must be positive for the reference to be finite (in any of ``programs``)."""
+    out: set[str] = set()
+    for program in programs:
+        out |= _reaching(program, lambda n: O.get(n.op).meta.get("positive_inputs", ()), _TRANSPARENT)
+    return out
+
+
+def _denominators(node: Any) -> tuple[int, ...]:
+    op = node.op
+    if op == "reciprocal" or (op == "pow" and node.attrs["exponent"] < 0):
+        return (0,)
+    return (1,) if op == "div" else ()
+
+
+def nonzero_inputs(*programs: Program) -> set[str]:
+    """Names of the inputs that reach a denominator (reciprocal, division, a negative power) of any of
+    ``programs``: kept away from zero by ``random_inputs(..., domain_of=...)``."""
+    out: set[str] = set()
+    for program in programs:
+        out |= _reaching(program, _denominators, _NONZERO_TRANSPARENT)
+    return out
+
+
+def random_inputs(program: Program, seed: int = 0, *, scale: float = 1.0,
+                  domain_of: Sequence[Program] | None = None) -> dict[str, np.ndarray]:
+    """float64 arrays keyed by input name, for a program whose dims are bound. ``domain_of``: the
+    programs whose domains the inputs must respect (positive inputs of all of them, denominators
+    drawn from +-U(0.5, 2)); by default only ``program``'s positive inputs."""
     rng = np.random.default_rng(seed)
-    positive = positive_inputs(program)
+    positive = positive_inputs(*(domain_of if domain_of is not None else (program,)))
+    nonzero = nonzero_inputs(*domain_of) - positive if domain_of is not None else set()
     out: dict[str, np.ndarray] = {}
     for spec, node in zip(program.inputs, program.input_ids):
         shape = program.concrete_shape(node)
         if spec.name in positive:
             x = rng.uniform(0.5, 2.0, size=shape)
+        elif spec.name in nonzero:
+            x = rng.uniform(0.5, 2.0, size=shape) * rng.choice((-1.0, 1.0), size=shape)
         else:
             x = rng.standard_normal(size=shape) * scale
             x = np.where(x == 0.0, scale, x)  # also for 0-d inputs, where NumPy returns a scalar
         out[spec.name] = x
+    return out
+
+
+def mixed_inputs(program: Program, seed: int = 0, *, boundary: bool = False) -> dict[str, np.ndarray]:
+    """float64 arrays that ignore every domain: N(0, 1), or (``boundary``) drawn from ``BOUNDARY``."""
+    rng = np.random.default_rng(seed)
+    out: dict[str, np.ndarray] = {}
+    for spec, node in zip(program.inputs, program.input_ids):
+        shape = program.concrete_shape(node)
+        x = rng.choice(BOUNDARY, size=shape) if boundary else rng.standard_normal(size=shape)
+        out[spec.name] = np.asarray(x, dtype=np.float64)
     return out

@@ -18,7 +18,7 @@ column              dtype      meaning
 id                  Utf8       candidate id (unique within its bundle); required
 status              Utf8       ok / syntax_error / structure_error / compile_error / runtime_error /
                                wrong_result / timeout / crashed; required
-stage               Utf8       where it stopped: syntax, structure, startup, compile, run,
+stage               Utf8       where it stopped: enumerate, emit (phase 1), syntax, structure, startup, compile, run,
                                correctness, timing, reference, harness, ray, done
 error               Utf8       error text (None when ok)
 median_us .. min_us Float64    latency statistics in microseconds (None on CPU)

@@ -59,12 +59,15 @@ def _candidates(diff: Poly) -> list[Ix]:
 
 
 def prove_by_induction(diffs: Sequence[tuple[Poly, tuple[Ix, ...], int]], program: Program, symbols: Sequence,
-                       timeout_ms: int) -> tuple[str, ...] | None:
-    """The lemmas used when every difference is zero by induction on some length, else None."""
+                       timeout_ms: int, conditions: Sequence[Sequence[nf.Atom]] = ()) -> tuple[str, ...] | None:
+    """The lemmas used when every difference is zero by induction on some length, else None.
+    ``conditions``: per difference, binder-free domain conditions (``nf`` "dom" atoms) under which it
+    must vanish, facts of both queries (they do not mention the induction variable, so the induction
+    stays valid under them)."""
     from .prover import _constraint, _ranges
 
     used: set[str] = set()
-    for diff, idx, node in diffs:
+    for k, (diff, idx, node) in enumerate(diffs):
         if diff.is_zero:
             continue
         for n in _candidates(diff):
@@ -76,6 +79,7 @@ def prove_by_induction(diffs: Sequence[tuple[Poly, tuple[Ix, ...], int]], progra
             facts = _ranges(ctx, program, idx, node) + [ctx.int_sym(STEP) >= 0]
             for s in symbols:
                 facts += _constraint(ctx, s)
+            facts += [f for f in (ctx.condition(c) for c in (conditions[k] if conditions else ())) if f is not None]
             if not _valid(ctx, facts, ctx.poly(base) == 0, timeout_ms):
                 continue
             hypothesis = ctx.poly(general) == 0

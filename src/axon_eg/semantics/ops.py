@@ -7,12 +7,20 @@ them), broadcasting, transpose, reshape, slice and concat are index maps, reduct
 max/min atoms) over fresh bound indices, and library ops (conv, pool) are uninterpreted functions of
 their whole input tensors. ``SEMANTICS`` is looked up by op name; a test checks that every registry
 op has an entry.
+
+Each value also has a *domain*: the conditions (``nf`` "dom" atoms) under which every partial function
+it applies is inside its domain: log(p): p > 0, sqrt(p): p >= 0, reciprocal / division / rsqrt / a
+negative power: the denominator != 0 (``nf.fn`` and ``nf.recip`` register them). A condition under a
+reduction, a scan or a matmul is required for every value of its bound index; under a concat's or a
+causal mask's index comparison, only where that part is selected. Conditions in the branches of a
+real comparison (maximum, minimum, relu, clamp, abs, ...) are all required: those ops propagate NaN.
+``Evaluator.domain`` gives an output's conditions.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from fractions import Fraction
 from typing import Any
 
@@ -135,18 +143,48 @@ class Evaluator:
         self.positive = frozenset(("sym", name) for name in positive)  # symbolic scalars known > 0
         self.negative = frozenset(("sym", name) for name in negative)  # ... known < 0
         self.shapes = [tuple(dim_to_ix(d) for d in n.shape) for n in program.nodes]
+        self.dims = frozenset(program.free_dims)
         self._memo: dict[tuple[int, tuple[Ix, ...]], Poly] = {}
+        self._domains: dict[tuple[int, tuple[Ix, ...]], frozenset] = {}
 
     def output(self, which: int = 0, prefix: str = "i") -> tuple[Poly, tuple[Ix, ...]]:
         node = self.program.outputs[which]
         idx = tuple(Ix.of(f"{prefix}{a}") for a in range(len(self.shapes[node])))
         return self.value(node, idx), idx
 
+    def domain(self, which: int = 0, prefix: str = "i") -> frozenset:
+        """The conditions under which output ``which`` is defined at its symbolic index (the same
+        index ``output`` uses), normalized (``nf.normalize_conditions``)."""
+        node = self.program.outputs[which]
+        idx = tuple(Ix.of(f"{prefix}{a}") for a in range(len(self.shapes[node])))
+        self.value(node, idx)
+        return nf.normalize_conditions(self._domains[(node, idx)])
+
+    def _scope(self) -> Any:
+        return nf.domain_scope(self.positive, self.negative, self.dims)
+
     def value(self, i: int, idx: tuple[Ix, ...]) -> Poly:
         key = (i, idx)
         if key not in self._memo:
-            self._memo[key] = self._value(i, idx)
+            with self._scope() as dom:
+                value = self._value(i, idx)
+            self._memo[key], self._domains[key] = value, frozenset(dom.conditions)
+        nf.require_all(self._domains[key])  # the caller's value depends on this one
         return self._memo[key]
+
+    def _bound(self, binders: Iterable[nf.Binder], compute: Callable[[], Poly]) -> Poly:
+        """``compute()``, its conditions required for every value of ``binders``."""
+        with self._scope() as dom:
+            value = compute()
+        nf.require_all(nf.forall(binders, dom.conditions, self.dims))
+        return value
+
+    def _guarded(self, op: str, x: Ix, y: Ix, compute: Callable[[], Poly]) -> Poly:
+        """``compute()``, its conditions required where the index comparison ``x op y`` holds."""
+        with self._scope() as dom:
+            value = compute()
+        nf.require_all(nf.guarded(op, x, y, dom.conditions, self.dims))
+        return value
 
     def _broadcast(self, j: int, idx: tuple[Ix, ...]) -> tuple[Ix, ...]:
         """Index into operand j of an op with output index idx (NumPy broadcasting)."""
@@ -170,8 +208,8 @@ class Evaluator:
         if node.op in UNARY:
             x = self.value(args[0], idx)
             return UNARY[node.op](x, **dict(a))
-        if node.op == "causal_mask":
-            x = self.value(args[0], idx)
+        if node.op == "causal_mask":  # np.where: a masked-out element's NaN does not reach the output
+            x = self._guarded("<=", idx[-1] - idx[-2], Ix(a["diagonal"]), lambda: self.value(args[0], idx))
             fill = a["fill"]
             fill_value = Poly.atom(("sym", "-inf")) if fill == -math.inf else Poly.const(_c(fill))
             return nf.ite("<=", idx[-1] - idx[-2], Ix(a["diagonal"]), x, fill_value)
@@ -201,7 +239,7 @@ class Evaluator:
             else:
                 in_idx.append(idx[out_pos])
                 out_pos += 1
-        body = self.value(x, tuple(in_idx))
+        body = self._bound(binders, lambda: self.value(x, tuple(in_idx)))
         kind = node.op
         if kind in ("max", "min"):
             return nf.reduce_max(kind, tuple(binders), body, self.positive, self.negative)
@@ -225,7 +263,8 @@ class Evaluator:
         v = nf.fresh("c")
         in_idx = list(idx)
         in_idx[axis] = Ix.of(v)
-        return nf.sum_over(v, idx[axis] + 1, self.value(node.inputs[0], tuple(in_idx)))
+        body = self._bound([(v, idx[axis] + 1)], lambda: self.value(node.inputs[0], tuple(in_idx)))
+        return nf.sum_over(v, idx[axis] + 1, body)
 
     def matmul(self, i: int, idx: tuple[Ix, ...]) -> Poly:
         node = self.program.nodes[i]
@@ -234,7 +273,8 @@ class Evaluator:
         batch = idx[:-2]
         xi = self._broadcast_batch(x, batch) + (idx[-2], Ix.of(k))
         yi = self._broadcast_batch(y, batch) + (Ix.of(k), idx[-1])
-        return nf.sum_over(k, self.shapes[x][-1], self.value(x, xi) * self.value(y, yi))
+        body = self._bound([(k, self.shapes[x][-1])], lambda: self.value(x, xi) * self.value(y, yi))
+        return nf.sum_over(k, self.shapes[x][-1], body)
 
     def _broadcast_batch(self, j: int, batch: tuple[Ix, ...]) -> tuple[Ix, ...]:
         shape = self.shapes[j][:-2]
@@ -273,8 +313,16 @@ class Evaluator:
             for j, start in reversed(list(zip(node.inputs, offsets))):
                 sub = list(idx)
                 sub[axis] = idx[axis] - start
-                part = self.value(j, tuple(sub))
-                result = part if result is None else nf.ite("<", idx[axis], start + self.shapes[j][axis], part, result)
+                end = start + self.shapes[j][axis]
+
+                def part_value(j: int = j, sub: tuple[Ix, ...] = tuple(sub), start: Ix = start) -> Poly:
+                    if start == Ix(0):
+                        return self.value(j, sub)
+                    return self._guarded("<=", start, idx[axis], lambda: self.value(j, sub))
+
+                # defined where this part is selected: start <= idx < end (each bound unless it is the axis')
+                part = part_value() if end == self.shapes[i][axis] else self._guarded("<", idx[axis], end, part_value)
+                result = part if result is None else nf.ite("<", idx[axis], end, part, result)
             assert result is not None
             return result
         if node.op == "reshape":
@@ -301,13 +349,20 @@ class Evaluator:
 
     def library(self, i: int, idx: tuple[Ix, ...]) -> Poly:
         node = self.program.nodes[i]
-        lams = []
+        lams, domains = [], []
         for j in node.inputs:
             names = tuple(f"l{a}" for a in range(len(self.shapes[j])))
-            lams.append((names, self.value(j, tuple(Ix.of(n) for n in names))))
+            with self._scope() as dom:
+                lams.append((names, self.value(j, tuple(Ix.of(n) for n in names))))
+            product = ONE
+            for c in sorted(nf.normalize_conditions(dom.conditions), key=repr):
+                product = product * Poly.atom(c)
+            domains.append((names, product))
         # the input shapes are part of the function: a lambda does not carry its domain (conv over a
         # slice of x and conv over x have the same lambda), so without them the two would be equal
         attrs = (tuple(node.attrs.items()), tuple(self.shapes[j] for j in node.inputs))
+        if any(p != ONE for _, p in domains):  # defined where the elements it reads are: opaque to the prover
+            nf.require_all({nf.condition("lib", (), Poly.atom(("lib", node.op, attrs, tuple(domains), idx)))})
         return Poly.atom(("lib", node.op, attrs, tuple(lams), idx))
 
 

@@ -1,14 +1,30 @@
 """Prove two programs equal for every shape, or refute them with a replayed counterexample.
 
-``prove_equal(lhs, rhs)`` takes two Programs over the same inputs with *symbolic* dims:
+``prove_equal(lhs, rhs)`` takes two Programs over the same inputs with *symbolic* dims. Equal means:
+for all inputs and all sizes >= 1, at every output index (a) the left side is *defined* exactly where
+the right side is, and (b) where defined, the values agree. A side is defined at an index when every
+partial-function application its value there depends on is inside its domain: log(p) needs p > 0,
+sqrt(p) p >= 0, rsqrt(p) p > 0, reciprocal(p) and division by p need p != 0, pow(x, e) needs x >= 0
+for a non-integer e > 0, x > 0 for a non-integer e < 0 and x != 0 for a negative integer e (``ops``,
+``nf.fn_domain``). An application under a reduction's or a matmul's bound index is required for every
+value of it; one in a part of a concat (or the kept part of a causal mask) only where that part is
+selected. Every application in both branches of a *real* comparison (maximum, minimum, relu, clamp,
+abs: they propagate NaN in torch and NumPy) is required. A mean's division by its count (>= 1) is
+no condition. Outside the domain nothing is claimed (a side may be NaN, inf, or even finite there).
 
 1. shapes and dtypes: the registry's shape rules must give the same symbolic output shape;
-2. a NumPy search at small random sizes: a mismatch in the float64 reference is a genuine
-   counterexample (dims, seed and error are returned), so the candidate is refuted;
-3. normal forms (``nf``) of both sides at a symbolic output index, using the lemma library;
-   equal normal forms prove the candidate;
+2. a NumPy search at small random sizes (``numeric_search``): inputs inside the domains of *both*
+   sides, then, where either side has a partial function, inputs of mixed sign and on the domain
+   boundaries (0, -1, ...); a mismatch in the float64 reference, or a side that is NaN / inf where the
+   other is finite, is a genuine counterexample (dims, seed, inputs and error are returned);
+3. normal forms (``nf``) of both sides at a symbolic output index, using the lemma library, with each
+   side's domain conditions (canonical "dom" atoms). Equal condition sets satisfy (a); otherwise each
+   condition one side has and the other lacks must follow from the other side's conditions (Z3,
+   purified as in step 4, a bound index as a fresh constant in range); one that does not makes the
+   result ``unknown`` (naming it). Equal normal forms then prove the candidate;
 4. otherwise the difference goes to Z3, purified (sums and max/min reductions are fresh variables)
-   with ground axiom instances, dims >= 1 and indices in range: ``unsat`` proves it;
+   with ground axiom instances (monotonicity of log and sqrt only inside their domains), dims >= 1,
+   indices in range and the binder-free domain conditions as facts: ``unsat`` proves it;
 5. otherwise induction on a reduction length (base and step as two queries, ``induction``).
 
 Anything else is ``unknown`` and is never admitted.
@@ -16,6 +32,7 @@ Anything else is ``unknown`` and is never admitted.
 
 from __future__ import annotations
 
+import itertools
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -25,7 +42,8 @@ import z3
 
 from axon_eg.errors import AxonError
 from axon_eg.ir import dims as D
-from axon_eg.ir.inputs import random_inputs
+from axon_eg.ir import ops as O
+from axon_eg.ir.inputs import mixed_inputs, random_inputs
 from axon_eg.ir.interpret import interpret
 from axon_eg.ir.program import Program
 
@@ -42,6 +60,7 @@ class Counterexample:
     seed: int
     max_error: float
     detail: str = ""
+    inputs: str = "domain"  # how numeric_search drew them: "domain", "mixed" or "boundary" (trial_inputs)
 
     def __str__(self) -> str:
         dims = ", ".join(f"{k}={v}" for k, v in sorted(self.dims.items())) or "no dims"
@@ -82,29 +101,72 @@ def _sample_dims(names: Sequence[str], rng: np.random.Generator, low: int, high:
     return {n: int(rng.integers(low, high + 1)) for n in names}
 
 
+PARTIAL_OPS = {"log", "sqrt", "rsqrt", "reciprocal", "div", "pow"}
+MIXED_TRIALS = ("mixed", "boundary", "mixed", "boundary")  # after the domain trials, where a side is partial
+
+
+def _partial(program: Program) -> bool:
+    """Whether the program applies a partial function (composites may, through their expansion)."""
+    for n in program.nodes:
+        op = O.get(n.op)
+        if n.op in PARTIAL_OPS or op.kind == O.OpKind.COMPOSITE or op.meta.get("positive_inputs"):
+            return True
+    return False
+
+
+def trial_inputs(left: Program, lhs: Program, rhs: Program, symbols: Sequence[ScalarSymbol], seed: int,
+                 inputs: str = "domain") -> dict[str, np.ndarray]:
+    """The inputs one trial of ``numeric_search`` evaluates (``left``: a side with its dims bound); a
+    counterexample replays from its ``seed`` and ``inputs``."""
+    if inputs == "domain":
+        drawn = random_inputs(left, seed=seed, domain_of=(lhs, rhs))
+    else:
+        drawn = mixed_inputs(left, seed=seed, boundary=inputs == "boundary")
+    out = signed_symbols(drawn, symbols)
+    for sym in symbols:  # a strict sign constraint excludes 0 (boundary values include it)
+        if sym.name in out and sym.constraint in (">0", "<0"):
+            out[sym.name] = np.where(out[sym.name] == 0.0, 1.0 if sym.constraint == ">0" else -1.0, out[sym.name])
+    return out
+
+
 def numeric_search(lhs: Program, rhs: Program, symbols: Sequence[ScalarSymbol] = (), trials: int = 6,
                    seed: int = 0, rtol: float = 1e-6, atol: float = 1e-8) -> Counterexample | None:
-    """Evaluate both sides in float64 at small random sizes; return the first mismatch."""
+    """Evaluate both sides in float64 at small random sizes; return the first mismatch. ``trials``
+    draws respect the domains of both sides; where either side has a partial function, more trials ignore
+    them (``MIXED_TRIALS``: N(0, 1), values on the domain boundaries; at larger sizes, for many sign
+    combinations), so that a side that is NaN or inf where the other is finite shows."""
     rng = np.random.default_rng(seed)
     names = sorted(lhs.free_dims | rhs.free_dims)
-    for t in range(trials):
-        low, high = (1, 3) if t % 2 == 0 else (2, 5)
+    kinds = ["domain"] * trials + (list(MIXED_TRIALS) if _partial(lhs) or _partial(rhs) else [])
+    for t, kind in enumerate(kinds):
+        low, high = (6, 10) if kind != "domain" else (1, 3) if t % 2 == 0 else (2, 5)  # many elements: many signs
         dims = _sample_dims(names, rng, low, high)
         try:
             left, right = lhs.bind(dims), rhs.bind(dims)
         except AxonError:
             continue  # these sizes do not fit the pattern's shape constraints (e.g. an odd rope dim)
-        inputs = signed_symbols(random_inputs(left, seed=seed * 100 + t), symbols)
-        a, b = interpret(left, inputs), interpret(right, inputs)
+        trial_seed = seed * 100 + t
+        inputs = trial_inputs(left, lhs, rhs, symbols, trial_seed, kind)
+        with np.errstate(all="ignore"):
+            a, b = interpret(left, inputs), interpret(right, inputs)
         a, b = (a if isinstance(a, tuple) else (a,)), (b if isinstance(b, tuple) else (b,))
-        for x, y in zip(a, b):
+        for k, (x, y) in enumerate(zip(a, b)):
+            out = f"output {k} " if len(a) > 1 else ""
             if x.shape != y.shape:
-                return Counterexample(dims, seed * 100 + t, float("inf"), f"shapes {x.shape} vs {y.shape}")
-            finite = np.isfinite(x) & np.isfinite(y)
-            if not np.array_equal(np.isfinite(x), np.isfinite(y)):
-                return Counterexample(dims, seed * 100 + t, float("inf"), "one side is not finite where the other is")
+                return Counterexample(dims, trial_seed, float("inf"), f"shapes {x.shape} vs {y.shape}", kind)
+            fx, fy = np.isfinite(x), np.isfinite(y)
+            if not np.array_equal(fx, fy):
+                at = tuple(int(v) for v in np.argwhere(fx != fy)[0])
+                side, other = ("lhs", "rhs") if not fx[at] else ("rhs", "lhs")
+                values = {"lhs": x[at], "rhs": y[at]}
+                return Counterexample(dims, trial_seed, float("inf"),
+                                      f"{kind} inputs: the {side} is not finite where the {other} is "
+                                      f"({out}at {list(at)}: {side} = {values[side]}, {other} = {values[other]:.6g})", kind)
+            finite = fx & fy
             if finite.any() and not np.allclose(x[finite], y[finite], rtol=rtol, atol=atol):
-                return Counterexample(dims, seed * 100 + t, float(np.max(np.abs(x[finite] - y[finite]))))
+                return Counterexample(dims, trial_seed, float(np.max(np.abs(x[finite] - y[finite]))),
+                                      f"{kind} inputs: {out}max |lhs - rhs| = "
+                                      f"{float(np.max(np.abs(x[finite] - y[finite]))):.3g}", kind)
     return None
 
 
@@ -158,26 +220,33 @@ def prove_equal(lhs: Program, rhs: Program, *, symbols: Sequence[ScalarSymbol] =
     negative = [s.name for s in symbols if s.constraint == "<0"]
     sums_lemmas: tuple[str, ...] = ()
     try:
-        diffs = []
+        diffs, domains = [], []
         for k in range(len(lhs.outputs)):
-            left, idx = Evaluator(lhs, names, positive, negative).output(k, prefix=f"o{k}_")
-            right, _ = Evaluator(rhs, names, positive, negative).output(k, prefix=f"o{k}_")
+            evaluators = Evaluator(lhs, names, positive, negative), Evaluator(rhs, names, positive, negative)
+            left, idx = evaluators[0].output(k, prefix=f"o{k}_")
+            right, _ = evaluators[1].output(k, prefix=f"o{k}_")
             diffs.append((left - right, idx, lhs.outputs[k]))
+            domains.append(tuple(e.domain(k, prefix=f"o{k}_") for e in evaluators))
             if any(m.binders for side in (left, right) for m in side.monos):
                 sums_lemmas = ("sum_additivity", "sum_linearity", "sum_swap")
     except NoSemantics as e:
         return done("unknown", "semantics", str(e))
-    if all(d.is_zero for d, _, _ in diffs):
-        return done("proven", "normal form", lemmas=sums_lemmas)
     q = _Query()
-    goals = []
-    for diff, idx, node in diffs:
-        if diff.is_zero:
-            continue
-        goals.append(q.ctx.poly(diff) != 0)
+    for _, idx, node in diffs:
         q.facts += _ranges(q.ctx, lhs, idx, node)
     for s in symbols:
         q.facts += _constraint(q.ctx, s)
+    for k, (ldom, rdom) in enumerate(domains):  # (a): each side defined where the other is
+        why = domain_mismatch(q, ldom, rdom, timeout_ms)
+        if why:
+            return done("unknown", "domain", (f"output {k}: " if len(domains) > 1 else "") + why)
+    if all(d.is_zero for d, _, _ in diffs):
+        return done("proven", "normal form", lemmas=sums_lemmas)
+    conditions = [[c for c in sorted(ldom | rdom, key=repr) if not c[2] and c[1] != "lib"] for ldom, rdom in domains]
+    goals = []
+    for (diff, _, _), conds in zip(diffs, conditions):  # (b): where both sides are defined
+        if not diff.is_zero:
+            goals.append(z3.And(*[q.ctx.condition(c) for c in conds], q.ctx.poly(diff) != 0))
     solver = z3.Solver()
     solver.set("timeout", timeout_ms)
     solver.add(*q.facts, *q.ctx.axioms, z3.Or(goals))
@@ -186,9 +255,72 @@ def prove_equal(lhs: Program, rhs: Program, *, symbols: Sequence[ScalarSymbol] =
         return done("proven", "normal form + z3", lemmas=q.ctx.lemmas)
     from .induction import prove_by_induction
 
-    outcome = prove_by_induction(diffs, lhs, symbols, timeout_ms)
+    outcome = prove_by_induction(diffs, lhs, symbols, timeout_ms, conditions=conditions)
     if outcome is not None:
         return done("proven", "induction", lemmas=outcome)
     return done("unknown", "z3", f"z3 says {result} on the purified difference")
 
 
+def domain_mismatch(q: _Query, ldom: frozenset, rdom: frozenset, timeout_ms: int) -> str | None:
+    """Why the two sides are not defined at the same inputs (their domain conditions ``ldom``,
+    ``rdom``, under the query's facts), or None when each side's conditions follow from the other's."""
+    for side, goals, other, hyps in (("rhs", rdom, "lhs", ldom), ("lhs", ldom, "rhs", rdom)):
+        gap = _domain_gap(q, goals, hyps, timeout_ms)
+        if gap:
+            more = f" (and {len(gap) - 1} more)" if len(gap) > 1 else ""
+            return (f"the {side} is defined only where {nf.condition_str(gap[0])}{more}, which the {other}'s "
+                    "domain does not imply")
+    return None
+
+
+def _domain_gap(q: _Query, goals: frozenset, hyps: frozenset, timeout_ms: int) -> list[nf.Atom]:
+    """The conditions in ``goals`` that do not follow from ``hyps`` and the query's facts ([] when all
+    do). A goal's bound indices become fresh constants in range; a hypothesis over bound indices is
+    instantiated at those constants where the ranges match; a library op's condition only matches itself."""
+    missing = sorted(goals - hyps, key=repr)
+    if not missing:
+        return []
+    if any(g[1] == "lib" for g in missing):
+        return [g for g in missing if g[1] == "lib"]
+    ctx = q.ctx
+    known = [f for f in (ctx.condition(h) for h in sorted(hyps, key=repr) if not h[2]) if f is not None]
+    failures = []
+    for n, g in enumerate(missing):
+        at = {v: nf.Ix.of(f"dom{n}_{k}") for k, (v, _) in enumerate(g[2])}
+        ranges = []
+        for v, length in g[2]:
+            ranges += [ctx.ix(at[v]) >= 0, ctx.ix(at[v]) < ctx.ix(length.subst(at))]
+        instances = []
+        for h in sorted(hyps, key=repr):
+            for mapping in _instances(h, g, at):
+                formula = ctx.condition(h, mapping)
+                if formula is not None:
+                    instances.append(formula)
+        negated = z3.And(*ranges, z3.Not(ctx.condition(g, at)))
+        failures.append((g, [*known, *instances], negated))
+    solver = z3.Solver()
+    solver.set("timeout", timeout_ms)
+    solver.add(*q.facts, *[f for _, fs, _ in failures for f in fs], *ctx.axioms, z3.Or([neg for _, _, neg in failures]))
+    if solver.check() == z3.unsat:
+        return []
+    out = []
+    for g, facts, negated in failures:  # which ones: each on its own
+        one = z3.Solver()
+        one.set("timeout", timeout_ms)
+        one.add(*q.facts, *facts, *ctx.axioms, negated)
+        if one.check() != z3.unsat:
+            out.append(g)
+    return out or [g for g, _, _ in failures]
+
+
+def _instances(h: nf.Atom, g: nf.Atom, at: dict[str, nf.Ix]) -> list[dict[str, nf.Ix]]:
+    """Assignments of the goal's bound-index constants to a hypothesis's binders with the same ranges."""
+    if not h[2] or h[1] == "lib" or len(h[2]) > len(g[2]) or len(g[2]) > 4:
+        return []
+    lengths = {v: n.subst(at) for v, n in g[2]}
+    out = []
+    for chosen in itertools.permutations(list(at), len(h[2])):
+        mapping = {hv: at[gv] for (hv, _), gv in zip(h[2], chosen)}
+        if all(n.subst(mapping) == lengths[gv] for (_, n), gv in zip(h[2], chosen)):
+            out.append(mapping)
+    return out

@@ -1,7 +1,13 @@
 """Normal-form terms to Z3, purified: every remaining sum or max/min reduction becomes a fresh real
 variable (memoized by its canonical form), and only the ground axiom instances the query needs
 are added (exp is positive, exp(a) exp(-a) = 1, a sum of positive terms over a non-empty range is
-positive). Sound for ``unsat``: a proof never depends on what purification forgot."""
+positive, monotonicity between two applications of an increasing function, sqrt is >= 0 on its
+domain). Sound for ``unsat``: a proof never depends on what purification forgot.
+
+Partial functions are uninterpreted outside their domain (log(p) for p <= 0 is an arbitrary real, as
+is Z3's p / 0): no axiom says anything about such an application, so a proof holds for every value
+NaN could be replaced by; the prover adds the domain conditions (``nf`` "dom" atoms, ``condition``)
+as facts where it needs them."""
 
 from __future__ import annotations
 
@@ -14,8 +20,11 @@ import z3
 from . import nf
 from .nf import Ix, Mono, Poly
 
-# Strictly increasing functions (on their domain): their ground monotonicity instances are sound.
+# Strictly increasing functions: a < b -> f(a) < f(b) between any two applications. exp, tanh and erf
+# are increasing on all reals; log and sqrt only on their domains (p > 0, p >= 0: ``nf.fn_domain``),
+# so their instances also require both arguments inside it (f(-1) vs f(4) is unconstrained).
 MONOTONE = {"exp", "log", "sqrt", "tanh", "erf"}
+RELATIONS = {">0": lambda z: z > 0, ">=0": lambda z: z >= 0, "!=0": lambda z: z != 0}
 
 
 @dataclass
@@ -108,15 +117,20 @@ class Z3Context:
         if tag == "fn":
             arg = self.poly(a[2])
             value = self.func(f"fn_{a[1]}", 1, [z3.RealSort()])(arg)
+            rel = nf.fn_domain(a[1])
             if a[1] in MONOTONE:  # ground monotonicity instances against the same function's other uses
                 seen = self.applications.setdefault(a[1], {})
                 if repr(a[2]) not in seen:
                     for other_arg, other in seen.values():
-                        self.axioms.append(z3.Implies(arg < other_arg, value < other))
-                        self.axioms.append(z3.Implies(other_arg < arg, other < value))
+                        both = [RELATIONS[rel](arg), RELATIONS[rel](other_arg)] if rel else []
+                        self.axioms.append(z3.Implies(z3.And(*both, arg < other_arg), value < other))
+                        self.axioms.append(z3.Implies(z3.And(*both, other_arg < arg), other < value))
                     seen[repr(a[2])] = (arg, value)
                     if len(seen) > 1:
                         self.lemmas.add("monotonicity")
+                    if a[1] == "sqrt":
+                        self.axioms.append(z3.Implies(arg >= 0, value >= 0))
+                        self.axioms.append(z3.Implies(arg > 0, value > 0))
             if a[1] == "exp":
                 key = repr(a[2])
                 if key not in self.exps:
@@ -157,6 +171,18 @@ class Z3Context:
             f = self.func(f"lib_{a[1]}_{abs(hash(a[2]))}", len(sorts), sorts)
             return f(*arrays, *[self.ix(i) for i in a[4]])
         raise ValueError(f"unknown atom {tag}")
+
+
+    # -- domain conditions ---------------------------------------------------------------------------
+    def condition(self, c: nf.Atom, at: dict[str, Ix] | None = None) -> z3.BoolRef | None:
+        """The condition ``c`` (a binder-free one, or its binders replaced by ``at``) as a formula;
+        None for a library op's condition, which has no formula."""
+        rel, binders, body = c[1], c[2], c[3]
+        if rel == "lib":
+            return None
+        if binders:
+            body = body.subst({v: (at or {})[v] for v, _ in binders})
+        return RELATIONS[rel](self.poly(body))
 
 
 def _rv(c: Fraction) -> z3.ArithRef:

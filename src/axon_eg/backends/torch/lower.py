@@ -23,6 +23,7 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from axon_eg.backends.kernel import call_signature, guard_source
 from axon_eg.errors import ProgramError, UnknownOperation
 from axon_eg.ir import dims as D
 from axon_eg.ir import ops as O
@@ -622,7 +623,9 @@ def emit_function(program: Program, name: str = "forward", *, compute_dtype: Any
 _MODULE_TAIL = '''
 
 def eager(*inputs):
-    """The PyTorch baseline: the program in its inputs' dtypes (one tensor, or a tuple)."""
+    """The PyTorch baseline: the program in its inputs' dtypes (one tensor, or a tuple), at the sizes it was
+    built for (SIGNATURE: a call with other sizes raises KernelCallError naming the argument)."""
+    check_call(inputs, (), SIGNATURE, "eager", KernelCallError, torch.Tensor, False)
     return forward(*inputs)
 
 
@@ -630,10 +633,11 @@ _compiled = None
 
 
 def compiled(*inputs):
-    """torch.compile(eager, mode="max-autotune-no-cudagraphs"), compiled on the first call."""
+    """torch.compile(forward, mode="max-autotune-no-cudagraphs"), compiled on the first call."""
     global _compiled
+    check_call(inputs, (), SIGNATURE, "compiled", KernelCallError, torch.Tensor, False)
     if _compiled is None:
-        _compiled = torch.compile(eager, mode="max-autotune-no-cudagraphs")
+        _compiled = torch.compile(forward, mode="max-autotune-no-cudagraphs")
     return _compiled(*inputs)
 
 
@@ -660,7 +664,9 @@ reference_torch._takes_torch = True
 
 
 def emit_module(program: Program) -> str:
-    """A complete module: ``eager(*inputs)``, ``compiled(*inputs)`` and ``reference(*arrays)``."""
+    """A complete module: ``eager(*inputs)``, ``compiled(*inputs)`` and ``reference(*arrays)``. ``eager`` and
+    ``compiled`` first check the number and the shapes of their arguments (the code bakes the sizes in; any
+    dtype and layout is fine, torch handles them) with the guard of :mod:`axon_eg.backends.kernel`."""
     _check_bound(program)
     header = [
         f"# Program {program.name!r}, hash {program.hash}, lowered to PyTorch by axon_eg.backends.torch.",
@@ -673,6 +679,9 @@ def emit_module(program: Program) -> str:
         "",
         f"INPUTS = {tuple(spec.name for spec in program.inputs)!r}",
         "",
+        "",
+        guard_source([(name, shape, None) for name, shape, _ in
+                      call_signature(program, list(input_names(program).values()), outputs=False)]),
         "",
         "",
     ]

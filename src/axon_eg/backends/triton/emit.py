@@ -4,6 +4,9 @@ The file has a header that states the variant (rules whose e-nodes it uses, fusi
 tiling and lowering, predicted cost), one ``@triton.jit`` function per group the Triton lowerings
 handle (element-wise groups, row-reduction groups), and a launcher ``kernel(*inputs, *outputs)``
 (destination passing) that allocates intermediates, computes grids and launches the groups in order.
+The launcher first checks its arguments against what the file was built for (count, shapes, dtypes,
+one device, contiguous row-major; ``SIGNATURE`` and ``check_call`` in the header, from
+:mod:`axon_eg.backends.kernel`) and raises the file's ``KernelCallError`` (a ValueError) naming the argument.
 Groups no Triton lowering handles yet (matmul, attention, scans, library ops, float64) run as torch
 code from the torch lowering of the same registry ops, and the header says so.
 """
@@ -14,7 +17,7 @@ import importlib
 from dataclasses import replace
 from typing import Any
 
-from axon_eg.backends.kernel import Kernel, identifier
+from axon_eg.backends.kernel import Kernel, call_signature, guard_source, identifier
 from axon_eg.backends.torch.lower import expr as torch_expr
 from axon_eg.extract.candidates import Candidate
 from axon_eg.extract.fusion import ATTENTION, ELEMENTWISE, LAYOUT, LIBRARY, MATMUL, REDUCTION, SCAN, FusionPlan, Group, node_kind
@@ -171,27 +174,37 @@ def _file(candidate: Candidate, plan: FusionPlan, hw: HardwareSpec, name: str, l
         what = k.note if isinstance(k, GroupKernel) else f"torch ({k})"
         head.append(f"#   g{gi} {g.kind} nodes {list(g.nodes)}: {what}")
     head += ["", "import math  # noqa: F401", "", "import torch", "import torch.nn.functional as F  # noqa: F401",
-             "import triton", "import triton.language as tl", "", ""]
+             "import triton", "import triton.language as tl", "", "", guard_source(call_signature(program, _params(program))),
+             "", ""]
     jits = [k.source for k in lowered if isinstance(k, GroupKernel)]
     if any("tl.make_tensor_descriptor" in j for j in jits):
         jits.insert(0, tma.ALLOCATOR)
     return "\n".join(head) + "\n\n".join(jits) + ("\n\n" if jits else "") + _launcher(plan, lowered)
 
 
+def _params(program: Any) -> list[str]:
+    """The launcher's parameter names of the program's inputs (then come ``out0, out1, ...``)."""
+    taken: set[str] = set()
+    return [identifier(spec.name, taken) for spec in program.inputs]
+
+
+def _tuple(names: list[str]) -> str:
+    return f"({names[0]},)" if len(names) == 1 else f"({', '.join(names)})"
+
+
 def _launcher(plan: FusionPlan, lowered: list[GroupKernel | str]) -> str:
     program = plan.program
-    taken: set[str] = set()
-    buf: dict[int, str] = {}
-    params = []
-    for spec, node in zip(program.inputs, program.input_ids):
-        buf[node] = identifier(spec.name, taken)
-        params.append(buf[node])
+    params = _params(program)
+    buf: dict[int, str] = dict(zip(program.input_ids, params))
     outs = [f"out{k}" for k in range(len(program.outputs))]
     target: dict[int, str] = {}
     for k, o in enumerate(program.outputs):
         target.setdefault(o, outs[k])
     first_in = buf[program.input_ids[0]] if program.input_ids else outs[0]
-    lines = [f"def kernel({', '.join(params + outs)}):", f"    dev = {first_in}.device"]
+    lines = [f"def kernel({''.join(f'{p}=None, ' for p in params + outs)}*extra):",
+             "    # the arguments must be what the kernel was built for (SIGNATURE): sizes, dtypes and layout are baked in",
+             f"    check_call({_tuple(params + outs)}, extra, SIGNATURE, 'kernel', KernelCallError, torch.Tensor)",
+             f"    dev = {first_in}.device"]
 
     def ensure(j: int) -> str:
         """A contiguous tensor holding node j (views and constants are built with torch)."""

@@ -90,6 +90,8 @@ class _Axes:
             return tuple(s if a > 1 else None for s, a in zip(tail, arg))
         # a view that only adds or drops size-1 dims keeps the order of the others
         big = [s for s, d in zip(src, shape) if d > 1]
+        if len(src) != len(shape):  # never let next() below run dry (a StopIteration in a generator crashes)
+            raise NotLowerable(f"view of {list(shape)} from sources of rank {len(src)}")
         if [d for d in shape if d > 1] != [d for d in arg if d > 1]:
             raise NotLowerable(f"reshape {list(arg)} -> {list(shape)} regroups axes; the tiled transpose needs them apart")
         it = iter(big)

@@ -143,8 +143,10 @@ class _Kernel(_Operands):
             return ("0",) * len(to)
         if [d for d in shape if d != 1] != [d for d in to if d != 1]:
             raise NotLowerable(f"reshape {list(to)} <-> {list(shape)} regroups dims; only size-1 dims may change")
-        it = iter(i for i, d in zip(idx, shape) if d != 1)
-        return tuple(next(it) if d != 1 else "0" for d in to)
+        if len(idx) != len(shape):  # an index that is not this value's (a caller's bug): refuse, never misindex
+            raise NotLowerable(f"view of {list(shape)} indexed at {list(idx)}")
+        kept = iter([i for i, d in zip(idx, shape) if d != 1])
+        return tuple(next(kept) if d != 1 else "0" for d in to)
 
     def mask(self, toks: frozenset[str]) -> str | None:
         """The masks a tile over ``toks`` needs (none along a dim its block size divides)."""
@@ -257,6 +259,8 @@ class _Kernel(_Operands):
         nat[self.mm] = self.dom_out
         for n in sorted(self.desc):
             node, shape = p.nodes[n], p.concrete_shape(n)
+            if any(j in self.desc and j not in nat for j in node.inputs):
+                continue  # fed by an epilogue value without a place in the tile (a slice, a concat): neither is n
             src = nat.get(node.inputs[0], ())
             if self._is_reduce(n):
                 self._row_reduction(n)

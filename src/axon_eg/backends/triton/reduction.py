@@ -100,8 +100,9 @@ class _Rows:
 
     def deps(self, expr: str) -> tuple[bool, bool]:
         """Whether an expression depends on the block's rows and on its columns (directly, through the
-        flat index or masks, or through a value computed from them)."""
-        names = set(re.findall(r"[A-Za-z_][A-Za-z_0-9]*", expr))
+        flat index or masks, or through a value computed from them). Keyword names (``mask=`` of a
+        ``tl.load``) are not references: a row-only load ``tl.load(p + rows, mask=rmask)`` depends on rows only."""
+        names = set(re.findall(r"[A-Za-z_][A-Za-z_0-9]*", re.sub(r"\b[A-Za-z_]\w*\s*=(?!=)", "", expr)))
         rows = bool(names & {"rows", "rmask", "flat", "mask"}) or bool(names & self.row_vars)
         cols = bool(names & {"cols", "cmask", "flat", "mask"}) or bool(names & self.col_vars)
         return rows, cols
@@ -114,7 +115,9 @@ class _Rows:
         shape = self.program.concrete_shape(n)
         if n in self.inside and O.get(node.op).kind is O.OpKind.REDUCE:
             rows_idx = unflat("rows", shape) if math.prod(shape) == self.r else None
-            if idx != rows_idx:
+            # rows of one column: the domain's flat index rows * 1 + cols is the row (cols is 0 where stored)
+            own = idx == rows_idx or (self.n == 1 and rows_idx is not None and idx == self.unflat(DOMAIN_FLAT, shape))
+            if not own:
                 raise NotLowerable(f"{node.op} result read at {list(idx)}, not at its own row")
             return self._reduced(n)
         key = (n, idx)

@@ -30,11 +30,12 @@ from axon_eg.ir.inputs import random_inputs
 from axon_eg.ir.interpret import interpret
 from axon_eg.ir.program import Program
 
+from .. import nf
 from ..induction import prove_by_induction
 from ..nf import Ix, Poly
 from ..numeric import EvaluationError, PolyEvaluator
 from ..ops import Evaluator, NoSemantics, dim_to_ix
-from ..prover import Counterexample, ProofResult, ScalarSymbol, _constraint, _ranges, signed_symbols
+from ..prover import Counterexample, ProofResult, ScalarSymbol, _constraint, _Query, _ranges, domain_mismatch, signed_symbols
 from ..z3conv import Z3Context
 from .instructions import ANY_FUNCTION, IllFormed, Instr, Machine, TileType, distinguishing_dims
 
@@ -96,8 +97,13 @@ def prove_lowering(program: Program, inputs: Mapping[str, TileType], sequence: S
     sequence's conditions (limits, features, dtypes) when it ran."""
     clock = _Clock()
     machine = Machine(inputs, [s.name for s in symbols])
+    known = (frozenset(("sym", s.name) for s in symbols if s.constraint == ">0"),
+             frozenset(("sym", s.name) for s in symbols if s.constraint == "<0"), frozenset(program.free_dims))
+    machine_domain = nf.Domain(*known)  # what the sequence's instructions require (immediates, activations)
     try:
-        machine.run(sequence)
+        with nf.domain_scope(*known) as during_run:
+            machine.run(sequence)
+        machine_domain.conditions |= during_run.conditions
         if output not in machine.types:
             raise IllFormed(f"the sequence never writes {output!r}", illegal=True)
     except IllFormed as e:
@@ -119,17 +125,26 @@ def prove_lowering(program: Program, inputs: Mapping[str, TileType], sequence: S
     positive = [s.name for s in symbols if s.constraint == ">0"]
     negative = [s.name for s in symbols if s.constraint == "<0"]
     try:
-        left, idx = Evaluator(program, names, positive, negative).output(0, prefix="o0_")
-        right = machine.value(output, idx)
+        evaluator = Evaluator(program, names, positive, negative)
+        left, idx = evaluator.output(0, prefix="o0_")
+        with nf.domain_scope(*known) as reading:
+            right = machine.value(output, idx)
+        machine_domain.conditions |= reading.conditions
     except (NoSemantics, IllFormed) as e:
         return clock.done("unknown", "semantics", str(e)), machine
+    query = _Query()  # the op and the sequence must be defined at the same inputs (log, sqrt, recip, ...)
+    query.facts += _ranges(query.ctx, program, idx, node) + [f for s in symbols for f in _constraint(query.ctx, s)]
+    why = domain_mismatch(query, evaluator.domain(0, prefix="o0_"),
+                          nf.normalize_conditions(frozenset(machine_domain.conditions)), timeout_ms)
     diff = left - right
-    if diff.is_zero:
+    if diff.is_zero and not why:
         lemmas = ("sum_additivity", "sum_linearity", "sum_swap") if any(m.binders for m in left.monos) else ()
         return clock.done("proven", "normal form", lemmas=lemmas), machine
     cex = _search_lowering(program, right, idx, symbols, trials, seed)
     if cex is not None:
         return clock.done("refuted", "numpy search", str(cex), cex), machine
+    if why:  # equal values where both are defined, but not defined at the same inputs: never admitted
+        return clock.done("unknown", "domain", why), machine
     ctx = Z3Context()
     facts = _ranges(ctx, program, idx, node) + _limit_facts(ctx, [machine])
     for s in symbols:
@@ -182,17 +197,20 @@ def prove_same(inputs: Mapping[str, TileType], left: Sequence[Instr], right: Seq
     fusion: the pair of instructions and the fused one). Memories may differ; the caller records it."""
     clock = _Clock()
     scalars = dict(scalars or {})
-    machines = []
+    dim_names = frozenset(s for t in inputs.values() for d in t.shape for s in d.symbols())
+    machines, domains = [], []  # each side's domain conditions: what its instructions require
     for side in (left, right):
         m = Machine(inputs, scalars)
         try:
-            m.run(side)
+            with nf.domain_scope(dims=dim_names) as running:
+                m.run(side)
             for name in outputs:
                 if name not in m.types:
                     raise IllFormed(f"the sequence never writes {name!r}", illegal=True)
         except IllFormed as e:
             return _ill_formed(clock, e)
         machines.append(m)
+        domains.append(running.conditions)
     a, b = machines
     diffs = []
     for k, name in enumerate(outputs):
@@ -201,23 +219,29 @@ def prove_same(inputs: Mapping[str, TileType], left: Sequence[Instr], right: Seq
             dims = next((d for x, y in zip(sa, sb) if x != y and (d := distinguishing_dims(x, y))), {})
             return clock.done("refuted", "shape", f"{name}: {sa!r} vs {sb!r}", Counterexample(dims, 0, float("inf"), "shapes"))
         idx = tuple(Ix.of(f"o{k}_{i}") for i in range(len(sa)))
-        diffs.append((name, a.value(name, idx) - b.value(name, idx), a.value(name, idx), b.value(name, idx), idx, sa))
-    if all(d[1].is_zero for d in diffs):
-        return clock.done("proven", "normal form")
-    cex = _search_same(inputs, diffs, scalars, trials, seed)
-    if cex is not None:
-        return clock.done("refuted", "numpy search", str(cex), cex)
+        values = []
+        for m, dom in zip(machines, domains):
+            with nf.domain_scope(dims=dim_names) as reading:
+                values.append(m.value(name, idx))
+            dom |= reading.conditions
+        diffs.append((name, values[0] - values[1], values[0], values[1], idx, sa))
     ctx = Z3Context()
     facts = _limit_facts(ctx, machines)
     for t in inputs.values():
         for d in t.shape:
             facts += [ctx.int_sym(s) >= 1 for s in sorted(d.symbols())]
-    goals = []
-    for _, diff, _, _, idx, shape in diffs:
-        if diff.is_zero:
-            continue
+    for _, _, _, _, idx, shape in diffs:
         facts += [x for i, d in zip(idx, shape) for x in (ctx.ix(i) >= 0, ctx.ix(i) < ctx.ix(d))]
-        goals.append(ctx.poly(diff) != 0)
+    query = _Query(ctx, list(facts))
+    why = domain_mismatch(query, *(nf.normalize_conditions(frozenset(d)) for d in domains), timeout_ms)
+    if all(d[1].is_zero for d in diffs) and not why:
+        return clock.done("proven", "normal form")
+    cex = _search_same(inputs, diffs, scalars, trials, seed)
+    if cex is not None:
+        return clock.done("refuted", "numpy search", str(cex), cex)
+    if why:  # equal where both are defined, but not defined at the same inputs: never admitted
+        return clock.done("unknown", "domain", why)
+    goals = [ctx.poly(diff) != 0 for _, diff, _, _, _, _ in diffs if not diff.is_zero]
     if _unsat(facts + ctx.axioms + [z3.Or(goals)], timeout_ms):
         return clock.done("proven", "normal form + z3", lemmas=ctx.lemmas)
     return clock.done("unknown", "z3", "z3 does not close the purified difference")
