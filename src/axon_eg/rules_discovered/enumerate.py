@@ -299,29 +299,36 @@ def rescaling(homomorphic: Sequence[str]) -> Iterator[Candidate]:
 
 
 def folds(rules: Sequence) -> Iterator[Candidate]:
-    """A composite (with per-channel statistics) applied to a matmul, rewritten by the νGraph with the
-    rules proven so far; the cheapest different variant is proposed as one rule."""
+    """A composite (with per-channel statistics) applied to a matmul, with or without a bias added
+    (a ``Linear``), rewritten by the νGraph with the rules proven so far; the cheapest different
+    variant is proposed as one rule (proved and float-tested on its own: the search may use rule
+    directions that are unsafe alone)."""
     from axon_eg.egraph.nugraph import Limits, NuGraph
 
     for comp in O.ops_of_kind(O.OpKind.COMPOSITE):
         lo, hi = comp.arity
         if hi < 2:
             continue
-        b = Builder(comp.name)
-        A, B = b.input("A", ("M", "K"), DTYPE), b.input("B", ("K", "N"), DTYPE)
-        stats = [b.input(n, ("N",), DTYPE) for n in comp.inputs[1:hi]]
-        try:
-            lhs = b.build(b.emit(comp.name, b.emit("matmul", A, B), *stats, **_axis_last(comp))).expand()
-            graph = NuGraph(lhs.bind({"M": 256, "K": 8, "N": 8}), rules)  # many rows: folding pays
-            graph.saturate(Limits(iterations=12, nodes=20_000, seconds=10))
-        except AxonError:
-            continue
-        for variant in graph.extract(8)[1:]:
-            ops = [n.op for n in variant.program.nodes]
-            if ops.count("matmul") == 1 and _matmul_is_last_op_or_before_add(variant.program):
-                rhs = Program(variant.program.nodes, variant.program.outputs, (), lhs.name, (), ())
-                yield Candidate(f"{comp.name}_folded_into_matmul", "fold", lhs, rhs)
-                break
+        for biased in (False, True):
+            b = Builder(comp.name)
+            A, B = b.input("A", ("M", "K"), DTYPE), b.input("B", ("K", "N"), DTYPE)
+            y = b.emit("matmul", A, B)
+            if biased:
+                y = b.emit("add", y, b.input("bias_in", ("N",), DTYPE))
+            stats = [b.input(n, ("N",), DTYPE) for n in comp.inputs[1:hi]]
+            try:
+                lhs = b.build(b.emit(comp.name, y, *stats, **_axis_last(comp))).expand()
+                graph = NuGraph(lhs.bind({"M": 256, "K": 8, "N": 8}), rules)  # many rows: folding pays
+                graph.saturate(Limits(iterations=12, nodes=20_000, seconds=10))
+            except AxonError:
+                continue
+            for variant in graph.extract(8)[1:]:
+                ops = [n.op for n in variant.program.nodes]
+                if ops.count("matmul") == 1 and _matmul_is_last_op_or_before_add(variant.program):
+                    rhs = Program(variant.program.nodes, variant.program.outputs, (), lhs.name, (), ())
+                    where = "biased_matmul" if biased else "matmul"
+                    yield Candidate(f"{comp.name}_folded_into_{where}", "fold", lhs, rhs)
+                    break
 
 
 def _axis_last(comp: O.OpDef) -> dict:
