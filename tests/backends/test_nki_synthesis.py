@@ -117,7 +117,8 @@ def reference_and_sequence(op: TileOp, sequence: tuple[Instr, ...], dims: dict[s
     program = spec.program.bind({k: v for k, v in dims.items() if k in spec.program.free_dims})
     inputs = random_inputs(program, seed=seed)
     ref = np.asarray(interpret(program, inputs))
-    got = run_numpy(sequence, inputs, {s.name: float(inputs[s.name]) for s in spec.symbols}, dims)["out"]  # scalars are rank-0 inputs
+    scalars = {s.name: float(inputs[s.name]) for s in spec.symbols}  # symbolic scalars are rank-0 inputs
+    got = run_numpy(sequence, inputs, scalars, dims)["out"]
     return ref, got
 
 

@@ -27,7 +27,7 @@ from axon_eg.ir import ops as O
 from axon_eg.ir.inputs import mixed_inputs, nonzero_inputs, positive_inputs, random_inputs
 from axon_eg.ir.interpret import interpret
 from axon_eg.ir.program import Builder, Program, Value
-from axon_eg.semantics import nf
+from axon_eg.semantics import domains, nf
 from axon_eg.semantics.numeric import PolyEvaluator, evaluate_ix
 from axon_eg.semantics.ops import Evaluator
 from axon_eg.semantics.prover import ScalarSymbol, numeric_search, prove_equal, trial_inputs
@@ -64,7 +64,7 @@ def program(inputs: dict[str, tuple], body: Callable[..., Value]) -> Program:
 
 
 def domain_of(p: Program, which: int = 0) -> list[str]:
-    return sorted(nf.condition_str(c) for c in Evaluator(p).domain(which))
+    return sorted(domains.condition_str(c) for c in Evaluator(p).domain(which))
 
 
 # ------------------------------------------------------------------------------------------------
@@ -115,7 +115,7 @@ def test_concat_and_causal_mask_conditions_are_guarded() -> None:
 def test_library_condition_is_opaque() -> None:
     conv = program({"x": (1, 2, "N"), "w": (3, 2, 2)}, lambda e, x, w: e("conv1d", e("log", x), w, padding=1))
     (c,) = Evaluator(conv).domain(0)
-    assert c[1] == "lib" and "x[l0, l1, l2] > 0" in nf.condition_str(c)
+    assert c[1] == "lib" and "x[l0, l1, l2] > 0" in domains.condition_str(c)
 
 
 def test_binders_are_canonical() -> None:
@@ -197,7 +197,7 @@ def test_not_finite_only_where_a_condition_fails(p: Program, seed: int) -> None:
             event(f"a non-finite output element: conditions {'unknown (library op)' if verdict is None else 'fail'}")
             assert verdict is not True, (
                 f"output {k} is {out[at]} at {list(at)} but every condition holds\n{p}\ninputs {inputs}\n"
-                f"conditions: {[nf.condition_str(c) for c in conds]}")
+                f"conditions: {[domains.condition_str(c) for c in conds]}")
 
 
 # ------------------------------------------------------------------------------------------------
@@ -261,7 +261,7 @@ def test_symbol_constraint_discharges_a_denominator() -> None:
     rhs = program(inputs, lambda e, x, c: e("div", e("max", x, axes=(1,)), c))
     assert prove_equal(lhs, rhs, symbols=(ScalarSymbol("c", ">0"),)).proven
     assert not Evaluator(lhs, ["c"], ["c"]).domain(0)
-    assert [nf.condition_str(c) for c in Evaluator(lhs, ["c"]).domain(0)] == ["1 * c != 0"]
+    assert [domains.condition_str(c) for c in Evaluator(lhs, ["c"]).domain(0)] == ["1 * c != 0"]
     assert prove_equal(lhs, rhs, symbols=(ScalarSymbol("c", "<0"),)).status == "refuted"  # max turns into min
 
 

@@ -29,7 +29,7 @@ from axon_eg.ir import dims as D
 from axon_eg.ir import ops as O
 from axon_eg.ir.program import Program
 
-from . import nf
+from . import domains, nf
 from .nf import ONE, ZERO, Ix, Poly
 
 
@@ -154,14 +154,14 @@ class Evaluator:
 
     def domain(self, which: int = 0, prefix: str = "i") -> frozenset:
         """The conditions under which output ``which`` is defined at its symbolic index (the same
-        index ``output`` uses), normalized (``nf.normalize_conditions``)."""
+        index ``output`` uses), normalized (``domains.normalize_conditions``)."""
         node = self.program.outputs[which]
         idx = tuple(Ix.of(f"{prefix}{a}") for a in range(len(self.shapes[node])))
         self.value(node, idx)
-        return nf.normalize_conditions(self._domains[(node, idx)])
+        return domains.normalize_conditions(self._domains[(node, idx)])
 
     def _scope(self) -> Any:
-        return nf.domain_scope(self.positive, self.negative, self.dims)
+        return domains.domain_scope(self.positive, self.negative, self.dims)
 
     def value(self, i: int, idx: tuple[Ix, ...]) -> Poly:
         key = (i, idx)
@@ -169,21 +169,21 @@ class Evaluator:
             with self._scope() as dom:
                 value = self._value(i, idx)
             self._memo[key], self._domains[key] = value, frozenset(dom.conditions)
-        nf.require_all(self._domains[key])  # the caller's value depends on this one
+        domains.require_all(self._domains[key])  # the caller's value depends on this one
         return self._memo[key]
 
     def _bound(self, binders: Iterable[nf.Binder], compute: Callable[[], Poly]) -> Poly:
         """``compute()``, its conditions required for every value of ``binders``."""
         with self._scope() as dom:
             value = compute()
-        nf.require_all(nf.forall(binders, dom.conditions, self.dims))
+        domains.require_all(domains.forall(binders, dom.conditions, self.dims))
         return value
 
     def _guarded(self, op: str, x: Ix, y: Ix, compute: Callable[[], Poly]) -> Poly:
         """``compute()``, its conditions required where the index comparison ``x op y`` holds."""
         with self._scope() as dom:
             value = compute()
-        nf.require_all(nf.guarded(op, x, y, dom.conditions, self.dims))
+        domains.require_all(domains.guarded(op, x, y, dom.conditions, self.dims))
         return value
 
     def _broadcast(self, j: int, idx: tuple[Ix, ...]) -> tuple[Ix, ...]:
@@ -349,20 +349,20 @@ class Evaluator:
 
     def library(self, i: int, idx: tuple[Ix, ...]) -> Poly:
         node = self.program.nodes[i]
-        lams, domains = [], []
+        lams, defined = [], []
         for j in node.inputs:
             names = tuple(f"l{a}" for a in range(len(self.shapes[j])))
             with self._scope() as dom:
                 lams.append((names, self.value(j, tuple(Ix.of(n) for n in names))))
             product = ONE
-            for c in sorted(nf.normalize_conditions(dom.conditions), key=repr):
+            for c in sorted(domains.normalize_conditions(dom.conditions), key=repr):
                 product = product * Poly.atom(c)
-            domains.append((names, product))
+            defined.append((names, product))
         # the input shapes are part of the function: a lambda does not carry its domain (conv over a
         # slice of x and conv over x have the same lambda), so without them the two would be equal
         attrs = (tuple(node.attrs.items()), tuple(self.shapes[j] for j in node.inputs))
-        if any(p != ONE for _, p in domains):  # defined where the elements it reads are: opaque to the prover
-            nf.require_all({nf.condition("lib", (), Poly.atom(("lib", node.op, attrs, tuple(domains), idx)))})
+        if any(p != ONE for _, p in defined):  # defined where the elements it reads are: opaque to the prover
+            domains.require_all({domains.condition("lib", (), Poly.atom(("lib", node.op, attrs, tuple(defined), idx)))})
         return Poly.atom(("lib", node.op, attrs, tuple(lams), idx))
 
 

@@ -6,7 +6,7 @@ the right side is, and (b) where defined, the values agree. A side is defined at
 partial-function application its value there depends on is inside its domain: log(p) needs p > 0,
 sqrt(p) p >= 0, rsqrt(p) p > 0, reciprocal(p) and division by p need p != 0, pow(x, e) needs x >= 0
 for a non-integer e > 0, x > 0 for a non-integer e < 0 and x != 0 for a negative integer e (``ops``,
-``nf.fn_domain``). An application under a reduction's or a matmul's bound index is required for every
+``domains.fn_domain``). An application under a reduction's or a matmul's bound index is required for every
 value of it; one in a part of a concat (or the kept part of a causal mask) only where that part is
 selected. Every application in both branches of a *real* comparison (maximum, minimum, relu, clamp,
 abs: they propagate NaN in torch and NumPy) is required. A mean's division by its count (>= 1) is
@@ -47,7 +47,7 @@ from axon_eg.ir.inputs import mixed_inputs, random_inputs
 from axon_eg.ir.interpret import interpret
 from axon_eg.ir.program import Program
 
-from . import nf
+from . import domains, nf
 from .ops import Evaluator, NoSemantics, dim_to_ix
 from .z3conv import Z3Context
 
@@ -220,13 +220,13 @@ def prove_equal(lhs: Program, rhs: Program, *, symbols: Sequence[ScalarSymbol] =
     negative = [s.name for s in symbols if s.constraint == "<0"]
     sums_lemmas: tuple[str, ...] = ()
     try:
-        diffs, domains = [], []
+        diffs, defined = [], []
         for k in range(len(lhs.outputs)):
             evaluators = Evaluator(lhs, names, positive, negative), Evaluator(rhs, names, positive, negative)
             left, idx = evaluators[0].output(k, prefix=f"o{k}_")
             right, _ = evaluators[1].output(k, prefix=f"o{k}_")
             diffs.append((left - right, idx, lhs.outputs[k]))
-            domains.append(tuple(e.domain(k, prefix=f"o{k}_") for e in evaluators))
+            defined.append(tuple(e.domain(k, prefix=f"o{k}_") for e in evaluators))
             if any(m.binders for side in (left, right) for m in side.monos):
                 sums_lemmas = ("sum_additivity", "sum_linearity", "sum_swap")
     except NoSemantics as e:
@@ -236,13 +236,13 @@ def prove_equal(lhs: Program, rhs: Program, *, symbols: Sequence[ScalarSymbol] =
         q.facts += _ranges(q.ctx, lhs, idx, node)
     for s in symbols:
         q.facts += _constraint(q.ctx, s)
-    for k, (ldom, rdom) in enumerate(domains):  # (a): each side defined where the other is
+    for k, (ldom, rdom) in enumerate(defined):  # (a): each side defined where the other is
         why = domain_mismatch(q, ldom, rdom, timeout_ms)
         if why:
-            return done("unknown", "domain", (f"output {k}: " if len(domains) > 1 else "") + why)
+            return done("unknown", "domain", (f"output {k}: " if len(defined) > 1 else "") + why)
     if all(d.is_zero for d, _, _ in diffs):
         return done("proven", "normal form", lemmas=sums_lemmas)
-    conditions = [[c for c in sorted(ldom | rdom, key=repr) if not c[2] and c[1] != "lib"] for ldom, rdom in domains]
+    conditions = [[c for c in sorted(ldom | rdom, key=repr) if not c[2] and c[1] != "lib"] for ldom, rdom in defined]
     goals = []
     for (diff, _, _), conds in zip(diffs, conditions):  # (b): where both sides are defined
         if not diff.is_zero:
@@ -268,7 +268,7 @@ def domain_mismatch(q: _Query, ldom: frozenset, rdom: frozenset, timeout_ms: int
         gap = _domain_gap(q, goals, hyps, timeout_ms)
         if gap:
             more = f" (and {len(gap) - 1} more)" if len(gap) > 1 else ""
-            return (f"the {side} is defined only where {nf.condition_str(gap[0])}{more}, which the {other}'s "
+            return (f"the {side} is defined only where {domains.condition_str(gap[0])}{more}, which the {other}'s "
                     "domain does not imply")
     return None
 

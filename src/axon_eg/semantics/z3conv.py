@@ -17,11 +17,11 @@ from typing import Any
 
 import z3
 
-from . import nf
+from . import domains, nf
 from .nf import Ix, Mono, Poly
 
 # Strictly increasing functions: a < b -> f(a) < f(b) between any two applications. exp, tanh and erf
-# are increasing on all reals; log and sqrt only on their domains (p > 0, p >= 0: ``nf.fn_domain``),
+# are increasing on all reals; log and sqrt only on their domains (p > 0, p >= 0: ``domains.fn_domain``),
 # so their instances also require both arguments inside it (f(-1) vs f(4) is unconstrained).
 MONOTONE = {"exp", "log", "sqrt", "tanh", "erf"}
 RELATIONS = {">0": lambda z: z > 0, ">=0": lambda z: z >= 0, "!=0": lambda z: z != 0}
@@ -117,7 +117,7 @@ class Z3Context:
         if tag == "fn":
             arg = self.poly(a[2])
             value = self.func(f"fn_{a[1]}", 1, [z3.RealSort()])(arg)
-            rel = nf.fn_domain(a[1])
+            rel = domains.fn_domain(a[1])
             if a[1] in MONOTONE:  # ground monotonicity instances against the same function's other uses
                 seen = self.applications.setdefault(a[1], {})
                 if repr(a[2]) not in seen:

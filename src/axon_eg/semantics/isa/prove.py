@@ -30,7 +30,7 @@ from axon_eg.ir.inputs import random_inputs
 from axon_eg.ir.interpret import interpret
 from axon_eg.ir.program import Program
 
-from .. import nf
+from .. import domains
 from ..induction import prove_by_induction
 from ..nf import Ix, Poly
 from ..numeric import EvaluationError, PolyEvaluator
@@ -99,9 +99,9 @@ def prove_lowering(program: Program, inputs: Mapping[str, TileType], sequence: S
     machine = Machine(inputs, [s.name for s in symbols])
     known = (frozenset(("sym", s.name) for s in symbols if s.constraint == ">0"),
              frozenset(("sym", s.name) for s in symbols if s.constraint == "<0"), frozenset(program.free_dims))
-    machine_domain = nf.Domain(*known)  # what the sequence's instructions require (immediates, activations)
+    machine_domain = domains.Domain(*known)  # what the sequence's instructions require (immediates, activations)
     try:
-        with nf.domain_scope(*known) as during_run:
+        with domains.domain_scope(*known) as during_run:
             machine.run(sequence)
         machine_domain.conditions |= during_run.conditions
         if output not in machine.types:
@@ -127,7 +127,7 @@ def prove_lowering(program: Program, inputs: Mapping[str, TileType], sequence: S
     try:
         evaluator = Evaluator(program, names, positive, negative)
         left, idx = evaluator.output(0, prefix="o0_")
-        with nf.domain_scope(*known) as reading:
+        with domains.domain_scope(*known) as reading:
             right = machine.value(output, idx)
         machine_domain.conditions |= reading.conditions
     except (NoSemantics, IllFormed) as e:
@@ -135,7 +135,7 @@ def prove_lowering(program: Program, inputs: Mapping[str, TileType], sequence: S
     query = _Query()  # the op and the sequence must be defined at the same inputs (log, sqrt, recip, ...)
     query.facts += _ranges(query.ctx, program, idx, node) + [f for s in symbols for f in _constraint(query.ctx, s)]
     why = domain_mismatch(query, evaluator.domain(0, prefix="o0_"),
-                          nf.normalize_conditions(frozenset(machine_domain.conditions)), timeout_ms)
+                          domains.normalize_conditions(frozenset(machine_domain.conditions)), timeout_ms)
     diff = left - right
     if diff.is_zero and not why:
         lemmas = ("sum_additivity", "sum_linearity", "sum_swap") if any(m.binders for m in left.monos) else ()
@@ -198,11 +198,11 @@ def prove_same(inputs: Mapping[str, TileType], left: Sequence[Instr], right: Seq
     clock = _Clock()
     scalars = dict(scalars or {})
     dim_names = frozenset(s for t in inputs.values() for d in t.shape for s in d.symbols())
-    machines, domains = [], []  # each side's domain conditions: what its instructions require
+    machines, required = [], []  # each side's domain conditions: what its instructions require
     for side in (left, right):
         m = Machine(inputs, scalars)
         try:
-            with nf.domain_scope(dims=dim_names) as running:
+            with domains.domain_scope(dims=dim_names) as running:
                 m.run(side)
             for name in outputs:
                 if name not in m.types:
@@ -210,7 +210,7 @@ def prove_same(inputs: Mapping[str, TileType], left: Sequence[Instr], right: Seq
         except IllFormed as e:
             return _ill_formed(clock, e)
         machines.append(m)
-        domains.append(running.conditions)
+        required.append(running.conditions)
     a, b = machines
     diffs = []
     for k, name in enumerate(outputs):
@@ -220,8 +220,8 @@ def prove_same(inputs: Mapping[str, TileType], left: Sequence[Instr], right: Seq
             return clock.done("refuted", "shape", f"{name}: {sa!r} vs {sb!r}", Counterexample(dims, 0, float("inf"), "shapes"))
         idx = tuple(Ix.of(f"o{k}_{i}") for i in range(len(sa)))
         values = []
-        for m, dom in zip(machines, domains):
-            with nf.domain_scope(dims=dim_names) as reading:
+        for m, dom in zip(machines, required):
+            with domains.domain_scope(dims=dim_names) as reading:
                 values.append(m.value(name, idx))
             dom |= reading.conditions
         diffs.append((name, values[0] - values[1], values[0], values[1], idx, sa))
@@ -233,7 +233,7 @@ def prove_same(inputs: Mapping[str, TileType], left: Sequence[Instr], right: Seq
     for _, _, _, _, idx, shape in diffs:
         facts += [x for i, d in zip(idx, shape) for x in (ctx.ix(i) >= 0, ctx.ix(i) < ctx.ix(d))]
     query = _Query(ctx, list(facts))
-    why = domain_mismatch(query, *(nf.normalize_conditions(frozenset(d)) for d in domains), timeout_ms)
+    why = domain_mismatch(query, *(domains.normalize_conditions(frozenset(d)) for d in required), timeout_ms)
     if all(d[1].is_zero for d in diffs) and not why:
         return clock.done("proven", "normal form")
     cex = _search_same(inputs, diffs, scalars, trials, seed)
