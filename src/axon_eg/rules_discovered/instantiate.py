@@ -68,6 +68,19 @@ def flat_conditions(rule: Rule) -> list[Any]:
     return out
 
 
+def rank_of(c: Any) -> tuple[str, int] | None:
+    """(variable, rank) when ``c`` is a rank condition ``(= (rank ?x) r)``."""
+    if (isinstance(c, list) and len(c) == 3 and c[0] == "=" and isinstance(c[1], list) and c[1][:1] == ["rank"]
+            and isinstance(c[2], int)):
+        return c[1][1][1:], c[2]
+    return None
+
+
+def ranks(rule: Rule) -> dict[str, int]:
+    """The ranks the rule's conditions fix, by tensor variable."""
+    return dict(r for c in flat_conditions(rule) if (r := rank_of(c)) is not None)
+
+
 def tensor_variables(rule: Rule) -> list[str]:
     """Tensor variables in order of first appearance (left-hand side first)."""
     seen: dict[str, None] = {}
@@ -156,16 +169,10 @@ class _Instantiator:
         return InstantiationError(f"rule {self.rule.name}: {what}")
 
     def read_conditions(self) -> None:
-        conds = flat_conditions(self.rule)
-        rest = []
-        for c in conds:  # ranks first: dim conditions need them
-            if (isinstance(c, list) and len(c) == 3 and c[0] == "=" and isinstance(c[1], list)
-                    and c[1][:1] == ["rank"] and isinstance(c[2], int)):
-                self.ranks[c[1][1][1:]] = c[2]
-            else:
-                rest.append(c)
-        for c in rest:
-            self.read(c)
+        self.ranks = ranks(self.rule)  # first: dim conditions need them
+        for c in flat_conditions(self.rule):
+            if rank_of(c) is None:
+                self.read(c)
 
     def read(self, c: Any) -> None:
         if not (isinstance(c, list) and len(c) == 3):

@@ -23,7 +23,15 @@ from axon_eg.errors import AxonError
 from axon_eg.ir.inputs import positive_inputs
 from axon_eg.ir.interpret import interpret
 from axon_eg.ir.program import Builder, Program, Value
-from axon_eg.rules_discovered.instantiate import Binding, flat_conditions, holds, is_pointwise, scalar_variables, tensor_variables
+from axon_eg.rules_discovered.instantiate import (
+    Binding,
+    flat_conditions,
+    holds,
+    is_pointwise,
+    ranks,
+    scalar_variables,
+    tensor_variables,
+)
 
 EDGE_SIZES = (1, 2, 3, 5, 7, 16, 17)
 MAX_NUMEL = 1 << 14  # draws with a larger value are redrawn smaller
@@ -48,15 +56,6 @@ class Match:
 
 class NoMatch(AxonError):
     """No draw satisfied the rule's conditions within the attempts (rare: tight conditions)."""
-
-
-def _ranks(rule: Rule) -> dict[str, int]:
-    out = {}
-    for c in flat_conditions(rule):
-        if (isinstance(c, list) and len(c) == 3 and c[0] == "=" and isinstance(c[1], list)
-                and c[1][:1] == ["rank"] and isinstance(c[2], int)):
-            out[c[1][1][1:]] = c[2]
-    return out
 
 
 def _repair(rule: Rule, shapes: dict[str, list[int]]) -> None:
@@ -98,14 +97,14 @@ class _Drawer:
                        and c[1][1:] in self.kinds}
 
     def shapes(self) -> dict[str, list[int]]:
-        ranks = _ranks(self.rule)
-        free = [t for t in self.tensors if t not in ranks]
+        fixed = ranks(self.rule)
+        free = [t for t in self.tensors if t not in fixed]
         pointwise = is_pointwise(self.rule)
         for t in free:
-            ranks[t] = int(self.rng.integers(0 if pointwise else 1, 4))
+            fixed[t] = int(self.rng.integers(0 if pointwise else 1, 4))
         if pointwise and free and len(free) == len(self.tensors):
-            return _broadcastable(self.rng, ranks, self.tensors)
-        shapes = {t: [int(self.rng.choice(EDGE_SIZES)) for _ in range(ranks[t])] for t in self.tensors}
+            return _broadcastable(self.rng, fixed, self.tensors)
+        shapes = {t: [int(self.rng.choice(EDGE_SIZES)) for _ in range(fixed[t])] for t in self.tensors}
         if self.rng.random() < 0.3:  # very unequal: one axis long, the others 1
             for s in shapes.values():
                 for i in range(len(s)):
