@@ -83,6 +83,23 @@ def test_remote_rows_flow(tmp_path):
     assert result.best(*inputs_for(program)).shape == torch.Size(program.concrete_shape(program.outputs[0]))
 
 
+def test_remote_rows_imported_again_are_not_counted_twice(tmp_path):
+    """Importing the same rows file again (``force``, or after a partial import) appends no copies: a row is
+    one observation, identified by its candidate and timestamp; the cache then hits without the rows."""
+    program = suite.get("gelu").bound(small=True)
+    bundle = pipeline.write_bundle_only(program, k=1, cache_dir=tmp_path, device="cpu", saturation_s=0.3)
+    rows = tmp_path / "rows.jsonl"
+    run_bundle(bundle, rows, gpus=[])
+    first = pipeline.saturate_and_extract(program, k=1, cache_dir=tmp_path, device="cpu", rows=rows)
+    again = pipeline.saturate_and_extract(program, k=1, cache_dir=tmp_path, device="cpu", rows=rows, force=True)
+    assert not again.cache_hit and again.measured == () and again.table.height == first.table.height
+    log = ax.results(tmp_path).collect()
+    assert log.height == first.table.height and not log["superseded"].any() and log["final"].all()
+    assert pipeline.saturate_and_extract(program, k=1, cache_dir=tmp_path, device="cpu", rows=rows).cache_hit
+    cands = ax.results(tmp_path, "candidates").collect()
+    assert set(cands["k"]) == {1} and cands.filter(~pl.col("superseded")).height == first.table.height
+
+
 def test_unbound_program_and_unknown_target_are_clear_errors():
     with pytest.raises(pipeline.PipelineError, match=r"dims \['M', 'N'\] are not bound"):
         pipeline.saturate_and_extract(suite.get("silu").program)

@@ -38,15 +38,24 @@ _LAZY = {
 
 
 def __getattr__(name: str) -> Any:
+    """``ax.NAME``: the lazy names above, the front end's ops, or a submodule (``ax.validate``).
+
+    Anything else raises ``axon_eg.errors.UnknownName`` (an AttributeError) naming the user's line and
+    what was probably meant: ``ax.softmaxx`` -> ax.softmax, ``ax.float32`` -> ax.fp32, ``ax.int32`` -> the dtypes."""
     import importlib
+    import importlib.util
 
     if name in _LAZY:
         module = importlib.import_module(_LAZY[name])
         return module if name == "errors" else getattr(module, name)
+    if name.startswith("__"):  # protocol probes (__path__, __wrapped__, ...): the plain error, quickly
+        raise AttributeError(f"module 'axon_eg' has no attribute {name!r}")
+    if name.isidentifier() and importlib.util.find_spec(f"axon_eg.{name}") is not None:
+        return importlib.import_module(f"axon_eg.{name}")
     frontend = importlib.import_module("axon_eg.ir.frontend")
     if name in frontend.__all__:  # ax.exp, ax.softmax, ... generated from the registry
         return getattr(frontend, name)
-    raise AttributeError(f"module 'axon_eg' has no attribute {name!r}")
+    raise frontend.unknown_name(name, __dir__())
 
 
 def __dir__() -> list[str]:

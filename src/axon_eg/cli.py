@@ -6,18 +6,30 @@
     axon-eg show TARGET              the program's νGraph: e-classes, members, SVG
     axon-eg optimize TARGET          the whole pipeline: best kernel, report, table (see optimize_cli.py)
     axon-eg rules discover|verify|list   the Z3-proven rewrite rules
+    axon-eg cache ls|rm              the cached runs: list them, remove some or all (see cache_cli.py)
+
+TARGET is a suite program name, a KernelBench file (a file defining ``Model``, ``get_inputs`` or
+``get_init_inputs``; it runs at its ``SMALL_SIZES`` unless ``--full``) or a .py file with one
+``@ax.program``. Errors a user can fix are one line, ``axon-eg: error: <message>``, exit status 2.
 """
 
 from __future__ import annotations
 
 import argparse
+import ast
 import importlib.util
+import os
 import sys
 import time
+import traceback
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from axon_eg import validate
 from axon_eg.errors import AxonError, ProblemLoadError
+from axon_eg.measure.worker import Interrupted
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -40,24 +52,101 @@ def load_suite() -> Any:
     return suite
 
 
-def load_target(target: str, *, small: bool) -> tuple[Any, dict[str, Any] | None]:
+KERNELBENCH_NAMES = ("Model", "get_inputs", "get_init_inputs")
+"""Top-level names of a KernelBench problem file: a file defining any of them is one."""
+
+
+def _is_path(target: str) -> bool:
+    return target.endswith(".py") or os.sep in target or "/" in target or Path(target).exists()
+
+
+def target_kind(target: str) -> str:
+    """"suite", "kernelbench" or "program" (a .py file with one ``@ax.program``), as ``load_target`` reads ``target``.
+
+    A path must be a readable file (PathError otherwise, one line). A file is a KernelBench problem when it
+    defines, at top level, any of ``Model``, ``get_inputs``, ``get_init_inputs`` (read without running it;
+    ``load_problem`` then names the ones missing); otherwise it must define one ``@ax.program``."""
+    if not _is_path(target):
+        return "suite"
+    path = validate.readable_file(target, "target")
+    try:
+        tree = ast.parse(path.read_bytes(), filename=str(path))
+    except SyntaxError as e:
+        raise ProblemLoadError(f"{path}:{e.lineno}: syntax error: {e.msg}") from None
+    except ValueError as e:  # null bytes: not a Python source file
+        raise ProblemLoadError(f"{path}: not a Python source file ({e})") from None
+    defined: set[str] = set()
+    for node in tree.body:
+        if isinstance(node, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+            defined.add(node.name)
+        elif isinstance(node, ast.Assign):
+            defined |= {t.id for t in node.targets if isinstance(t, ast.Name)}
+        elif isinstance(node, (ast.ImportFrom, ast.Import)):
+            defined |= {(a.asname or a.name).split(".")[0] for a in node.names}
+    return "kernelbench" if defined & set(KERNELBENCH_NAMES) else "program"
+
+
+@dataclass(frozen=True)
+class Target:
+    """What ``resolve_target`` loaded: the program with bound dims, fixed input values (a KernelBench file's
+    inputs and parameters; None otherwise), the kind of target, and the sizes used with where they came from."""
+
+    program: Any
+    inputs: dict[str, Any] | None
+    kind: str  # "suite", "kernelbench" or "program"
+    sizes: dict[str, int]  # the dims bound, or a KernelBench file's module constants that were set
+    note: str  # one line: which sizes and why ("using the file's small sizes batch_size=2, ... (SMALL_SIZES; ...)")
+
+
+def resolve_target(target: str, *, small: bool, sizes: Mapping[str, int] | None = None) -> Target:
+    """A suite name, a KernelBench file or a Python file defining an ``@ax.program``, at the sizes asked for.
+
+    ``small``: a suite program's small sizes (else its H200 sizes); a KernelBench file's ``SMALL_SIZES``
+    (else its own constants; a file without ``SMALL_SIZES`` runs at its own sizes, and ``note`` says so).
+    ``sizes`` overrides on top: dims of a suite program or ``@ax.program``, module-level constants of a
+    KernelBench file."""
+    sizes = validate.sizes_mapping(sizes)
+    kind = target_kind(target)
+    if kind == "kernelbench":
+        from axon_eg.ir.torch_import import load_problem, small_sizes
+
+        path = Path(target)
+        declared = small_sizes(path) if small else None
+        used = {**(declared or {}), **(sizes or {})}
+        problem = load_problem(path, sizes=used or None)
+        given = f"{_fmt(sizes)} as given" if sizes else ""
+        if not small:
+            base = f"{path.name}'s own sizes (--full)"
+        elif declared:
+            base = f"the file's small sizes {_fmt(declared)} (SMALL_SIZES; --full for its own sizes)"
+        else:
+            base = f"{path.name}'s own sizes: it defines no SMALL_SIZES"
+        note = f"using {given + ' over ' if given else ''}{base}"
+        return Target(problem.program, problem.random_inputs(0), kind, used, note)
+    if kind == "program":
+        program = _program_from_module(Path(target))
+        where = "the @ax.program's bindings"
+    else:
+        entry = load_suite().get(target)
+        program = entry.bound(small=small)
+        where = "the suite's small sizes (--full for the H200 sizes)" if small else "the suite's H200 sizes (--full)"
+    if sizes:
+        program = program.bind(sizes)
+        where = f"{_fmt(sizes)} as given, the rest {where}"
+    return Target(program, None, kind, program.bindings, f"using {_fmt(program.bindings) or 'no symbolic dims'} ({where})")
+
+
+def load_target(target: str, *, small: bool, sizes: Mapping[str, int] | None = None) -> tuple[Any, dict[str, Any] | None]:
     """A Program from a suite name, a KernelBench file or a Python file defining an ``@ax.program``.
 
-    Returns (program with bound dims, fixed input values or None)."""
-    path = Path(target)
-    if path.suffix == ".py" or path.exists():
-        if not path.exists():
-            raise ProblemLoadError(f"{target}: no such file")
-        source = path.read_text()
-        if "class Model" in source and "get_inputs" in source:
-            from axon_eg.ir.torch_import import load_problem
+    Returns (program with bound dims, fixed input values or None); see ``resolve_target`` for ``small`` and
+    ``sizes`` (under ``small`` a KernelBench file runs at its ``SMALL_SIZES``)."""
+    t = resolve_target(target, small=small, sizes=sizes)
+    return t.program, t.inputs
 
-            problem = load_problem(path)
-            return problem.program, problem.random_inputs(0)
-        return _program_from_module(path), None
-    suite = load_suite()
-    entry = suite.get(target)
-    return entry.bound(small=small), None
+
+def _fmt(sizes: Mapping[str, int]) -> str:
+    return ", ".join(f"{k}={v}" for k, v in sizes.items())
 
 
 def _program_from_module(path: Path) -> Any:
@@ -65,16 +154,24 @@ def _program_from_module(path: Path) -> Any:
 
     spec = importlib.util.spec_from_file_location(f"axon_eg_user_{path.stem}", path)
     if spec is None or spec.loader is None:
-        raise ProblemLoadError(f"{path}: cannot be imported as a Python module")
+        raise ProblemLoadError(f"{path}: cannot be imported as a Python module (expected a .py file with one "
+                               "@ax.program, or a KernelBench problem)")
     module = importlib.util.module_from_spec(spec)
     try:
         spec.loader.exec_module(module)
     except SyntaxError as e:
-        raise ProblemLoadError(f"{path}:{e.lineno}: syntax error: {e.msg}") from None
+        raise ProblemLoadError(f"{e.filename or path}:{e.lineno}: syntax error: {e.msg}") from None
+    except AxonError:  # raised by axon_eg on the user's line (a shape, an unknown ax.NAME): names itself
+        raise
+    except Exception as e:  # noqa: BLE001 - any other failure while running the file is the file's
+        frames = [f for f in traceback.extract_tb(e.__traceback__) if Path(f.filename).resolve() == path.resolve()]
+        where = f"{path}:{frames[-1].lineno}" if frames else str(path)
+        raise ProblemLoadError(f"{where}: running it raised {type(e).__name__}: {e}") from e
     programs = [v for v in vars(module).values() if isinstance(v, Program)]
     if len(programs) != 1:
         found = ", ".join(p.name for p in programs) or "none"
-        raise ProblemLoadError(f"{path}: expected exactly one @ax.program at module level, found {found}")
+        raise ProblemLoadError(f"{path}: expected exactly one @ax.program at module level, found {found} (or a "
+                               f"KernelBench problem: {', '.join(KERNELBENCH_NAMES)})")
     return programs[0]
 
 
@@ -118,14 +215,15 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     from axon_eg.ir.interpret import interpret
 
     console = _console()
-    program, fixed = load_target(args.target, small=not args.full)
+    target = resolve_target(args.target, small=not args.full, sizes=args.sizes)
+    program, fixed = target.program, target.inputs
     if args.expand:
         program = program.expand()
     if args.json:
         print(program.to_json())
         return 0
     console.print(str(program), markup=False, soft_wrap=True)
-    console.print(f"hash {program.hash}")
+    console.print(f"hash {program.hash}; sizes: {target.note}", markup=False, soft_wrap=True)
     inputs = fixed if fixed is not None else random_inputs(program, seed=args.seed)
     start = time.perf_counter()
     outputs = interpret(program, inputs)
@@ -148,7 +246,7 @@ def cmd_show(args: argparse.Namespace) -> int:
     from axon_eg.egraph.views import members, to_text
 
     console = _console()
-    program, _ = load_target(args.target, small=not args.full)
+    program, _ = load_target(args.target, small=not args.full, sizes=args.sizes)
     rules = []
     if args.rules == "discovered":
         from axon_eg.rules_discovered.store import load_rules
@@ -262,6 +360,21 @@ def cmd_rules_list(args: argparse.Namespace) -> int:
     return 0
 
 
+def _size_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--full", action="store_true", help="full sizes: a suite program's H200 sizes, a KernelBench "
+                   "file's own (default: small sizes, the suite's or the file's SMALL_SIZES)")
+    p.add_argument("--sizes", type=_sizes_type, default=None, metavar="NAME=INT,...",
+                   help="set sizes over those: dims of a suite program or @ax.program, module-level constants of "
+                        "a KernelBench file (e.g. batch_size=4)")
+
+
+def _sizes_type(text: str) -> dict[str, int]:
+    try:
+        return validate.parse_sizes(text, "--sizes")
+    except AxonError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="axon-eg", description="axon_eg: a superoptimizer for tensor programs")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -275,7 +388,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("inspect", help="print a program and run its float64 reference on random inputs")
     p.add_argument("target", help="suite program name, KernelBench file, or .py file with one @ax.program")
-    p.add_argument("--full", action="store_true", help="suite programs: H200 sizes instead of small ones")
+    _size_options(p)
     p.add_argument("--expand", action="store_true", help="expand composite ops into primitives")
     p.add_argument("--json", action="store_true", help="print the program as JSON and exit")
     p.add_argument("--seed", type=int, default=0)
@@ -283,7 +396,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("show", help="build the νGraph of a program and print its e-classes")
     p.add_argument("target", help="suite program name, KernelBench file, or .py file with one @ax.program")
-    p.add_argument("--full", action="store_true", help="suite programs: H200 sizes instead of small ones")
+    _size_options(p)
     p.add_argument("--rules", choices=["discovered", "identities", "none"], default="discovered",
                    help="saturate with the discovered rules (default), the stated identities of "
                         "benchmarks/identities.py, or not at all")
@@ -297,6 +410,10 @@ def build_parser() -> argparse.ArgumentParser:
     from axon_eg.optimize_cli import add_parser as add_optimize
 
     add_optimize(sub)
+
+    from axon_eg import cache_cli
+
+    cache_cli.add_parser(sub)
 
     rules = sub.add_parser("rules", help="discover, verify and list the Z3-proven rewrite rules")
     rsub = rules.add_subparsers(dest="rules_command", required=True)
@@ -317,12 +434,29 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run one command. An AxonError (or a KeyError, or an OSError on a named file) is printed as
+    ``axon-eg: error: <message>`` on stderr, without a traceback, and exits with status 2; set
+    ``AXON_EG_TRACEBACK=1`` to see the traceback instead."""
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)
-    except (AxonError, KeyError) as e:
-        print(f"axon-eg: error: {e.args[0] if isinstance(e, KeyError) and e.args else e}", file=sys.stderr)
+    except Interrupted as e:  # SIGINT / SIGTERM in phase 2: children killed, rows kept; one line, 130 / 143
+        print(e, file=sys.stderr)
+        return e.exit_code
+    except (AxonError, KeyError, OSError) as e:
+        if os.environ.get("AXON_EG_TRACEBACK") or (isinstance(e, OSError) and not isinstance(e, AxonError)
+                                                   and e.filename is None):
+            raise
+        print(f"axon-eg: error: {_message(e)}", file=sys.stderr)
         return 2
+
+
+def _message(e: BaseException) -> str:
+    if isinstance(e, OSError) and not isinstance(e, AxonError):  # a file the command could not read or write
+        return f"{e.filename}: {(e.strerror or str(e)).lower()}"
+    if isinstance(e, KeyError) and e.args:
+        return str(e.args[0])
+    return str(e)
 
 
 if __name__ == "__main__":

@@ -49,3 +49,19 @@ class ProblemLoadError(AxonError):
 class KernelCallError(AxonError, ValueError):
     """A call of a built kernel (``result.best``) whose arguments do not fit what it was built for: the
     count, a shape, a dtype, the device or the layout. Names the argument, what was expected and given."""
+
+
+class UnknownName(AxonError, AttributeError):
+    """``ax.NAME`` for a name axon_eg does not define (an op, a dtype); the message says what was meant.
+
+    An AttributeError too, so that ``hasattr(ax, name)`` and ``getattr(ax, name, default)`` keep working."""
+
+
+class InvalidArgument(AxonError, ValueError):
+    """An argument of the API or an option of the CLI out of range or of the wrong type (``k=0``,
+    ``budget_s=-1``): the message names the argument, what it must be and what was given."""
+
+
+class PathError(InvalidArgument):
+    """A path argument that cannot be used: missing, a directory where a file is wanted (or the reverse),
+    unreadable, or a directory that cannot be written. Names the argument and the path."""

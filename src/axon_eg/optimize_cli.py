@@ -1,8 +1,23 @@
-"""``axon-eg optimize TARGET``: the whole pipeline from the command line, with a progress bar per phase.
+"""``axon-eg optimize TARGET``: the whole pipeline from the command line.
 
 TARGET is a suite program name, a KernelBench file (``class Model`` + ``get_inputs``) or a Python
 file with one ``@ax.program``. The best kernel is written to ``OUT/best.py`` with the report
-(``OUT/report.md``) and the candidate table (``OUT/table.parquet``).
+(``OUT/report.md``, Markdown, every cell in full) and the candidate table (``OUT/table.parquet``).
+
+Sizes: without ``--full`` a suite program runs at its small sizes and a KernelBench file at its
+``SMALL_SIZES`` (a file without them runs at its own sizes); ``--sizes NAME=INT,...`` sets dims (a
+suite program's or ``@ax.program``'s) or module-level constants (a KernelBench file's) over those.
+One line says which sizes are used and why.
+
+Output: in a terminal, a progress bar per phase, then a table that fits the terminal (columns with no
+value on this device left out, long cells cut with an ellipsis, the selected row highlighted); when
+stdout is not a terminal (a pipe, a log file, CI), plain flushed lines as the phases advance instead
+of the bars. Then one line on why the selected row won (ties included) and the output files; a run
+whose best is a baseline says so in its last line.
+
+Exit status: 0 when a kernel was selected; 2 on an error, including a run in which nothing ran
+correctly (the table and report of what was measured are still written to OUT); 3 with
+``--require-candidate`` when the best is a baseline (torch eager or torch.compile), not a candidate.
 
 On a machine without a GPU the candidates are checked under the Triton interpreter (correctness
 only). For a GPU box without the phase-1 dependencies (egglog, z3, polars), split the run:
@@ -15,16 +30,31 @@ only). For a GPU box without the phase-1 dependencies (egglog, z3, polars), spli
 from __future__ import annotations
 
 import argparse
+import ast
 import shutil
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
+
+from axon_eg.errors import InvalidArgument, ProgramError
 
 PHASES = ("saturate", "extract", "emit", "measure", "select")
+EXIT_ERROR = 2
+EXIT_BASELINE = 3
+"""Exit status of a run whose best is a baseline, under ``--require-candidate``."""
+PROGRESS_EVERY_S = 2.0
+"""Plain progress (stdout not a terminal): at most one line per phase this often, besides its start and end."""
 
 
 def add_parser(sub: Any) -> None:
-    p = sub.add_parser("optimize", help="saturate, extract, emit, check and time a program; write the best kernel")
+    p = sub.add_parser("optimize", help="saturate, extract, emit, check and time a program; write the best kernel",
+                       description="Saturate, extract, emit, check and time a program; write the best kernel, the "
+                                   "report and the candidate table.",
+                       epilog="exit status: 0 a kernel was selected; 2 an error, or nothing ran correctly (the table "
+                              f"and report are still written to --out); {EXIT_BASELINE} with --require-candidate, the "
+                              "best is a baseline (torch eager or torch.compile)")
     p.add_argument("target", help="suite program name, KernelBench file, or .py file with one @ax.program")
     p.add_argument("--hw", default="h200", help="hardware description in data/hw_costs (default h200; trn1/trn2 "
                    "select the NKI target: simulator + Trainium engine model)")
@@ -32,27 +62,191 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--budget", type=float, default=None, help="seconds for the whole run (default: no limit)")
     p.add_argument("--out", default=None, help="output directory (default ./axon_eg_out/<program>)")
     p.add_argument("--cache", default=None, help="cache directory (default $AXON_EG_CACHE or ~/.cache/axon_eg)")
-    p.add_argument("--full", action="store_true", help="suite programs: H200 sizes (default: small sizes)")
+    p.add_argument("--full", action="store_true", help="full sizes: a suite program's H200 sizes, a KernelBench "
+                   "file's own (default: small sizes, the suite's or the file's SMALL_SIZES)")
+    p.add_argument("--sizes", default=None, metavar="NAME=INT,...", help="set sizes over those: dims of a suite "
+                   "program or @ax.program, module-level constants of a KernelBench file (e.g. batch_size=4)")
     p.add_argument("--cpu", action="store_true", help="ignore GPUs: Triton interpreter, correctness only")
     p.add_argument("--ray", default=None, metavar="ADDRESS", help="spread phase 2 over a Ray cluster ('local' starts one)")
     p.add_argument("--bundle-only", action="store_true", help="phase 1 only: write the bundle for a remote worker")
     p.add_argument("--rows", default=None, help="measurement rows (JSON lines) made by a remote worker on the bundle")
     p.add_argument("--force", action="store_true", help="measure again even on a cache hit")
     p.add_argument("--plot", action="store_true", help="also save predicted-vs-measured and latency plots")
+    p.add_argument("--require-candidate", action="store_true", help=f"exit with status {EXIT_BASELINE} when the best "
+                   "kernel is a baseline (torch eager or torch.compile): no candidate was correct, or none faster")
     p.set_defaults(func=cmd_optimize)
+
+
+def _check_args(args: argparse.Namespace) -> dict[str, int] | None:
+    """Options checked before anything is loaded (``validate.optimize_arguments``: ``-k``, ``--budget``,
+    ``--hw``, ``--rows``, ``--out``, ``--cache``, TARGET); returns the parsed ``--sizes``. Errors are one
+    line naming the option (InvalidArgument, printed by ``cli.main``)."""
+    from axon_eg import validate
+
+    validate.optimize_arguments(args)
+    return validate.parse_sizes(args.sizes, "--sizes") if args.sizes is not None else None
 
 
 def cmd_optimize(args: argparse.Namespace) -> int:
     from rich.console import Console
+
+    from axon_eg import validate
+    from axon_eg.pipeline import PipelineError, saturate_and_extract, write_bundle_only
+
+    t0 = time.monotonic()
+    console = Console(highlight=False)
+    sizes = _check_args(args)
+    if console.is_terminal:
+        with console.status(f"loading {args.target}"):
+            program, why_sizes = _load(args, sizes)
+    else:  # a log shows what the first seconds (imports, a KernelBench file's export) are spent on
+        PlainProgress(console.file, t0).line(f"load: {args.target}")
+        program, why_sizes = _load(args, sizes)
+    _say(console, why_sizes)
+    device = "cpu" if args.cpu else ("cuda" if args.rows else None)
+    out = validate.output_dir(args.out or Path("axon_eg_out") / program.name, "--out")
+    with _progress(console, t0) as (progress, finish):
+        if args.bundle_only:
+            bundle = write_bundle_only(program, _target(args.hw), args.hw, args.k, cache_dir=args.cache, progress=progress)
+            finish(("saturate", "extract", "emit"), "")
+        else:
+            try:
+                result = saturate_and_extract(program, _target(args.hw), args.hw, args.k, args.budget,
+                                              cache_dir=args.cache, device=device, ray_address=args.ray, rows=args.rows,
+                                              force=args.force, progress=progress)
+            except PipelineError as exc:
+                table = _measured_table(exc)
+                if table is None:
+                    raise
+                finish((), "")
+                return _no_kernel(console, program, args, out, table, exc)
+            finish(PHASES, "cached" if result.cache_hit else "")
+    if args.bundle_only:
+        _say(console, f"bundle written in {time.monotonic() - t0:.1f} s: {bundle}\n"
+                      f"run on the GPU box:  python -m axon_eg.measure {bundle} --out rows.jsonl\n"
+                      f"then here:           axon-eg optimize {args.target}{' --full' if args.full else ''}"
+                      f"{f' --sizes {args.sizes}' if args.sizes else ''} --rows rows.jsonl")
+        return 0
+    from axon_eg.measure.report import baseline_line, selection_line
+
+    out.mkdir(parents=True, exist_ok=True)
+    best = out / ("best_nki.py" if result.best.mode == "nki" else "best.py")
+    shutil.copyfile(result.best.path, best)
+    result.table.write_parquet(out / "table.parquet")
+    chose = selection_line(result.table, result.best.id, result.timed)
+    last = baseline_line(result.table, result.best.id)
+    text = _report(program, result, args, [chose, *([last] if last else [])])
+    if args.plot:
+        from axon_eg.measure.report import report
+
+        text += "\n" + report(args.cache, program=program.name, plot_dir=out)
+    (out / "report.md").write_text(text)
+    _say(console, result.summary().split("\n\n", 1)[0])
+    _print_table(console, result.table, result.best.id)
+    _say(console, chose)
+    _say(console, f"best kernel: {best}  report: {out / 'report.md'}  table: {out / 'table.parquet'}")
+    if last is None:
+        return 0
+    if args.require_candidate:
+        _say(console, f"{last} (exit status {EXIT_BASELINE}: --require-candidate)")
+        return EXIT_BASELINE
+    _say(console, last)
+    return 0
+
+
+# -- sizes ----------------------------------------------------------------------------------------
+def _load(args: argparse.Namespace, sizes: dict[str, int] | None) -> tuple[Any, str]:
+    """The program at the sizes the options ask for (``cli.resolve_target``), and the line saying which and why."""
+    from axon_eg import cli
+
+    small = not args.full
+    kind = cli.target_kind(args.target)
+    if kind == "kernelbench" and sizes:  # a name the file does not define, before the (slow) import
+        defined, ints = _module_constants(Path(args.target))
+        unknown = [n for n in sizes if n not in defined]
+        if unknown:
+            raise InvalidArgument(f"--sizes {args.sizes!r}: {Path(args.target).name} has no module-level "
+                                  f"{unknown[0]!r} (its integer constants: {', '.join(ints) or 'none'})")
+    try:
+        target = cli.resolve_target(args.target, small=small, sizes=sizes)
+    except ProgramError as e:
+        if sizes and kind != "kernelbench":  # binding the dims to --sizes broke the program
+            raise InvalidArgument(f"--sizes {args.sizes!r}: {e}") from None
+        raise
+    if kind == "kernelbench" and small:
+        return target.program, f"{'--cpu without --full' if args.cpu else 'without --full'}: {target.note}"
+    return target.program, f"sizes: {target.note}"
+
+
+def _module_constants(path: Path) -> tuple[set[str], list[str]]:
+    """(every name a file assigns at module level, those assigned an int literal), read without running it."""
+    defined: set[str] = set()
+    ints: list[str] = []
+    for node in ast.parse(path.read_bytes()).body:
+        if isinstance(node, ast.Assign):
+            names = [t.id for t in node.targets if isinstance(t, ast.Name)]
+            defined.update(names)
+            if isinstance(node.value, ast.Constant) and type(node.value.value) is int:
+                ints += names
+    return defined, ints
+
+
+# -- progress -------------------------------------------------------------------------------------
+class PlainProgress:
+    """Progress as plain lines (``[12.3 s] saturate: 41 e-nodes``), flushed as they are written: each phase's
+    first and last report, and in between at most one line per ``every`` seconds."""
+
+    def __init__(self, file: IO[str], t0: float, every: float = PROGRESS_EVERY_S):
+        self.file, self.t0, self.every = file, t0, every
+        self.started: dict[str, float] = {}
+        self.last: dict[str, float] = {}
+        self.ended: set[str] = set()
+
+    def __call__(self, phase: str, done: int, total: int, detail: str) -> None:
+        now = time.monotonic()
+        first = phase not in self.started
+        end = done >= total
+        if first:
+            self.started[phase] = now
+        elif not end and now - self.last[phase] < self.every:
+            return
+        if end and phase in self.ended:
+            return
+        self.last[phase] = now
+        if end:
+            self.ended.add(phase)
+            took = f" ({now - self.started[phase]:.1f} s)" if not first else ""
+            text = f"{phase} {done}/{total} done{took}" + (f": {detail}" if detail else "")
+        elif phase == "measure" and detail:  # reported as each one starts
+            text = f"{phase} {done + 1}/{total} {detail}"
+        else:
+            text = f"{phase} {done}/{total}" + (f": {detail}" if detail else "")
+        self.line(text, now)
+
+    def line(self, text: str, now: float | None = None) -> None:
+        self.file.write(f"[{(time.monotonic() if now is None else now) - self.t0:.1f} s] {text}\n")
+        self.file.flush()
+
+
+Finish = Callable[[tuple[str, ...], str], None]
+
+
+@contextmanager
+def _progress(console: Any, t0: float) -> Iterator[tuple[Callable[[str, int, int, str], None], Finish]]:
+    """(progress callback, finish(phases, detail)): rich bars in a terminal, ``PlainProgress`` lines otherwise.
+    ``finish`` shows the named phases that reported nothing (a cache hit skips them) as done."""
+    if not console.is_terminal:
+        plain = PlainProgress(console.file, t0)
+
+        def finish_plain(phases: tuple[str, ...], detail: str) -> None:
+            skipped = [ph for ph in phases if ph not in plain.started]
+            if skipped:
+                plain.line(f"{', '.join(skipped)}: skipped" + (f" ({detail})" if detail else ""))
+
+        yield plain, finish_plain
+        return
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from axon_eg.cli import load_target
-    from axon_eg.pipeline import saturate_and_extract, write_bundle_only
-
-    console = Console(highlight=False)
-    program, _ = load_target(args.target, small=not args.full)
-    device = "cpu" if args.cpu else ("cuda" if args.rows else None)
-    out = Path(args.out or Path("axon_eg_out") / program.name)
     columns = (TextColumn("{task.description:<9}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                TextColumn("{task.fields[detail]}"))
     with Progress(*columns, console=console, transient=False) as bar:
@@ -61,37 +255,30 @@ def cmd_optimize(args: argparse.Namespace) -> int:
         def progress(phase: str, done: int, total: int, detail: str) -> None:
             bar.update(tasks[phase], completed=done, total=max(total, 1), detail=detail[:60])
 
-        t0 = time.monotonic()
-        if args.bundle_only:
-            bundle = write_bundle_only(program, _target(args.hw), args.hw, args.k, cache_dir=args.cache, progress=progress)
-            for ph in ("saturate", "extract", "emit"):
-                bar.update(tasks[ph], total=1, completed=1)
-        else:
-            result = saturate_and_extract(program, _target(args.hw), args.hw, args.k, args.budget, cache_dir=args.cache,
-                                          device=device, ray_address=args.ray, rows=args.rows, force=args.force,
-                                          progress=progress)
-            for ph in PHASES:  # a cache hit skips phases; show them as done
+        def finish(phases: tuple[str, ...], detail: str) -> None:
+            for ph in phases:
                 if bar.tasks[tasks[ph]].total is None:
-                    bar.update(tasks[ph], total=1, completed=1, detail="cached" if result.cache_hit else "")
-    if args.bundle_only:
-        console.print(f"bundle written in {time.monotonic() - t0:.1f} s: {bundle}\n"
-                      f"run on the GPU box:  python -m axon_eg.measure {bundle} --out rows.jsonl\n"
-                      f"then here:           axon-eg optimize {args.target}{' --full' if args.full else ''} "
-                      f"--rows rows.jsonl")
-        return 0
-    out.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(result.best.path, out / ("best_nki.py" if result.best.mode == "nki" else "best.py"))
-    result.table.write_parquet(out / "table.parquet")
-    text = _report(program, result, args)
-    if args.plot:
-        from axon_eg.measure.report import report
+                    bar.update(tasks[ph], total=1, completed=1, detail=detail)
 
-        text += "\n" + report(args.cache, program=program.name, plot_dir=out)
-    (out / "report.md").write_text(text)
-    console.print(result.summary())
-    best = out / ("best_nki.py" if result.best.mode == "nki" else "best.py")
-    console.print(f"best kernel: {best}  report: {out / 'report.md'}  table: {out / 'table.parquet'}")
-    return 0
+        yield progress, finish
+
+
+# -- output ---------------------------------------------------------------------------------------
+def _say(console: Any, text: str) -> None:
+    """A plain line (no markup, never hard-wrapped: paths stay whole)."""
+    console.print(text, markup=False, soft_wrap=True)
+
+
+def _columns(table: Any) -> list[str]:
+    from axon_eg.pipeline import SUMMARY_COLUMNS
+
+    return [c for c in (*SUMMARY_COLUMNS, "error") if c in table.columns]
+
+
+def _print_table(console: Any, table: Any, selected: str | None) -> None:
+    from axon_eg.measure.report import terminal_table
+
+    console.print(terminal_table(table, _columns(table), selected, console.width))
 
 
 def _target(hw_name: str) -> str:
@@ -100,19 +287,57 @@ def _target(hw_name: str) -> str:
     return "nki" if load(hw_name).kind == "trainium" else "triton"
 
 
-def _report(program: Any, result: Any, args: argparse.Namespace) -> str:
-    from axon_eg.pipeline import SUMMARY_COLUMNS, markdown
+def _measured_table(exc: Exception) -> Any:
+    """What this run measured before ``exc`` (nothing ran correctly), or None when it measured nothing:
+    the pipeline's PipelineError carries the run's table as ``table``."""
+    import polars as pl
 
-    cols = [c for c in (*SUMMARY_COLUMNS, "error") if c in result.table.columns]
-    lines = [f"# axon_eg optimize {args.target}", "",
-             f"- program: {program.name} ({program.hash[:12]}), inputs "
-             + ", ".join(f"{s.name} {list(program.concrete_shape(n))} {s.dtype}"
-                         for s, n in zip(program.inputs, program.input_ids)),
-             f"- hardware: {args.hw}; device: " + ("NKI simulator + Trainium engine model" if result.best.mode == "nki"
-                                                   else "GPU, timed" if result.timed else "CPU interpreter, correctness only"),
-             f"- best: `{result.best.id}` ({result.best.kind})",
-             f"- phase 1 (saturate, extract, emit): {result.phase1_s:.2f} s; phase 2 (compile, check, time): "
-             f"{result.phase2_s:.2f} s" + ("; rows imported from a remote worker" if args.rows else ""),
-             f"- cache: {'hit' if result.cache_hit else 'miss'} (key {result.cache_key})", "",
-             markdown(result.table.select(cols))]
-    return "\n".join(lines) + "\n"
+    from axon_eg.pipeline import VERDICTS
+
+    table = getattr(exc, "table", None)
+    if table is None:
+        return None
+    if table.is_empty():
+        return None
+    if "verdict" not in table.columns:
+        table = table.with_columns(verdict=pl.col("status").replace(VERDICTS).fill_null("not measured"))
+    return table
+
+
+def _no_kernel(console: Any, program: Any, args: argparse.Namespace, out: Path, table: Any, exc: Exception) -> int:
+    """Nothing ran correctly: write the table and report of what was measured, show the table, one error line."""
+    import sys
+
+    from axon_eg.measure.report import failures
+
+    out.mkdir(parents=True, exist_ok=True)
+    table.write_parquet(out / "table.parquet")
+    n_bad, n, counts = failures(table)
+    why = f"no kernel: {n_bad} of {n} candidates failed ({counts}) and no baseline ran correctly"
+    (out / "report.md").write_text(_report(program, None, args, [why, f"error: {exc}"], table))
+    _print_table(console, table, None)
+    print(f"axon-eg: error: {exc}; what was measured: {out / 'report.md'}, {out / 'table.parquet'}", file=sys.stderr)
+    return EXIT_ERROR
+
+
+def _report(program: Any, result: Any, args: argparse.Namespace, lines: list[str], table: Any = None) -> str:
+    """``report.md``: the run, the selection lines, and the table in Markdown with every cell in full."""
+    from axon_eg.measure.report import markdown_table
+
+    table = result.table if result is not None else table
+    head = [f"# axon_eg optimize {args.target}", "",
+            f"- program: {program.name} ({program.hash[:12]}), inputs "
+            + ", ".join(f"{s.name} {list(program.concrete_shape(n))} {s.dtype}"
+                        for s, n in zip(program.inputs, program.input_ids))]
+    if result is not None:
+        head += [f"- hardware: {args.hw}; device: " + ("NKI simulator + Trainium engine model" if result.best.mode == "nki"
+                                                       else "GPU, timed" if result.timed
+                                                       else "CPU interpreter, correctness only"),
+                 f"- best: `{result.best.id}` ({result.best.kind})",
+                 f"- phase 1 (saturate, extract, emit): {result.phase1_s:.2f} s; phase 2 (compile, check, time): "
+                 f"{result.phase2_s:.2f} s" + ("; rows imported from a remote worker" if args.rows else ""),
+                 f"- cache: {'hit' if result.cache_hit else 'miss'} (key {result.cache_key})"]
+    else:
+        head += [f"- hardware: {args.hw}", "- best: none"]
+    head += [*(f"- {line}" for line in lines), ""]
+    return "\n".join([*head, markdown_table(table.select(_columns(table)))]) + "\n"

@@ -11,9 +11,21 @@ correct kernel; on a machine without a GPU (Triton interpreter, correctness only
 candidate with the lowest predicted cost is chosen.
 
 Everything observed lands in the Polars tables (``candidates``, ``measurements``) under the cache
-directory; the cache key is the program hash + input shapes and dtypes + hardware file + target +
-k + toolchain versions (axon_eg, the rule store, torch, triton, python, device), and a hit returns
-the stored choice without measuring again.
+directory (see :mod:`axon_eg.measure.tables`); the cache key is the program hash + input shapes and
+dtypes + hardware file + target + k + toolchain versions (axon_eg, the rule store, torch, triton,
+python, device).
+
+Cache semantics. A run's candidate set is its key's newest phase 1 (the ``candidates`` rows not
+superseded); each candidate's observation is its newest ``measurements`` row (not superseded). A call
+is a cache hit, measuring nothing, when every candidate's observation is final (deterministic for this
+source + toolchain: ok, syntax, structure, compile errors, wrong results; ``tables.is_final``) and the
+bundle is still there. Otherwise phase 1 runs again and phase 2 measures exactly the candidates without
+a final observation (crashed, timed out, skipped by the budget, interrupted, failed in the environment,
+or never measured), reusing the final ones; the worker's resume file ``<bundle>/rows-<key>.jsonl`` is
+rewritten to hold just those, and rows a killed call left in it are appended once. ``force=True``
+measures every candidate again (the resume file starts over); the new rows supersede the old ones,
+which stay in the append-only ``measurements`` log. ``Result.table``, the selection and ``axon-eg cache
+ls`` use only rows that are not superseded, so nothing is counted twice.
 """
 
 from __future__ import annotations
@@ -21,6 +33,7 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import json
+import os
 import platform
 import sys
 import time
@@ -32,6 +45,7 @@ from typing import Any
 
 import polars as pl
 
+from axon_eg import validate
 from axon_eg.backends.kernel import Kernel, call_signature, check_call, input_specs
 from axon_eg.errors import AxonError, KernelCallError
 from axon_eg.hw import HardwareSpec, load
@@ -40,11 +54,14 @@ from axon_eg.measure import tables
 
 Progress = Callable[[str, int, int, str], None]  # (phase, done, total, detail)
 VERDICTS = {"syntax_error": "syntax", "structure_error": "structure", "wrong_result": "correctness",
-            "compile_error": "compile", "runtime_error": "run", "timeout": "timeout", "crashed": "crashed"}
+            "compile_error": "compile", "runtime_error": "run", "timeout": "timeout", "crashed": "crashed",
+            "skipped": "budget", "interrupted": "interrupted"}
 
 
 class PipelineError(AxonError):
     """The program or the request cannot go through the pipeline (unbound dims, unknown target)."""
+
+    table: pl.DataFrame | None = None  # when nothing ran correctly: the run's table, with verdicts
 
 
 def _version(pkg: str) -> str | None:
@@ -188,6 +205,8 @@ class Result:
     timed: bool  # whether latencies were measured (False: CPU interpreter, correctness only)
     bundle: Path
     _graph: Callable[[], Any] = field(repr=False)
+    measured: tuple[str, ...] = ()  # ids whose observations this call added (measured, imported or resumed)
+    reused: tuple[str, ...] = ()  # ids whose final observation came from the cache, not measured again
 
     @cached_property
     def nugraph(self) -> Any:
@@ -204,7 +223,8 @@ class Result:
         else:
             how = "timed on the GPU" if self.timed else "correctness only (Triton interpreter, no GPU timings)"
         return (f"best: {self.best.id} ({self.best.kind}); {how}; cache {'hit' if self.cache_hit else 'miss'} "
-                f"{self.cache_key}; phase 1 {self.phase1_s:.2f} s, phase 2 {self.phase2_s:.2f} s\n\n"
+                f"{self.cache_key}; phase 1 {self.phase1_s:.2f} s, phase 2 {self.phase2_s:.2f} s ({len(self.measured)} "
+                f"measured, {len(self.reused)} from the cache)\n\n"
                 + markdown(self.table.select([c for c in columns if c in self.table.columns])))
 
 
@@ -253,7 +273,9 @@ def saturate_and_extract(prog: Any, target: str = "triton", hw: str | HardwareSp
     measured in predicted order until it is spent (the rest are recorded as not measured).
     ``rows``: a JSON-lines file of measurements made elsewhere on this run's bundle (the remote
     GPU flow: ``write_bundle_only`` here, ``python -m axon_eg.measure BUNDLE --out ROWS`` there).
-    ``force`` ignores the cache."""
+    ``force`` skips the cache lookup and measures every candidate again; the new rows supersede the old
+    (see the module docstring for what a cache hit needs and what a rerun measures)."""
+    validate.pipeline_arguments(prog, target, hw, k, budget_s, cache_dir=cache_dir, rows=rows, saturation_s=saturation_s)
     if target not in ("triton", "nki"):
         raise PipelineError(f"target {target!r}: the targets are 'triton' (GPUs) and 'nki' (Trainium)")
     program = _as_program(prog)
@@ -279,6 +301,9 @@ def saturate_and_extract(prog: Any, target: str = "triton", hw: str | HardwareSp
         if hit is not None:
             report("select", 1, 1, "cache hit")
             return hit
+    tables.ensure_writable(cache_dir)  # a read-only cache still serves hits; a miss must write
+    final, seen = _observations(key, cache_dir)
+    reuse = {} if force else final
     nugraph = None
     if imported is not None:  # phase 2 ran elsewhere on the bundle written by write_bundle_only
         cand_rows = _bundle_candidates(bdir, key)
@@ -296,24 +321,30 @@ def saturate_and_extract(prog: Any, target: str = "triton", hw: str | HardwareSp
         kernels, cand_rows = _phase1(program, nugraph, spec, target, k, key, bdir, device, report)
         phase1 = time.monotonic() - t0
         t1 = time.monotonic()
+        built = [kern for kern in kernels if kern.source]
         if target == "nki":  # the NeuronCore when the Neuron toolchain is installed, else the NumPy simulator
             from axon_eg.backends.nki.measure import measure_kernels
 
-            report("measure", 0, len(kernels), "NKI")
-            new_rows = measure_kernels(program, [k for k in kernels if k.source], spec) + _emit_failures(kernels)
-            report("measure", len(kernels), len(kernels), "")
+            todo = [kern for kern in built if kern.name not in reuse]
+            report("measure", 0, len(todo), "NKI")
+            new_rows = measure_kernels(program, todo, spec) if todo else []
+            report("measure", len(todo), len(todo), "")
         else:
-            built = [kern for kern in kernels if kern.source]
-            new_rows = _measure(bdir, key, built, device, ray_address, budget_s, t0, report) + _emit_failures(kernels)
+            new_rows = _measure(bdir, key, built, device, ray_address, budget_s, t0, report, reuse, force)
+        new_rows += [r for r in _emit_failures(kernels) if r["id"] not in reuse]
         phase2 = time.monotonic() - t1
     meta = {c["id"]: c for c in cand_rows}
     for r in new_rows:
         r.update(cache_key=key, program=program.name, hw=spec.name, target=target,
                  kind=meta.get(r["id"], {}).get("kind"), predicted_us=meta.get(r["id"], {}).get("predicted_us"))
+        r["timestamp"] = r.get("timestamp") or _now()
     tables.append("candidates", cand_rows, cache_dir)
-    if new_rows:
-        tables.append("measurements", new_rows, cache_dir)
+    fresh = [r for r in new_rows if (r["id"], r["timestamp"]) not in seen]  # rows already in the table: once
+    if fresh:
+        tables.append("measurements", fresh, cache_dir)
     result = _select(key, program, bdir, cache_dir, graph, phase1, phase2, hit=False)
+    result.measured = tuple(sorted({r["id"] for r in fresh if r["id"] in meta}))
+    result.reused = tuple(sorted(set(meta) - set(result.measured)))
     if nugraph is not None:
         result.__dict__["nugraph"] = nugraph
     report("select", 1, 1, result.best.id)
@@ -324,8 +355,10 @@ def write_bundle_only(prog: Any, target: str = "triton", hw: str | HardwareSpec 
                       cache_dir: str | Path | None = None, device: str = "cuda", saturation_s: float = 2.0,
                       progress: Progress | None = None) -> Path:
     """Phase 1 only: write the bundle for a remote worker and return its directory."""
+    validate.pipeline_arguments(prog, target, hw, k, cache_dir=cache_dir, saturation_s=saturation_s)
     program = _as_program(prog)
     spec = load(hw) if not isinstance(hw, HardwareSpec) else hw
+    tables.ensure_writable(cache_dir)
     g = _saturated(program, saturation_s)
     bkey = bundle_key(program, spec, target, k)
     bdir = tables.cache_dir(cache_dir) / "bundles" / bkey
@@ -367,7 +400,7 @@ def _phase1(program: Program, nugraph: Any, hw: HardwareSpec, target: str, k: in
                               {"lowering": "torch.compile(max-autotune-no-cudagraphs)"}))
     now = _now()
     rows = [{"cache_key": key, "program": program.name, "program_hash": program.hash, "target": target, "hw": hw.name,
-             "id": b.name, "kind": "baseline", "lowering": b.meta["lowering"], "source": str(bdir / f"{b.name}.py"),
+             "k": k, "id": b.name, "kind": "baseline", "lowering": b.meta["lowering"], "source": str(bdir / f"{b.name}.py"),
              "timestamp": now} for b in kernels]
     for i, c in enumerate(candidates):
         report("emit", i, len(candidates), "")
@@ -376,7 +409,7 @@ def _phase1(program: Program, nugraph: Any, hw: HardwareSpec, target: str, k: in
         kern = _failed(target, c, name, "enumerate", error) if error else _emit(target, c, hw, name)
         kernels.append(kern)
         rows.append({"cache_key": key, "program": program.name, "program_hash": program.hash, "target": target,
-                     "hw": hw.name, "id": kern.name, "kind": "candidate", "variant": c.variant.program.hash[:16],
+                     "hw": hw.name, "k": k, "id": kern.name, "kind": "candidate", "variant": c.variant.program.hash[:16],
                      "rank": i, "plan": c.plan.name, "groups": len(c.plan.groups),
                      "tilings": json.dumps([dict(t.values) for t in c.tilings]), "isa": json.dumps(c.isa),
                      "lowering": kern.meta["lowering"], "rules": json.dumps(kern.meta["rules"]),
@@ -456,33 +489,54 @@ def _now() -> str:
 
 
 def _measure(bdir: Path, key: str, kernels: list[Kernel], device: str, ray_address: str | None, budget_s: float | None,
-             t0: float, report: Progress) -> list[dict[str, Any]]:
-    """Run the worker over the bundle (baselines first, then candidates in predicted order); rows of
-    this run only. Under a budget, candidates are started while time remains."""
-    from axon_eg.measure.worker import read_rows, run_bundle
+             t0: float, report: Progress, reuse: dict[str, dict[str, Any]], force: bool) -> list[dict[str, Any]]:
+    """Run the worker over the bundle's kernels that have no final observation (baselines first, then
+    candidates in predicted order); returns this call's rows: the new ones, and final rows an earlier,
+    killed call left in the resume file. ``reuse`` (id -> final row from the table) is not measured.
+
+    The resume file ``rows-<key>.jsonl`` is rewritten first to hold exactly the final rows kept (the
+    worker skips every id it has a row for, so a transient row there would never be retried); ``force``
+    starts it over. Under a budget, candidates are started while time remains (the rest are ``skipped``)."""
+    from axon_eg.measure.worker import interrupt_guard, read_rows, run_bundle
 
     out = bdir / f"rows-{key}.jsonl"
-    done = {r.get("id") for r in read_rows(out)}
     ids = [k.name for k in kernels]
+    keep = {i: r for i, r in reuse.items() if i in ids}
+    resumed: set[str] = set()
+    if force:
+        out.unlink(missing_ok=True)
+    else:
+        for r in read_rows(out):
+            i = r.get("id")
+            if i in ids and tables.is_final(r.get("status"), r.get("error")) and \
+                    (i not in keep or str(r.get("timestamp") or "") >= str(keep[i].get("timestamp") or "")):
+                keep[i] = r
+                resumed.add(i)
+        if keep or out.exists():
+            tmp = out.with_name(out.name + ".tmp")
+            tmp.write_text("".join(json.dumps({c: r.get(c) for c in tables.SCHEMA}, default=str) + "\n"
+                                   for r in keep.values()))
+            os.replace(tmp, out)
+    todo = [i for i in ids if i not in keep]
     gpus = [] if device == "cpu" else None
     fresh: list[dict[str, Any]] = []
     if ray_address is not None:
         from axon_eg.measure.ray_runner import run_bundle_ray
 
-        report("measure", 0, len(ids), f"ray {ray_address}")
-        fresh = run_bundle_ray(bdir, out, ray_address)
+        report("measure", 0, len(todo), f"ray {ray_address}")
+        fresh = run_bundle_ray(bdir, out, ray_address) if todo else []
     else:
-        for n, cid in enumerate(ids):
-            if budget_s is not None and time.monotonic() - t0 > budget_s and cid not in done:
-                fresh.append({"id": cid, "status": "skipped", "stage": "budget",
-                              "error": f"not measured: the {budget_s:g} s budget was spent"})
-                continue
-            report("measure", n, len(ids), cid)
-            fresh += run_bundle(bdir, out, gpus=gpus, ids=[cid])
-        report("measure", len(ids), len(ids), "")
-    wanted = set(ids)
-    old = [r for r in read_rows(out) if r.get("id") in done and r.get("id") in wanted]
-    return old + fresh
+        with interrupt_guard(bdir, out):  # SIGINT / SIGTERM between two candidates too: children killed, one line
+            for n, cid in enumerate(todo):
+                if budget_s is not None and time.monotonic() - t0 > budget_s:
+                    fresh.append({"id": cid, "status": "skipped", "stage": "budget", "timestamp": _now(),
+                                  "error": f"not measured: the {budget_s:g} s budget was spent"})
+                    continue
+                report("measure", n, len(todo), cid)
+                fresh += run_bundle(bdir, out, gpus=gpus, ids=[cid])
+        report("measure", len(todo), len(todo), "")
+    wanted = set(todo)
+    return [keep[i] for i in ids if i in resumed] + [r for r in fresh if r.get("id") in wanted]
 
 
 def _read_rows(path: str | Path) -> list[dict[str, Any]]:
@@ -503,27 +557,40 @@ def _row_toolchain(rows: list[dict[str, Any]], device: str) -> dict[str, Any]:
 
 
 def _latest(key: str, cache_dir: Any) -> tuple[pl.DataFrame, pl.DataFrame]:
-    cands = (tables.read("candidates", cache_dir).filter(pl.col("cache_key") == key).collect()
-             .unique("id", keep="last", maintain_order=True))
-    meas = (tables.read("measurements", cache_dir).filter(pl.col("cache_key") == key).collect()
-            .sort("timestamp").unique("id", keep="last", maintain_order=True))
+    """The run's candidate set (its newest phase 1) and each candidate's newest observation (rows not superseded)."""
+    current = (pl.col("cache_key") == key) & ~pl.col("superseded")
+    cands = tables.results(cache_dir, "candidates").filter(current).drop("superseded").collect()
+    meas = tables.results(cache_dir).filter(current).drop("superseded").collect()
     return cands, meas
+
+
+def _observations(key: str, cache_dir: Any) -> tuple[dict[str, dict[str, Any]], set[tuple[str, str]]]:
+    """(id -> newest observation when it is final, every (id, timestamp) of the key's rows)."""
+    rows = tables.read("measurements", cache_dir).filter(pl.col("cache_key") == key)
+    meas = tables.with_derived(rows).collect()
+    final = {r["id"]: r for r in meas.filter(~pl.col("superseded") & pl.col("final")).iter_rows(named=True)}
+    return final, set(zip(meas["id"], meas["timestamp"].fill_null("")))
 
 
 def _from_cache(key: str, program: Program, bdir: Path, cache_dir: Any, graph: Callable[[], Any],
                 phase1: float) -> Result | None:
+    """The stored choice when every candidate of the run has a final observation (module docstring), else None."""
     cands, meas = _latest(key, cache_dir)
-    measured = meas.filter(pl.col("status") != "skipped")
-    if cands.is_empty() or not set(cands["id"]) <= set(measured["id"]):
+    if cands.is_empty() or not (bdir / "manifest.json").exists():
+        return None
+    if not set(cands["id"]) <= set(meas.filter(pl.col("final"))["id"]):
         return None
     if not all(Path(p).exists() for p in cands["source"].drop_nulls()):
         return None
-    return _select(key, program, bdir, cache_dir, graph, phase1, 0.0, hit=True)
+    result = _select(key, program, bdir, cache_dir, graph, phase1, 0.0, hit=True)
+    result.reused = tuple(sorted(cands["id"]))
+    return result
 
 
-def _select(key: str, program: Program, bdir: Path, cache_dir: Any, graph: Callable[[], Any], phase1: float,
-            phase2: float, hit: bool) -> Result:
-    cands, meas = _latest(key, cache_dir)
+def choose(cands: pl.DataFrame, meas: pl.DataFrame) -> tuple[pl.DataFrame, str | None, bool]:
+    """The selection over one run's candidates and their newest observations: (the joined table with
+    ``verdict`` and speedups, the selected id or None, whether latencies were measured); see the module
+    docstring (the fastest correct kernel, else on the CPU the correct candidate predicted fastest)."""
     keep = [c for c in meas.columns if c not in cands.columns or c == "id"]
     df = cands.join(meas.select(keep), on="id", how="left").sort(["kind", "rank"], nulls_last=True)
     timed = df.filter((pl.col("status") == "ok") & pl.col("median_us").is_not_null()).height > 0
@@ -534,18 +601,13 @@ def _select(key: str, program: Program, bdir: Path, cache_dir: Any, graph: Calla
     comp = timed_base.filter(pl.col("id") == "torch_compile")["median_us"].first() if timed else None
     if timed:
         bar = timed_base["median_us"].min()
-        best_id = ok.sort("median_us", nulls_last=True)["id"][0]
+        best_id = ok.sort("median_us", nulls_last=True, maintain_order=True)["id"][0]
     else:
         bar = None
-        cand_ok = ok.filter(pl.col("kind") == "candidate").sort("predicted_us")
+        cand_ok = ok.filter(pl.col("kind") == "candidate").sort("predicted_us", maintain_order=True)
         best_id = cand_ok["id"][0] if cand_ok.height else (base["id"][0] if base.height else None)
-    if best_id is None:
-        errors = df["error"].drop_nulls() if "error" in df.columns else []
-        first = f"; the first error: {str(errors[0]).strip().splitlines()[-1]}" if len(errors) else ""
-        raise PipelineError(f"{program.name}: no candidate and no baseline ran correctly; see the table "
-                            f"(cache key {key}, bundle {bdir}){first}")
     verdict = (
-        pl.when(pl.col("id") == best_id).then(pl.lit("selected"))
+        pl.when(pl.col("id").eq_missing(pl.lit(best_id, dtype=pl.Utf8))).then(pl.lit("selected"))
         .when(pl.col("status").is_null()).then(pl.lit("not measured"))
         .when(pl.col("status") != "ok").then(pl.col("status").replace(VERDICTS))
         .when(pl.lit(bar is not None) & (pl.col("kind") == "candidate") & (pl.col("median_us") > (bar or 0.0)))
@@ -557,6 +619,19 @@ def _select(key: str, program: Program, bdir: Path, cache_dir: Any, graph: Calla
         (pl.lit(eager) / pl.col("median_us")).alias("speedup_vs_eager"),
         (pl.lit(comp) / pl.col("median_us")).alias("speedup_vs_compile"),
     )
+    return df, best_id, timed
+
+
+def _select(key: str, program: Program, bdir: Path, cache_dir: Any, graph: Callable[[], Any], phase1: float,
+            phase2: float, hit: bool) -> Result:
+    df, best_id, timed = choose(*_latest(key, cache_dir))
+    if best_id is None:
+        errors = df["error"].drop_nulls() if "error" in df.columns else []
+        first = f"; the first error: {str(errors[0]).strip().splitlines()[-1]}" if len(errors) else ""
+        err = PipelineError(f"{program.name}: no candidate and no baseline ran correctly; see the table "
+                            f"(cache key {key}, bundle {bdir}){first}")
+        err.table = df
+        raise err
     row = df.filter(pl.col("id") == best_id).row(0, named=True)
     entry = next((c["entry"] for c in _manifest(bdir) if c["id"] == best_id), "kernel")
     mode = next((c.get("mode", "dps") for c in _manifest(bdir) if c["id"] == best_id), "dps")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 
 import numpy as np
 import pytest
@@ -166,3 +167,85 @@ def test_json_with_wrong_stored_shape_is_refused() -> None:
     body["nodes"][1]["shape"] = ["N + 1"]
     with pytest.raises(ProgramError, match=r"node 1 \(exp\): stored shape/dtype"):
         ax.Program.from_json(json.dumps(body))
+
+
+# ------------------------------------------------------------------------------------------------
+# Annotations: dtypes written as strings, torch or NumPy dtypes; misplaced or unsupported ones
+# ------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("dtype, want", [
+    ("bf16", ax.bf16), ("fp16", ax.fp16), ("fp64", ax.fp64), ("bfloat16", ax.bf16), ("float32", ax.fp32),
+    ("double", ax.fp64), (ax.bf16, ax.bf16), (np.float16, ax.fp16), (np.dtype("float64"), ax.fp64),
+])
+def test_dtype_names_as_strings_and_library_dtypes_are_the_dtype(dtype, want) -> None:
+    spec = ax.Tensor["M", "N", dtype]
+    assert spec.dtype == want and [str(d) for d in spec.shape] == ["M", "N"]
+
+    @ax.program(M=2, N=3)
+    def f(x: ax.Tensor["M", "N", dtype]):
+        return ax.exp(x)
+
+    assert f.inputs[0].dtype == want and f.concrete_shape(f.input_ids[0]) == (2, 3)
+
+
+def test_torch_dtypes_in_annotations() -> None:
+    torch = pytest.importorskip("torch")
+    assert ax.Tensor[4, torch.bfloat16].dtype == ax.bf16
+    with pytest.raises(ax.errors.DtypeError, match=r"torch\.int32 is not a dtype axon_eg handles"):
+        ax.Tensor[4, torch.int32]
+
+
+@pytest.mark.parametrize("items, error, message", [
+    (("M", "N", "int32"), "DtypeError", r"ax\.Tensor\['M', 'N', 'int32'\]: 'int32' is not a dtype axon_eg handles; "
+                                        r"the dtypes are ax\.bf16, ax\.fp16, ax\.fp32, ax\.fp64"),
+    (("M", "bool"), "DtypeError", r"'bool' is not a dtype axon_eg handles"),
+    (("bf16", "N"), "ProgramError", r"ax\.Tensor\['bf16', 'N'\]: the dtype 'bf16' must come last"),
+    (("M", ax.fp16, "N"), "ProgramError", r"the dtype ax\.fp16 must come last"),
+    (("M", "fp16", ax.bf16), "ProgramError", r"two dtypes \('fp16' and ax\.bf16\)"),
+    (("M", 2.5), "ShapeError", r"ax\.Tensor\['M', 2\.5\]: not a dimension: 2\.5"),
+])
+def test_bad_annotations_name_the_item_and_the_line(items, error, message) -> None:
+    line = sys._getframe().f_lineno + 2
+    with pytest.raises(getattr(ax.errors, error), match=message) as info:
+        ax.Tensor[items]
+    assert str(info.value).startswith(f"{__file__}:{line}: ax.Tensor[") and "\n" not in str(info.value)
+
+
+def test_bad_annotation_in_a_program_is_not_wrapped() -> None:
+    with pytest.raises(ax.errors.DtypeError, match=r"'int64' is not a dtype"):
+        @ax.program
+        def f(x: ax.Tensor["M", "int64"]):
+            return x
+
+
+# ------------------------------------------------------------------------------------------------
+# ax.NAME that does not exist: an AxonError that is also an AttributeError, with what was meant
+# ------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("name, hint", [
+    ("softmaxx", r"did you mean ax\.softmax\b"),
+    ("Exp", r"did you mean ax\.exp\?"),
+    ("float32", r"did you mean ax\.fp32\?"),
+    ("int32", r"axon_eg has no int32 dtype; the dtypes are ax\.bf16, ax\.fp16, ax\.fp32, ax\.fp64"),
+    ("no_such_thing_at_all", r"`axon-eg ops` lists the ops"),
+])
+def test_unknown_names_are_axon_errors_with_a_hint(name, hint) -> None:
+    with pytest.raises(ax.errors.UnknownName, match=rf"test_frontend\.py:\d+: ax\.{name} does not exist[;:] .*{hint}") as e:
+        getattr(ax, name)
+    assert isinstance(e.value, AttributeError) and isinstance(e.value, ax.errors.AxonError)
+    assert not hasattr(ax, name) and getattr(ax, name, 7) == 7
+
+
+def test_unknown_name_inside_a_program_names_its_line() -> None:
+    line = test_unknown_name_inside_a_program_names_its_line.__code__.co_firstlineno + 5
+    with pytest.raises(AttributeError, match=rf"test_frontend\.py:{line}: ax\.rsqrtt does not exist; did you mean ax\.rsqrt"):
+        @ax.program(N=3)
+        def f(x: ax.Tensor["N"]):
+            return ax.rsqrtt(x)
+
+
+def test_known_names_and_submodules_still_resolve() -> None:
+    from axon_eg.ir import frontend
+
+    assert ax.softmax is frontend.softmax and ax.fp64 is ax.ir.dtypes.fp64
+    assert ax.validate.positive_int(3, "k") == 3
+    with pytest.raises(AttributeError):  # protocol probes keep the plain error
+        ax.__wrapped__  # noqa: B018

@@ -11,10 +11,11 @@ import numpy as np
 import pytest
 import torch
 
-from axon_eg.errors import DtypeError, ProblemLoadError, ProgramError, UnsupportedOperation
+from axon_eg.errors import DtypeError, ProblemLoadError, ProgramError, ShapeError, UnsupportedOperation
 from axon_eg.ir.inputs import random_inputs
 from axon_eg.ir.interpret import interpret
 from axon_eg.ir.torch_import import import_torch, load_problem
+from axon_eg.ir.torch_import import small_sizes as read_small_sizes
 
 ROOT = Path(__file__).resolve().parents[2]
 PROBLEMS = sorted((ROOT / "benchmarks" / "problems").glob("*.py"))
@@ -202,3 +203,44 @@ def test_suite_torch_modules_import_to_the_same_function(entry):
     want = tuple(want) if isinstance(want, (tuple, list)) else (want,)
     for g, w in zip(got, want, strict=True):
         np.testing.assert_allclose(g, w.detach().double().numpy(), rtol=1e-7, atol=1e-9)
+
+
+# ------------------------------------------------------------------------------------------------
+# SMALL_SIZES, read without running the file; and what a problem file may not do
+# ------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("path", PROBLEMS, ids=lambda p: p.stem)
+def test_small_sizes_are_read_without_running_the_file(path):
+    assert read_small_sizes(path) == small_sizes(path)
+
+
+def test_small_sizes_absent_or_malformed(tmp_path):
+    assert read_small_sizes(write(tmp_path, "plain.py", GOOD)) is None
+    line = len(GOOD.splitlines()) + 1
+    for bad in ("SMALL_SIZES = {'n': 0}", "SMALL_SIZES = {'n': 2.5}", "SMALL_SIZES = dict(n=2)", "SMALL_SIZES = [2]"):
+        with pytest.raises(ProblemLoadError, match=rf"bad\.py:{line}: SMALL_SIZES must be a literal dict"):
+            read_small_sizes(write(tmp_path, "bad.py", GOOD + bad + "\n"))
+
+
+def test_size_overrides_must_be_positive_ints(tmp_path):
+    path = write(tmp_path, "sized.py", GOOD.replace("torch.randn(2, 3)", "torch.randn(n, 3)") + "n = 2\n")
+    assert load_problem(path, sizes={"n": 5}).program.inputs[0].shape == (5, 3)
+    for value in (0, -1, 2.0, True):
+        with pytest.raises(ProblemLoadError, match=rf"sized\.py: sizes\['n'\] must be an int >= 1, got {value!r}"):
+            load_problem(path, sizes={"n": value})
+
+
+def test_a_problem_that_writes_its_input_is_refused_naming_it(tmp_path):
+    path = write(tmp_path, "mutates.py", GOOD.replace("return torch.relu(x)", "x.add_(1)\n        return torch.relu(x)"))
+    line = GOOD.splitlines().index("        return torch.relu(x)") + 1
+    with pytest.raises(UnsupportedOperation, match=rf"mutates: forward\(\) writes its input 'x' in place "
+                                                   rf"\(aten\.add_\.Tensor at .*mutates\.py:{line}\)"):
+        load_problem(path)
+
+
+def test_a_shape_mismatch_in_a_problem_names_its_line(tmp_path, capfd):
+    text = GOOD.replace("def forward(self, x):", "def forward(self, x, y):").replace("torch.relu(x)", "x + y")
+    path = write(tmp_path, "mismatch.py", text.replace("[torch.randn(2, 3)]", "[torch.randn(2, 3), torch.randn(4, 5)]"))
+    line = GOOD.splitlines().index("        return torch.relu(x)") + 1
+    with pytest.raises(ShapeError, match=rf"mismatch: forward\(\) at .*mismatch\.py:{line} \(`return x \+ y`\): "):
+        load_problem(path)
+    assert capfd.readouterr().err == ""

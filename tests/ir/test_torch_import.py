@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import copy
+import logging
+import logging.handlers
 import random
 from collections.abc import Callable
 
@@ -14,7 +16,7 @@ import torch.nn.functional as F
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from axon_eg.errors import DtypeError, UnsupportedOperation
+from axon_eg.errors import DtypeError, ShapeError, UnsupportedOperation
 from axon_eg.ir.dtypes import bf16, fp16, fp32, fp64
 from axon_eg.ir.interpret import interpret
 from axon_eg.ir.torch_import import SUPPORTED_ATEN_OPS, from_torch, import_torch
@@ -559,12 +561,114 @@ def test_integer_input_is_a_clear_dtype_error():
         from_torch(Scale(), (torch.randn(3), torch.arange(3)))
 
 
-def test_export_failure_is_reported():
-    def branchy(m, x):
-        return x if x.sum() > 0 else -x
+class Branchy(nn.Module):
+    def forward(self, x):
+        if x.sum() > 0:
+            return x
+        return -x
 
-    with pytest.raises(UnsupportedOperation, match="torch.export could not trace"):
-        from_torch(Fn(branchy), (torch.randn(3),))
+
+class ItemDivide(nn.Module):
+    def forward(self, x):
+        s = x.max().item()
+        return x / s
+
+
+class Mismatch(nn.Module):
+    def forward(self, x, y):
+        return x + y
+
+
+def test_data_dependent_control_flow_is_one_line_naming_it_and_the_line(capfd):
+    line = Branchy.forward.__code__.co_firstlineno + 1
+    with pytest.raises(UnsupportedOperation) as info:
+        from_torch(Branchy(), (torch.randn(3),))
+    message = str(info.value)
+    assert message.startswith("Branchy: data-dependent control flow is not supported: forward() at ")
+    assert f"test_torch_import.py:{line} (`if x.sum() > 0:`)" in message and "\n" not in message
+    assert info.value.location.endswith(f"test_torch_import.py:{line}")
+    assert capfd.readouterr().err == ""  # torch.export's logs and prints were kept out of the terminal
+
+
+def test_python_item_is_named_as_data_dependent():
+    line = ItemDivide.forward.__code__.co_firstlineno + 1
+    with pytest.raises(UnsupportedOperation, match=rf"aten\.item\.default at .*test_torch_import\.py:{line}: "
+                                                   r"`\.item\(\)` .* is not supported: data-dependent"):
+        from_torch(ItemDivide(), (torch.randn(3),))
+
+
+def test_shape_mismatch_at_export_is_one_line_naming_the_line(capfd):
+    line = Mismatch.forward.__code__.co_firstlineno + 1
+    with pytest.raises(ShapeError) as info:
+        from_torch(Mismatch(), (torch.randn(2, 3), torch.randn(4, 5)))
+    message = str(info.value)
+    assert message.startswith(f"Mismatch: forward() at {__file__}:{line} (`return x + y`): ")
+    assert "broadcast" in message and "\n" not in message
+    assert capfd.readouterr().err == ""
+
+
+class AddsInPlace(nn.Module):
+    def forward(self, x, y):
+        x.add_(1)
+        return x * y
+
+
+class WritesASlice(nn.Module):
+    def forward(self, x):
+        x[0] = 0.0
+        return x + 1
+
+
+class ScalesItsWeight(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(3), requires_grad=False)
+
+    def forward(self, x):
+        self.weight.mul_(2)
+        return x * self.weight
+
+
+@pytest.mark.parametrize("module, inputs, what, op", [
+    (AddsInPlace(), (torch.randn(3), torch.randn(3)), "its input 'x'", r"aten\.add_\.Tensor"),
+    (WritesASlice(), (torch.randn(2, 3),), "its input 'x'", r"aten\.(copy_|fill_)\.\w+"),
+    (Fn(lambda m, x: F.relu(x, inplace=True) * 2), (torch.randn(3),), "its input 'xs_0'", r"aten\.relu_\.default"),
+    (ScalesItsWeight(), (torch.randn(3),), "its parameter 'weight'", r"aten\.mul_\.Tensor"),
+])
+def test_writing_an_input_in_place_is_refused_naming_it(module, inputs, what, op):
+    with pytest.raises(UnsupportedOperation, match=rf"forward\(\) writes {what} in place \({op} at "
+                                                   r".*test_torch_import\.py:\d+\), which is not supported"):
+        from_torch(module, inputs)
+
+
+def test_writing_a_fresh_tensor_or_a_buffer_in_place_is_fine():
+    check(Fn(lambda m, x: (x * 2).add_(1).relu_()), (torch.randn(3, 4),))
+    module = nn.Sequential(nn.Linear(4, 3), nn.BatchNorm1d(3))  # training: num_batches_tracked.add_(1)
+    program = from_torch(module, (torch.randn(5, 4),))
+    assert [s.name for s in program.inputs if s.role == "input"] == ["input"]
+
+
+def test_a_functionalized_graph_records_the_mutation_and_is_refused_too():
+    ep = torch.export.export(AddsInPlace(), (torch.randn(3), torch.randn(3))).run_decompositions({})
+    assert ep.graph_signature.user_inputs_to_mutate
+    with pytest.raises(UnsupportedOperation, match=r"writes its input 'x' in place"):
+        import_torch(ep, (torch.randn(3), torch.randn(3)), name="functional")
+
+
+def test_an_export_failure_without_a_user_line_shows_torchs_output(monkeypatch):
+    namespace: dict = {}
+    exec(compile("import logging\n"  # a failure raised from a file that is no user's
+                 "def export(module, args):\n"
+                 "    logging.getLogger('torch.export').warning('what torch said')\n"
+                 "    raise RuntimeError('something torch-internal\\nsecond line')\n", "<torch internals>", "exec"), namespace)
+    monkeypatch.setattr(torch.export, "export", namespace["export"])
+    seen = logging.handlers.BufferingHandler(10)
+    logger = logging.getLogger("torch.export")
+    monkeypatch.setattr(logger, "handlers", [*logger.handlers, seen])
+    with pytest.raises(UnsupportedOperation, match=r"^Fn: torch.export could not trace forward\(\): something "
+                                                   "torch-internal$"):
+        from_torch(Fn(lambda m, x: x), (torch.randn(3),))
+    assert [r.getMessage() for r in seen.buffer] == ["what torch said"]  # replayed to torch's own handlers
 
 
 @pytest.mark.parametrize("dtype, want", [(torch.bfloat16, bf16), (torch.float16, fp16), (torch.float64, fp64)])

@@ -31,13 +31,14 @@ def test_candidates_table_validation_nulls_and_json(tmp_path):
                                                                                               "id": pl.Utf8}),
                       cache=tmp_path)
     empty = tables.results(tmp_path, "candidates").collect()
-    assert empty.height == 0 and empty.schema == pl.Schema(tables.CANDIDATES_SCHEMA)
+    assert empty.height == 0 and empty.schema == pl.Schema({**tables.CANDIDATES_SCHEMA, **tables.DERIVED["candidates"]})
+    assert tables.read("candidates", tmp_path).collect().schema == pl.Schema(tables.CANDIDATES_SCHEMA)
     tables.append("candidates", [{"cache_key": "k", "id": "a", "rank": 0, "groups": 2, "rules": ["exp_log", "fuse"],
                                   "tilings": {"g0": [64, 128]}, "lowering": "triton:2 torch:1", "predicted_us": 1.5}],
                   cache=tmp_path)
     tables.append("candidates", pl.DataFrame({"cache_key": ["k"], "id": ["b"], "rank": [1]}), cache=tmp_path)
     df = tables.results(tmp_path, "candidates").sort("id").collect()
-    assert df.schema == pl.Schema(tables.CANDIDATES_SCHEMA)
+    assert df.schema == pl.Schema({**tables.CANDIDATES_SCHEMA, **tables.DERIVED["candidates"]})
     assert json.loads(df["rules"][0]) == ["exp_log", "fuse"] and json.loads(df["tilings"][0]) == {"g0": [64, 128]}
     assert df["rank"].to_list() == [0, 1] and df["plan"].to_list() == [None, None]
 
@@ -48,7 +49,7 @@ def test_parts_written_before_new_columns_still_read(tmp_path):
     pl.DataFrame({"id": ["old"], "status": ["ok"], "median_us": [2.0]}).write_parquet(d / "part-old.parquet")
     tables.append("measurements", [meas("new", median=1.0)], cache=tmp_path)
     df = tables.results(tmp_path).sort("id").collect()
-    assert df.columns == list(tables.SCHEMA)
+    assert df.columns == [*tables.SCHEMA, "superseded", "final"]
     assert df.select("id", "kind", "median_us").rows() == [("new", "candidate", 1.0), ("old", None, 2.0)]
 
 
@@ -98,3 +99,16 @@ def test_report_plots(tmp_path):
     for name in ("predicted_vs_measured.png", "latency_distribution.png"):
         path = tmp_path / "plots" / name
         assert str(path) in text and path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_report_reads_past_a_damaged_part_and_counts_the_newest_rows(tmp_path):
+    write_gpu_data(tmp_path)
+    bad = tables.append("measurements", [meas("v9", median=1.0)], cache=tmp_path)
+    bad.write_bytes(bad.read_bytes()[:20])  # truncated
+    with pytest.warns(tables.DamagedPartWarning, match=str(bad)):
+        text = report(tmp_path)
+    assert "v9" not in text and "| best candidate | v0 | 10.00 | |" in text
+    m = tables.results(tmp_path).collect()
+    v0 = m.filter(pl.col("id") == "v0").sort("timestamp")
+    assert v0["superseded"].to_list() == [True, False] and v0["median_us"].to_list() == [99.0, 10.0]
+    assert (tmp_path / "tables" / "measurements" / "damaged" / bad.name).exists()

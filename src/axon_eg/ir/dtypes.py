@@ -1,7 +1,13 @@
-"""Element types of tensors, their promotion and accumulation rules."""
+"""Element types of tensors, their promotion and accumulation rules.
+
+Four dtypes: ``bf16``, ``fp16``, ``fp32``, ``fp64`` (``ax.bf16``, ...). Their names and the torch/NumPy
+spellings (``"bfloat16"``, ``"float32"``, ``"half"``, ``"double"``, ...; ``DTYPE_NAMES``) are accepted
+wherever a dtype is (``as_dtype``); in an ``ax.Tensor[...]`` annotation such a string is the dtype,
+so no dim can be named like one."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from axon_eg.errors import DtypeError
@@ -36,11 +42,35 @@ _ALIASES = {"bfloat16": bf16, "float16": fp16, "half": fp16, "float32": fp32, "f
             "float64": fp64, "double": fp64, "f64": fp64, "f16": fp16}
 
 
+DTYPE_NAMES: frozenset[str] = frozenset(DTYPES) | frozenset(_ALIASES)
+"""Every string that names a dtype (``"bf16"``, ``"bfloat16"``, ``"float"``, ...): in an annotation such a
+string is the dtype, never a dim name."""
+
+_OTHER_DTYPE = re.compile(r"u?int(8|16|32|64)|bool|complex(32|64|128)|(float|fp)8\w*|[iu](8|16|32|64)|tf32")
+
+
+def _name_of(x: object) -> str:
+    """``torch.bfloat16`` -> "bfloat16", ``np.float32`` (the type) or ``np.dtype("float32")`` -> "float32"."""
+    if isinstance(x, type):
+        try:
+            import numpy as np
+
+            return np.dtype(x).name
+        except TypeError:
+            return x.__name__
+    return str(x).replace("torch.", "")
+
+
+def names_other_dtype(text: str) -> bool:
+    """Whether ``text`` names a dtype axon_eg does not handle (``"int32"``, ``"bool"``, ``"float8_e4m3fn"``)."""
+    return _OTHER_DTYPE.fullmatch(text.replace("torch.", "")) is not None
+
+
 def as_dtype(x: object) -> DType:
-    """Accept a DType, its name, a numpy dtype or a torch dtype."""
+    """Accept a DType, its name, a numpy dtype (or scalar type) or a torch dtype."""
     if isinstance(x, DType):
         return x
-    name = str(x).replace("torch.", "")
+    name = _name_of(x)
     found = DTYPES.get(name) or _ALIASES.get(name)
     if found is None:
         raise DtypeError(f"unsupported dtype {x!r}; axon_eg handles {', '.join(DTYPES)}")

@@ -9,6 +9,11 @@
 Every registry op is exposed as a function of this module (``ax.exp``, ``ax.softmax``, ``ax.conv2d``,
 ...), generated from the registry rather than listed here. Errors name the op, the shapes and the
 user's source line.
+
+The dtype of an annotation may also be a string naming one (``ax.Tensor["M", "N", "bf16"]``; the names
+of ``dtypes.DTYPE_NAMES``, which are therefore never dim names) or a torch/NumPy dtype; a misplaced or
+unsupported one (``"int32"``) is an error naming it. ``ax.NAME`` that does not exist raises
+``errors.UnknownName`` (an AttributeError) with what was probably meant: ``ax.softmaxx`` -> ``ax.softmax``.
 """
 
 from __future__ import annotations
@@ -20,11 +25,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from axon_eg.errors import ProgramError, ShapeError
+from axon_eg.errors import AxonError, DtypeError, ProgramError, ShapeError, UnknownName
 from axon_eg.ir import dims as D
 from axon_eg.ir import ops as O
 from axon_eg.ir.dims import Dim, Shape
-from axon_eg.ir.dtypes import DType, as_dtype, fp32
+from axon_eg.ir.dtypes import DTYPE_NAMES, DTYPES, DType, as_dtype, fp32, names_other_dtype
 from axon_eg.ir.program import Builder, Program, Value
 
 _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -55,15 +60,56 @@ class TensorSpec:
 
 class Tensor:
     """Annotation factory: ``Tensor["M", "K", ax.bf16]`` (dims are names, ints or expressions like
-    ``"H*D"``; the dtype comes last and defaults to fp32). At trace time arguments are ``Traced``."""
+    ``"H*D"``; the dtype comes last and defaults to fp32). At trace time arguments are ``Traced``.
+
+    The dtype may be written ``ax.bf16``, ``torch.bfloat16`` or as a string naming one (``"bf16"``,
+    ``"bfloat16"``; see ``dtypes.DTYPE_NAMES``); those strings are never dim names. A dtype anywhere but
+    last, two dtypes, or a dtype axon_eg does not handle (``"int32"``, ``torch.bool``) is an error naming it."""
 
     def __class_getitem__(cls, item: Any) -> TensorSpec:
         items = list(item) if isinstance(item, tuple) else [item]
-        dtype = fp32
-        if items and (isinstance(items[-1], DType) or str(items[-1]).replace("torch.", "") in
-                      ("bfloat16", "float16", "float32", "float64")):
-            dtype = as_dtype(items.pop())
-        return TensorSpec(tuple(D.as_dim(d) for d in items), dtype)
+        where = f"ax.Tensor[{', '.join(_show(i) for i in items)}]"
+        loc = user_location()
+        at = f"{loc}: {where}" if loc else where
+        dtype, explicit = fp32, bool(items) and _dtype_like(items[-1])
+        if explicit:
+            dtype = _annotation_dtype(items.pop(), at)
+        for d in items:
+            if _dtype_like(d):
+                _annotation_dtype(d, at)  # an unsupported one is named as such first
+                raise ProgramError(f"{at}: two dtypes ({_show(d)} and ax.{dtype}); give one, last" if explicit
+                                   else f"{at}: the dtype {_show(d)} must come last, after the dims")
+        try:
+            shape = tuple(D.as_dim(d) for d in items)
+        except ShapeError as e:
+            raise ShapeError(f"{at}: {e}") from None
+        return TensorSpec(shape, dtype)
+
+
+def _show(x: Any) -> str:
+    return repr(x) if isinstance(x, str) else f"ax.{x}" if isinstance(x, DType) else str(x)
+
+
+def _dtype_like(x: Any) -> bool:
+    """A dtype, handled or not: a DType, a dtype name, a torch dtype, a NumPy dtype or scalar type."""
+    if isinstance(x, str):
+        return x in DTYPE_NAMES or names_other_dtype(x)
+    if isinstance(x, DType):
+        return True
+    import numpy as np
+
+    if isinstance(x, np.dtype) or (isinstance(x, type) and issubclass(x, np.generic)):
+        return True
+    return type(x).__module__ == "torch" and type(x).__name__ == "dtype"
+
+
+def _annotation_dtype(x: Any, at: str) -> DType:
+    try:
+        return as_dtype(x)
+    except DtypeError:
+        raise DtypeError(f"{at}: {_show(x)} is not a dtype axon_eg handles; the dtypes are "
+                         f"{', '.join(f'ax.{d}' for d in DTYPES)} (compute integer or boolean tensors outside "
+                         "the program)") from None
 
 
 # ------------------------------------------------------------------------------------------------
@@ -306,7 +352,32 @@ def __getattr__(name: str) -> Callable[..., Traced]:
     try:
         return _generated[name]
     except KeyError:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
+        pass
+    if name.startswith("__"):  # protocol probes (__path__, __wrapped__, ...): the plain error, quickly
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    raise unknown_name(name, sorted(set(__all__) | set(globals())))
+
+
+def unknown_name(name: str, known: Sequence[str]) -> UnknownName:
+    """The error for ``ax.NAME`` that does not exist: the user's line, then what was probably meant."""
+    import difflib
+
+    from axon_eg.ir.dtypes import _ALIASES
+
+    loc = user_location()
+    head = f"{loc}: ax.{name}" if loc else f"ax.{name}"
+    dtypes = ", ".join(f"ax.{d}" for d in DTYPES)
+    if name in _ALIASES:
+        return UnknownName(f"{head} does not exist; did you mean ax.{_ALIASES[name]}? (the dtypes are {dtypes})")
+    if names_other_dtype(name):
+        return UnknownName(f"{head} does not exist: axon_eg has no {name} dtype; the dtypes are {dtypes} (compute "
+                           "integer or boolean tensors, e.g. indices, outside the program)")
+    public = [k for k in known if not k.startswith("_")]
+    close = [k for k in public if k.lower() == name.lower()] or difflib.get_close_matches(name, public, n=3, cutoff=0.6)
+    names = [f"ax.{c}" for c in close]
+    hint = (f"did you mean {', '.join(names[:-1])} or {names[-1]}?" if len(names) > 1 else f"did you mean {names[0]}?")\
+        if names else "`axon-eg ops` lists the ops, and the dtypes are " + dtypes
+    return UnknownName(f"{head} does not exist; {hint}")
 
 
 # ------------------------------------------------------------------------------------------------
@@ -315,6 +386,8 @@ def __getattr__(name: str) -> Callable[..., Traced]:
 def _trace(fn: Callable[..., Any], name: str | None, sizes: dict[str, int], scope: dict[str, Any]) -> Program:
     try:  # string annotations (from __future__ import annotations) may name the caller's locals
         annotations = inspect.get_annotations(fn, eval_str=True, locals=scope)
+    except AxonError:  # an ax.Tensor[...] that is wrong, or an unknown ax.NAME: already names itself
+        raise
     except Exception as e:  # noqa: BLE001 - report which annotation failed
         raise ProgramError(f"{fn.__qualname__}: cannot evaluate its annotations: {e}") from None
     b = Builder(name or fn.__name__, value_type=Traced)

@@ -15,18 +15,33 @@ records), and every error names the aten op and that line.
 
 ``load_problem(path)`` imports a KernelBench-format file (``class Model``, ``get_inputs()``,
 ``get_init_inputs()``) into a :class:`Problem` that keeps the module's parameter values, so that
-``problem.reference(inputs)`` is the float64 answer every candidate kernel is checked against.
+``problem.reference(inputs)`` is the float64 answer every candidate kernel is checked against;
+``small_sizes(path)`` reads the file's ``SMALL_SIZES`` (constants for a quick run) without running it.
+
+Refused, in one line naming the user's line: an in-place write into an input or a parameter
+(``x.add_(1)``: a kernel does not write its inputs, so the caller would miss the change; a write into a
+fresh tensor is fine, and buffer updates such as batch norm's running statistics are dropped),
+data-dependent control flow (``if x.sum() > 0``) and ``.item()``. torch.export's own logging, warnings
+and prints are captured while it runs and shown only when an export fails in a way this module cannot
+name a user line for.
 """
 
 from __future__ import annotations
 
+import ast
+import contextlib
 import importlib.util
+import io
 import itertools
+import logging
 import math
 import operator
 import os
 import re
 import sys
+import sysconfig
+import traceback
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,7 +51,7 @@ import numpy as np
 import torch
 from torch.fx.node import Node, map_arg
 
-from axon_eg.errors import DtypeError, ProblemLoadError, ProgramError, ShapeError, UnsupportedOperation
+from axon_eg.errors import AxonError, DtypeError, ProblemLoadError, ProgramError, ShapeError, UnsupportedOperation
 from axon_eg.ir import dims as D
 from axon_eg.ir.dtypes import DType, as_dtype
 from axon_eg.ir.inputs import random_inputs as _random_inputs
@@ -50,6 +65,8 @@ _FRAME = re.compile(r'File "([^"]+)", line (\d+)')
 _LIBRARY_DIRS = tuple(os.path.dirname(os.path.abspath(m.__file__)) + os.sep for m in (torch,)) + (
     os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep,
 )
+_STDLIB_DIRS = tuple(os.path.abspath(p) + os.sep for p in {sysconfig.get_path("stdlib"), sysconfig.get_path("purelib"),
+                                                            sysconfig.get_path("platlib")} if p)
 
 
 def _location(node: Node) -> str | None:
@@ -519,6 +536,18 @@ _VIEW_LIKE = frozenset({
 })
 
 
+_ITEM = ("`.item()` (a tensor's value read into Python) is not supported: data-dependent; keep it a tensor "
+         "(x / x.max(), not x / x.max().item())")
+_SHAPE_FROM_VALUES = "its output's shape depends on tensor values: data-dependent shapes are not supported"
+_DATA_DEPENDENT = {
+    "aten.item.default": _ITEM, "aten._local_scalar_dense.default": _ITEM,
+    **{f"aten.{op}": _SHAPE_FROM_VALUES for op in (
+        "nonzero.default", "masked_select.default", "unique.default", "_unique2.default", "unique_dim.default",
+        "unique_consecutive.default", "repeat_interleave.Tensor")},
+}
+"""aten ops whose meaning depends on tensor values, with the reason they cannot be imported."""
+
+
 def _name(target: Any) -> str:
     return str(target) if isinstance(target, torch._ops.OpOverload) else getattr(target, "__name__", str(target))
 
@@ -576,12 +605,118 @@ def import_torch(module: torch.nn.Module | torch.export.ExportedProgram, example
         ep, name = module, name or "program"
     else:
         name = name or type(module).__name__
-        try:
-            ep = torch.export.export(module, args)
-        except Exception as e:  # noqa: BLE001 - torch raises many kinds; report which module failed
-            first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-            raise UnsupportedOperation(f"{name}: torch.export could not trace forward(): {first}") from e
+        ep = _export(module, args, name)
     return _Translator(ep, name).run()
+
+
+class _Captured:
+    """torch's log records, warnings and stderr prints while it exports, kept out of the terminal.
+
+    ``replay()`` hands them to the handlers (and stream) they were meant for: done only when an export
+    fails with something ``_export_error`` cannot diagnose."""
+
+    def __init__(self) -> None:
+        self.records: list[tuple[list[logging.Handler], logging.LogRecord]] = []
+        self.stderr = io.StringIO()
+        self.warnings: list[warnings.WarningMessage] = []
+        self._saved: dict[logging.Logger, list[logging.Handler]] = {}
+        self._stack = contextlib.ExitStack()
+
+    def __enter__(self) -> _Captured:
+        for logger_name, logger in list(logging.root.manager.loggerDict.items()):
+            if isinstance(logger, logging.Logger) and logger.handlers and logger_name.split(".")[0] == "torch":
+                self._saved[logger] = logger.handlers[:]
+                logger.handlers = [_Keep(self.records, self._saved[logger])]
+        self.warnings = self._stack.enter_context(warnings.catch_warnings(record=True))
+        warnings.simplefilter("default")
+        self._stack.enter_context(contextlib.redirect_stderr(self.stderr))
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stack.close()
+        for logger, handlers in self._saved.items():
+            logger.handlers = handlers
+
+    def replay(self) -> None:
+        for handlers, record in self.records:
+            for h in handlers:
+                if record.levelno >= h.level:
+                    h.handle(record)
+        for w in self.warnings:
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+        sys.stderr.write(self.stderr.getvalue())
+
+
+class _Keep(logging.Handler):
+    def __init__(self, into: list[tuple[list[logging.Handler], logging.LogRecord]], handlers: list[logging.Handler]):
+        super().__init__(logging.NOTSET)
+        self.into, self.handlers = into, handlers
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.into.append((self.handlers, record))
+
+
+def _export(module: torch.nn.Module, args: tuple, name: str) -> torch.export.ExportedProgram:
+    """``torch.export.export`` with its logging captured; a failure becomes one line naming the user's line."""
+    captured = _Captured()
+    with captured:
+        try:
+            return torch.export.export(module, args)
+        except Exception as e:  # noqa: BLE001 - torch raises many kinds; report which module failed
+            failure = e
+    error = _export_error(failure, name)
+    if error is None:  # not understood: show what torch said, then the one line
+        captured.replay()
+        text = str(failure).strip()
+        first = text.splitlines()[0] if text else type(failure).__name__
+        error = UnsupportedOperation(f"{name}: torch.export could not trace forward(): {first}")
+    raise error from failure
+
+
+_SHAPE_WORDS = re.compile(r"broadcast|size of tensor|shape|mat1 and mat2|must match|dimension|expected size", re.I)
+
+
+def _export_error(e: BaseException, name: str) -> AxonError | None:
+    """One line for an export failure at a known user line: data-dependent control flow (a Python ``if``
+    or ``.item()`` on a tensor's value), a shape mismatch, anything else torch says. None when no user
+    line is known (the caller then shows torch's own output)."""
+    location, code = _user_frame(e)
+    text = str(e).strip()
+    first = text.splitlines()[0] if text else type(e).__name__
+    at = f" at {location}" + (f" (`{code}`)" if code else "") if location else ""
+    guard = getattr(sys.modules.get("torch.fx.experimental.symbolic_shapes"), "GuardOnDataDependentSymNode", ())
+    if (guard and isinstance(e, guard)) or "data-dependent" in first or "data dependent" in first:
+        return UnsupportedOperation(
+            f"{name}: data-dependent control flow is not supported: forward(){at} decides on a tensor's value "
+            "(an if/while on a tensor, or .item()); axon_eg imports one fixed computation",
+            op="data-dependent control flow", location=location)
+    if location is None:
+        return None
+    if isinstance(e, (RuntimeError, ValueError, IndexError)) and _SHAPE_WORDS.search(first):
+        return ShapeError(f"{name}: forward(){at}: {first}")
+    return UnsupportedOperation(f"{name}: torch.export could not trace forward(){at}: {type(e).__name__}: {first}",
+                                location=location)
+
+
+def _user_frame(e: BaseException) -> tuple[str | None, str | None]:
+    """(``file:line``, source text) of the innermost user frame of ``e`` (or its causes), else of the
+    ``File "...", line N`` frames quoted in its message."""
+    seen: set[int] = set()
+    err: BaseException | None = e
+    while err is not None and id(err) not in seen:
+        seen.add(id(err))
+        frames = [f for f in traceback.extract_tb(err.__traceback__) if _is_user_file(f.filename)]
+        if frames:
+            return f"{frames[-1].filename}:{frames[-1].lineno}", (frames[-1].line or "").strip() or None
+        err = err.__cause__ or err.__context__
+    quoted = [m for m in re.finditer(r'File "([^"]+)", line (\d+)[^\n]*\n?([^\n]*)', str(e)) if _is_user_file(m[1])]
+    if quoted:
+        return f"{quoted[-1][1]}:{quoted[-1][2]}", quoted[-1][3].strip() or None
+    return None, None
+
+
+def _is_user_file(path: str) -> bool:
+    return not path.startswith("<") and not os.path.abspath(path).startswith(_LIBRARY_DIRS + _STDLIB_DIRS)
 
 
 class _Translator:
@@ -596,13 +731,19 @@ class _Translator:
         self.state: dict[str, np.ndarray] = {}
 
     def run(self) -> TorchImport:
+        mutated = getattr(self.ep.graph_signature, "user_inputs_to_mutate", {}) or {}
+        for output_name, input_name in mutated.items():  # a functionalized graph: the write is an extra output
+            producer = next((n for n in self.graph_nodes if n.name == output_name), None)
+            self._refuse_mutation(input_name, producer if producer is not None and producer.op == "call_function"
+                                  else None)
         resolved, outputs = self._functionalize()
         live = self._live(resolved, outputs)
         for node in self.graph_nodes:  # name an unsupported op before any dtype complaint about its inputs
             if node in live and node.op == "call_function" and node.target is not operator.getitem \
                     and _handler(node.target) is None:
-                raise _Ctx(self.b, _name(node.target), node, _location(node)).unsupported(
-                    "no axon_eg equivalent (see axon_eg.ir.torch_import.SUPPORTED_ATEN_OPS)")
+                why = _DATA_DEPENDENT.get(_name(node.target), "no axon_eg equivalent (see "
+                                          "axon_eg.ir.torch_import.SUPPORTED_ATEN_OPS)")
+                raise _Ctx(self.b, _name(node.target), node, _location(node)).unsupported(why)
         self._inputs(live)
         for node in self.graph_nodes:
             if node.op == "call_function" and node in live:
@@ -634,12 +775,40 @@ class _Translator:
             if node.op == "call_function":
                 resolved[node] = map_arg((node.args, node.kwargs), current)  # type: ignore[assignment]
                 if _writes_self(node.target) and isinstance(node.args[0], Node):
+                    self._check_not_an_input(node)
                     target = current(node.args[0])
                     self._check_no_alias(node, target)
                     version[target] = node
             elif node.op == "output":
                 outputs = list(map_arg(node.args[0], current))
         return resolved, outputs
+
+    def _check_not_an_input(self, node: Node) -> None:
+        """Refuse an in-place write into forward()'s argument or a parameter (or a view of one): the caller
+        would see the change, and a kernel does not write its inputs. Buffer updates (batch norm's
+        ``num_batches_tracked += 1`` in training mode) are state bookkeeping, dropped like the running stats."""
+        root = node.args[0]
+        while isinstance(root, Node) and root.op == "call_function" and isinstance(root.args[0], Node) and (
+                _name(root.target) in _VIEW_LIKE or _writes_self(root.target)):
+            root = root.args[0]
+        kinds = torch.export.graph_signature.InputKind
+        if isinstance(root, Node) and root.op == "placeholder" and root.name in self.specs and \
+                self.specs[root.name].kind in (kinds.USER_INPUT, kinds.PARAMETER):
+            self._refuse_mutation(root.name, node)
+
+    def _refuse_mutation(self, placeholder: str, node: Node | None) -> None:
+        kinds = torch.export.graph_signature.InputKind
+        spec = self.specs.get(placeholder)
+        if spec is None or spec.kind == kinds.USER_INPUT:
+            what = f"its input {placeholder!r}"
+        else:
+            what = f"its {spec.kind.name.lower().replace('_', ' ')} {spec.target!r}"
+        op = _name(node.target) if node is not None else "an in-place op"
+        location = _location(node) if node is not None else None
+        at = f"{op} at {location}" if location else op
+        raise UnsupportedOperation(f"{self.name}: forward() writes {what} in place ({at}), which is not supported: "
+                                   "a kernel does not modify its inputs; use the out-of-place op (x = x + 1, not "
+                                   "x.add_(1)) or clone() first", op=op, location=location)
 
     def _check_no_alias(self, node: Node, mutated: Node) -> None:
         """Refuse an in-place write when a tensor sharing memory with ``mutated`` is read afterwards."""
@@ -787,6 +956,34 @@ class Problem:
 _counter = itertools.count()
 
 
+def small_sizes(path: str | os.PathLike[str]) -> dict[str, int] | None:
+    """A KernelBench file's ``SMALL_SIZES`` (module-level constants to set for a quick run, e.g.
+    ``SMALL_SIZES = {"batch_size": 2, "hidden_size": 16}``), read without running the file; None when
+    it defines none. A SMALL_SIZES that is not a literal dict of names to ints >= 1 is a ProblemLoadError."""
+    path = Path(path)
+    try:
+        tree = ast.parse(path.read_bytes(), filename=str(path))
+    except SyntaxError as e:
+        raise ProblemLoadError(f"{e.filename or path}:{e.lineno}: syntax error: {e.msg}") from None
+    except OSError as e:
+        raise ProblemLoadError(f"{path}: cannot read it ({e.strerror or e})") from None
+    found = None
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "SMALL_SIZES" for t in node.targets):
+            found = node
+    if found is None:
+        return None
+    try:
+        value = ast.literal_eval(found.value)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        value = None
+    ok = isinstance(value, dict) and all(isinstance(k, str) and type(v) is int and v >= 1 for k, v in value.items())
+    if not ok:
+        raise ProblemLoadError(f"{path}:{found.lineno}: SMALL_SIZES must be a literal dict of module-level names to "
+                               "ints >= 1, e.g. {\"batch_size\": 2}")
+    return dict(value)  # type: ignore[arg-type]
+
+
 def load_problem(path: str | os.PathLike[str], *, sizes: Mapping[str, int] | None = None) -> Problem:
     """Import a KernelBench file: ``Model(*get_init_inputs())`` applied to ``get_inputs()``.
 
@@ -819,6 +1016,8 @@ def load_problem(path: str | os.PathLike[str], *, sizes: Mapping[str, int] | Non
     for key, value in (sizes or {}).items():
         if not hasattr(mod, key):
             raise ProblemLoadError(f"{path}: sizes names {key!r}, which the file does not define")
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ProblemLoadError(f"{path}: sizes[{key!r}] must be an int >= 1, got {value!r}")
         setattr(mod, key, value)
 
     def call(what: str, fn: Callable[[], Any]) -> Any:
@@ -836,4 +1035,4 @@ def load_problem(path: str | os.PathLike[str], *, sizes: Mapping[str, int] | Non
     return Problem(path, imported.program, imported.program.inputs, imported.state, example, model)
 
 
-__all__ = ["SUPPORTED_ATEN_OPS", "Problem", "TorchImport", "from_torch", "import_torch", "load_problem"]
+__all__ = ["SUPPORTED_ATEN_OPS", "Problem", "TorchImport", "from_torch", "import_torch", "load_problem", "small_sizes"]

@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 import torch
 
-TOLERANCES: dict[str, float] = {"fp32": 1e-4, "bf16": 1e-2, "fp16": 1e-2}
+TOLERANCES: dict[str, float] = {"fp64": 1e-9, "fp32": 1e-4, "bf16": 1e-2, "fp16": 1e-2}
 """Tolerance per output dtype. An output passes when (1) its norm-wise error is small,
 ``rms(out - ref) <= tol * scale`` with ``scale = max(1, rms(ref))``, and (2) no element is grossly off,
 ``|out - ref| <= GROSS * tol * (scale + |ref|)``. The error of a 16-bit result of an accumulation (a
@@ -42,7 +42,8 @@ index, a missing mask, an unwritten tile) puts whole elements off by about the o
 fails (2); a systematic small bias fails (1)."""
 GROSS = 32.0
 
-TORCH_DTYPES: dict[str, torch.dtype] = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+TORCH_DTYPES: dict[str, torch.dtype] = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16,
+                                         "fp64": torch.float64}
 
 L2_FLUSH_BYTES = 256 * 1024 * 1024
 MIN_TRIALS = 3

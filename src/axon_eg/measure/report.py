@@ -7,7 +7,12 @@ status. Data measured on the CPU has no latencies; its sections say "correctness
 A candidate measured more than once counts with its latest row. With ``plot_dir`` it also saves
 ``predicted_vs_measured.png`` and ``latency_distribution.png`` (matplotlib, Agg backend).
 
-Polars and matplotlib are imported lazily: this module is not part of the bare-GPU-box worker.
+The rest is the ``axon-eg optimize`` result on the terminal: ``terminal_table`` (a ``rich`` table that fits
+the width: columns without a value left out, long cells cut with an ellipsis), ``selection_line`` (why the
+selected row won, ties included, stating the rule of ``pipeline``'s selection), ``baseline_line`` (the plain
+last line when a baseline won) and ``markdown_table`` (``report.md``'s table, every cell in full).
+
+Polars, rich and matplotlib are imported lazily: this module is not part of the bare-GPU-box worker.
 """
 
 from __future__ import annotations
@@ -211,3 +216,198 @@ def plot(m: pl.DataFrame, cands: pl.DataFrame, plot_dir: Path) -> str:
     rho_text = "n/a" if rho is None else f"{rho:.3f}"
     return (f"Spearman rho, predicted vs measured: {rho_text} (n = {pv.height} candidates with a prediction).\n\n"
             "Plots: " + ", ".join(str(p) for p in paths) + "\n")
+
+
+# ------------------------------------------------------------------------------------------------
+# The ``axon-eg optimize`` result: a terminal table, the line on why the selected row won, and the
+# plain last line when a baseline won. ``df`` is ``Result.table`` (one row per candidate and baseline,
+# with ``verdict``); rich is imported lazily.
+
+TIE = 0.01
+"""Relative distance within which two latencies (or predictions) are reported as a tie."""
+LONG_COLUMNS = ("plan", "lowering", "error")
+"""Columns cut with an ellipsis to fit the terminal; given up in this order when fewer than ``MIN_LONG`` characters
+are left for each, or fewer than ``ERROR_MIN`` for the error."""
+SHORT_HEADERS = {"predicted_us": "pred_us", "speedup_vs_eager": "x_eager", "speedup_vs_compile": "x_compile",
+                 "max_abs_err": "max_err"}
+"""Terminal headers for the widest column names (``table.parquet`` and ``report.md`` keep the full names)."""
+NUMERIC = ("predicted_us", "median_us", "iqr_us", "speedup_vs_eager", "speedup_vs_compile", "max_abs_err")
+MIN_LONG = 8
+ERROR_MIN = 24
+
+
+def cell(v: Any) -> str:
+    """A value on one terminal line: floats to 4 significant digits, None empty, text by its last non-empty
+    line (a traceback's exception line)."""
+    if v is None:
+        return ""
+    if isinstance(v, float):
+        return "" if v != v else f"{v:.4g}"
+    lines = [ln.strip() for ln in str(v).splitlines() if ln.strip()]
+    return lines[-1] if lines else ""
+
+
+def filled_columns(df: pl.DataFrame, columns: Sequence[str]) -> list[str]:
+    """The ``columns`` of ``df`` that have a value in some row (on the CPU the latencies and speedups have none)."""
+    return [c for c in columns if c in df.columns and any(cell(v) for v in df[c].to_list())]
+
+
+def _share(room: int, wants: list[int]) -> list[int]:
+    """Split ``room`` characters among columns wanting ``wants``: none gets more than it wants, the rest evenly."""
+    got = [0] * len(wants)
+    left = sorted(range(len(wants)), key=lambda i: wants[i])
+    while left:
+        fair = room // len(left)
+        i = left.pop(0)
+        got[i] = min(wants[i], fair)
+        room -= got[i]
+    return got
+
+
+def terminal_table(df: pl.DataFrame, columns: Sequence[str], selected: str | None, width: int) -> Any:
+    """A ``rich.table.Table`` of ``df`` that fits ``width`` characters: columns without a value are left out,
+    every row stays on one line (``plan``, ``lowering`` and ``error`` are cut with an ellipsis, and given up in
+    that order when too little room is left, see ``LONG_COLUMNS``), the ``selected`` row is bold green."""
+    from rich import box
+    from rich.table import Table
+    from rich.text import Text
+
+    cols = filled_columns(df, columns)
+    cells = {c: [cell(v) for v in df[c].to_list()] for c in cols}
+    head = {c: SHORT_HEADERS.get(c, c) for c in cols}
+    want = {c: max([len(head[c]), *map(len, cells[c])]) for c in cols}
+    long = [c for c in cols if c in LONG_COLUMNS]
+    while True:  # two spaces between columns (collapse_padding), none at the edges
+        room = width - 2 * (len(cols) - 1) - sum(want[c] for c in cols if c not in long)
+        caps = dict(zip(long, _share(room, [want[c] for c in long])))
+        starved = "error" in caps and len(long) > 1 and caps["error"] < min(ERROR_MIN, want["error"])
+        if not long or (room >= MIN_LONG * len(long) and not starved):
+            break
+        victim = next(c for c in LONG_COLUMNS if c in long)
+        long.remove(victim)
+        cols.remove(victim)
+    table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, collapse_padding=True)
+    for c in cols:
+        table.add_column(head[c], justify="right" if c in NUMERIC else "left", no_wrap=True, overflow="ellipsis",
+                         min_width=None if c in long else want[c], max_width=caps.get(c))
+    ids = df["id"].to_list() if "id" in df.columns else [None] * df.height
+    for i, rid in enumerate(ids):
+        table.add_row(*(Text(cells[c][i]) for c in cols), style="bold green" if rid == selected and rid else None)
+    return table
+
+
+def markdown_table(df: pl.DataFrame) -> str:
+    """``df`` as a Markdown table with every cell in full (floats to 4 significant digits; ``|`` escaped and
+    line breaks as ``<br>`` so a traceback stays in its cell)."""
+
+    def md(v: Any) -> str:
+        if v is None:
+            return ""
+        if isinstance(v, float):
+            return f"{v:.4g}"
+        return str(v).strip().replace("|", "\\|").replace("\r", "").replace("\n", "<br>")
+
+    head = "| " + " | ".join(df.columns) + " |"
+    rule = "|" + "---|" * len(df.columns)
+    return "\n".join([head, rule, *("| " + " | ".join(md(v) for v in row) + " |" for row in df.iter_rows())])
+
+
+def _names(ids: Sequence[str], most: int = 4) -> str:
+    ids = list(ids)
+    if len(ids) > most:
+        return ", ".join(ids[:most - 1]) + f" and {len(ids) - most + 1} more"
+    return ids[0] if len(ids) == 1 else ", ".join(ids[:-1]) + " and " + ids[-1]
+
+
+def _row(df: pl.DataFrame, rid: str) -> dict[str, Any]:
+    import polars as pl
+
+    return df.filter(pl.col("id") == rid).row(0, named=True)
+
+
+def selection_line(df: pl.DataFrame, best: str, timed: bool) -> str:
+    """One line on why ``best`` was selected, stating the rule ``pipeline._select`` applies: on a GPU the
+    correct row (candidate or baseline) with the lowest median latency, nothing else breaking ties; without
+    timings the correct candidate with the lowest predicted cost (a baseline only when no candidate is
+    correct), equal predictions going to the row first in the table (candidates are in rank order)."""
+    import polars as pl
+
+    row = _row(df, best)
+    name = f"{best} (a baseline)" if row["kind"] == "baseline" else best
+    cands = df.filter(pl.col("kind") != "baseline")
+    ok_c = cands.filter(pl.col("status") == "ok")
+    if not timed:
+        if row["kind"] == "baseline":
+            return f"correctness only: {name} selected: none of the {cands.height} candidates ran correctly"
+        if ok_c.height == 1:
+            return f"correctness only: {best} selected: the only correct candidate of {cands.height}"
+        p = row["predicted_us"]
+        line = (f"correctness only: {best} selected by the lowest predicted cost ({_us(p)} us) among {ok_c.height} "
+                "correct candidates")
+        if p is None:
+            return line
+        ties = ok_c.filter((pl.col("id") != best) & (pl.col("predicted_us") <= p * (1 + TIE)))
+        if ties.is_empty():
+            return line
+        equal = ties.filter(pl.col("predicted_us") == p)
+        near = ties.filter(pl.col("predicted_us") != p)
+        said, rules = [], []
+        if equal.height:
+            earlier = row["rank"] is not None and all(r is not None and r > row["rank"] for r in equal["rank"])
+            said.append(f"{_names(equal['id'].to_list())} {'predicts' if equal.height == 1 else 'predict'} the same")
+            rules.append("equal predictions go to the " + ("earlier rank" if earlier else "row first in the table"))
+        if near.height:
+            said.append(f"{_names(near['id'].to_list())} {'is' if near.height == 1 else 'are'} within {TIE:.0%}")
+            rules.insert(0, "the lowest prediction wins")
+        return f"{line}; {' and '.join(said)} — {', '.join(rules)}"
+    m = row["median_us"]
+    timed_ok = df.filter((pl.col("status") == "ok") & pl.col("median_us").is_not_null())
+    line = f"{name} selected: fastest correct ({_us(m)} us median, of {timed_ok.height} correct)"
+    others = timed_ok.filter(pl.col("id") != best).sort("median_us")
+    if m is None or others.is_empty():
+        return line
+    ties = others.filter(pl.col("median_us") <= m * (1 + TIE))
+    if ties.is_empty():
+        nxt = others.row(0, named=True)
+        return f"{line}; next {nxt['id']} at {_us(nxt['median_us'])} us"
+    listed = [f"{r['id']} ({_us(r['median_us'])} us)" for r in ties.iter_rows(named=True)]
+    rule = "the lowest median wins, predicted cost breaks no ties"
+    if (ties["median_us"] == m).any():
+        rule += "; equal medians go to the row first in the table (baselines, then candidates by rank)"
+    return f"{line}; {_names(listed)} within {TIE:.0%} — {rule}"
+
+
+def failures(df: pl.DataFrame) -> tuple[int, int, str]:
+    """(candidates that did not run correctly, candidates, ``"3 timeout, 2 wrong_result"``)."""
+    import polars as pl
+
+    cands = df.filter(pl.col("kind") != "baseline")
+    bad = cands.filter(pl.col("status").is_null() | (pl.col("status") != "ok"))
+    status = bad["status"].fill_null("not measured").replace({"skipped": "skipped (budget)"}).to_list()
+    counts: dict[str, int] = {}
+    for s in status:
+        counts[s] = counts.get(s, 0) + 1
+    order = sorted(counts, key=lambda s: (-counts[s], STATUSES.index(s) if s in STATUSES else len(STATUSES), s))
+    return bad.height, cands.height, ", ".join(f"{counts[s]} {s}" for s in order)
+
+
+def baseline_line(df: pl.DataFrame, best: str) -> str | None:
+    """The plain last line of a run whose best is a baseline (None when it is a candidate), e.g.
+    ``best: torch_eager (a baseline): no candidate ran correctly — 2 of 2 candidates failed: 2 timeout``."""
+    import polars as pl
+
+    row = _row(df, best)
+    if row["kind"] != "baseline":
+        return None
+    n_bad, n, counts = failures(df)
+    ok_c = df.filter((pl.col("kind") != "baseline") & (pl.col("status") == "ok"))
+    if n == 0:
+        why = "there were no candidates"
+    elif ok_c.is_empty():
+        why = "no candidate ran correctly"
+    else:
+        fastest = ok_c.sort("median_us", nulls_last=True).row(0, named=True)
+        why = (f"no correct candidate was faster (the fastest, {fastest['id']}, took {_us(fastest['median_us'])} us "
+               f"against {_us(row['median_us'])} us)")
+    tail = f"{n_bad} of {n} candidates failed: {counts}" if n_bad else f"all {n} candidates ran correctly"
+    return f"best: {best} (a baseline): {why} — {tail}" if n else f"best: {best} (a baseline): {why}"

@@ -1,0 +1,269 @@
+"""Arguments checked up front, before any work: one-line errors that name the argument and the value.
+
+The pipeline calls ``pipeline_arguments`` first thing (``saturate_and_extract``, ``write_bundle_only``),
+so a bad ``k``, ``budget_s``, hardware path or cache directory, or a dtype the measurement harness cannot
+check, is refused before phase 1 rather than after it. The CLI calls ``optimize_arguments`` on its
+parsed options (the same checks under the options' names: ``-k``, ``--budget``, ``--hw``, ``--cache``,
+``--rows``, ``--out``) and ``output_dir`` once it knows the output directory. Every error is an
+``axon_eg.errors.InvalidArgument`` (``PathError`` for paths, ``DtypeError`` for dtypes), which the CLI
+prints as one line, ``axon-eg: error: ...``, with exit status 2.
+
+An output directory is checked by writing a probe file in it (or in its nearest existing ancestor when
+it does not exist yet; nothing is created), so a read-only file system is caught as well as a mode.
+The cache directory is only checked to be a directory path: a read-only cache still serves hits, and
+the pipeline checks that a miss can write it before phase 1 (``measure.tables.ensure_writable``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import numbers
+import os
+import re
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from axon_eg.errors import DtypeError, InvalidArgument, PathError
+
+SIZES_FORMAT = "NAME=INT[,NAME=INT...], e.g. M=64,N=32 or batch_size=4"
+
+
+# ------------------------------------------------------------------------------------------------
+# Numbers
+# ------------------------------------------------------------------------------------------------
+def positive_int(value: Any, name: str) -> int:
+    """``value`` as an int >= 1 (an integral number; not a bool, not 2.5); InvalidArgument naming ``name``."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
+        raise InvalidArgument(f"{name} must be an integer >= 1, got {value!r}")
+    return int(value)
+
+
+def positive_seconds(value: Any, name: str) -> float:
+    """``value`` as a finite number of seconds > 0; InvalidArgument naming ``name``."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value) or value <= 0:
+        raise InvalidArgument(f"{name} must be a number of seconds > 0, got {value!r}")
+    return float(value)
+
+
+def parse_sizes(text: str, name: str = "--sizes") -> dict[str, int]:
+    """``"M=64,N=32"`` -> ``{"M": 64, "N": 32}``; InvalidArgument naming ``name`` otherwise."""
+    sizes: dict[str, int] = {}
+    parts = [p.strip() for p in text.split(",")]
+    if not text.strip() or any(not p for p in parts):
+        raise InvalidArgument(f"{name} {text!r}: expected {SIZES_FORMAT}")
+    for part in parts:
+        key, eq, value = (s.strip() for s in part.partition("="))
+        if not eq or not key.isidentifier():
+            raise InvalidArgument(f"{name} {text!r}: {part!r} is not NAME=INT ({SIZES_FORMAT})")
+        if not re.fullmatch(r"[0-9]+", value) or int(value) < 1:
+            raise InvalidArgument(f"{name} {text!r}: {key} must be an integer >= 1, got {value!r}")
+        if key in sizes:
+            raise InvalidArgument(f"{name} {text!r}: {key} is given twice")
+        sizes[key] = int(value)
+    return sizes
+
+
+def sizes_mapping(sizes: Any, name: str = "sizes") -> dict[str, int] | None:
+    """A ``sizes=`` argument of the API: None, or a mapping of names to ints >= 1."""
+    if sizes is None:
+        return None
+    if not isinstance(sizes, Mapping):
+        raise InvalidArgument(f"{name} must be a mapping of names to integers (e.g. {{'batch_size': 4}}), got "
+                              f"{type(sizes).__name__} {sizes!r}")
+    for key, value in sizes.items():
+        if not isinstance(key, str) or not key.isidentifier():
+            raise InvalidArgument(f"{name}: {key!r} is not a name")
+        positive_int(value, f"{name}[{key!r}]")
+    return dict(sizes)
+
+
+# ------------------------------------------------------------------------------------------------
+# argparse ``type=`` helpers (argparse prints its usage and ``argument -k: <message>``)
+# ------------------------------------------------------------------------------------------------
+def _argtype(check: Any, parse: Any, what: str) -> Any:
+    def convert(text: str) -> Any:
+        try:
+            value = parse(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
+        try:
+            return check(value, "the value")
+        except InvalidArgument as e:
+            raise argparse.ArgumentTypeError(str(e)) from None
+
+    convert.__name__ = what
+    return convert
+
+
+k_type = _argtype(positive_int, int, "an integer >= 1")
+"""``type=`` for ``-k``: an integer >= 1."""
+budget_type = _argtype(positive_seconds, float, "a number of seconds > 0")
+"""``type=`` for ``--budget``: a finite number of seconds > 0."""
+
+
+# ------------------------------------------------------------------------------------------------
+# Paths
+# ------------------------------------------------------------------------------------------------
+def readable_file(path: str | os.PathLike[str], name: str) -> Path:
+    """An existing, readable regular file; PathError naming ``name`` and the path otherwise."""
+    p = Path(path).expanduser()
+    if not p.exists():
+        raise PathError(f"{name} {p}: no such file")
+    if p.is_dir():
+        raise PathError(f"{name} {p}: is a directory, not a file")
+    try:
+        with open(p, "rb") as f:
+            f.read(1)
+    except OSError as e:
+        raise PathError(f"{name} {p}: cannot read it ({e.strerror or e})") from None
+    return p
+
+
+def writable_dir(path: str | os.PathLike[str], name: str) -> Path:
+    """A directory that exists and can be written, or that can be created: its nearest existing ancestor
+    is a directory that can be written. Nothing is created. PathError naming ``name`` and the path."""
+    p = directory(path, name)
+    existing = p.absolute()
+    while not existing.exists():
+        existing = existing.parent
+    problem = _cannot_write(existing)
+    if problem:
+        where = "cannot write in it" if existing == p.absolute() else f"cannot create it in {existing}"
+        raise PathError(f"{name} {p}: {where}: {problem}")
+    return p
+
+
+def _cannot_write(directory: Path) -> str | None:
+    """Why no file can be made in ``directory`` (the strerror), or None when a probe file could be."""
+    if not os.access(directory, os.W_OK | os.X_OK):
+        return "permission denied"
+    try:
+        fd, probe = tempfile.mkstemp(prefix=".axon_eg_probe_", dir=directory)
+    except OSError as e:
+        return (e.strerror or str(e)).lower()
+    os.close(fd)
+    os.unlink(probe)
+    return None
+
+
+def output_dir(path: str | os.PathLike[str], name: str = "--out") -> Path:
+    """The output directory of a run (``--out``): writable or creatable, checked before phase 1."""
+    return writable_dir(path, name)
+
+
+def directory(path: str | os.PathLike[str], name: str) -> Path:
+    """A path that is a directory or can become one: it is not a file, nor under one. Nothing is created
+    and nothing written (see ``writable_dir`` for that)."""
+    p = Path(path).expanduser()
+    if p.exists() and not p.is_dir():
+        raise PathError(f"{name} {p}: is a file, not a directory")
+    existing = p.absolute()
+    while not existing.exists():
+        existing = existing.parent
+    if not existing.is_dir():
+        raise PathError(f"{name} {p}: cannot create it: {existing} is a file, not a directory")
+    return p
+
+
+def cache_directory(path: str | os.PathLike[str] | None, name: str = "cache_dir") -> Path:
+    """The cache directory (``path``, else ``$AXON_EG_CACHE``, else ``~/.cache/axon_eg``) as a directory path.
+
+    Only its shape is checked here: a read-only cache still serves cache hits, and the pipeline checks
+    that a miss can write it (``measure.tables.ensure_writable``) before phase 1."""
+    if path is None:
+        env = os.environ.get("AXON_EG_CACHE")
+        if env:
+            return directory(env, f"{name} ($AXON_EG_CACHE)")
+        return directory(Path.home() / ".cache" / "axon_eg", f"{name} (the default)")
+    return directory(path, name)
+
+
+def hardware(hw: Any, name: str = "hw") -> None:
+    """A hardware argument: a HardwareSpec, a bundled target name, or the path of a readable YAML file (a
+    directory or a missing file is refused here); then loaded, so that ``hw.load``'s errors (an unknown
+    name with the close ones, a malformed file) come before any work too."""
+    if not isinstance(hw, (str, os.PathLike)):
+        if type(hw).__name__ == "HardwareSpec":
+            return
+        raise InvalidArgument(f"{name} must be a target name (h200, trn2, ...) or a YAML file, got "
+                              f"{type(hw).__name__} {hw!r}")
+    text = os.fspath(hw)
+    if not text:
+        raise InvalidArgument(f"{name} must be a target name (h200, trn2, ...) or a YAML file, got ''")
+    if isinstance(hw, os.PathLike) or os.sep in text or "/" in text or text.endswith((".yaml", ".yml")):
+        readable_file(text, name)  # as hw.load tells a path from a bundled name
+    from axon_eg.hw import load
+
+    load(hw)  # an unknown name (with the close ones) or a malformed file, now rather than after loading the program
+
+
+# ------------------------------------------------------------------------------------------------
+# Programs
+# ------------------------------------------------------------------------------------------------
+def program_dtypes(program: Any, target: str = "triton") -> None:
+    """Refuse, before phase 1, a program with a dtype the target cannot run or the measurement harness
+    cannot check (DtypeError naming the input or output and its dtype)."""
+    if target == "nki":
+        allowed, why = ("bf16", "fp16", "fp32"), "the NKI target (Trainium has no float64)"
+    else:
+        from axon_eg.measure.harness import TORCH_DTYPES
+
+        allowed, why = tuple(TORCH_DTYPES), "the measurement harness"
+    named = [(f"input {s.name!r}", s.dtype) for s in program.inputs]
+    named += [(f"output {i}", program.nodes[o].dtype) for i, o in enumerate(program.outputs)]
+    for what, dtype in named:
+        if dtype.name not in allowed:
+            raise DtypeError(f"{program.name}: {what} is {dtype.name}, which {why} does not handle (it handles "
+                             f"{', '.join(allowed)}); cast it, e.g. to fp32, before optimizing")
+
+
+def pipeline_arguments(prog: Any, target: str = "triton", hw: Any = "h200", k: Any = 8, budget_s: Any = None, *,
+                       cache_dir: Any = None, rows: Any = None, saturation_s: Any = 2.0) -> None:
+    """Every argument of ``saturate_and_extract`` / ``write_bundle_only``, checked before any work.
+
+    Raises InvalidArgument (k, budget_s, saturation_s, hw), PathError (hw, cache_dir, rows) or
+    DtypeError (a program dtype the target or the harness cannot handle), each naming the argument."""
+    positive_int(k, "k")
+    if budget_s is not None:
+        positive_seconds(budget_s, "budget_s")
+    positive_seconds(saturation_s, "saturation_s")
+    hardware(hw, "hw")
+    if rows is not None:
+        readable_file(rows, "rows")
+    program = getattr(prog, "program", prog)
+    if target in ("triton", "nki") and all(hasattr(program, a) for a in ("inputs", "outputs", "nodes")):
+        program_dtypes(program, target)  # (an unknown target, a non-Program: the pipeline's own errors)
+    cache_directory(cache_dir, "cache_dir")
+
+
+def optimize_arguments(args: argparse.Namespace) -> None:
+    """The options of ``axon-eg optimize`` (an argparse Namespace), checked before anything is loaded:
+    ``-k >= 1``, ``--budget > 0``, ``--hw`` (a path must be a readable file), ``--out`` (when given: a
+    directory that can be written or created), ``--cache`` (not a file; its writability is the pipeline's
+    check), ``--rows`` (a readable file), TARGET (a path must be a readable file). Options the namespace
+    lacks are skipped. ``--out``'s default depends on the
+    program: check it with ``output_dir`` once known."""
+    if getattr(args, "k", None) is not None:
+        positive_int(args.k, "-k")
+    if getattr(args, "budget", None) is not None:
+        positive_seconds(args.budget, "--budget")
+    if getattr(args, "hw", None) is not None:
+        hardware(args.hw, "--hw")
+    if getattr(args, "rows", None) is not None:
+        readable_file(args.rows, "--rows")
+    if getattr(args, "target", None) is not None:
+        from axon_eg.cli import target_kind
+
+        target_kind(args.target)
+    if getattr(args, "out", None) is not None:
+        output_dir(args.out, "--out")
+    if hasattr(args, "cache"):
+        cache_directory(args.cache, "--cache")
+
+
+__all__ = ["SIZES_FORMAT", "budget_type", "cache_directory", "directory", "hardware", "k_type", "optimize_arguments",
+           "output_dir", "parse_sizes", "pipeline_arguments", "positive_int", "positive_seconds", "program_dtypes",
+           "readable_file", "sizes_mapping", "writable_dir"]
