@@ -1,14 +1,15 @@
 # Two commands: `make demo` runs axon_eg on a built-in example, `make test` runs the test suite.
-# Each creates its own virtual environment (.venv) on first use.
+# Each creates its own virtual environment (.venv) on first use. `make install-check` builds a wheel and runs
+# it from a fresh venv outside the checkout (.ci/install-check; CI runs it after `make test`).
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 # A CPU build of torch where one is available (a bare `torch` requirement can pull a multi-GB CUDA build).
 TORCH_SPEC ?= torch==2.13.0
 
-.PHONY: demo test lint clean
+.PHONY: demo test lint install-check clean
 
-$(VENV)/.installed: pyproject.toml
+$(VENV)/.installed: pyproject.toml setup.py
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q "$(TORCH_SPEC)" || $(PY) -m pip install -q torch
@@ -22,6 +23,9 @@ test: $(VENV)/.installed
 	$(VENV)/bin/ruff check src tests benchmarks
 	$(VENV)/bin/axon-eg rules verify
 	TRITON_INTERPRET=1 $(PY) -m pytest -n 2 --durations=10
+
+install-check:
+	PYTHON="$(PYTHON)" TORCH_SPEC="$(TORCH_SPEC)" bash .ci/install-check
 
 lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check src tests benchmarks

@@ -389,3 +389,26 @@ def test_any_leaf_replaced_by_a_bare_value_is_named(data):
         with pytest.raises(HardwareSpecError) as info:
             hw.load(path)
     assert info.value.key == key
+
+
+# ---------------------------------------------------------------------------------------- tile templates
+@pytest.mark.parametrize("bad", [[16], [256, 16], [16, 100], [16, 256, 512]])
+def test_a_tile_range_is_two_ascending_powers_of_two(tmp_path, bad):
+    doc = _doc("h200")
+    _leaf(doc, "tiles.matmul.block_m")["value"] = bad
+    err = _error(_write(tmp_path, doc))
+    assert err.key == "tiles.matmul.block_m" and "expected a tile range [lo, hi]" in str(err)
+
+
+def test_tile_ranges_and_default_warps_are_required_and_checked(tmp_path):
+    spec = hw.load("h200")
+    assert spec.value("tiles.matmul.block_m") == [16, 256] and spec.value("knobs.default_num_warps") == 4
+    assert hw.load("trn2").value("tiles.matmul.tile_n") == [64, 2048]
+    doc = _doc("h200")
+    del doc["tiles"]["split_k"]
+    _leaf(doc, "knobs.default_num_warps")["value"] = 3
+    message = str(_error(_write(tmp_path, doc)))
+    assert "tiles.split_k.block_r: missing required key (a tile range [lo, hi] of powers of two" in message
+    doc = _doc("h200")
+    _leaf(doc, "knobs.default_num_warps")["value"] = 32
+    assert "knobs.default_num_warps: 32 is not one of knobs.num_warps [2, 4, 8, 16]" in str(_error(_write(tmp_path, doc)))

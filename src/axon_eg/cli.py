@@ -32,6 +32,8 @@ from axon_eg.errors import AxonError, ProblemLoadError
 from axon_eg.measure.worker import Interrupted
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
+"""The source checkout's root when running from one (``src/axon_eg/cli.py``); in an installed wheel a
+directory with no ``benchmarks/`` in it."""
 
 
 def _console() -> Any:
@@ -41,15 +43,24 @@ def _console() -> Any:
 
 
 def load_suite() -> Any:
-    """The benchmark suite module (``benchmarks/suite.py`` of the source checkout)."""
+    """The benchmark suite module, ``axon_eg.suite`` (it ships in the package; ``benchmarks/suite.py`` is
+    the same module under its old name)."""
+    from axon_eg import suite
+
+    return suite
+
+
+def load_identities() -> tuple[Any, ...]:
+    """The hand-stated identities of ``benchmarks/identities.py``: test and benchmark data, kept out of
+    the package on purpose (the optimizer never ships hand-written rules), so only a source checkout has them."""
+    if not (REPO_ROOT / "benchmarks" / "identities.py").is_file():
+        raise AxonError("--rules identities needs a source checkout (benchmarks/identities.py is not part of "
+                        "the installed package); use --rules discovered or none")
     if str(REPO_ROOT) not in sys.path:
         sys.path.insert(0, str(REPO_ROOT))
-    try:
-        import benchmarks.suite as suite
-    except ModuleNotFoundError:
-        raise AxonError("the benchmark suite ships with the source checkout (benchmarks/suite.py); "
-                        "install axon_eg in editable mode from a clone") from None
-    return suite
+    from benchmarks.identities import IDENTITIES
+
+    return tuple(IDENTITIES)
 
 
 KERNELBENCH_NAMES = ("Model", "get_inputs", "get_init_inputs")
@@ -253,10 +264,7 @@ def cmd_show(args: argparse.Namespace) -> int:
 
         rules = load_rules()
     elif args.rules == "identities":
-        load_suite()  # puts the checkout on sys.path
-        from benchmarks.identities import IDENTITIES
-
-        rules = list(IDENTITIES)
+        rules = list(load_identities())
     graph = NuGraph(program, rules)
     if rules:
         report = graph.saturate(Limits(iterations=args.iterations, seconds=args.seconds))
@@ -399,7 +407,7 @@ def build_parser() -> argparse.ArgumentParser:
     _size_options(p)
     p.add_argument("--rules", choices=["discovered", "identities", "none"], default="discovered",
                    help="saturate with the discovered rules (default), the stated identities of "
-                        "benchmarks/identities.py, or not at all")
+                        "benchmarks/identities.py (source checkout only), or not at all")
     p.add_argument("--iterations", type=int, default=30)
     p.add_argument("--seconds", type=float, default=2.0)
     p.add_argument("--eclass", help="list the members of one e-class")

@@ -2,12 +2,17 @@
 
 Every number about a chip lives in those files (ARCHITECTURE.md, invariant 6); this module is the only
 reader. Each leaf is a mapping ``{value, unit, source}`` (lists, booleans and strings: ``{value, source}``,
-a list of ints may add ``unit: count``). ``SCHEMA`` below says, per kind (``gpu``, ``trainium``), which
-dotted keys exist, which are required, and what each holds. Loading converts to base units:
+a list of ints may add ``unit: count``). ``SCHEMA`` says, per kind (``gpu``, ``trainium``), which
+dotted keys exist, which are required, and what each holds (``axon_eg.hw_schema``). Loading converts
+to base units:
 
 - bytes (``B``; ``KB``/``MB``/``GB`` are decimal, ``KiB``/``MiB``/``GiB`` binary) -> ``int`` bytes,
 - ``B/s``, ``FLOP/s``, ``Hz``, ``s`` (and ``GB/s``, ``TB/s``, ``TFLOP/s``, ``GHz``, ``us``, ``ns``) -> ``float``,
 - ``count`` -> ``int``; lists -> ``list``; ``bool``/``str`` as written.
+
+The ``tiles.*`` keys are the search ranges of the tile templates (``extract/templates``): a
+``[lo, hi]`` pair of powers of two per tile parameter, or a cap on the elements of one program; the
+``knobs.*`` keys hold the launch knobs (warp counts, pipeline stages, warp size, the default warp count).
 
 Vendors often write binary sizes as "KB" (NVIDIA's "228 KB" of shared memory is 233472 B): such a
 figure goes in as ``KiB``, with the vendor's wording in its source.
@@ -31,113 +36,28 @@ from typing import Any
 import yaml
 
 from axon_eg.errors import AxonError
-
-DATA_DIR = Path(__file__).resolve().parents[2] / "data" / "hw_costs"
-
-# ---------------------------------------------------------------------------------------------- units
-# unit -> (family, exact factor to the family's base unit)
-_F = Fraction
-UNITS: dict[str, tuple[str, Fraction]] = {
-    "B": ("bytes", _F(1)), "KB": ("bytes", _F(10**3)), "MB": ("bytes", _F(10**6)), "GB": ("bytes", _F(10**9)),
-    "KiB": ("bytes", _F(2**10)), "MiB": ("bytes", _F(2**20)), "GiB": ("bytes", _F(2**30)),
-    "B/s": ("bandwidth", _F(1)), "GB/s": ("bandwidth", _F(10**9)), "TB/s": ("bandwidth", _F(10**12)),
-    "FLOP/s": ("flops", _F(1)), "TFLOP/s": ("flops", _F(10**12)),
-    "Hz": ("frequency", _F(1)), "GHz": ("frequency", _F(10**9)),
-    "s": ("time", _F(1)), "us": ("time", _F(1, 10**6)), "ns": ("time", _F(1, 10**9)),
-    "count": ("count", _F(1)),
-}
-BASE_UNIT = {"bytes": "B", "bandwidth": "B/s", "flops": "FLOP/s", "frequency": "Hz", "time": "s", "count": "count"}
-INT_FAMILIES = {"bytes", "count"}  # whole numbers in base units
+from axon_eg.hw_schema import (  # noqa: F401 (re-exported: the schema is part of this module's interface)
+    _ALL_KEYS,
+    BASE_UNIT,
+    INT_FAMILIES,
+    LEAF_FIELDS,
+    SCHEMA,
+    TOP_LEVEL,
+    UNITS,
+    Field,
+)
 
 
-# --------------------------------------------------------------------------------------------- schema
-@dataclass(frozen=True)
-class Field:
-    """What one dotted leaf key holds.
-
-    ``type``: ``quantity`` (a number with a unit of ``family``), ``bool``, ``str``, ``list[int]``,
-    ``list[str]``. ``choices`` restricts a ``str`` (or each element of a ``list[str]``).
-    """
-
-    type: str
-    family: str | None = None
-    required: bool = True
-    choices: tuple[str, ...] = ()
+def data_dir(package: Path | None = None) -> Path:
+    """Where the hardware descriptions are: ``axon_eg/data/hw_costs`` in an installed wheel (setup.py copies
+    them there), else the source checkout's top-level ``data/hw_costs`` (a clone, an editable install).
+    ``package``: the ``axon_eg`` package directory (default: this one's)."""
+    package = package or Path(__file__).resolve().parent
+    packaged = package / "data" / "hw_costs"
+    return packaged if packaged.is_dir() else package.parents[1] / "data" / "hw_costs"
 
 
-def _q(family: str, required: bool = True) -> Field:
-    return Field("quantity", family, required)
-
-
-_GPU: dict[str, Field] = {
-    "memory.hbm.capacity": _q("bytes"),
-    "memory.hbm.bandwidth": _q("bandwidth"),  # datasheet
-    "memory.hbm.measured_bandwidth": _q("bandwidth", required=False),  # copy, bytes read + written
-    "memory.l2.capacity": _q("bytes"),
-    "memory.shared.per_sm": _q("bytes"),
-    "memory.shared.per_block": _q("bytes"),
-    "memory.registers.per_sm": _q("bytes"),
-    "memory.registers.per_thread": _q("count", required=False),  # 32-bit registers one thread may hold
-    "compute.units": _q("count"),  # SMs / Xe cores
-    "compute.peak.bf16": _q("flops"),  # dense, tensor cores / XMX
-    "compute.peak.fp16": _q("flops"),
-    "compute.peak.fp32": _q("flops"),  # non-tensor
-    "compute.measured_peak.bf16": _q("flops", required=False),
-    "compute.max_warps_per_sm": _q("count", required=False),  # resident warps (Little's law in the cost model)
-    "compute.max_blocks_per_sm": _q("count", required=False),
-    "knobs.num_warps": Field("list[int]"),
-    "knobs.num_stages.min": _q("count"),
-    "knobs.num_stages.max": _q("count"),
-    "knobs.warp_size": Field("list[int]"),
-    "knobs.max_threads_per_block": _q("count", required=False),  # GPUs: structure-stage limit of one launch
-    "knobs.grf_mode": Field("list[str]", required=False),  # Intel XPU only
-    "knobs.large_grf_max_warps": _q("count", required=False),  # Intel: 256/512 GRF refused above this
-    "costs.launch": _q("time"),  # device-side gap per kernel launch
-    "costs.host_launch": _q("time", required=False),  # host-side time to issue one launch
-    "costs.hbm_latency": _q("time", required=False),  # load-to-use latency of an HBM access
-    "features.tma": Field("bool", required=False),  # Hopper tensor memory accelerator (tensor descriptors)
-}
-
-_TRAINIUM: dict[str, Field] = {
-    "memory.hbm.capacity": _q("bytes"),  # per chip
-    "memory.hbm.bandwidth": _q("bandwidth"),  # per chip
-    "memory.sbuf.partitions": _q("count"),
-    "memory.sbuf.per_partition": _q("bytes"),
-    "memory.psum.partitions": _q("count"),
-    "memory.psum.per_partition": _q("bytes"),
-    "memory.psum.banks": _q("count"),
-    "memory.psum.bank": _q("bytes"),
-    "compute.cores_per_chip": _q("count", required=False),
-    "compute.engines.tensor.clock": _q("frequency"),
-    "compute.engines.vector.clock": _q("frequency"),
-    "compute.engines.scalar.clock": _q("frequency"),
-    "compute.engines.gpsimd.clock": _q("frequency"),
-    "compute.engines.tensor.peak.bf16": _q("flops"),  # per NeuronCore
-    "compute.engines.tensor.array": _q("count"),
-    "compute.dma.engines": _q("count"),
-    "compute.dma.bandwidth_per_engine": _q("bandwidth"),
-    "limits.partition_max": _q("count"),
-    "limits.matmul.contraction_max": _q("count"),
-    "limits.matmul.stationary_free_max": _q("count"),
-    "limits.matmul.moving_free_max": _q("count"),
-    "limits.matmul.accumulation_groups": _q("count"),
-    "limits.transpose.tensor_engine_max": _q("count"),
-    "limits.transpose.vector_engine_max": _q("count"),
-    "limits.vector.free_max_sbuf": _q("count"),
-    "limits.vector.free_max_psum": _q("count"),
-    "features.dma_transpose": Field("bool"),
-    "features.nki_dialect": Field("str", choices=("legacy", "current")),
-    "costs.dma_fixed": _q("time"),
-    "costs.launch": _q("time"),
-    "costs.matmul_moving_min_cycles": _q("count"),
-    "costs.vector_cycles_per_element": _q("count"),
-    "costs.dma_efficient_bytes_per_partition": _q("bytes"),
-}
-
-SCHEMA: dict[str, dict[str, Field]] = {"gpu": _GPU, "trainium": _TRAINIUM}
-TOP_LEVEL = {"name", "kind", "vendor", "description"}  # description is optional
-LEAF_FIELDS = {"value", "unit", "source"}
-_ALL_KEYS = frozenset(k for fields in SCHEMA.values() for k in fields)
+DATA_DIR = data_dir()
 
 
 # --------------------------------------------------------------------------------------------- errors
@@ -362,6 +282,8 @@ class _Checker:
                 return self.fail(key, f"wrong type: expected a non-empty list of integers, got {_show(value)}")
             if any(v <= 0 for v in value):
                 return self.fail(key, f"must be positive, got {value}")
+            if f.range and (len(value) != 2 or value[0] > value[1] or any(v & (v - 1) for v in value)):
+                return self.fail(key, f"expected a tile range [lo, hi]: two powers of two, lo <= hi, got {value}")
             return tuple(value)
         if has_unit:
             return self.fail(key, f"wrong unit {unit!r}: a {f.type} takes no unit")
@@ -421,6 +343,10 @@ class _Checker:
         for small, big in le:
             if small in v and big in v and v[small] > v[big]:
                 self.fail(small, f"{v[small]} exceeds {big} = {v[big]}")
+        if "knobs.default_num_warps" in v and "knobs.num_warps" in v \
+                and v["knobs.default_num_warps"] not in v["knobs.num_warps"]:
+            self.fail("knobs.default_num_warps", f"{v['knobs.default_num_warps']} is not one of knobs.num_warps "
+                                                 f"{list(v['knobs.num_warps'])}")
         if kind == "trainium":
             banks, bank, per = v["memory.psum.banks"], v["memory.psum.bank"], v["memory.psum.per_partition"]
             if banks * bank != per:
@@ -451,6 +377,8 @@ def _describe(f: Field) -> str:
         return "whole number, unit: count"
     if f.type == "quantity":
         return f"number with a {f.family} unit: {', '.join(u for u, (fam, _) in UNITS.items() if fam == f.family)}"
+    if f.range:
+        return "tile range [lo, hi] of powers of two, unit: count"
     return f.type + (f" in {{{', '.join(f.choices)}}}" if f.choices else "")
 
 

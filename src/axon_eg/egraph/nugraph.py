@@ -28,8 +28,23 @@ from .extract import dag_cost, k_best
 from .patterns import App, Rule, walk
 from .rules import compile_rule
 
-# bytes-equivalent of one flop in the default cost: H200 bf16 peak over HBM bandwidth (~790e12/4.3e12)
+# bytes-equivalent of one flop in the default cost: H200 bf16 peak over HBM bandwidth (~790e12/4.3e12),
+# i.e. flops_per_byte(load("h200")); a caller that knows its target passes flops_per_byte(spec)
 DEFAULT_FLOPS_PER_BYTE = 184
+
+
+def flops_per_byte(hw: Any) -> int:
+    """Bytes-equivalent of one flop on ``hw`` (a ``HardwareSpec``): its dense bf16 matmul rate over its
+    memory bandwidth, measured figures where the file has them, rounded. GPU: tensor-core peak over HBM
+    bandwidth (the H200: 790 / 4.3 TFLOP/s per TB/s = 184, ``DEFAULT_FLOPS_PER_BYTE``); Trainium: one
+    NeuronCore's Tensor-engine peak over its DMA bandwidth (what it moves between HBM and SBUF)."""
+    if hw.kind == "trainium":
+        peak = hw.value("compute.engines.tensor.peak.bf16")
+        bandwidth = hw.value("compute.dma.engines") * hw.value("compute.dma.bandwidth_per_engine")
+    else:
+        peak = hw.get("compute.measured_peak.bf16") or hw.value("compute.peak.bf16")
+        bandwidth = hw.get("memory.hbm.measured_bandwidth") or hw.value("memory.hbm.bandwidth")
+    return max(1, round(peak / bandwidth))
 
 
 class UnsoundRewrite(AxonError):

@@ -1,6 +1,8 @@
 """``enumerate_candidates``: the k best Candidates by predicted cost across algebraic variants x
 fusion plans x tilings x ISA choices, deterministic, with counts of what each level considered and
-pruned.
+pruned. ``rank_tilings`` orders one group's tilings (predicted cost, then its tile template's
+tie-break) for the enumerator and for the emitter's autotuning; ``group_cost`` is a group's predicted
+cost alone.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from axon_eg.hw import HardwareSpec, load
 
 from .cost import CostReport, cost, gpu_group_cost, trainium_group_work
 from .fusion import ATTENTION, LAYOUT, MATMUL, FusionPlan, plans
+from .templates import LAUNCH_KNOBS, Tile, is_gemv, knobs, recover, tile_of
 from .tiling import Tiling, space, tilings
 
 
@@ -60,19 +63,16 @@ def isa_choices(plan: FusionPlan, hw: HardwareSpec) -> list[tuple[tuple[int, str
     with a single output column (a GEMV after the νGraph's rewrite) may skip ``tl.dot``."""
     options: list[list[tuple[int, str]]] = []
     for gi, g in enumerate(plan.groups):
-        program = plan.program
         if hw.kind == "trainium" and g.kind == LAYOUT:
             opts = [(gi, "nc_transpose")] + ([(gi, "dma_transpose")] if hw.value("features.dma_transpose") else [])
             options.append(opts)
         elif hw.kind != "trainium" and g.kind == ATTENTION and hw.get("features.tma"):
             options.append([(gi, "tl.dot"), (gi, "tl.dot+tma")])  # Hopper: q/k/v tiles through tensor descriptors
         elif hw.kind != "trainium" and g.kind == MATMUL:
-            anchor = g.anchor(program)
-            narrow = program.concrete_shape(anchor)[-1] < 16
             # a GEMV's thin tilings (BLOCK_M < 16) only suit fma_reduce: tl.dot needs 16 x 16 tiles
             # Hopper: operand tiles through tensor descriptors (TMA) as an alternative to pointer loads
             dot = [(gi, "tl.dot")] + ([(gi, "tl.dot+tma")] if hw.get("features.tma") else [])
-            options.append([(gi, "fma_reduce")] if narrow else dot)
+            options.append([(gi, "fma_reduce")] if is_gemv(plan, gi) else dot)
     combos = [()]
     for opts in options:
         combos = [c + (o,) for c in combos for o in opts]
@@ -118,7 +118,7 @@ def enumerate_candidates(nugraph: NuGraph, target: str | HardwareSpec, k: int = 
             error = error or failed.get(key)
             if lowers[key]:
                 ops = sum(1 for n in plan.groups[gi].nodes if plan.program.nodes[n].op not in _FREE)
-                extra += _group_cost(plan, gi, t, hw) * (2 * max(1, ops) - 1)
+                extra += group_cost(plan, gi, t, hw) * (2 * max(1, ops) - 1)
         return extra, error
     summary = EnumerationSummary()
     found: dict[tuple, Candidate] = {}
@@ -128,13 +128,10 @@ def enumerate_candidates(nugraph: NuGraph, target: str | HardwareSpec, k: int = 
             summary.plans += 1
             per_group: list[list[Tiling]] = []
             for gi in range(len(plan.groups)):
-                sp = space(plan, gi, hw)
-                options, stats = tilings(sp)
+                options, stats = tilings(space(plan, gi, hw))
                 summary.tilings_considered += stats["considered"]
                 summary.tilings_feasible += stats["feasible"]
-                kind = plan.groups[gi].kind
-                ranked = sorted(options, key=lambda t, gi=gi, kind=kind: (_bucket(_group_cost(plan, gi, t, hw)),
-                                                                         *_tie_break(t, kind), t.values))
+                ranked = rank_tilings(plan, gi, hw, options)
                 kept = _distinct_shapes(ranked, max(tilings_per_group, k))
                 summary.tilings_kept += len(kept)
                 per_group.append(kept)
@@ -142,7 +139,7 @@ def enumerate_candidates(nugraph: NuGraph, target: str | HardwareSpec, k: int = 
                 continue  # some group has no feasible tiling on this target
             best = [opts[0] for opts in per_group]
             # the best tiling everywhere, then alternatives for the most expensive group
-            costs = [_group_cost(plan, gi, best[gi], hw) for gi in range(len(best))]
+            costs = [group_cost(plan, gi, best[gi], hw) for gi in range(len(best))]
             worst = max(range(len(best)), key=lambda gi: costs[gi])
             for alt in per_group[worst]:
                 chosen = tuple(alt if gi == worst else best[gi] for gi in range(len(best)))
@@ -156,8 +153,9 @@ def enumerate_candidates(nugraph: NuGraph, target: str | HardwareSpec, k: int = 
                         summary.errors.setdefault(c.key, error)
     # equal-looking candidates (costs within COST_BUCKET) by the tilings' tie-breaks, group by group
     # then fewer operations (a variant that recomputes a row max the model does not charge runs slower)
+    warp = knobs(hw).warp_size
     ranked = sorted(found.values(), key=lambda c: (_bucket(c.predicted_seconds), tuple(
-        _tie_break(t, g.kind) for t, g in zip(c.tilings, c.plan.groups)), _ops(c), c.predicted_seconds, c.key))
+        _tile(c.plan, gi, t, hw).tie_break(warp) for gi, t in enumerate(c.tilings)), _ops(c), c.predicted_seconds, c.key))
     chosen = _diverse(ranked, k)
     summary.kept = len(chosen)
     return chosen, summary
@@ -178,11 +176,10 @@ def _bucket(seconds: float) -> float:
 def _distinct_shapes(ranked: list[Tiling], n: int) -> list[Tiling]:
     """The first ``n`` tilings, preferring distinct tile shapes (launch knobs aside): measuring four
     warp counts of one tile shape teaches less than four tile shapes."""
-    knobs = ("num_warps", "num_stages", "grf_mode")
     seen: set[tuple] = set()
     kept: list[Tiling] = []
     for t in ranked:
-        shape = tuple((key, v) for key, v in t.values if key not in knobs)
+        shape = tuple((key, v) for key, v in t.values if key not in LAUNCH_KNOBS)
         if shape not in seen and len(kept) < n:
             seen.add(shape)
             kept.append(t)
@@ -218,41 +215,28 @@ def _signature(c: Candidate) -> tuple:
     return (c.plan.name, tuple(t.values for t in c.tilings), c.isa)
 
 
-def _tie_break(t: Tiling, kind: str | None = None) -> tuple[float, ...]:
-    """Among tilings the cost model cannot tell apart: attention as in the fused-attention tutorial; matmul
-    by accumulators per thread; otherwise prefer whole rows in one block (one pass over
-    HBM, nothing re-read), then about 16 elements per thread (a few 128-bit loads each: enough loads
-    in flight without spilling registers), then more elements per program."""
-    v = dict(t.values)
-    if kind == ATTENTION and {"BLOCK_M", "BLOCK_N", "BLOCK_K"} <= set(v):
-        # flash attention: 128 query rows, ~192 live fp32 (scores + accumulator) per thread, 2 stages
-        # (H200, Triton 3.6, head dim 128: BLOCK_N=64 with 4 warps beat BLOCK_N=128 with 8 by 15%)
-        live = int(v["BLOCK_M"]) * (int(v["BLOCK_N"]) + int(v["BLOCK_K"])) / (int(v.get("num_warps", 4)) * 32)
-        return (abs(math.log2(int(v["BLOCK_M"])) - 7),
-                abs(math.log2(live / 192)) + 0.25 * abs(int(v.get("num_stages", 2)) - 2), -int(v["BLOCK_N"]))
-    if "SPLIT_K" in v:  # split-K GEMV: 16-row K slices (~2 programs per SM), 16K-element tiles, ~64 per thread
-        # (H200, sum_matmul 4096^3: SPLIT_K=16, BLOCK_R=1024, 8 warps 34.5 us; SPLIT_K=32 tilings 41-69 us;
-        # one run with unsteady timings, benchmarks/results/2026-12-01-sweeps/sum_matmul-splitk)
-        tile = int(v["SPLIT_K"]) * int(v["BLOCK_R"])
-        per_thread = tile / (int(v.get("num_warps", 4)) * 32)
-        return (abs(math.log2(int(v["SPLIT_K"])) - 4), abs(math.log2(tile) - 14), abs(math.log2(per_thread) - 6))
-    if kind == MATMUL and int(v.get("BLOCK_N", 16)) < 16 and "BLOCK_K" in v:
-        # a GEMV on CUDA cores: ~32 streamed elements per thread per K step (a few 16-byte loads in flight),
-        # long contiguous K tiles, then thin row bands (more programs)
-        per_thread = int(v["BLOCK_M"]) * int(v["BLOCK_K"]) / (int(v.get("num_warps", 4)) * 32)
-        return (abs(math.log2(per_thread) - 5), -int(v["BLOCK_K"]), int(v["BLOCK_M"]))
-    if "BLOCK_M" in v:  # matmul tiles: ~64 fp32 accumulators per thread, then deeper pipelines, bigger tiles
-        # (H200, Triton 3.6, bf16 4096^3, 128x128 tiles, 8 warps: BLOCK_K=64 at 5 stages 200 us, 4 stages 208,
-        # BLOCK_K=128 at 3 stages 221, 2 stages 359; benchmarks/tile_sweep.py)
-        acc = int(v["BLOCK_M"]) * int(v["BLOCK_N"])
-        per_thread = acc / (int(v.get("num_warps", 4)) * 32)
-        return (abs(math.log2(per_thread) - 6) - 0.1 * int(v.get("num_stages", 3)), -acc)
-    elems = int(v.get("BLOCK", 1)) * int(v.get("BLOCK_N", 1)) * int(v.get("ROWS_PER_PROGRAM", 1))
-    per_thread = elems / (int(v.get("num_warps", 4)) * 32)
-    return (0 if "BLOCK_N" not in v else -int(v["BLOCK_N"]), abs(math.log2(max(per_thread, 1e-9)) - 4), -elems)
+def rank_tilings(plan: FusionPlan, gi: int, hw: HardwareSpec, options: list[Tiling] | None = None, *,
+                 bucketed: bool = True) -> list[Tiling]:
+    """Group ``gi``'s tilings (``options``, default: every feasible one on ``hw``) best first: by predicted
+    cost (``bucketed``: costs within ``COST_BUCKET`` count as equal), then by the tile template's
+    tie-break (measured habits of the target), then by value."""
+    if options is None:
+        options, _ = tilings(space(plan, gi, hw))
+    warp = knobs(hw).warp_size
+
+    def key(t: Tiling) -> tuple:
+        seconds = group_cost(plan, gi, t, hw)
+        return (_bucket(seconds) if bucketed else seconds, *_tile(plan, gi, t, hw).tie_break(warp), t.values)
+
+    return sorted(options, key=key)
 
 
-def _group_cost(plan: FusionPlan, gi: int, t: Tiling, hw: HardwareSpec) -> float:
+def _tile(plan: FusionPlan, gi: int, t: Tiling, hw: HardwareSpec) -> Tile:
+    tile = tile_of(plan, gi, t, hw)
+    return tile if tile is not None else recover(plan.groups[gi].kind, (), hw)
+
+
+def group_cost(plan: FusionPlan, gi: int, t: Tiling, hw: HardwareSpec) -> float:
     """A group's cost alone (for ranking its tilings): roofline on GPUs, its own timeline on Trainium."""
     if hw.kind == "trainium":
         dma, _, compute, _ = trainium_group_work(plan, gi, t, hw)
@@ -260,3 +244,13 @@ def _group_cost(plan: FusionPlan, gi: int, t: Tiling, hw: HardwareSpec) -> float
     else:
         seconds = gpu_group_cost(plan, gi, t, hw).seconds
     return seconds if math.isfinite(seconds) else float("inf")
+
+
+# kept for benchmarks/tile_sweep.py, which reads stored tilings (kind and values) and ranks with these
+_group_cost = group_cost
+
+
+def _tie_break(t: Tiling, kind: str | None = None) -> tuple[float, ...]:
+    """The tie-break of a stored tiling (its group's kind and values): ``templates.recover``'s tile's."""
+    tile = t.typed if t.typed is not None else recover(kind, t.values)
+    return tile.tie_break(knobs().warp_size)

@@ -5,7 +5,9 @@ GPU: per fusion group, bytes between HBM and the chip (a matmul re-reads its ope
 output tile column / row unless both fit in L2) and flops (tensor cores for matmuls, the vector
 rate otherwise); roofline time ``max(bytes / bandwidth, flops / peak)`` divided by the wave
 efficiency (programs over SMs times blocks per SM, from shared-memory and register use), plus one
-launch per group.
+launch per group. What the model needs of a tiling it asks the tiling's tile template
+(``extract/templates``): its program count, the output tile of the re-read model, the loads one
+program keeps in flight, blocks per SM, scratch traffic and launches (a split-K GEMV: two).
 
 Trainium: a timeline over the engine queues (DMA in, DMA out, Tensor, Vector, Scalar, GpSimd). Each group
 becomes DMA-in, compute and DMA-out work items; a work item starts when its engine is free and its
@@ -24,11 +26,10 @@ import numpy as np
 from axon_eg.hw import HardwareSpec
 from axon_eg.ir import ops as O
 
-from .fusion import ATTENTION, LAYOUT, MATMUL, REDUCTION, SCAN, FusionPlan, node_kind
-from .tiling import FP32, Tiling, scan_split
-from .tiling import _dims as plan_dims
+from .fusion import LAYOUT, MATMUL, REDUCTION, FusionPlan, node_kind
+from .templates import GpuTile, MatmulTile, RowsTile, Tile, Tiling, TrnMatmulTile, group_dims, streams, tile_of
 
-GROUP_SIZE_M = 8  # the tile-row swizzle the Triton matmul lowering uses
+GROUP_SIZE_M = MatmulTile.GROUP_SIZE_M  # the matmul template's tile-row swizzle (the re-read model reads the tile's)
 
 
 @dataclass(frozen=True)
@@ -72,8 +73,9 @@ def _nbytes(plan: FusionPlan, node: int) -> float:
 
 
 def group_traffic(plan: FusionPlan, gi: int, tiling: Tiling | None, l2_bytes: float,
-                  wave: int = 1) -> tuple[float, float, float]:
-    """(HBM bytes, matmul flops, other flops) of one group. ``wave``: programs running at once."""
+                  wave: int = 1, hw: HardwareSpec | None = None) -> tuple[float, float, float]:
+    """(HBM bytes, matmul flops, other flops) of one group. ``wave``: programs running at once; ``hw``
+    reads a tiling built by hand (``templates.tile_of``)."""
     program = plan.program
     reads = [_nbytes(plan, j) for j in plan.inputs_of(gi)]
     writes = sum(_nbytes(plan, j) for j in plan.outputs_of(gi))
@@ -90,25 +92,22 @@ def group_traffic(plan: FusionPlan, gi: int, tiling: Tiling | None, l2_bytes: fl
         elif kind is not None and kind != LAYOUT:
             other += out
     total_read = sum(reads)
-    if mm_flops and tiling is not None and total_read > l2_bytes:
+    tile = tile_of(plan, gi, tiling, hw) if mm_flops and total_read > l2_bytes else None
+    out_tile = tile.traffic_tile() if tile is not None else None
+    if out_tile is not None:
         # Operands larger than L2: with the GROUP_SIZE_M swizzle a wave of programs covers `rows` tile
         # rows by `cols` tile columns, and L2 keeps what one wave reads; A is read once per band of
         # `cols` tile columns, B once per band of `rows` tile rows.
         anchor = program.nodes[plan.groups[gi].anchor(program)]
         a, b = (program.concrete_shape(j) for j in anchor.inputs)
-        bm, bn = int(tiling.get("BLOCK_M", tiling.get("TILE_M", 128))), int(tiling.get("BLOCK_N", tiling.get("TILE_N", 128)))
+        bm, bn, group_size_m = out_tile
         a_bytes = math.prod(a) * program.nodes[anchor.inputs[0]].dtype.itemsize
         b_bytes = math.prod(b) * program.nodes[anchor.inputs[1]].dtype.itemsize
         tile_rows, tile_cols = math.ceil(a[-2] / bm), math.ceil(b[-1] / bn)
-        rows = min(tile_rows, GROUP_SIZE_M)
+        rows = min(tile_rows, group_size_m)
         cols = max(1, math.ceil(max(1, wave) / rows))
         total_read += a_bytes * (math.ceil(tile_cols / cols) - 1) + b_bytes * (math.ceil(tile_rows / rows) - 1)
     return total_read + writes, mm_flops, other
-
-
-def _split(t: Tiling | None) -> bool:
-    """A split-K GEMV's tiling (``extract/tiling.py``, ``backends/triton/gemv_splitk.py``)."""
-    return t is not None and "SPLIT_K" in dict(t.values)
 
 
 def gpu_group_cost(plan: FusionPlan, gi: int, t: Tiling | None, hw: HardwareSpec,
@@ -116,16 +115,16 @@ def gpu_group_cost(plan: FusionPlan, gi: int, t: Tiling | None, hw: HardwareSpec
     c = {"bytes": 1.0, "flops": 1.0, "launch": 1.0, **(coefficients or {})}
     bw = hw.get("memory.hbm.measured_bandwidth") or hw.value("memory.hbm.bandwidth")
     peak_mm = hw.get("compute.measured_peak.bf16") or hw.value("compute.peak.bf16")
-    nbytes, mm, other = group_traffic(plan, gi, t, hw.value("memory.l2.capacity"), int(hw.value("compute.units")))
-    nbytes += _extra_passes_bytes(plan, gi, t, hw)
+    tile = tile_of(plan, gi, t, hw)
+    nbytes, mm, other = group_traffic(plan, gi, t, hw.value("memory.l2.capacity"), int(hw.value("compute.units")), hw)
+    nbytes += _extra_passes_bytes(plan, gi, tile, hw)
     launches = 1
-    if _split(t):  # the fp32 partials written and read back, a second launch
-        out = math.prod(plan.program.concrete_shape(plan.groups[gi].anchor(plan.program)))
-        nbytes += 2 * _programs(plan, gi, t) * out * FP32
-        launches = 2
-    memory = c["bytes"] * nbytes / (bw * _latency_efficiency(plan, gi, t, hw))
+    if tile is not None:  # split-K: the fp32 partials written and read back, a second launch
+        nbytes += tile.scratch_bytes(plan, gi)
+        launches = tile.launches
+    memory = c["bytes"] * nbytes / (bw * _latency_efficiency(plan, gi, tile, hw))
     roof = max(memory, c["flops"] * (mm / peak_mm + other / hw.value("compute.peak.fp32")))
-    seconds = (roof / _wave_efficiency(plan, gi, t, hw, hw.value("compute.units"))
+    seconds = (roof / _wave_efficiency(plan, gi, tile, hw, hw.value("compute.units"))
                + c["launch"] * launches * hw.value("costs.launch"))
     return GroupCost(gi, plan.groups[gi].kind, nbytes, mm + other, seconds)
 
@@ -137,110 +136,52 @@ def gpu_cost(plan: FusionPlan, tilings: Sequence[Tiling | None], hw: HardwareSpe
     return CostReport(sum(g.seconds for g in groups), groups)
 
 
-def _streams(plan: FusionPlan, gi: int) -> tuple[int, int]:
-    """(full-width tensors a memory-bound group reads per element, their item size)."""
-    program = plan.program
-    anchor = plan.groups[gi].anchor(program)
-    node = program.nodes[anchor]
-    full = math.prod(program.concrete_shape(node.inputs[0] if plan.groups[gi].kind == REDUCTION and node.inputs
-                                            else anchor))
-    ins = [j for j in plan.inputs_of(gi) if math.prod(program.concrete_shape(j)) == full]
-    item = max((program.nodes[j].dtype.itemsize for j in ins), default=4)
-    return max(1, len(ins)), item
-
-
-def _resident(t: Tiling, programs: int, hw: HardwareSpec) -> int:
+def _resident(tile: GpuTile, programs: int, hw: HardwareSpec) -> int:
     """Programs one SM runs at once (Hopper: at most 64 warps and 32 blocks)."""
-    warps = int(t.get("num_warps", 4))
-    per_sm = min(int(hw.value("compute.max_blocks_per_sm")), int(hw.value("compute.max_warps_per_sm")) // max(1, warps))
+    per_sm = min(int(hw.value("compute.max_blocks_per_sm")), int(hw.value("compute.max_warps_per_sm")) // max(1, tile.num_warps))
     return max(1, min(per_sm, math.ceil(programs / hw.value("compute.units"))))
 
 
-def _latency_efficiency(plan: FusionPlan, gi: int, t: Tiling | None, hw: HardwareSpec) -> float:
+def _latency_efficiency(plan: FusionPlan, gi: int, tile: Tile | None, hw: HardwareSpec) -> float:
     """Little's law for memory-bound groups: the bandwidth reached is the bytes in flight per SM over
     the memory latency, so a tiling that keeps too few loads in flight (small blocks, few resident
-    programs) cannot reach the roofline. 1.0 for matmuls or when the hardware file lacks the facts."""
-    kind = plan.groups[gi].kind
-    split_k = _split(t)  # a split-K GEMV streams like a reduction
-    if t is None or (kind in (MATMUL, ATTENTION) and not split_k) or hw.get("costs.hbm_latency") is None \
-            or hw.get("compute.max_warps_per_sm") is None:
+    programs) cannot reach the roofline. 1.0 for the tiles the model treats as compute-bound (matmuls,
+    attention; ``Tile.in_flight`` None) or when the hardware file lacks the facts."""
+    if tile is None or hw.get("costs.hbm_latency") is None or hw.get("compute.max_warps_per_sm") is None:
         return 1.0
-    streams, item = _streams(plan, gi)
-    if split_k:
-        streams, item = 1, plan.program.nodes[plan.inputs_of(gi)[0]].dtype.itemsize
-        per_iter = int(t["SPLIT_K"]) * int(t["BLOCK_R"])
-    elif kind == REDUCTION:
-        cols = dict(plan_dims(plan, gi))["COLS"]
-        per_iter = int(t.get("ROWS_PER_PROGRAM", 1)) * min(int(t.get("BLOCK_N", cols)), cols)
-    else:
-        per_iter = int(t.get("BLOCK", 1024))
-    in_flight = _resident(t, _programs(plan, gi, t), hw) * per_iter * item * streams
+    flight = tile.in_flight(plan, gi)
+    if flight is None or not isinstance(tile, GpuTile):
+        return 1.0
+    per_iter, n_streams, item = flight
+    in_flight = _resident(tile, tile.programs(plan, gi), hw) * per_iter * item * n_streams
     bw = hw.get("memory.hbm.measured_bandwidth") or hw.value("memory.hbm.bandwidth")
     need = bw * hw.value("costs.hbm_latency") / hw.value("compute.units")
     return max(1e-3, min(1.0, in_flight / need))
 
 
-def _extra_passes_bytes(plan: FusionPlan, gi: int, t: Tiling | None, hw: HardwareSpec) -> float:
+def _extra_passes_bytes(plan: FusionPlan, gi: int, tile: Tile | None, hw: HardwareSpec) -> float:
     """A row reduction whose row does not fit one block reads its rows once per reduction plus once
     to store; the re-reads come from L2 when the rows in flight fit it, else from HBM."""
-    if t is None or plan.groups[gi].kind != REDUCTION or hw.get("compute.max_warps_per_sm") is None:
+    if not isinstance(tile, RowsTile) or hw.get("compute.max_warps_per_sm") is None:
         return 0.0
-    cols = dict(plan_dims(plan, gi))["COLS"]
-    if int(t.get("BLOCK_N", cols)) >= cols:
+    cols = group_dims(plan, gi)["COLS"]
+    if tile.row_block(cols) >= cols:
         return 0.0
     program = plan.program
     reductions = sum(2 if program.nodes[n].op == "logsumexp" else 1 for n in plan.groups[gi].nodes
                      if O.get(program.nodes[n].op).kind is O.OpKind.REDUCE)
-    streams, item = _streams(plan, gi)
-    rows_in_flight = _resident(t, _programs(plan, gi, t), hw) * hw.value("compute.units") * int(t.get("ROWS_PER_PROGRAM", 1))
-    if rows_in_flight * cols * item * streams <= hw.value("memory.l2.capacity") / 2:
+    n_streams, item = streams(plan, gi)
+    rows_in_flight = _resident(tile, tile.programs(plan, gi), hw) * hw.value("compute.units") * tile.ROWS_PER_PROGRAM
+    if rows_in_flight * cols * item * n_streams <= hw.value("memory.l2.capacity") / 2:
         return 0.0
     rows = math.prod(program.concrete_shape(program.nodes[plan.groups[gi].anchor(program)].inputs[0])[:-1])
-    return float(reductions * rows * cols * item * streams)
+    return float(reductions * rows * cols * item * n_streams)
 
 
-def _programs(plan: FusionPlan, gi: int, t: Tiling | None) -> int:
-    program = plan.program
-    anchor = plan.groups[gi].anchor(program)
-    shape = program.concrete_shape(anchor)
-    kind = plan.groups[gi].kind
-    if t is None:
-        return 1
-    if kind == MATMUL and _split(t):  # split-K GEMV: one program per K slice
-        return math.ceil(program.concrete_shape(program.nodes[anchor].inputs[0])[-1] / int(t["SPLIT_K"]))
-    if kind in (MATMUL, ATTENTION) and "BLOCK_M" in dict(t.values):
-        node = program.nodes[anchor]
-        if node.op == "matmul":
-            a, b = (program.concrete_shape(j) for j in node.inputs)
-            batch = math.prod(shape[:-2])
-            tiles_n = math.ceil(b[-1] / int(t["BLOCK_N"]))
-            if tiles_n > 1 and any(O.get(program.nodes[n].op).kind is O.OpKind.REDUCE and n > anchor
-                                   for n in plan.groups[gi].nodes):
-                tiles_n = 1  # a reduction across N: each program holds whole rows and loops over the N tiles
-            return batch * math.ceil(a[-2] / int(t["BLOCK_M"])) * tiles_n
-    if kind == REDUCTION and "ROWS_PER_PROGRAM" in dict(t.values):
-        src = program.concrete_shape(program.nodes[anchor].inputs[0]) if program.nodes[anchor].inputs else shape
-        return math.ceil(max(1, math.prod(src[:-1])) / int(t["ROWS_PER_PROGRAM"]))
-    if kind == SCAN and "BLOCK" in dict(t.values) and program.nodes[anchor].op == "cumsum":
-        return scan_split(shape, int(program.nodes[anchor].attrs["axis"]), dict(t.values))[2]  # one sweep per program
-    if "BLOCK" in dict(t.values):
-        return math.ceil(max(1, math.prod(shape)) / int(t["BLOCK"]))
-    return 1
-
-
-def _wave_efficiency(plan: FusionPlan, gi: int, t: Tiling | None, hw: HardwareSpec, units: float) -> float:
+def _wave_efficiency(plan: FusionPlan, gi: int, tile: Tile | None, hw: HardwareSpec, units: float) -> float:
     """Useful fraction of the last wave: programs / (waves * slots), slots = SMs * blocks per SM."""
-    programs = _programs(plan, gi, t)
-    per_sm = 1
-    if t is not None and "BLOCK_M" in dict(t.values):
-        smem = (int(t["BLOCK_M"]) * int(t["BLOCK_K"]) + int(t["BLOCK_K"]) * int(t["BLOCK_N"])) * 2 * int(t["num_stages"])
-        regs = int(t["BLOCK_M"]) * int(t["BLOCK_N"]) * FP32
-        per_sm = max(1, min(hw.value("memory.shared.per_sm") // max(1, smem),
-                            hw.value("memory.registers.per_sm") // max(1, regs)))
-    elif _split(t):
-        per_sm = 1  # few wide programs that each stream a whole K slice
-    elif t is not None:
-        per_sm = 4
+    programs = tile.programs(plan, gi) if tile is not None else 1
+    per_sm = tile.blocks_per_sm(hw) if tile is not None else 1
     slots = units * per_sm
     waves = math.ceil(programs / slots)
     return max(1e-3, programs / (waves * slots)) if programs < slots * 4 else 1.0
@@ -285,9 +226,9 @@ def trainium_engine_work(plan: FusionPlan, gi: int, t: Tiling | None, hw: Hardwa
     if not mm:
         work = _vector_seconds(plan, group.nodes, hw)
         return dma, [("compute", e, v) for e, v in sorted(work.items())] or [("compute", "vector", 0.0)], nbytes
-    tile_n = int(t.get("TILE_N", 512)) if t is not None else 512
-    tile_m = int(t.get("TILE_M", 128)) if t is not None else 128
-    tile_k = int(t.get("TILE_K", 128)) if t is not None else 128
+    tile = tile_of(plan, gi, t, hw)
+    trn = tile if isinstance(tile, TrnMatmulTile) else TrnMatmulTile()  # no tiling: the template's defaults
+    tile_n, tile_m, tile_k = trn.TILE_N, trn.TILE_M, trn.TILE_K
     anchor = group.anchor(program)
     a, b = (program.concrete_shape(j) for j in program.nodes[anchor].inputs)
     batch = math.prod(program.concrete_shape(anchor)[:-2])

@@ -40,79 +40,19 @@ extra paths (bundles) as one transaction: replacement parts are staged under hid
 and the paths. Whoever finds a journal (the remover, or any later ``read``) applies it again, idempotently,
 so an interrupted removal completes instead of leaving duplicated or missing rows.
 
-Tables with a schema (``SCHEMAS``) are validated on append: an unknown column raises, naming it; a
-missing required column (``REQUIRED``) raises; other missing columns are filled with nulls. Lists and
-dicts bound for Utf8 columns (the JSON columns) are JSON-encoded.
-
-Schema of ``measurements`` (one row per observation of a candidate, as written by the worker):
-
-==================  =========  ======================================================================
-column              dtype      meaning
-==================  =========  ======================================================================
-id                  Utf8       candidate id (unique within its bundle); required
-status              Utf8       ok / syntax_error / structure_error / compile_error / runtime_error /
-                               wrong_result / timeout / crashed (the worker), skipped (not measured:
-                               the budget was spent), interrupted; required. Final or transient: above
-stage               Utf8       where it stopped: enumerate, emit (phase 1), syntax, structure, startup, compile, run,
-                               correctness, timing, reference, harness, ray, budget, done
-error               Utf8       error text (None when ok)
-median_us .. min_us Float64    latency statistics in microseconds (None on CPU)
-runs, trials        Int64      timed runs, correctness trials
-max_abs_err/_rel_   Float64    max absolute / relative error vs the float64 reference
-device              Utf8       e.g. ``cuda (NVIDIA H200)`` or ``cpu``
-*_version           Utf8       torch, triton and python versions
-timestamp           Utf8       ISO 8601, UTC: when the observation was made (orders ``superseded``)
-elapsed_s           Float64    wall-clock seconds for the whole candidate
-source, entry       Utf8       source file in the bundle and entry point
-kind                Utf8       candidate / baseline (baselines: ids ``torch_eager``, ``torch_compile``)
-cache_key           Utf8       key of the optimization run (program, hardware, target, k, toolchain)
-program             Utf8       program name
-hw                  Utf8       hardware model name, e.g. ``H200``
-target              Utf8       code generation target, e.g. ``triton``
-predicted_us        Float64    the cost model's latency prediction
-superseded          Boolean    derived by ``results`` (not stored): a newer observation replaces this row
-final               Boolean    derived by ``results`` (not stored): the status is final (``is_final``)
-==================  =========  ======================================================================
-
-Schema of ``candidates`` (static facts, one row per emitted candidate and phase 1; joins ``measurements`` on
-``cache_key`` + ``id``):
-
-==================  =========  ======================================================================
-column              dtype      meaning
-==================  =========  ======================================================================
-cache_key           Utf8       key of the optimization run; required
-program             Utf8       program name
-program_hash        Utf8       hash of the input program
-target, hw          Utf8       code generation target and hardware model
-k                   Int64      the number of candidates asked for (null in rows written before it was kept)
-id                  Utf8       candidate id (as in the bundle manifest); required
-kind                Utf8       candidate / baseline
-variant             Utf8       hash of the variant program (after rewrites)
-rank                Int64      rank by predicted latency (0 = predicted fastest)
-plan                Utf8       fusion plan, human readable
-groups              Int64      number of fusion groups (kernel launches)
-tilings             Utf8       JSON: tile sizes per group
-isa                 Utf8       JSON: instruction choices per group (e.g. tensor cores)
-lowering            Utf8       backends used, e.g. ``triton:2 torch:1``
-rules               Utf8       JSON list of the rewrite rule names that fired
-predicted_us        Float64    the cost model's latency prediction
-source              Utf8       path of the emitted source file
-timestamp           Utf8       ISO 8601, UTC: when its phase 1 ran (one value per phase 1)
-superseded          Boolean    derived by ``results`` (not stored): not of the key's newest phase 1
-==================  =========  ======================================================================
+Tables with a schema (``SCHEMAS``) are validated on append. The schemas, the status taxonomy and the
+append-side validation are in :mod:`axon_eg.measure.table_schemas` (its docstring documents every column of
+``measurements`` and ``candidates``); the part files themselves (cache directory, staging, the checks on
+reading, quarantine of damaged parts) in :mod:`axon_eg.measure.part_store`. Every name of both is
+importable from here as before; this module is the public read / append / remove.
 """
 
 from __future__ import annotations
 
-import hashlib
-import io
 import json
 import os
-import re
 import shutil
-import tempfile
 import uuid
-import warnings
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -120,227 +60,46 @@ from typing import Any
 
 import polars as pl
 
-from axon_eg.errors import AxonError
-
-SCHEMA: dict[str, pl.DataType] = {
-    "id": pl.Utf8(),
-    "status": pl.Utf8(),
-    "stage": pl.Utf8(),
-    "error": pl.Utf8(),
-    "median_us": pl.Float64(),
-    "iqr_us": pl.Float64(),
-    "mean_us": pl.Float64(),
-    "min_us": pl.Float64(),
-    "runs": pl.Int64(),
-    "max_abs_err": pl.Float64(),
-    "max_rel_err": pl.Float64(),
-    "trials": pl.Int64(),
-    "device": pl.Utf8(),
-    "torch_version": pl.Utf8(),
-    "triton_version": pl.Utf8(),
-    "python_version": pl.Utf8(),
-    "timestamp": pl.Utf8(),
-    "elapsed_s": pl.Float64(),
-    "source": pl.Utf8(),
-    "entry": pl.Utf8(),
-    "kind": pl.Utf8(),
-    "cache_key": pl.Utf8(),
-    "program": pl.Utf8(),
-    "hw": pl.Utf8(),
-    "target": pl.Utf8(),
-    "predicted_us": pl.Float64(),
-}
-"""Columns and dtypes of the ``measurements`` table."""
-
-CANDIDATES_SCHEMA: dict[str, pl.DataType] = {
-    "cache_key": pl.Utf8(),
-    "program": pl.Utf8(),
-    "program_hash": pl.Utf8(),
-    "target": pl.Utf8(),
-    "hw": pl.Utf8(),
-    "k": pl.Int64(),
-    "id": pl.Utf8(),
-    "kind": pl.Utf8(),
-    "variant": pl.Utf8(),
-    "rank": pl.Int64(),
-    "plan": pl.Utf8(),
-    "groups": pl.Int64(),
-    "tilings": pl.Utf8(),
-    "isa": pl.Utf8(),
-    "lowering": pl.Utf8(),
-    "rules": pl.Utf8(),
-    "predicted_us": pl.Float64(),
-    "source": pl.Utf8(),
-    "timestamp": pl.Utf8(),
-}
-"""Columns and dtypes of the ``candidates`` table."""
-
-SCHEMAS: dict[str, dict[str, pl.DataType]] = {"measurements": SCHEMA, "candidates": CANDIDATES_SCHEMA}
-REQUIRED: dict[str, tuple[str, ...]] = {"measurements": ("id", "status"), "candidates": ("cache_key", "id")}
-"""Columns that must be present (and non-null) in every appended row; all others are nullable."""
-DERIVED: dict[str, dict[str, pl.DataType]] = {"measurements": {"superseded": pl.Boolean(), "final": pl.Boolean()},
-                                              "candidates": {"superseded": pl.Boolean()}}
-"""Columns ``results`` adds to a table (computed on reading, never stored)."""
-
-FINAL_STATUSES = ("ok", "syntax_error", "structure_error", "compile_error", "runtime_error", "wrong_result")
-"""Statuses deterministic for a given source + toolchain (compile_error and runtime_error only when their error
-names no environment failure, ``ENVIRONMENT_ERRORS``): the cache keeps them and a rerun does not measure them."""
-TRANSIENT_STATUSES = ("crashed", "timeout", "skipped", "interrupted")
-"""Statuses a rerun measures again (so are unknown statuses and environment failures)."""
-ENVIRONMENT_ERRORS = (
-    "out of memory", "outofmemoryerror", "memoryerror", "cannot allocate memory", "cudaerrormemoryallocation",
-    "no space left on device", "too many open files", "resource temporarily unavailable",
-    "no cuda gpus are available", "no cuda-capable device", "cuda driver", "nvidia driver", "busy or unavailable",
-    "cudaerrordevicesunavailable", "cuda error: initialization error", "cuda error: system not yet initialized",
-    "ecc error", "fallen off the bus", "device lost", "gpu is lost", "device has been lost", "nvml",
-    "worker died", "workercrashederror", "nodediederror", "raysystemerror", "objectlosterror",
-    "broken pipe", "connection reset", "keyboardinterrupt",
+from axon_eg.measure.part_store import (  # noqa: F401 - re-exported
+    _MEMO,
+    _MEMO_MAX,
+    _WARNED,
+    CHECKSUM,
+    DAMAGED,
+    CacheError,
+    DamagedPartWarning,
+    Part,
+    _Damaged,
+    _decode,
+    _first_line,
+    _format_warning,
+    _fsync_dir,
+    _load,
+    _not_writable,
+    _one_line,
+    _quarantine,
+    _stage_part,
+    _table_dir,
+    cache_dir,
+    ensure_writable,
 )
-"""Lower-case fragments of a compile_error / runtime_error text that blame the environment, not the candidate."""
-_ENV_STATUSES = ("compile_error", "runtime_error")
-
-CHECKSUM = re.compile(r"\.([0-9a-f]{16})\.parquet$")
-"""The checksum in a part's name: the first 16 hex digits of the SHA-256 of its bytes."""
-DAMAGED = "damaged"
-"""Sub-directory of a table where unreadable parts are moved."""
-
-
-class CacheError(AxonError, OSError):
-    """The cache directory cannot be written (read-only, not a directory, full); names the directory."""
-
-
-class DamagedPartWarning(UserWarning):
-    """A Parquet part of a table could not be read; it was moved aside (the message names it and where)."""
-
-
-class _Damaged(Exception):
-    """Why a part is unreadable (internal)."""
-
-
-_format_warning = warnings.formatwarning
-
-
-def _one_line(message: Warning | str, category: type[Warning], filename: str, lineno: int, line: str | None = None) -> str:
-    """``DamagedPartWarning`` prints as one line naming the file; other warnings as Python prints them."""
-    if isinstance(category, type) and issubclass(category, DamagedPartWarning):
-        return f"axon_eg: warning: {message}\n"
-    return _format_warning(message, category, filename, lineno, line)
-
-
-warnings.formatwarning = _one_line
-
-
-def environment_failure(error: str | None) -> bool:
-    """Whether an error text names an environment failure (``ENVIRONMENT_ERRORS``)."""
-    text = (error or "").lower()
-    return any(frag in text for frag in ENVIRONMENT_ERRORS)
-
-
-def is_final(status: str | None, error: str | None = None) -> bool:
-    """Whether a row with ``status`` (and ``error``) is final: see the module docstring's taxonomy."""
-    if status in _ENV_STATUSES:
-        return not environment_failure(error)
-    return status in FINAL_STATUSES
-
-
-def final_expr() -> pl.Expr:
-    """``is_final`` as a Polars expression over the ``status`` and ``error`` columns (null status: False)."""
-    env = pl.col("error").fill_null("").str.to_lowercase().str.contains_any(list(ENVIRONMENT_ERRORS))
-    always = [s for s in FINAL_STATUSES if s not in _ENV_STATUSES]
-    return (pl.col("status").is_in(always) | (pl.col("status").is_in(list(_ENV_STATUSES)) & ~env)).fill_null(False)
-
-
-def cache_dir(path: str | os.PathLike[str] | None = None) -> Path:
-    """The cache directory: ``path`` if given, else ``$AXON_EG_CACHE``, else ``~/.cache/axon_eg``."""
-    if path is not None:
-        return Path(path)
-    env = os.environ.get("AXON_EG_CACHE")
-    return Path(env) if env else Path.home() / ".cache" / "axon_eg"
-
-
-def _not_writable(root: Path, exc: OSError) -> CacheError:
-    what = exc.strerror or type(exc).__name__
-    where = f" ({exc.filename})" if exc.filename and Path(exc.filename) != root else ""
-    return CacheError(f"the cache directory {root} is not writable: {what}{where}; choose another with --cache DIR "
-                      "or $AXON_EG_CACHE")
-
-
-def ensure_writable(cache: str | os.PathLike[str] | None = None) -> Path:
-    """The cache directory, created if needed; raises ``CacheError`` naming it when it cannot be written."""
-    root = cache_dir(cache)
-    try:
-        root.mkdir(parents=True, exist_ok=True)
-        fd, probe = tempfile.mkstemp(prefix=".write-probe-", dir=root)
-        os.close(fd)
-        os.unlink(probe)
-    except OSError as exc:
-        raise _not_writable(root, exc) from None
-    return root
-
-
-def _table_dir(table: str, cache: str | os.PathLike[str] | None) -> Path:
-    if not table or "/" in table or table.startswith("."):
-        raise ValueError(f"bad table name {table!r}")
-    return cache_dir(cache) / "tables" / table
-
-
-def _validate(table: str, columns: Iterable[str], rows: list[Mapping[str, Any]] | None = None) -> None:
-    schema = SCHEMAS.get(table)
-    if schema is None:
-        return
-    columns = list(columns)
-    unknown = [c for c in columns if c not in schema]
-    if unknown:
-        raise ValueError(f"table {table!r}: unknown column {unknown[0]!r} (schema: {list(schema)})")
-    for c in REQUIRED.get(table, ()):
-        if c not in columns:
-            raise ValueError(f"table {table!r}: missing required column {c!r}")
-    for i, row in enumerate(rows or []):
-        for c in REQUIRED.get(table, ()):
-            if row.get(c) is None:
-                raise ValueError(f"table {table!r}, row {i}: required column {c!r} is missing or null")
-
-
-def _cell(value: Any, dtype: pl.DataType) -> Any:
-    """JSON-encode a list or dict bound for a Utf8 column (``tilings``, ``isa``, ``rules``)."""
-    if isinstance(value, (list, tuple, dict)) and dtype == pl.Utf8():
-        return json.dumps(value, sort_keys=True)
-    return value
-
-
-def _conform(table: str, df: pl.DataFrame) -> pl.DataFrame:
-    """``df`` with exactly the table's schema columns, in order, cast; absent columns as nulls."""
-    schema = SCHEMAS[table]
-    return df.select([(pl.col(c) if c in df.columns else pl.lit(None)).cast(t).alias(c) for c, t in schema.items()])
-
-
-def _fsync_dir(d: Path) -> None:
-    try:
-        fd = os.open(d, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
-def _stage_part(d: Path, df: pl.DataFrame) -> tuple[Path, Path]:
-    """Write ``df`` under a hidden temporary name in ``d`` (fsynced); returns (temporary, final name)."""
-    d.mkdir(parents=True, exist_ok=True)
-    stem = f"part-{os.getpid()}-{uuid.uuid4().hex}"
-    tmp = d / f".{stem}.tmp"
-    try:
-        df.write_parquet(tmp)
-        with open(tmp, "rb") as f:
-            digest = hashlib.sha256(f.read()).hexdigest()[:16]
-            os.fsync(f.fileno())
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    return tmp, d / f"{stem}.{digest}.parquet"
+from axon_eg.measure.table_schemas import (  # noqa: F401 - re-exported
+    _ENV_STATUSES,
+    CANDIDATES_SCHEMA,
+    DERIVED,
+    ENVIRONMENT_ERRORS,
+    FINAL_STATUSES,
+    REQUIRED,
+    SCHEMA,
+    SCHEMAS,
+    TRANSIENT_STATUSES,
+    _cell,
+    _conform,
+    _validate,
+    environment_failure,
+    final_expr,
+    is_final,
+)
 
 
 def append(table: str, rows: Iterable[Mapping[str, Any]] | pl.DataFrame, cache: str | os.PathLike[str] | None = None,
@@ -381,97 +140,6 @@ def append(table: str, rows: Iterable[Mapping[str, Any]] | pl.DataFrame, cache: 
 
 
 # ------------------------------------------------------------------------------------------------ reading
-
-
-@dataclass(frozen=True)
-class Part:
-    """One readable part of a table: its file and its rows (conformed to the schema when the table has one)."""
-
-    path: Path
-    frame: pl.DataFrame
-
-
-_MEMO: dict[Path, tuple[int, int, str, pl.DataFrame]] = {}
-_MEMO_MAX = 8192
-_WARNED: set[str] = set()
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0][:200]}" if text else type(exc).__name__
-
-
-def _decode(table: str, path: Path, data: bytes) -> pl.DataFrame:
-    """The part's rows, checked (see the module docstring); raises _Damaged with the reason."""
-    if not data:
-        raise _Damaged("empty file")
-    m = CHECKSUM.search(path.name)
-    if m and hashlib.sha256(data).hexdigest()[:16] != m.group(1):
-        raise _Damaged(f"checksum mismatch: its {len(data)} bytes changed after it was written")
-    try:
-        df = pl.read_parquet(io.BytesIO(data))
-    except (Exception, pl.exceptions.PanicException) as exc:  # a panic in the decoder is a BaseException
-        raise _Damaged(f"not readable as Parquet: {_first_line(exc)}") from None
-    schema = SCHEMAS.get(table)
-    if schema is None:
-        return df
-    missing = [c for c in REQUIRED.get(table, ()) if c not in df.columns]
-    if missing:
-        raise _Damaged(f"incompatible schema: no column {missing[0]!r}")
-    for c, t in schema.items():
-        if c in df.columns and df.schema[c] != t:
-            try:
-                df[c].cast(t, strict=True)
-            except (Exception, pl.exceptions.PanicException):
-                raise _Damaged(f"incompatible schema: column {c!r} is {df.schema[c]}, not {t}") from None
-    return _conform(table, df)
-
-
-def _quarantine(table: str, path: Path, reason: str) -> None:
-    """Move an unreadable part to the table's ``damaged/`` directory and warn once, naming it."""
-    dest_dir = path.parent / DAMAGED
-    try:
-        dest_dir.mkdir(exist_ok=True)
-        dest = dest_dir / path.name
-        if dest.exists():
-            dest = dest_dir / f"{path.stem}-{uuid.uuid4().hex[:8]}{path.suffix}"
-        os.replace(path, dest)
-        where = f"moved to {dest}"
-    except FileNotFoundError:  # another process moved (and reported) it first
-        return
-    except OSError as exc:
-        where = f"left in place (cannot move it: {exc.strerror or exc})"
-    msg = f"damaged Parquet part {path} of table {table!r} ({reason}); {where}; the table is read without it"
-    if msg in _WARNED:  # a part left in place is found again by every read: say it once per process
-        return
-    _WARNED.add(msg)
-    warnings.warn(msg, DamagedPartWarning, stacklevel=3)
-
-
-def _load(table: str, path: Path) -> pl.DataFrame | None:
-    """The part's checked rows, or None when it is gone or damaged (then moved aside, with a warning)."""
-    try:
-        st = path.stat()
-        memo = _MEMO.get(path)
-        if memo is not None and memo[:3] == (st.st_size, st.st_mtime_ns, table):
-            return memo[3]
-        data = path.read_bytes()
-    except FileNotFoundError:  # moved aside or removed meanwhile
-        return None
-    except OSError as exc:
-        _quarantine(table, path, f"cannot be read: {exc.strerror or exc}")
-        return None
-    try:
-        frame = _decode(table, path, data)
-    except _Damaged as why:
-        _MEMO.pop(path, None)
-        _quarantine(table, path, str(why))
-        return None
-    if len(_MEMO) >= _MEMO_MAX:
-        _MEMO.pop(next(iter(_MEMO)))
-    _MEMO[path] = (st.st_size, st.st_mtime_ns, table, frame)
-    return frame
-
 
 def parts(table: str, cache: str | os.PathLike[str] | None = None) -> list[Part]:
     """Every readable part of ``table``, checked; damaged ones are moved aside with a warning (module docstring)."""

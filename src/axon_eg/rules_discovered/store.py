@@ -8,13 +8,12 @@ it (``axon-eg rules verify`` re-proves every entry that way). ``data/rejected.js
 candidates with their counterexamples and unknown ones with the reason.
 
 ``load_rules()`` refuses, naming the entry, any entry without a proof, proved against other
-semantics, whose digest does not match, or whose text does not parse as a rule.
+semantics, whose digest does not match, or whose text does not parse as a rule. Proof records, the
+digest and the semantics hash are :mod:`axon_eg.proofs`'s, shared with the NKI store.
 """
 
 from __future__ import annotations
 
-import ast
-import hashlib
 import json
 import os
 from dataclasses import dataclass
@@ -24,69 +23,15 @@ from typing import Any
 
 from axon_eg.egraph.patterns import Rule, format_sexp, parse_rule
 from axon_eg.errors import AxonError
+from axon_eg.proofs import check_proof_record, digest, record, semantics_hash  # shared with the NKI store
 
 from .to_rule import reverse
 
 DATA = Path(__file__).resolve().parent / "data"
-SEMANTICS_DIR = Path(__file__).resolve().parent.parent / "semantics"
-NOT_SEMANTICS = {"numeric.py"}  # the test oracle that evaluates normal forms; proofs do not use it
-IR_DIR = Path(__file__).resolve().parent.parent / "ir"
-# The registry (element references, shape and dtype rules) and the composites' expansions: what a
-# proof obligation is built from and what the numeric search evaluates.
-IR_SEMANTICS = ("ops.py", "composites.py")
 
 
 class RuleStoreError(AxonError):
     """A stored rule that cannot be trusted (no proof, stale semantics, edited, malformed)."""
-
-
-def semantics_files() -> list[Path]:
-    """The modules whose code is the meaning every proof was checked against: the prover's
-    semantics package, the registry and the composites."""
-    own = [p for p in sorted(SEMANTICS_DIR.glob("*.py")) if p.name not in NOT_SEMANTICS]
-    return own + [IR_DIR / name for name in IR_SEMANTICS]
-
-
-def ast_text(path: Path) -> str:
-    """The module's syntax tree without docstrings: comments and formatting do not invalidate proofs."""
-    tree = ast.parse(path.read_text())
-    for node in ast.walk(tree):
-        body = getattr(node, "body", None)
-        if isinstance(body, list) and body and isinstance(body[0], ast.Expr) \
-                and isinstance(getattr(body[0], "value", None), ast.Constant) and isinstance(body[0].value.value, str):
-            node.body = body[1:] or [ast.Pass()]
-    return ast.dump(tree, include_attributes=False)
-
-
-@cache
-def semantics_hash() -> str:
-    """SHA-256 of ``semantics_files()``: a changed relu reference or softmax expansion makes every
-    proof stale (syntax trees without docstrings: comments and formatting do not)."""
-    h = hashlib.sha256()
-    for path in semantics_files():
-        h.update(f"{path.parent.name}/{path.name}".encode())
-        h.update(ast_text(path).encode())
-    return h.hexdigest()
-
-
-def check_proof_record(entry: dict[str, Any], where: str, semantics: str, error: type[Exception], rerun: str,
-                       what: str = "") -> None:
-    """A stored proven entry (a rule, or an NKI lowering or fusion) must carry a proof record against
-    ``semantics`` and a digest matching its contents; else ``error`` naming the entry and what to run."""
-    name = f"{what}{entry.get('name', '?')}"
-    proof = entry.get("proof")
-    if not isinstance(proof, dict) or proof.get("status") != "proven":
-        raise error(f"{name} in {where}: no proof record; run {rerun}")
-    if proof.get("semantics") != semantics:
-        raise error(f"{name} in {where}: proved against other semantics (stale hash "
-                    f"{str(proof.get('semantics'))[:12]}); run {rerun}")
-    if entry.get("digest") != digest(entry):
-        raise error(f"{name} in {where}: its digest does not match its contents (edited by hand?)")
-
-
-def digest(entry: dict[str, Any]) -> str:
-    body = {k: v for k, v in entry.items() if k != "digest"}
-    return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
 
 def rule_text(rule: Rule) -> dict[str, Any]:
@@ -98,18 +43,11 @@ def make_entry(rule: Rule, proof: Any, safety: Any) -> dict[str, Any]:
         "name": rule.name,
         "family": rule.meta["family"],
         **rule_text(rule),
-        "proof": {"status": proof.status, "method": proof.method, "solver": proof_solver(),
-                  "seconds": round(proof.seconds, 4), "lemmas": list(proof.lemmas), "semantics": semantics_hash()},
+        "proof": record(proof, semantics_hash()),
         "float_safe": {"forward": safety.forward, "backward": safety.backward, "detail": safety.detail},
     }
     entry["digest"] = digest(entry)
     return entry
-
-
-def proof_solver() -> str:
-    from axon_eg.semantics.prover import SOLVER
-
-    return SOLVER
 
 
 def write(entries: list[dict[str, Any]], rejected: list[dict[str, Any]], directory: Path = DATA) -> list[Path]:

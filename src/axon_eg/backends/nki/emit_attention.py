@@ -26,6 +26,7 @@ from typing import Any
 from axon_eg.extract.fusion import Group, node_kind
 from axon_eg.hw import HardwareSpec
 from axon_eg.ir.program import Program
+from axon_eg.semantics.isa.declarations import TENSOR, declaration
 
 from .emit_matmul import transpose_lowering
 from .emit_rows import Space, tile_body
@@ -112,10 +113,11 @@ def attention_group(w: Writer, program: Program, group: Group, tiling: Mapping[s
     kshape = tuple(program.concrete_shape(program.nodes[m1].inputs[1]))
     kshape = kshape[:-2] + kshape[-2:][::-1]  # K as [.., keys, d] (the program's K^T operand transposed back)
     vshape = tuple(program.concrete_shape(program.nodes[m2].inputs[1]))
-    pmax = int(spec.value("limits.transpose.tensor_engine_max"))
-    if d > int(spec.value("limits.matmul.contraction_max")) or d > pmax or dv > int(spec.value("limits.matmul.moving_free_max")):
+    mm = declaration("nc_matmul")
+    pmax, moving_max = int(spec.value(declaration("nc_transpose").limit(TENSOR))), spec.value(mm.limit("moving_free"))
+    if d > int(spec.value(mm.limit("contraction"))) or d > pmax or dv > int(moving_max):
         raise NotLowerable(f"attention head dims d={d}, d_v={dv}: the NKI emitter needs d <= {pmax} (contraction, "
-                           f"transpose) and d_v <= {spec.value('limits.matmul.moving_free_max')} (one PSUM bank)")
+                           f"transpose) and d_v <= {moving_max} (one PSUM bank)")
     tq = max(1, min(int(tiling.get("TILE_M", pmax)), pmax, sq))
     tk = max(1, min(int(tiling.get("TILE_N", pmax)), pmax, sk))
     kv_axes = [i for i, n in enumerate(batch) if n > 1 and (kshape[i] > 1 or vshape[i] > 1)]

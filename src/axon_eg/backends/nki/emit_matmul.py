@@ -17,6 +17,7 @@ from typing import Any
 from axon_eg.extract.fusion import Group, node_kind
 from axon_eg.hw import HardwareSpec
 from axon_eg.ir.program import Program
+from axon_eg.semantics.isa.declarations import FREE_MAX, SBUF, TENSOR, declaration
 
 from .emit_rows import ROW_REDUCTIONS, Space, tile_body
 from .emit_writer import NotLowerable, Writer, nl_dtype, pick, render_lowering
@@ -45,9 +46,10 @@ def matmul_group(w: Writer, program: Program, group: Group, tiling: Mapping[str,
                            f"with operands in HBM")
     m, n = program.concrete_shape(anchor)
     k = program.concrete_shape(b)[0 if b_layout == "kn" else 1]
-    tk = min(int(tiling.get("TILE_K", 128)), int(spec.value("limits.matmul.contraction_max")), k)
-    tm = min(int(tiling.get("TILE_M", 128)), int(spec.value("limits.matmul.stationary_free_max")), m)
-    tn = min(int(tiling.get("TILE_N", 512)), int(spec.value("limits.matmul.moving_free_max")), n)
+    mm = declaration("nc_matmul")  # the tile sizes its declared limits allow
+    tk = min(int(tiling.get("TILE_K", 128)), int(spec.value(mm.limit("contraction"))), k)
+    tm = min(int(tiling.get("TILE_M", 128)), int(spec.value(mm.limit("stationary_free"))), m)
+    tn = min(int(tiling.get("TILE_N", 512)), int(spec.value(mm.limit("moving_free"))), n)
     reductions = [program.nodes[i].op for i in group.nodes if i > anchor and program.nodes[i].op in ROW_REDUCTIONS]
     if reductions and n > tn:
         raise NotLowerable(f"{reductions[0]} across the matmul's {n} columns spans {math.ceil(n / tn)} column tiles "
@@ -64,7 +66,7 @@ def matmul_group(w: Writer, program: Program, group: Group, tiling: Mapping[str,
     if not prologue and (a_dtype == "nl.float32") != (b_dtype == "nl.float32"):
         raise NotLowerable(f"matmul (node {anchor}) of {a_dtype.split('.')[1]} @ {b_dtype.split('.')[1]}: the Tensor engine "
                            f"multiplies fp32 by fp32 only (cast the other operand first)")
-    free_max = int(spec.value("limits.vector.free_max_sbuf"))
+    free_max = int(spec.value(FREE_MAX[SBUF]))
     if prologue and k > free_max:
         raise NotLowerable(f"matmul (node {anchor}) prologue: a row of A holds {k} values, more than one tile "
                            f"(free size <= {free_max})")
@@ -192,7 +194,7 @@ def transpose_lowering(target: str, spec: HardwareSpec, dma: bool, where: str) -
     if dma and not spec.get("features.dma_transpose", False):
         raise NotLowerable(f"{where}: the candidate asks for dma_transpose, which {target} lacks "
                            f"(features.dma_transpose is false); use nc_transpose")
-    t = int(spec.value("limits.transpose.tensor_engine_max"))
+    t = int(spec.value(declaration("nc_transpose").limit(TENSOR)))
     engine = "dma_transpose" if dma else "nc_transpose"
     return pick(TileOp("transpose", ("tile",), (), "hbm" if dma else "sbuf"), target, {"P": t, "F": t}, where,
                  lambda lw: any(i.op == engine and (dma or i.arg("engine") == "tensor") for i in lw.sequence))
@@ -205,7 +207,7 @@ def transpose_group(w: Writer, program: Program, group: Group, choice: str | Non
         raise NotLowerable(f"{', '.join(program.nodes[i].op for i in nodes)}: the NKI emitter lowers 2-D transposes "
                            f"as layout groups")
     r, c = program.concrete_shape(node.inputs[0])
-    t = int(spec.value("limits.transpose.tensor_engine_max"))
+    t = int(spec.value(declaration("nc_transpose").limit(TENSOR)))
     # DMA transposes move 2-byte elements only: other dtypes fall back to the Tensor engine
     dma = choice == "dma_transpose" and (program.nodes[node.inputs[0]].dtype.name in ("bf16", "fp16")
                                          or not spec.get("features.dma_transpose", False))

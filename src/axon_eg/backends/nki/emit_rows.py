@@ -24,6 +24,7 @@ from axon_eg.extract.fusion import ELEMENTWISE, REDUCTION, Group, node_kind
 from axon_eg.hw import HardwareSpec
 from axon_eg.ir import dims as D
 from axon_eg.ir.program import Program
+from axon_eg.semantics.isa.declarations import FREE_MAX, PARTITION_MAX, SBUF
 
 from .emit_writer import NotLowerable, Writer, nl_dtype, pick, portable, render_lowering
 from .synthesis import TileOp
@@ -216,9 +217,9 @@ def _loops(w: Writer, space: Space, tile_p: int, tile_f: int, columns: str = "af
 
 
 def _sizes(space: Space, tiling: Mapping[str, int], spec: HardwareSpec, whole_rows: bool) -> tuple[int, int]:
-    pmax = int(spec.value("limits.partition_max"))
+    pmax = int(spec.value(PARTITION_MAX))
     tile_p = max(1, min(int(tiling.get("TILE_P", pmax)), pmax))
-    free_max = int(spec.value("limits.vector.free_max_sbuf"))
+    free_max = int(spec.value(FREE_MAX[SBUF]))
     n = space.n
     tile_f = n if whole_rows else max(1, min(int(tiling.get("TILE_F", n)), n, free_max))
     if tile_f > free_max:

@@ -16,13 +16,17 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from axon_eg.errors import AxonError
+from axon_eg.semantics.isa import engine
+from axon_eg.semantics.isa.declarations import CMD, DECLARATIONS, OP
 
 from . import isa as nki_isa
 from .synthesis import Lowering, TileOp, lower
 
 _NL_DTYPES = {"bf16": "nl.bfloat16", "f32": "nl.float32", "fp32": "nl.float32", "float32": "nl.float32",
               "bfloat16": "nl.bfloat16", "f16": "nl.float16", "fp16": "nl.float16", "float16": "nl.float16"}
-TOKENS = {"op": "nl", "op0": "nl", "op1": "nl", "reduce_op": "nl", "engine": "nisa.engine", "reduce_cmd": "nisa.reduce_cmd"}
+# attribute -> the module of its NKI token: declared ops are nl.* tokens, enums nisa.<attribute>.*, engines nisa.engine.*
+TOKENS = {**{a.name: "nl" if a.kind == OP else f"nisa.{a.name}" for d in DECLARATIONS.values() for a in d.attrs.values()
+             if a.kind in (OP, CMD)}, "engine": "nisa.engine"}
 ROW = "(rows, 1)"
 
 
@@ -238,7 +242,7 @@ def render_lowering(w: Writer, lw: Lowering, env: dict[str, Any], out: str, dims
         dst = out if ins.dst == "out" else w.fresh()
         names[ins.dst] = dst
         shape = ROW if ins.op == "tensor_reduce" else w.shape[data]
-        buffer = "psum" if ins.op == "nc_matmul" or (ins.op == "nc_transpose" and ins.arg("engine") == "tensor") else "sbuf"
+        buffer = spec.declaration.default_space(engine(ins))  # psum for nc_matmul and a Tensor-engine transpose
         dtype = w.dtype[data] if ins.op in ("nc_transpose", "dma_transpose") else "nl.float32"
         if ins.dst == "out" and out_dtype is not None:
             dtype = out_dtype

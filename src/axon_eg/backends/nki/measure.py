@@ -50,7 +50,7 @@ def device_module(hw: HardwareSpec) -> Any | None:
     (the simulator's stand-ins, which live in ``sys.modules`` only while a kernel runs, do not count)."""
     import importlib
 
-    from .simulator import _really_installed
+    from .nki_modules import _really_installed
 
     name = "nki" if hw.value("features.nki_dialect") == "current" else "neuronxcc.nki"
     if not _really_installed(name.partition(".")[0]):

@@ -15,7 +15,7 @@ from .isa import HBM, PSUM, SBUF
 
 CURRENT, LEGACY = "current", "legacy"
 _ROOTS = {CURRENT: "nki", LEGACY: "neuronxcc"}
-_SCALAR_OPERANDS = {"bias", "scale", "operand0", "operand1"}
+_SCALAR_OPERANDS = isa.SCALAR_OPERANDS  # operands a compile-time number may stand in for (declared)
 _LOCK = threading.RLock()
 _MISSING = object()
 

@@ -20,7 +20,7 @@ from functools import cache
 from typing import Any
 
 from axon_eg.ir.program import Builder, Program, Value
-from axon_eg.semantics.isa import ACTIVATIONS, ALU, INSTRUCTIONS, REDUCE_OPS, Instr, TileType, default_space
+from axon_eg.semantics.isa import ACTIVATIONS, ALU, DECLARATIONS, REDUCE_OPS, Instr, TileType, default_space
 from axon_eg.semantics.isa.instructions import format_operand
 from axon_eg.semantics.nf import Ix
 from axon_eg.semantics.prover import ScalarSymbol
@@ -349,7 +349,8 @@ def engine_choices(sequence: Sequence[Instr]) -> Iterator[tuple[str | None, ...]
     computes, so this hole is filled only for sequences whose value is proven."""
     choices = []
     for ins in sequence:
-        engines = INSTRUCTIONS[ins.op].engines if ins.op != "nc_transpose" else ()  # nc_transpose: a sketch hole
+        d = DECLARATIONS[ins.op]
+        engines = () if d.engine_required else d.engines  # nc_transpose: a sketch hole
         choices.append([None, *engines[1:]] if len(engines) > 1 and ins.arg("engine") is None else [None])
     for picks in itertools.product(*choices):
         if any(p is not None for p in picks):

@@ -10,12 +10,12 @@ counterexample or reason, one line each. Every entry carries a digest of its con
 
 The loader refuses, naming the entry, one without a proof, proved against other semantics, whose
 digest does not match, or whose conditions and cost do not follow from its sequence (re-derived by
-running the sequence symbolically); :func:`verify` re-proves every entry.
+running the sequence symbolically); :func:`verify` re-proves every entry. Proof records, digests and
+the semantics hash they are checked against are :mod:`axon_eg.proofs`'s, shared with the rule store.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from collections.abc import Iterable, Sequence
@@ -24,29 +24,17 @@ from pathlib import Path
 from typing import Any
 
 from axon_eg.errors import AxonError
-from axon_eg.rules_discovered.store import ast_text, check_proof_record, digest, semantics_hash
+from axon_eg.proofs import check_proof_record, digest, isa_semantics_hash, record
 from axon_eg.semantics.isa import IllFormed, Instr, Machine, TileType, engine
-from axon_eg.semantics.prover import SOLVER, ProofResult
+from axon_eg.semantics.prover import ProofResult
 
 from .synthesis_space import TileOp, tile_spec
 
 DATA = Path(__file__).resolve().parent / "data"
-ISA_SEMANTICS_DIR = Path(__file__).resolve().parent.parent.parent / "semantics" / "isa"
 
 
 class LoweringStoreError(AxonError):
     """A stored lowering or fusion that cannot be trusted (no proof, stale semantics, edited, malformed)."""
-
-
-@cache
-def isa_semantics_hash() -> str:
-    """SHA-256 of what lowering proofs were checked against: the registry ops' semantics and the
-    prover (``semantics_hash``) plus the instruction semantics (``semantics/isa``)."""
-    h = hashlib.sha256(semantics_hash().encode())
-    for path in sorted(ISA_SEMANTICS_DIR.glob("*.py")):
-        h.update(path.name.encode())
-        h.update(ast_text(path).encode())
-    return h.hexdigest()
 
 
 def to_json(v: Any) -> Any:
@@ -56,11 +44,7 @@ def to_json(v: Any) -> Any:
 
 
 def proof_record(r: ProofResult, instances: int | None = None) -> dict[str, Any]:
-    out = {"status": r.status, "method": r.method, "solver": SOLVER, "seconds": round(r.seconds, 4),
-           "lemmas": list(r.lemmas), "semantics": isa_semantics_hash()}
-    if instances is not None:
-        out["instances"] = instances
-    return out
+    return record(r, isa_semantics_hash(), **({} if instances is None else {"instances": instances}))
 
 
 def conditions_of(m: Machine) -> dict[str, Any]:

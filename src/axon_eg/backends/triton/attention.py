@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 
 from axon_eg.extract.fusion import FusionPlan
-from axon_eg.extract.tiling import Tiling
+from axon_eg.extract.templates import DOT_MIN, AttentionTile, Tiling
 
 from .attention_match import _TL_DTYPES, LOG2E, ONLINE_RULES, UNSHIFTED_RULE, Attention, match  # noqa: F401
 from .base import GroupKernel, NotLowerable, resources
@@ -188,18 +188,17 @@ class _Emitter:
         return out
 
 
-def lower(plan: FusionPlan, gi: int, tiling: Tiling | None, name: str, warp_size: int = 32,
+def lower(plan: FusionPlan, gi: int, tiling: Tiling | None, name: str, warp_size: int | None = None,
           isa: str | None = None) -> GroupKernel:
     program = plan.program
     a = match(plan, gi)
-    t = dict(tiling.values) if tiling is not None else {}
-    block_m, block_n = int(t.get("BLOCK_M", 64)), int(t.get("BLOCK_N", 64))
-    warps, stages = int(t.get("num_warps", 4)), int(t.get("num_stages", 2))
+    tile = AttentionTile.read(tiling)
+    block_m, block_n, warps, stages = tile.BLOCK_M, tile.BLOCK_N, tile.num_warps, tile.num_stages
     for key, v in (("BLOCK_M", block_m), ("BLOCK_N", block_n)):
-        if v < 16 or v & (v - 1):
-            raise NotLowerable(f"{key}={v}: tl.dot needs a power of two >= 16")
-    head_d = max(16, 1 << (a.d - 1).bit_length())
-    head_dv = max(16, 1 << (a.dv - 1).bit_length())
+        if v < DOT_MIN or v & (v - 1):
+            raise NotLowerable(f"{key}={v}: tl.dot needs a power of two >= {DOT_MIN}")
+    head_d = max(DOT_MIN, 1 << (a.d - 1).bit_length())
+    head_dv = max(DOT_MIN, 1 << (a.dv - 1).bit_length())
     em = _Emitter(a, block_m, block_n, head_d, head_dv, tma=isa == "tl.dot+tma")
     operands = [("q", a.q), ("k", a.k), ("v", a.v)] + ([("mask", a.mask)] if a.mask is not None else [])
     reads = tuple(dict.fromkeys(o.node for _, o in operands))

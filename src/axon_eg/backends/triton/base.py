@@ -8,6 +8,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from axon_eg.extract.templates import knobs
 from axon_eg.ir import dims as D
 from axon_eg.ir.program import Program
 
@@ -49,9 +50,10 @@ def contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
 
 
 def resources(name: str, block_elems: int, num_warps: int, grid: int, live: int, smem_bytes: int = 0,
-              warp_size: int = 32) -> dict[str, Any]:
-    """Static resource use of one launch, in the units of the manifest's ``limits``."""
-    threads = num_warps * warp_size
+              warp_size: int | None = None) -> dict[str, Any]:
+    """Static resource use of one launch, in the units of the manifest's ``limits`` (``warp_size`` None:
+    the default target's, ``extract.templates.knobs``)."""
+    threads = num_warps * (warp_size or knobs().warp_size)
     return {"launch": name, "block_elems": block_elems, "threads": threads, "grid": grid,
             "smem_bytes": smem_bytes, "regs_per_thread": math.ceil(block_elems * live / threads)}
 

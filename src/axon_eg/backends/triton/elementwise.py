@@ -16,7 +16,7 @@ import math
 import re
 
 from axon_eg.extract.fusion import FusionPlan
-from axon_eg.extract.tiling import Tiling
+from axon_eg.extract.templates import ElementwiseTile, Tiling
 
 from .base import GroupKernel, NotLowerable, attr, contiguous_strides, resources, unflat
 from .ops import ELEMENTWISE, lit
@@ -169,7 +169,7 @@ class _Emitter:
         return tuple("0" if a == 1 else i for i, a in zip(tail, arg))
 
 
-def lower(plan: FusionPlan, gi: int, tiling: Tiling | None, name: str, warp_size: int = 32,
+def lower(plan: FusionPlan, gi: int, tiling: Tiling | None, name: str, warp_size: int | None = None,
           isa: str | None = None) -> GroupKernel:
     program = plan.program
     outs = plan.outputs_of(gi)
@@ -179,8 +179,8 @@ def lower(plan: FusionPlan, gi: int, tiling: Tiling | None, name: str, warp_size
     if any(program.concrete_shape(o) != domain for o in outs):
         raise NotLowerable("outputs of different shapes")
     total = max(1, math.prod(domain))
-    block = int(tiling.get("BLOCK", 1024)) if tiling is not None else 1024
-    warps = int(tiling.get("num_warps", 4)) if tiling is not None else 4
+    tile = ElementwiseTile.read(tiling)  # a layout or library-epilogue group's tiling reads the same way
+    block, warps = tile.BLOCK, tile.num_warps
     em = _Emitter(plan, gi, domain)
     results = [em.value(o, em.dom) for o in outs]
     reads = tuple(em.reads)

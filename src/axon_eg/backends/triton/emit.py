@@ -21,6 +21,7 @@ from axon_eg.backends.kernel import Kernel, call_signature, guard_source, identi
 from axon_eg.backends.torch.lower import expr as torch_expr
 from axon_eg.extract.candidates import Candidate
 from axon_eg.extract.fusion import ATTENTION, ELEMENTWISE, LAYOUT, LIBRARY, MATMUL, REDUCTION, SCAN, FusionPlan, Group, node_kind
+from axon_eg.extract.templates import ElementwiseTile, GpuTile, knobs, tile_of
 from axon_eg.hw import HardwareSpec
 
 from . import tma
@@ -30,10 +31,12 @@ LOWERINGS = {ELEMENTWISE: "elementwise", LAYOUT: "layout", REDUCTION: "reduction
              ATTENTION: "attention", SCAN: "scan"}
 """Fusion-group kind -> the module of ``axon_eg.backends.triton`` whose ``lower(plan, gi, tiling, name,
 warp_size, isa)`` returns its GroupKernel (library groups: torch for the library op, then the
-element-wise epilogue, see ``_library_split``)."""
+element-wise epilogue, see ``_library_split``). Each lowering reads the tiling as its tile template
+(``extract/templates``: ``ElementwiseTile.read(tiling).BLOCK``, ...); ``warp_size`` None is the default
+target's (``templates.knobs``)."""
 
 
-def lower_group(plan: FusionPlan, gi: int, tiling: Any, name: str, warp_size: int = 32,
+def lower_group(plan: FusionPlan, gi: int, tiling: Any, name: str, warp_size: int | None = None,
                 isa: str | None = None) -> GroupKernel | str:
     """The group's Triton kernel, or the reason it stays in torch."""
     kind = plan.groups[gi].kind
@@ -51,7 +54,7 @@ def lower_group(plan: FusionPlan, gi: int, tiling: Any, name: str, warp_size: in
         return str(exc)
 
 
-def runs_as_torch(plan: FusionPlan, gi: int, tiling: Any, isa: str | None = None, warp_size: int = 32) -> bool:
+def runs_as_torch(plan: FusionPlan, gi: int, tiling: Any, isa: str | None = None, warp_size: int | None = None) -> bool:
     """True when group ``gi`` has no Triton lowering at this tiling and would run as torch code (the
     candidate enumerator charges such groups; library groups split into torch + a Triton epilogue)."""
     if plan.groups[gi].kind == LIBRARY:
@@ -83,7 +86,8 @@ def _split_library(candidate: Candidate) -> tuple[FusionPlan, list[Any], dict[in
             tail = tuple(n for n in g.nodes if n not in head)
             if tail and len(libs) == 1:
                 groups += [Group(LIBRARY, tuple(sorted(head))), Group(ELEMENTWISE, tail)]
-                tilings += [None, t if t is not None and t.get("BLOCK") is not None else None]
+                epilogue = t if isinstance(tile_of(plan, gi, t), ElementwiseTile) else None  # its BLOCK, num_warps
+                tilings += [None, epilogue]
                 continue
         if gi in chosen:
             isa[len(groups)] = chosen[gi]
@@ -98,13 +102,13 @@ def emit(candidate: Candidate, hw: HardwareSpec, name: str, *, autotune: bool = 
     candidate's tiling (the empirical selection already measures tilings as separate candidates)."""
     plan, tilings, isa = _split_library(candidate)
     program = plan.program
-    warp_size = int(max(hw.value("knobs.warp_size")))
+    warp_size = knobs(hw).warp_size
     lowered: list[GroupKernel | str] = []
     for gi, g in enumerate(plan.groups):
         ops = "_".join(dict.fromkeys(program.nodes[n].op for n in g.nodes if node_kind(program.nodes[n].op)))[:40]
         k = lower_group(plan, gi, tilings[gi], f"_g{gi}_{ops}", warp_size, isa.get(gi))
         if isinstance(k, GroupKernel):
-            k = _vendor_knobs(k, tilings[gi], hw, warp_size)
+            k = _vendor_knobs(k, tile_of(plan, gi, tilings[gi], hw), hw, warp_size)
             if autotune and k.grid_meta is not None:
                 k = _autotuned(k, plan, gi, hw)
         lowered.append(k)
@@ -122,11 +126,11 @@ def emit(candidate: Candidate, hw: HardwareSpec, name: str, *, autotune: bool = 
     return Kernel(name, source, "kernel", "dps", "candidate", res, meta)
 
 
-def _vendor_knobs(k: GroupKernel, tiling: Any, hw: HardwareSpec, warp_size: int) -> GroupKernel:
+def _vendor_knobs(k: GroupKernel, tile: Any, hw: HardwareSpec, warp_size: int) -> GroupKernel:
     """Intel XPU launches take the register-file mode and the sub-group size (``data/hw_costs`` knobs)."""
     if hw.get("knobs.grf_mode") is None:
         return k
-    grf = (tiling.get("grf_mode") if tiling is not None else None) or hw.value("knobs.grf_mode")[0]
+    grf = (tile.grf_mode if isinstance(tile, GpuTile) else None) or hw.value("knobs.grf_mode")[0]
     extra = tuple(kv for kv in (("grf_mode", str(grf)), ("warp_size", warp_size)) if kv[0] not in dict(k.launch))
     return replace(k, launch=k.launch + extra)
 
@@ -137,22 +141,20 @@ AUTOTUNE_CONFIGS = 8
 def _autotuned(k: GroupKernel, plan: FusionPlan, gi: int, hw: HardwareSpec) -> GroupKernel:
     """``@triton.autotune`` over the group's best feasible tilings (by the cost model, then the
     candidate ranking's tie-break), the chosen one first; the grid becomes a function of META."""
-    from axon_eg.extract.candidates import _group_cost, _tie_break
-    from axon_eg.extract.tiling import space, tilings
+    from axon_eg.extract.candidates import rank_tilings
 
-    options, _ = tilings(space(plan, gi, hw))
-    ranked = sorted(options, key=lambda t: (_group_cost(plan, gi, t, hw), *_tie_break(t, plan.groups[gi].kind), t.values))
     configs: list[str] = []
     chosen = "{" + ", ".join(f"{c!r}: {v}" for c, v in k.constexprs) + "}"
-    for t in [None, *ranked]:
+    for t in [None, *rank_tilings(plan, gi, hw, bucketed=False)]:
         if t is None:
             meta, warps = chosen, k.num_warps
         else:
-            v = dict(t.values)
-            if any(key not in v for _, key in k.tiling_keys):
+            tile = t.typed
+            sizes = [getattr(tile, key, None) for _, key in k.tiling_keys]
+            if not isinstance(tile, GpuTile) or None in sizes:
                 continue
-            meta = "{" + ", ".join(f"{c!r}: {int(v[key])}" for c, key in k.tiling_keys) + "}"
-            warps = int(v.get("num_warps", k.num_warps))
+            meta = "{" + ", ".join(f"{c!r}: {int(v)}" for (c, _), v in zip(k.tiling_keys, sizes)) + "}"
+            warps = tile.num_warps
         cfg = f"triton.Config({meta}, num_warps={warps})"
         if cfg not in configs:
             configs.append(cfg)

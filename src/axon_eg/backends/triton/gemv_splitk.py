@@ -27,7 +27,7 @@ from __future__ import annotations
 import math
 
 from axon_eg.extract.fusion import FusionPlan
-from axon_eg.extract.tiling import Tiling
+from axon_eg.extract.templates import SplitKTile, Tile, Tiling
 
 from .base import GroupKernel, NotLowerable, attr, resources
 from .ops import lit
@@ -66,7 +66,7 @@ def _count(n: int, noun: str) -> str:
     return f"{n} {noun}" + ("" if n == 1 else "s")
 
 
-def lower(plan: FusionPlan, gi: int, tiling: Tiling | None, name: str, warp_size: int = 32) -> GroupKernel:
+def lower(plan: FusionPlan, gi: int, tiling: Tiling | Tile | None, name: str, warp_size: int | None = None) -> GroupKernel:
     program = plan.program
     found = match(plan, gi)
     if found is None:
@@ -79,8 +79,8 @@ def lower(plan: FusionPlan, gi: int, tiling: Tiling | None, name: str, warp_size
     n = program.concrete_shape(w)[1]
     if max(m * k, k * n) >= 2**31:
         raise NotLowerable("split-K GEMV: 32-bit offsets only")
-    t = dict(tiling.values) if tiling is not None else {}
-    split, block_r, warps = int(t.get("SPLIT_K", 16)), int(t.get("BLOCK_R", 1024)), int(t.get("num_warps", 8))
+    tile = SplitKTile.read(tiling)
+    split, block_r, warps, finish_warps = tile.SPLIT_K, tile.BLOCK_R, tile.num_warps, tile.finish_warps
     parts = math.ceil(k / split)
     parts_pow2 = 1 << max(0, (parts - 1).bit_length())
     finish_grid = math.ceil(m / FINISH_COLS)
@@ -130,11 +130,11 @@ def {name}_finish(part, out0, M: tl.constexpr, PARTS: tl.constexpr, PARTS_POW2: 
     {name}_partial[({parts},)](p{x}, p{w}, part, M={m}, K={k}, N={n}, SPLIT_K={split}, BLOCK_R={block_r}, num_warps={warps},
         **launch)
     {name}_finish[({finish_grid},)](part, out0, M={m}, PARTS={parts}, PARTS_POW2={parts_pow2}, COLS={FINISH_COLS},
-        num_warps=4, **launch)
+        num_warps={finish_warps}, **launch)
 '''
     tile = split * block_r
     res = resources(f"{name}_partial", tile, warps, parts, 2, warp_size=warp_size)
-    fin = resources(f"{name}_finish", parts_pow2 * FINISH_COLS, 4, finish_grid, 1, warp_size=warp_size)
+    fin = resources(f"{name}_finish", parts_pow2 * FINISH_COLS, finish_warps, finish_grid, 1, warp_size=warp_size)
     if fin["block_elems"] > res["block_elems"]:
         res.update(block_elems=fin["block_elems"], launch=fin["launch"])
     res["regs_per_thread"] = max(res["regs_per_thread"], fin["regs_per_thread"])

@@ -17,9 +17,10 @@ offsets become 64-bit only when a tensor has 2**31 elements or more. Everything 
 concats, permutations that keep the innermost axis) is a plain copy with an index map on load:
 :func:`elementwise.lower`, whose reads are then as contiguous as the writes.
 
-Tile sizes: the planner gives layout groups ``BLOCK`` (elements per program) and ``num_warps``; the
-tile is square, ``TILE = sqrt(BLOCK)`` rounded down to a power of two (at least 16) unless the group's
-tiling names ``TILE``, and shrinks to the extent of a short axis. Measured on an H200 (Triton 3.6,
+Tile sizes: the planner gives layout groups ``BLOCK`` (elements per program) and ``num_warps``
+(``extract.templates.LayoutTile``); the tile is square, ``TILE = sqrt(BLOCK)`` rounded down to a power of
+two (at least 16, ``LayoutTile.square``) unless the group's tiling names ``TILE``, and shrinks to the
+extent of a short axis. Measured on an H200 (Triton 3.6,
 bf16 8192 x 8192): 3.4 TB/s with 32 x 32 tiles, 3.7-3.9 TB/s with 64 x 64 and 128 x 128 (a device copy
 reaches about 4.3), against 0.6 TB/s for ``x.t().contiguous()``.
 """
@@ -29,14 +30,13 @@ from __future__ import annotations
 import math
 
 from axon_eg.extract.fusion import FusionPlan
-from axon_eg.extract.tiling import Tiling
+from axon_eg.extract.templates import LayoutTile, Tiling
 
 from . import elementwise
 from .base import GroupKernel, NotLowerable, attr, contiguous_strides, resources
 from .elementwise import Index, _Emitter
 
 INT32_LIMIT = 2**31
-MIN_TILE = 16  # one 32 B sector of bf16 per tile row
 
 Sources = tuple[int | None, ...]  # per dim of a value: the output axis its index follows (None: a constant index)
 
@@ -119,15 +119,7 @@ class _Tile(_Emitter):
         return self.memo[key]
 
 
-def _tile_size(tiling: Tiling | None) -> tuple[int, int]:
-    t = dict(tiling.values) if tiling is not None else {}
-    block = int(t.get("BLOCK", 1024))
-    # TILE*TILE <= BLOCK keeps the planner's register constraints (checked on BLOCK elements) valid
-    tile = int(t.get("TILE", max(MIN_TILE, 1 << (max(1, block).bit_length() - 1) // 2)))
-    return tile, int(t.get("num_warps", 4))
-
-
-def lower(plan: FusionPlan, gi: int, tiling: Tiling | None, name: str, warp_size: int = 32,
+def lower(plan: FusionPlan, gi: int, tiling: Tiling | None, name: str, warp_size: int | None = None,
           isa: str | None = None) -> GroupKernel:
     """A tiled transpose when some read's contiguous axis is not the output's, else a plain copy."""
     program = plan.program
@@ -156,7 +148,8 @@ def _transpose(plan: FusionPlan, gi: int, tiling: Tiling | None, name: str, warp
                domain: tuple[int, ...], c: int, q: int) -> GroupKernel:
     program = plan.program
     outs = plan.outputs_of(gi)
-    tile, warps = _tile_size(tiling)
+    layout = LayoutTile.read(tiling)
+    tile, warps = layout.square(), layout.num_warps
     tile_c, tile_q = min(tile, _pow2(domain[c])), min(tile, _pow2(domain[q]))
     n_c, n_q = math.ceil(domain[c] / tile_c), math.ceil(domain[q] / tile_q)
     batch_dims = [k for k in range(len(domain)) if k not in (c, q)]

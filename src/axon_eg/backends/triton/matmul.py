@@ -27,9 +27,8 @@ from __future__ import annotations
 
 import math
 
-from axon_eg.extract.cost import GROUP_SIZE_M
 from axon_eg.extract.fusion import FusionPlan
-from axon_eg.extract.tiling import Tiling
+from axon_eg.extract.templates import DOT_MIN, MatmulTile, SplitKTile, Tiling, template_for, tile_of
 from axon_eg.ir import ops as O
 
 from . import gemv_splitk, tma
@@ -388,22 +387,23 @@ def _pow2(n: int) -> int:
     return 1 << max(0, math.ceil(math.log2(max(1, n))))
 
 
-def lower(plan: FusionPlan, gi: int, tiling: Tiling | None, name: str, warp_size: int = 32,
+def lower(plan: FusionPlan, gi: int, tiling: Tiling | None, name: str, warp_size: int | None = None,
           isa: str | None = None) -> GroupKernel:
     program = plan.program
     if any(program.nodes[n].dtype.name == "fp64" for n in plan.groups[gi].nodes):
         raise NotLowerable("float64 values stay in torch")
-    t = dict(tiling.values) if tiling is not None else {}
-    if "SPLIT_K" in t or (tiling is None and gemv_splitk.match(plan, gi) is not None):
-        return gemv_splitk.lower(plan, gi, tiling, name, warp_size)
-    bm, bn, bk = (int(t.get(k, d)) for k, d in (("BLOCK_M", 64), ("BLOCK_N", 64), ("BLOCK_K", 32)))
-    warps, stages = int(t.get("num_warps", 4)), int(t.get("num_stages", 3))
+    tile = tile_of(plan, gi, tiling) or template_for(plan, gi).of()  # GEMV / split-K: the templates decide
+    if isinstance(tile, SplitKTile):
+        return gemv_splitk.lower(plan, gi, tile, name, warp_size)
+    if not isinstance(tile, MatmulTile):
+        raise NotLowerable(f"a {tile.kind} tiling on a matmul group")
+    bm, bn, bk, warps, stages = tile.BLOCK_M, tile.BLOCK_N, tile.BLOCK_K, tile.num_warps, tile.num_stages
     fma = isa == "fma_reduce"
     anchor = plan.groups[gi].anchor(program)
     if fma:  # the GEMV's few columns: no padding to tl.dot's 16
         bn = min(bn, _pow2(program.concrete_shape(anchor)[-1]))
-    elif min(bm, bn, bk) < 16:
-        raise NotLowerable(f"tl.dot needs tiles of at least 16 (BLOCK_M={bm}, BLOCK_N={bn}, BLOCK_K={bk})")
+    elif min(bm, bn, bk) < DOT_MIN:
+        raise NotLowerable(f"tl.dot needs tiles of at least {DOT_MIN} (BLOCK_M={bm}, BLOCK_N={bn}, BLOCK_K={bk})")
     outs = plan.outputs_of(gi)
     pre: frozenset[int] = frozenset()
     while True:
@@ -420,7 +420,7 @@ def lower(plan: FusionPlan, gi: int, tiling: Tiling | None, name: str, warp_size
                            {n: program.nodes[n].dtype.itemsize for n in kernel.reads}, kernel.looped, kernel.wide)
     consts = [("BLOCK_M", bm), ("BLOCK_N", bn), ("BLOCK_K", bk)]
     if "GROUP_SIZE_M" in "\n".join(body):
-        consts.append(("GROUP_SIZE_M", GROUP_SIZE_M))
+        consts.append(("GROUP_SIZE_M", tile.GROUP_SIZE_M))
     reads = tuple(kernel.reads)
     params = [f"p{n}" for n in reads] + [f"out{k}" for k in range(len(outs))] + [f"{c}: tl.constexpr" for c, _ in consts]
     src = "@triton.jit\ndef {}({}):\n{}\n".format(name, ", ".join(params), "\n".join("    " + ln for ln in body))
@@ -436,7 +436,7 @@ def lower(plan: FusionPlan, gi: int, tiling: Tiling | None, name: str, warp_size
              "whole rows per program, N tiles in a loop" if kernel.looped else ""]
     batch = f"{list(kernel.batch)} x " if kernel.batch else ""
     ops = "/".join(sorted({program.nodes[n].op for n in plan.groups[gi].nodes} - {"matmul"}))
-    swizzle = f"GROUP_SIZE_M={GROUP_SIZE_M}, " if ("GROUP_SIZE_M", GROUP_SIZE_M) in consts else ""
+    swizzle = f"GROUP_SIZE_M={tile.GROUP_SIZE_M}, " if ("GROUP_SIZE_M", tile.GROUP_SIZE_M) in consts else ""
     note = (f"matmul {batch}{kernel.M}x{kernel.N}x{kernel.K} (MxNxK){' + ' + ops if ops else ''}, {what}: "
             f"BLOCK_M={bm}, BLOCK_N={bn}, BLOCK_K={bk}, {swizzle}num_warps={warps}, num_stages={stages}, "
             f"{grid} programs" + "".join(f", {e}" for e in extra if e))

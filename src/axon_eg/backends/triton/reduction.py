@@ -25,7 +25,7 @@ import math
 import re
 
 from axon_eg.extract.fusion import FusionPlan
-from axon_eg.extract.tiling import Tiling
+from axon_eg.extract.templates import RowsTile, Tiling
 from axon_eg.ir import ops as O
 
 from .base import GroupKernel, NotLowerable, attr, contiguous_strides, resources, unflat
@@ -205,16 +205,14 @@ class _Rows:
         return head + ["    " + ln for ln in body]
 
 
-def lower(plan: FusionPlan, gi: int, tiling: Tiling | None, name: str, warp_size: int = 32,
+def lower(plan: FusionPlan, gi: int, tiling: Tiling | None, name: str, warp_size: int | None = None,
           isa: str | None = None) -> GroupKernel:
     program = plan.program
     if any(program.nodes[n].dtype.name == "fp64" for n in plan.groups[gi].nodes):
         raise NotLowerable("float64 values stay in torch")
-    t = dict(tiling.values) if tiling is not None else {}
+    tile = RowsTile.read(tiling)
     probe = _Rows(plan, gi, 1 << 62)  # sizes only
-    block_n = int(t.get("BLOCK_N", 1 << max(4, math.ceil(math.log2(probe.n)))))
-    rows_pp = int(t.get("ROWS_PER_PROGRAM", 1))
-    warps = int(t.get("num_warps", 4))
+    block_n, rows_pp, warps = tile.row_block(probe.n), tile.ROWS_PER_PROGRAM, tile.num_warps
     em = _Rows(plan, gi, block_n)
     outs = plan.outputs_of(gi)
     kinds = {}

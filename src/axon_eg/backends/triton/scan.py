@@ -17,12 +17,12 @@ values themselves must be read at the tile's own index. Several scans along the 
 of a cumsum) share the sweep, each with its own carry.
 
 Tile sizes: the planner hands scan groups the element-wise ``BLOCK`` (elements per chunk tile) and
-``num_warps``. Rows: ``CHUNK = min(L, BLOCK)``, ``ROWS = BLOCK / CHUNK``. Columns: ``COLS`` up to 64,
-narrowed to 16 until there are ``TARGET_PROGRAMS`` strips (each program sweeps its strip alone, so
-few strips leave SMs idle), ``CHUNK = BLOCK / COLS``. ``CHUNK`` and ``LINES`` (rows or columns per
-program) in the tiling override the split. Measured on an H200 (Triton 3.6, bf16 4096 x 4096):
-about 3 TB/s scanning rows, 1.0-1.4 TB/s scanning columns, against 0.4 and 0.04 TB/s for
-``torch.cumsum``.
+``num_warps`` (``extract.templates.ScanTile``, whose ``split`` this is). Rows: ``CHUNK = min(L, BLOCK)``,
+``ROWS = BLOCK / CHUNK``. Columns: ``COLS`` up to 64, narrowed to 16 until there are ``TARGET_PROGRAMS``
+strips (each program sweeps its strip alone, so few strips leave SMs idle), ``CHUNK = BLOCK / COLS``.
+``CHUNK`` and ``LINES`` (rows or columns per program) in the tiling override the split. Measured on an
+H200 (Triton 3.6, bf16 4096 x 4096): about 3 TB/s scanning rows, 1.0-1.4 TB/s scanning columns, against
+0.4 and 0.04 TB/s for ``torch.cumsum``.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from __future__ import annotations
 import math
 
 from axon_eg.extract.fusion import FusionPlan
-from axon_eg.extract.tiling import Tiling, scan_split
+from axon_eg.extract.templates import ScanTile, Tiling
 from axon_eg.ir import ops as O
 
 from .base import GroupKernel, NotLowerable, attr, contiguous_strides, resources
@@ -128,16 +128,16 @@ def _flat_source(plan: FusionPlan, gi: int, o: int, domain: tuple[int, ...]) -> 
     return n
 
 
-def lower(plan: FusionPlan, gi: int, tiling: Tiling | None, name: str, warp_size: int = 32,
+def lower(plan: FusionPlan, gi: int, tiling: Tiling | None, name: str, warp_size: int | None = None,
           isa: str | None = None) -> GroupKernel:
     """One sweep along the scanned axis per program, fused producers and consumers computed in the tile."""
     program = plan.program
     domain, axis, outs = _check(plan, gi)
     outer, length, inner = math.prod(domain[:axis]), domain[axis], math.prod(domain[axis + 1:])
     columns = inner > 1
-    t = dict(tiling.values) if tiling is not None else {}
-    chunk, lines, _ = scan_split(domain, axis, t)
-    warps = int(t.get("num_warps", 4))
+    tile = ScanTile.read(tiling)
+    chunk, lines, _ = tile.split(domain, axis)
+    warps = tile.num_warps
     looped = chunk < length
     wide = math.prod(domain) >= INT32_LIMIT or any(
         math.prod(program.concrete_shape(j)) >= INT32_LIMIT for j in plan.inputs_of(gi))

@@ -10,8 +10,9 @@ conditions. ``nc_matmul`` is a sum over the partition (contraction) index; the a
 are the registry's element-wise functions (``ops.UNARY``), so ``activation(op="exp")`` means exactly
 the registry's ``exp``. A sequence that cannot run (a tile read before it is written, shapes that
 disagree, an operand in a memory its engine cannot read, an attribute outside its domain) raises
-:class:`IllFormed`; shape disagreements carry sizes at which they show. Each instruction's handler
-(its meaning) is in :mod:`.vocabulary`, registered into ``INSTRUCTIONS``.
+:class:`IllFormed`; shape disagreements carry sizes at which they show. What an instruction takes
+(arguments, engines, memories, attribute values, limit keys, features) is its declaration
+(:mod:`.declarations`); its meaning is its handler in :mod:`.vocabulary`, registered into ``MEANINGS``.
 
 Operands: a tile is named by a string; an immediate (a compile-time number) is a tuple
 ``("imm", 1.0)``, ``("scalar", "c")`` (a scalar of the tile op), ``("dim", "F")`` (a size used as a
@@ -31,21 +32,31 @@ from axon_eg.errors import AxonError
 from .. import nf
 from ..nf import Ix, Poly
 from ..ops import BINARY, UNARY
+from .declarations import (
+    ACTIVATION_REDUCE_OPS,
+    ANY_FUNCTION,
+    DECLARATIONS,
+    ENGINE_READS,
+    ENGINE_WRITES,
+    FREE_MAX,
+    ON_CHIP,
+    PARTITION_MAX,
+    SPACES,
+    Declaration,
+)
+
+__all__ = ["ACTIVATIONS", "ACTIVATION_REDUCE_OPS", "ALU", "ANY_FUNCTION", "MEANINGS", "ON_CHIP", "REDUCE_OPS", "SPACES",
+           "IllFormed", "Instr", "Machine", "TileType", "meaning"]
 
 Index = tuple[Ix, ...]
 Value = Callable[[Index], Poly]
 
-SPACES = ("hbm", "sbuf", "psum")
-ON_CHIP = ("sbuf", "psum")
-
-# ALU op names of tensor_tensor / tensor_scalar -> the registry's binary op of the same meaning
+# The declared ALU ops of tensor_tensor / tensor_scalar -> the registry's binary op of the same meaning
 ALU: dict[str, str] = {"add": "add", "subtract": "sub", "multiply": "mul", "divide": "div",
                        "maximum": "maximum", "minimum": "minimum"}
 REDUCE_OPS: dict[str, str] = {"add": "sum", "maximum": "max", "minimum": "min"}  # -> registry reduction
-ACTIVATION_REDUCE_OPS = ("add",)  # nki.isa.activation: "reduce_op must be nl.add" (Scalar Engine registers sum)
-ANY_FUNCTION = "any"  # an arbitrary function: proofs with it hold for every activation function
 
-ACTIVATIONS: dict[str, Callable[[Poly], Poly]] = {
+ACTIVATIONS: dict[str, Callable[[Poly], Poly]] = {  # the declared activation functions -> registry functions
     "copy": lambda x: x,
     "exp": UNARY["exp"], "log": UNARY["log"], "sqrt": UNARY["sqrt"], "rsqrt": UNARY["rsqrt"],
     "reciprocal": UNARY["reciprocal"], "tanh": UNARY["tanh"], "sigmoid": UNARY["sigmoid"], "silu": UNARY["silu"],
@@ -53,14 +64,6 @@ ACTIVATIONS: dict[str, Callable[[Poly], Poly]] = {
     "relu": UNARY["relu"], "square": UNARY["square"], "abs": UNARY["abs"], "erf": UNARY["erf"],
     "softplus": UNARY["softplus"],
 }
-
-# Hardware-description keys (data/hw_costs/<target>.yaml) of the limits instructions are checked against.
-PARTITION_MAX = "limits.partition_max"
-CONTRACTION_MAX = "limits.matmul.contraction_max"
-STATIONARY_FREE_MAX = "limits.matmul.stationary_free_max"
-MOVING_FREE_MAX = "limits.matmul.moving_free_max"
-TRANSPOSE_MAX = {"tensor": "limits.transpose.tensor_engine_max", "vector": "limits.transpose.vector_engine_max"}
-FREE_MAX = {"sbuf": "limits.vector.free_max_sbuf", "psum": "limits.vector.free_max_psum"}
 IMMEDIATE_TAGS = ("imm", "scalar", "dim", "neg", "recip", "mul")
 
 
@@ -185,33 +188,20 @@ def distinguishing_dims(a: Ix, b: Ix) -> dict[str, int] | None:
     return None
 
 
-# What each engine can read and write: TensorE reads only SBUF and writes only PSUM, GpSimd cannot
-# touch PSUM, the DMA engines move data between HBM and SBUF (hw-facts.md, Trainium section).
-ENGINE_READS = {"tensor": ("sbuf",), "vector": ON_CHIP, "scalar": ON_CHIP, "gpsimd": ("sbuf",), "dma": ("hbm", "sbuf")}
-ENGINE_WRITES = {"tensor": ("psum",), "vector": ON_CHIP, "scalar": ON_CHIP, "gpsimd": ("sbuf",), "dma": ("sbuf", "hbm")}
+Handler = Callable[["Machine", Instr], None]
+MEANINGS: dict[str, Handler] = {}  # instruction name -> its meaning; filled by .vocabulary, one per declaration
 
 
-@dataclass(frozen=True)
-class InstrDef:
-    """One instruction of the vocabulary: the engines that may run it (the first is the default; an
-    ``engine`` argument picks another), its arguments (required, optional) and its meaning (a handler)."""
+def meaning(*names: str) -> Callable[[Handler], Handler]:
+    """Register ``handler`` as the meaning of the declared instructions ``names``."""
+    def register(handler: Handler) -> Handler:
+        for name in names:
+            if name not in DECLARATIONS or name in MEANINGS:
+                raise ValueError(f"{name}: {'not a declared instruction' if name not in DECLARATIONS else 'two meanings'}")
+            MEANINGS[name] = handler
+        return handler
 
-    name: str
-    engines: tuple[str, ...]
-    required: tuple[str, ...]
-    optional: tuple[str, ...]
-    handler: Callable[[Machine, Instr], None]
-
-    def engine_of(self, ins: Instr) -> str:
-        return str(ins.arg("engine", self.engines[0]))
-
-
-INSTRUCTIONS: dict[str, InstrDef] = {}  # filled by .vocabulary, one entry per instruction
-
-
-def register(d: InstrDef) -> InstrDef:
-    INSTRUCTIONS[d.name] = d
-    return d
+    return register
 
 
 class Machine:
@@ -234,20 +224,23 @@ class Machine:
         return self
 
     def step(self, ins: Instr) -> None:
-        d = INSTRUCTIONS.get(ins.op)
-        if d is None:
+        d = DECLARATIONS.get(ins.op)
+        if d is None or ins.op not in MEANINGS:
             raise IllFormed(f"unknown instruction {ins.op!r}", illegal=True)
+        required, optional = d.proof_arguments()
         given = {k for k, _ in ins.args}
-        unknown = sorted(given - set(d.required) - set(d.optional))
+        unknown = sorted(given - set(required) - set(optional))
         if unknown:
             raise IllFormed(f"{ins.op}: unknown argument {unknown[0]!r}", illegal=True)
-        missing = [k for k in d.required if k not in given]
+        missing = [k for k in required if k not in given]
         if missing:
             raise IllFormed(f"{ins.op}: missing argument {missing[0]!r}", illegal=True)
-        self.engine = d.engine_of(ins)
+        self.engine = str(ins.arg("engine", d.engines[0]))
         if self.engine not in d.engines:
             raise IllFormed(f"{ins.op} runs on {' or '.join(d.engines)}, not {self.engine}", illegal=True)
-        d.handler(self, ins)
+        MEANINGS[ins.op](self, ins)
+        self.features.update(d.features)
+        self.dtype_bytes.update((str(ins.arg(key)), n) for key, n in d.dtype_bytes.items())
         self.engines.append(self.engine)
 
     def value(self, name: str, idx: Index) -> Poly:
@@ -260,23 +253,26 @@ class Machine:
         return self._fns[name]
 
     # -- helpers the handlers share ------------------------------------------------------------------
-    def read(self, ins: Instr, key: str, spaces: Sequence[str]) -> tuple[TileType, Value]:
+    def read(self, ins: Instr, key: str) -> tuple[TileType, Value]:
+        """The tile operand ``key``: its type and value; it must be in a memory the declaration and the
+        engine allow."""
         name = ins.arg(key)
         if not isinstance(name, str):
             raise IllFormed(f"{ins.op}: {key} must be a tile, got {format_operand(name)}", illegal=True)
         if name not in self.types:
             raise IllFormed(f"{ins.op}: reads tile {name!r} before it is written", illegal=True)
         t = self.types[name]
-        spaces = [s for s in spaces if s in ENGINE_READS[self.engine]]
+        spaces = [s for s in self._decl(ins).tiles[key].spaces if s in ENGINE_READS[self.engine]]
         if t.space not in spaces:
             raise IllFormed(f"{ins.op} on {self.engine}: {key} {name!r} is in {t.space}; it reads only "
                             f"{'/'.join(spaces) or 'nothing there'}", illegal=True)
         return t, self._fns[name]
 
-    def write(self, ins: Instr, name: str, shape: tuple[Ix, ...], fn: Value, spaces: Sequence[str],
-              space: str | None = None) -> TileType:
-        spaces = [s for s in spaces if s in ENGINE_WRITES[self.engine]]
-        space = space or ins.space or (spaces[0] if spaces else "sbuf")  # explicit: a second output's (reduce_res)
+    def write(self, ins: Instr, name: str, shape: tuple[Ix, ...], fn: Value, key: str = "dst") -> TileType:
+        """Write tile ``name`` (the written operand ``key``): in ``ins.space`` for ``dst`` when given, else
+        in the first memory the declaration and the engine allow."""
+        spaces = [s for s in self._decl(ins).tiles[key].spaces if s in ENGINE_WRITES[self.engine]]
+        space = (ins.space if key == "dst" else None) or (spaces[0] if spaces else "sbuf")
         if space not in spaces:
             raise IllFormed(f"{ins.op}: cannot write {name!r} to {space} (only {'/'.join(spaces)})", illegal=True)
         t = TileType(tuple(shape), space)
@@ -285,6 +281,23 @@ class Machine:
         self.types[name] = t
         self._fns[name] = _memo(fn)
         return t
+
+    def attr(self, ins: Instr, key: str) -> Any:
+        """Attribute ``key`` (its declared default when not given), refused unless a declared value."""
+        a = self._decl(ins).attrs[key]
+        v = ins.arg(key, None if a.required else a.default)
+        allowed = a.allowed(proof=True)
+        if allowed is not None and v != a.default and v not in allowed:
+            raise IllFormed(f"{ins.op}: {key} {a.why}, got {v!r}" if a.why else
+                            f"{ins.op}: {key}={v!r} is not one of {sorted(allowed)}", illegal=True)
+        return v
+
+    def bound(self, ins: Instr, expr: Ix, what: str) -> None:
+        """``expr`` <= the instruction's declared limit ``what`` (a hardware-file key)."""
+        self.limit(expr, self._decl(ins).limit(what))
+
+    def _decl(self, ins: Instr) -> Declaration:
+        return DECLARATIONS[ins.op]
 
     def limit(self, expr: Ix, key: str) -> None:
         if not expr.is_const:
@@ -298,7 +311,7 @@ class Machine:
         if a != b:
             raise IllFormed(f"{what}: {a!r} vs {b!r}", distinguishing_dims(a, b) or {})
 
-    def per_partition(self, ins: Instr, key: str, partition: Ix, *, allow_tile: bool = True) -> Value | None:
+    def per_partition(self, ins: Instr, key: str, partition: Ix) -> Value | None:
         """A scalar operand: an immediate, or a [P, 1] tile broadcast along the free axes."""
         v = ins.arg(key)
         if v is None:
@@ -306,19 +319,14 @@ class Machine:
         if is_immediate(v):
             c = immediate(v, self.scalars)
             return lambda idx: c
-        if not allow_tile:
-            raise IllFormed(f"{ins.op}: {key} must be an immediate", illegal=True)
-        t, fn = self.read(ins, key, ON_CHIP)
+        t, fn = self.read(ins, key)
         self.same(t.partition, partition, f"{ins.op}: {key} partitions")
         if len(t.shape) != 2 or t.shape[1] != Ix(1):
             raise IllFormed(f"{ins.op}: {key} must be a [P, 1] tile", {})
         return lambda idx: fn((idx[0], Ix(0)))
 
     def alu(self, ins: Instr, key: str) -> Callable[[Poly, Poly], Poly]:
-        op = ins.arg(key)
-        if op not in ALU:
-            raise IllFormed(f"{ins.op}: {key}={op!r} is not one of {sorted(ALU)}", illegal=True)
-        return BINARY[ALU[op]]
+        return BINARY[ALU[self.attr(ins, key)]]
 
 
 def _input(name: str) -> Value:

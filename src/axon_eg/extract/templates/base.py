@@ -1,0 +1,306 @@
+"""What every tile template shares: the space and tiling values the planner hands around (``Constraint``,
+``TilingSpace``, ``Tiling``), the ``Tile`` base class a template derives from, the target's launch
+``Knobs``, and the facts about a fusion group that the spaces read (its problem sizes, item size, live
+tensors, whether it is a GEMV). ``DOT_MIN`` (tl.dot's smallest tile) is the one home of the GEMV
+threshold: a matmul group with fewer than ``DOT_MIN`` output columns is a GEMV.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import MISSING, dataclass, field, fields
+from functools import lru_cache
+from typing import Any, ClassVar, Self
+
+from axon_eg.hw import HardwareSpec, load
+from axon_eg.ir import ops as O
+
+from ..fusion import MATMUL, REDUCTION, FusionPlan
+
+FP32 = 4
+DOT_MIN = 16
+"""tl.dot's smallest block edge (Triton refuses a dot with a dim below 16). A matmul whose N is below it is
+a GEMV: its tilings skip tl.dot (``GemvTile``, ``SplitKTile``, ISA ``fma_reduce``)."""
+DEFAULT_GPU = "h200"
+"""The GPU whose hardware file gives the launch defaults (warp size, warp count) when a caller names no
+target: a kernel lowered by hand, a tiling built by hand. The pipeline and the CLI default to it too."""
+LAUNCH_KNOBS = ("num_warps", "num_stages", "grf_mode")
+"""Tiling parameters that change how a tile is launched, not its shape."""
+REGISTERS_PER_THREAD = 128
+"""32-bit registers per thread when the hardware file does not say (``memory.registers.per_thread``):
+a conservative cap."""
+
+Values = Iterable[tuple[str, Any]] | Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class Constraint:
+    name: str
+    text: str
+    holds: Callable[[dict[str, int | str]], bool]
+
+
+@dataclass(frozen=True)
+class Knobs:
+    """The target's launch facts every GPU template needs: threads per warp (the largest the target
+    offers, as the emitter launches) and the warp count of a launch that names none."""
+
+    warp_size: int
+    num_warps: int
+
+
+def knobs(hw: HardwareSpec | None = None) -> Knobs:
+    """Launch facts from ``hw`` (``DEFAULT_GPU``'s file when None). A NeuronCore has no warps: 1 and 1."""
+    if hw is None:
+        return _default_knobs()
+    if hw.kind != "gpu":
+        return Knobs(1, 1)
+    return Knobs(int(max(hw.value("knobs.warp_size"))), int(hw.value("knobs.default_num_warps")))
+
+
+@lru_cache(maxsize=1)
+def _default_knobs() -> Knobs:
+    return knobs(load(DEFAULT_GPU))
+
+
+@dataclass(frozen=True)
+class TilingSpace:
+    group: int
+    kind: str  # the fusion group's kind
+    dims: tuple[tuple[str, int], ...]  # the group's problem sizes: M, N, K, rows, cols, ...
+    params: tuple[tuple[str, tuple], ...]
+    constraints: tuple[Constraint, ...]
+    template: type[Tile] | None = None  # the template whose space this is
+    knobs: Knobs | None = field(default=None, compare=False)  # the target's launch defaults
+
+    def size(self) -> int:
+        return math.prod(len(v) for _, v in self.params)
+
+
+@dataclass(frozen=True)
+class Tiling:
+    """One assignment of a space's parameters. ``values`` are what the candidate key, the tables and the
+    kernel headers record; ``typed`` is the template's dataclass for them (``tiling.typed.BLOCK_M``), set
+    for tilings the planner enumerates. A Tiling built by hand (``Tiling(0, (("BLOCK", 128),))``) has none:
+    ``templates.tile_of(plan, gi, tiling)`` reads it with the template that applies to the group."""
+
+    group: int
+    values: tuple[tuple[str, int | str], ...]
+    typed: Tile | None = field(default=None, compare=False, repr=False)
+
+    def __getitem__(self, key: str) -> int | str:
+        return dict(self.values)[key]
+
+    def get(self, key: str, default: int | str | None = None) -> int | str | None:
+        return dict(self.values).get(key, default)
+
+    @property
+    def template(self) -> type[Tile] | None:
+        return type(self.typed) if self.typed is not None else None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Tile:
+    """A tile template: one frozen dataclass per kernel kind. Its fields are the tiling parameters the
+    planner enumerates (the names the kernels' constexprs and the tables use) plus typed settings it
+    does not enumerate; the class owns when it applies to a fusion group, its space, its defaults, its
+    program count and its tie-break, and the hooks the cost model reads (re-read tile, loads in flight,
+    blocks per SM, scratch traffic)."""
+
+    kind: ClassVar[str] = ""
+    launches: ClassVar[int] = 1  # kernel launches of one group
+    monotone: ClassVar[tuple[str, ...]] = ()  # reduction tiles: of two fitting values the larger never loses
+
+    @classmethod
+    def applies(cls, plan: FusionPlan, gi: int, hw: HardwareSpec | None) -> bool:
+        """Whether this template tiles group ``gi`` on ``hw`` (None: a GPU)."""
+        raise NotImplementedError
+
+    @classmethod
+    def params(cls, facts: GroupFacts, hw: HardwareSpec) -> tuple[list[tuple[str, tuple]], list[Constraint]]:
+        """The space's parameters (name, candidate values) and constraints."""
+        raise NotImplementedError
+
+    @classmethod
+    def space(cls, plan: FusionPlan, gi: int, hw: HardwareSpec) -> TilingSpace:
+        facts = group_facts(plan, gi)
+        params, constraints = cls.params(facts, hw)
+        return TilingSpace(gi, plan.groups[gi].kind, tuple(sorted(facts.dims.items())), tuple(params),
+                           tuple(constraints), cls, knobs(hw))
+
+    @classmethod
+    def of(cls, values: Values = (), launch: Knobs | None = None) -> Self:
+        """The typed tile of ``values`` (unknown keys ignored); a field they lack takes its default, a warp
+        count without one the target's (``launch``, else ``DEFAULT_GPU``'s)."""
+        given = dict(values)
+        kwargs: dict[str, Any] = {}
+        for f in fields(cls):
+            if f.name in given:
+                v = given[f.name]
+                kwargs[f.name] = v if isinstance(v, str) or v is None else int(v)
+            elif f.default is MISSING and f.name in ("num_warps", "finish_warps"):
+                kwargs[f.name] = (launch or knobs()).num_warps
+        return cls(**kwargs)
+
+    @classmethod
+    def read(cls, tiling: Tiling | Tile | None, launch: Knobs | None = None) -> Self:
+        """``tiling`` as this template: its typed tile when it is one, else its values with the defaults."""
+        if isinstance(tiling, cls):
+            return tiling
+        if isinstance(tiling, Tiling) and isinstance(tiling.typed, cls):
+            return tiling.typed
+        return cls.of(tiling.values if isinstance(tiling, Tiling) else (), launch)
+
+    # -- what the cost model and the ranking read --------------------------------------------------
+    def programs(self, plan: FusionPlan, gi: int) -> int:
+        """Programs (thread blocks) of the group's launch."""
+        return 1
+
+    def tie_break(self, warp_size: int) -> tuple[float, ...]:
+        """Order among tilings whose predicted costs are equal (smaller first); ``warp_size`` is the
+        target's. The candidate ranking compares these tuples group by group across plans, so their
+        values (not only their order within one template) are part of the ranking."""
+        raise NotImplementedError
+
+    def traffic_tile(self) -> tuple[int, int, int] | None:
+        """(rows, columns, tile rows per swizzle group) of the output tile a matmul's operand re-read model
+        assumes; None: no re-reads charged."""
+        return None
+
+    def in_flight(self, plan: FusionPlan, gi: int) -> tuple[int, int, int] | None:
+        """(elements one program streams per iteration, full-width tensors streamed, their item size) for
+        the cost model's Little's-law bound; None: the group is not modelled as latency-bound."""
+        return None
+
+    def blocks_per_sm(self, hw: HardwareSpec) -> int:
+        """Programs one SM holds at once, for the wave-quantization model."""
+        return 4
+
+    def scratch_bytes(self, plan: FusionPlan, gi: int) -> int:
+        """HBM bytes the group's kernels write and read back between launches."""
+        return 0
+
+
+@dataclass(frozen=True, kw_only=True)
+class GpuTile(Tile):
+    """A Triton launch: ``num_warps`` (the target's default when not given) and the Intel XPU register-file
+    mode (``knobs.grf_mode``; None elsewhere)."""
+
+    num_warps: int
+    grf_mode: str | None = None
+
+
+@dataclass(frozen=True)
+class GpuFacts:
+    """The hardware figures the GPU spaces share."""
+
+    warps: tuple[int, ...]
+    warp_size: int
+    smem: int
+    regs: int
+    per_thread: int
+    stages: tuple[int, ...]
+    extra: tuple[tuple[str, tuple], ...]  # vendor knobs enumerated with every tile (Intel: grf_mode)
+
+
+def gpu_facts(hw: HardwareSpec) -> GpuFacts:
+    extra = (("grf_mode", tuple(hw.value("knobs.grf_mode"))),) if hw.get("knobs.grf_mode") is not None else ()
+    return GpuFacts(tuple(hw.value("knobs.num_warps")), max(hw.value("knobs.warp_size")),
+                    hw.value("memory.shared.per_block"), hw.value("memory.registers.per_sm"),
+                    int(hw.get("memory.registers.per_thread") or REGISTERS_PER_THREAD),
+                    tuple(range(int(hw.value("knobs.num_stages.min")), int(hw.value("knobs.num_stages.max")) + 1)),
+                    extra)
+
+
+def tile_range(hw: HardwareSpec, key: str, cap: int | None = None) -> tuple[int, ...]:
+    """The powers of two of the hardware file's range ``tiles.<key>``; ``cap`` (the problem size rounded
+    up) lowers its top, never below its bottom."""
+    lo, hi = hw.value(f"tiles.{key}")
+    return pow2(lo, hi if cap is None else max(lo, min(hi, cap)))
+
+
+def pow2(lo: int, hi: int) -> tuple[int, ...]:
+    out, v = [], 1
+    while v <= hi:
+        if v >= lo:
+            out.append(v)
+        v *= 2
+    return tuple(out)
+
+
+def next_pow2(n: int) -> int:
+    return 1 << max(0, math.ceil(math.log2(max(1, n))))
+
+
+# ------------------------------------------------------------------------------------- group facts
+@dataclass(frozen=True)
+class GroupFacts:
+    kind: str  # the fusion group's kind
+    dims: dict[str, int]  # M, N, K, BATCH of a matmul group; ROWS, COLS otherwise
+    item: int  # the largest item size of the group's values
+    live: int  # tiles held on chip at once: the tensors it reads and writes (at least 2)
+
+
+def group_facts(plan: FusionPlan, gi: int) -> GroupFacts:
+    program = plan.program
+    # a scalar constant takes no tile
+    tensors = [j for j in plan.inputs_of(gi) + plan.outputs_of(gi) if math.prod(program.concrete_shape(j)) > 1]
+    item = max(program.nodes[n].dtype.itemsize for n in plan.groups[gi].nodes)
+    return GroupFacts(plan.groups[gi].kind, group_dims(plan, gi), item, max(2, len(tensors)))
+
+
+def group_dims(plan: FusionPlan, gi: int) -> dict[str, int]:
+    """Problem sizes of a group from its anchor node's concrete shapes."""
+    program = plan.program
+    group = plan.groups[gi]
+    anchor = group.anchor(program)
+    node = program.nodes[anchor]
+    if node.op == "matmul":
+        a, b = (program.concrete_shape(j) for j in node.inputs)
+        out = program.concrete_shape(anchor)
+        return {"M": a[-2], "N": b[-1], "K": a[-1], "BATCH": math.prod(out[:-2])}
+    shape = program.concrete_shape(node.inputs[0] if node.inputs and group.kind == REDUCTION else anchor)
+    cols = shape[-1] if shape else 1
+    return {"ROWS": max(1, math.prod(shape[:-1])) if shape else 1, "COLS": cols}
+
+
+def is_gpu(hw: HardwareSpec | None) -> bool:
+    return hw is None or hw.kind != "trainium"
+
+
+def is_gemv(plan: FusionPlan, gi: int) -> bool:
+    """A matmul group with fewer than ``DOT_MIN`` output columns (the νGraph moved a reduction into the
+    operand): too thin for tl.dot. The GEMV and split-K templates and the ISA choices ask this."""
+    program = plan.program
+    group = plan.groups[gi]
+    if group.kind != MATMUL:
+        return False
+    node = program.nodes[group.anchor(program)]
+    return node.op == "matmul" and program.concrete_shape(node.inputs[1])[-1] < DOT_MIN
+
+
+def reduced_operand(plan: FusionPlan, gi: int) -> bool:
+    """A GEMV whose vector is a reduction inside the same group (``x @ sum(W, -1)`` after the νGraph moved
+    the reduction into B): the backend splits it over K (program p reduces its rows of W, then streams the
+    same columns of x), so its tiling is a K slice per program and a streamed tile width."""
+    program = plan.program
+    group = set(plan.groups[gi].nodes)
+    for n in group:
+        node = program.nodes[n]
+        if node.op == "matmul":
+            b = node.inputs[1]
+            return b in group and O.get(program.nodes[b].op).kind is O.OpKind.REDUCE
+    return False
+
+
+def streams(plan: FusionPlan, gi: int) -> tuple[int, int]:
+    """(full-width tensors a memory-bound group reads per element, their item size)."""
+    program = plan.program
+    anchor = plan.groups[gi].anchor(program)
+    node = program.nodes[anchor]
+    full = math.prod(program.concrete_shape(node.inputs[0] if plan.groups[gi].kind == REDUCTION and node.inputs
+                                            else anchor))
+    ins = [j for j in plan.inputs_of(gi) if math.prod(program.concrete_shape(j)) == full]
+    item = max((program.nodes[j].dtype.itemsize for j in ins), default=4)
+    return max(1, len(ins)), item

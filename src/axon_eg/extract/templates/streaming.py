@@ -1,0 +1,185 @@
+"""GPU templates of memory-bound groups: element-wise (and library epilogues), layout, scan and row
+reductions.
+
+- ``ElementwiseTile(BLOCK, num_warps)``: ``BLOCK`` output elements per program (``tiles.elementwise.block``,
+  capped at the group's elements), ``ceil(elements / BLOCK)`` programs.
+- ``LayoutTile``: the element-wise space; a tiled transpose takes a square ``TILE`` x ``TILE`` tile out of
+  ``BLOCK`` (``square``) unless ``TILE`` is given.
+- ``ScanTile``: the element-wise space; ``split`` turns ``BLOCK`` into ``CHUNK`` elements along the
+  scanned axis x ``LINES`` lines per program (shared by the Triton scan lowering and the cost model).
+- ``RowsTile(BLOCK_N, ROWS_PER_PROGRAM, num_warps)``: ``ROWS_PER_PROGRAM`` rows per program, each in
+  ``BLOCK_N`` chunks (``tiles.rows.*``, capped at the row); ``BLOCK_N`` None is the whole row.
+
+Their tie-break prefers whole rows in one block (one pass over HBM, nothing re-read), then about 16
+elements per thread (a few 128-bit loads each: enough loads in flight without spilling registers), then
+more elements per program.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import ClassVar
+
+from axon_eg.hw import HardwareSpec
+
+from ..fusion import ELEMENTWISE, LAYOUT, LIBRARY, REDUCTION, SCAN, FusionPlan
+from .base import FP32, Constraint, GpuTile, GroupFacts, gpu_facts, group_dims, is_gpu, next_pow2, streams, tile_range
+
+COALESCED_COLS = 64  # inner columns per program of a scan over a non-last axis: 128 B rows of bf16
+MIN_COLS = 16  # 32 B of bf16: one DRAM sector per row of the tile
+TARGET_PROGRAMS = 256  # a line is one program's sweep, so a column scan needs many strips to fill the SMs
+MIN_TILE = 16  # a transpose tile's smallest edge: one 32 B sector of bf16 per tile row
+MIN_ROW_BLOCK = 16  # a row chunk's smallest size: 32 B of bf16
+
+
+def _stream_tie_break(block_n: int | None, elems: int, num_warps: int, warp_size: int) -> tuple[float, ...]:
+    per_thread = elems / (num_warps * warp_size)
+    return (0 if block_n is None else -block_n, abs(math.log2(max(per_thread, 1e-9)) - 4), -elems)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ElementwiseTile(GpuTile):
+    """One 1-D block of ``BLOCK`` output elements per program."""
+
+    kind: ClassVar[str] = "elementwise"
+    BLOCK: int = 1024
+
+    @classmethod
+    def applies(cls, plan: FusionPlan, gi: int, hw: HardwareSpec | None) -> bool:
+        return is_gpu(hw) and plan.groups[gi].kind in (ELEMENTWISE, LIBRARY)
+
+    @classmethod
+    def params(cls, facts: GroupFacts, hw: HardwareSpec):
+        g = gpu_facts(hw)
+        total = facts.dims["ROWS"] * facts.dims["COLS"]
+        live, ws, regs, pt = facts.live, g.warp_size, g.regs, g.per_thread
+        params = [("BLOCK", tile_range(hw, "elementwise.block", next_pow2(total))), ("num_warps", g.warps), *g.extra]
+        constraints = [
+            Constraint("threads have work", f"BLOCK >= num_warps*{ws}",
+                       lambda t: t["BLOCK"] >= t["num_warps"] * ws),
+            Constraint("registers", f"BLOCK*4 B*{live} live <= {regs} B / 2",
+                       lambda t: t["BLOCK"] * FP32 * live <= regs // 2),
+            Constraint("registers per thread", f"BLOCK*{live} live / (num_warps*{ws}) <= {pt} / 2",
+                       lambda t: t["BLOCK"] * live <= t["num_warps"] * ws * pt // 2),
+        ]
+        return params, constraints
+
+    def programs(self, plan: FusionPlan, gi: int) -> int:
+        program = plan.program
+        shape = program.concrete_shape(plan.groups[gi].anchor(program))
+        return math.ceil(max(1, math.prod(shape)) / self.BLOCK)
+
+    def tie_break(self, warp_size: int) -> tuple[float, ...]:
+        return _stream_tie_break(None, self.BLOCK, self.num_warps, warp_size)
+
+    def in_flight(self, plan: FusionPlan, gi: int) -> tuple[int, int, int]:
+        return (self.BLOCK, *streams(plan, gi))
+
+
+@dataclass(frozen=True, kw_only=True)
+class LayoutTile(ElementwiseTile):
+    """A layout group: the element-wise space; a tiled transpose moves ``TILE`` x ``TILE`` tiles."""
+
+    kind: ClassVar[str] = "layout"
+    TILE: int | None = None  # the transpose tile's edge; None: from BLOCK (``square``)
+
+    @classmethod
+    def applies(cls, plan: FusionPlan, gi: int, hw: HardwareSpec | None) -> bool:
+        return is_gpu(hw) and plan.groups[gi].kind == LAYOUT
+
+    def square(self) -> int:
+        """The transpose tile's edge: ``sqrt(BLOCK)`` rounded down to a power of two, at least ``MIN_TILE``
+        (``TILE * TILE <= BLOCK`` keeps the space's register constraints, checked on BLOCK, valid)."""
+        if self.TILE is not None:
+            return self.TILE
+        return max(MIN_TILE, 1 << (max(1, self.BLOCK).bit_length() - 1) // 2)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ScanTile(ElementwiseTile):
+    """A scan group: the element-wise space; ``BLOCK`` splits into ``CHUNK`` x ``LINES`` (``split``)."""
+
+    kind: ClassVar[str] = "scan"
+    CHUNK: int | None = None  # elements along the scanned axis per step; None: from BLOCK
+    LINES: int | None = None  # lines (rows, or inner columns) per program; None: from BLOCK
+
+    @classmethod
+    def applies(cls, plan: FusionPlan, gi: int, hw: HardwareSpec | None) -> bool:
+        return is_gpu(hw) and plan.groups[gi].kind == SCAN
+
+    def split(self, shape: tuple[int, ...], axis: int) -> tuple[int, int, int]:
+        """How ``BLOCK`` splits into ``CHUNK`` (along the scanned axis) x ``LINES`` (rows, or inner columns
+        when the scanned axis is not the last) and how many programs that launches; ``CHUNK`` and
+        ``LINES`` override the split."""
+        outer, length, inner = math.prod(shape[:axis]), shape[axis], math.prod(shape[axis + 1:])
+        block = self.BLOCK
+        if inner > 1:  # coalescing wants rows of LINES contiguous columns; the rest of BLOCK goes down the axis
+            lines = min(next_pow2(inner), COALESCED_COLS, block)
+            while lines > MIN_COLS and outer * math.ceil(inner / lines) < TARGET_PROGRAMS:
+                lines //= 2  # narrower column strips: more programs to fill the SMs, still whole 32 B sectors
+            chunk = min(next_pow2(length), max(1, block // lines))
+        else:  # rows: the whole line in one chunk when it fits, several lines per program when it is short
+            chunk = min(next_pow2(length), block)
+            lines = min(next_pow2(outer), max(1, block // chunk))
+        chunk = self.CHUNK if self.CHUNK is not None else chunk
+        lines = self.LINES if self.LINES is not None else lines
+        programs = outer * math.ceil(inner / lines) if inner > 1 else math.ceil(outer / lines)
+        return chunk, lines, programs
+
+    def programs(self, plan: FusionPlan, gi: int) -> int:
+        program = plan.program
+        anchor = plan.groups[gi].anchor(program)
+        if program.nodes[anchor].op != "cumsum":
+            return super().programs(plan, gi)
+        axis = int(program.nodes[anchor].attrs["axis"])
+        return self.split(program.concrete_shape(anchor), axis)[2]  # one sweep per program
+
+
+@dataclass(frozen=True, kw_only=True)
+class RowsTile(GpuTile):
+    """``ROWS_PER_PROGRAM`` rows per program, each in ``BLOCK_N`` chunks (None: the whole row)."""
+
+    kind: ClassVar[str] = "rows"
+    BLOCK_N: int | None = None
+    ROWS_PER_PROGRAM: int = 1
+
+    @classmethod
+    def applies(cls, plan: FusionPlan, gi: int, hw: HardwareSpec | None) -> bool:
+        return is_gpu(hw) and plan.groups[gi].kind == REDUCTION
+
+    @classmethod
+    def params(cls, facts: GroupFacts, hw: HardwareSpec):
+        g = gpu_facts(hw)
+        live, ws, regs, pt = facts.live, g.warp_size, g.regs, g.per_thread
+        params = [("BLOCK_N", tile_range(hw, "rows.block_n", next_pow2(facts.dims["COLS"]))),
+                  ("ROWS_PER_PROGRAM", tile_range(hw, "rows.rows_per_program")), ("num_warps", g.warps), *g.extra]
+        constraints = [
+            Constraint("registers", f"ROWS*BLOCK_N*4 B*{live} live <= {regs} B / 2",
+                       lambda t: t["ROWS_PER_PROGRAM"] * t["BLOCK_N"] * FP32 * live <= regs // 2),
+            Constraint("registers per thread", f"ROWS*BLOCK_N*{live} live / (num_warps*{ws}) <= {pt} / 2",
+                       lambda t: t["ROWS_PER_PROGRAM"] * t["BLOCK_N"] * live <= t["num_warps"] * ws * pt // 2),
+            Constraint("threads have work", f"ROWS*BLOCK_N >= num_warps*{ws}",
+                       lambda t: t["ROWS_PER_PROGRAM"] * t["BLOCK_N"] >= t["num_warps"] * ws),
+        ]
+        return params, constraints
+
+    def row_block(self, cols: int) -> int:
+        """The chunk of a row of ``cols`` columns: ``BLOCK_N``, else the whole row rounded up to a power of
+        two (at least ``MIN_ROW_BLOCK``)."""
+        return self.BLOCK_N if self.BLOCK_N is not None else max(MIN_ROW_BLOCK, next_pow2(cols))
+
+    def programs(self, plan: FusionPlan, gi: int) -> int:
+        program = plan.program
+        anchor = plan.groups[gi].anchor(program)
+        node = program.nodes[anchor]
+        src = program.concrete_shape(node.inputs[0]) if node.inputs else program.concrete_shape(anchor)
+        return math.ceil(max(1, math.prod(src[:-1])) / self.ROWS_PER_PROGRAM)
+
+    def tie_break(self, warp_size: int) -> tuple[float, ...]:
+        elems = (self.BLOCK_N or 1) * self.ROWS_PER_PROGRAM
+        return _stream_tie_break(self.BLOCK_N, elems, self.num_warps, warp_size)
+
+    def in_flight(self, plan: FusionPlan, gi: int) -> tuple[int, int, int]:
+        cols = group_dims(plan, gi)["COLS"]
+        return (self.ROWS_PER_PROGRAM * min(self.row_block(cols), cols), *streams(plan, gi))

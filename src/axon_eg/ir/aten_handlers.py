@@ -1,0 +1,387 @@
+"""How each supported aten op becomes registry ops (part of the PyTorch front end, :mod:`axon_eg.ir.torch_import`).
+
+A handler takes a :class:`_Ctx` (the builder, the aten op's name, its fx node and the user's source line)
+and the op's arguments bound to its schema names, and returns the Value(s) it computes. Which aten
+overload goes to which handler is decided only by the table in :mod:`axon_eg.ir.aten_table`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from torch.fx.node import Node
+
+from axon_eg.errors import DtypeError, UnsupportedOperation
+from axon_eg.ir import dims as D
+from axon_eg.ir.dtypes import DType, as_dtype
+from axon_eg.ir.program import Builder, Value
+
+
+def _dtype(torch_dtype: torch.dtype, what: str) -> DType:
+    try:
+        return as_dtype(torch_dtype)
+    except DtypeError:
+        raise DtypeError(f"{what} has dtype {torch_dtype}; axon_eg handles bf16, fp16, fp32 and fp64 "
+                         "(compute integer or boolean tensors, e.g. indices, outside the module)") from None
+
+
+# ------------------------------------------------------------------------------------------------
+# Per-node context handed to the handlers
+# ------------------------------------------------------------------------------------------------
+class _Ctx:
+    def __init__(self, builder: Builder, aten: str, node: Node, location: str | None):
+        self.b, self.aten, self.node, self.location = builder, aten, node, location
+
+    def emit(self, op: str, *inputs: Value, **attrs: Any) -> Value:
+        return self.b.emit(op, *inputs, **attrs)
+
+    def lift(self, x: Any, like: Value) -> Value:
+        """Tensors pass through; Python numbers become constants of ``like``'s dtype."""
+        if isinstance(x, Value):
+            return x
+        if isinstance(x, (bool, int, float)):
+            return self.b.constant(float(x), like.dtype)
+        raise self.unsupported(f"operand {x!r} is neither a tensor nor a number")
+
+    def binary(self, op: str, x: Any, y: Any) -> Value:
+        like = x if isinstance(x, Value) else y
+        return self.emit(op, self.lift(x, like), self.lift(y, like))
+
+    def scale(self, x: Value, factor: float) -> Value:
+        return x if factor == 1 else self.emit("mul", x, self.b.constant(float(factor), x.dtype))
+
+    @property
+    def out_shape(self) -> tuple[int, ...]:
+        return tuple(int(d) for d in self.node.meta["val"].shape)
+
+    @property
+    def where(self) -> str:
+        """The aten op and, when known, the user's line: ``aten.relu.default at model.py:12``."""
+        return f"{self.aten} at {self.location}" if self.location else self.aten
+
+    def unsupported(self, why: str) -> UnsupportedOperation:
+        return UnsupportedOperation(f"{self.where}: {why}", op=self.aten, location=self.location)
+
+
+Handler = Callable[[_Ctx, dict[str, Any]], Any]
+
+
+def _ints(v: Any) -> tuple[int, ...]:
+    return (int(v),) if isinstance(v, int) else tuple(int(x) for x in v)
+
+
+def _axes(dim: Any) -> tuple[int, ...]:
+    return () if dim is None else _ints(dim)
+
+
+# -- element-wise --------------------------------------------------------------------------------
+def _unary(op: str, **fixed: Any) -> Handler:
+    return lambda cx, a: cx.emit(op, a["self"], **fixed)
+
+
+def _binary(op: str) -> Handler:
+    def handle(cx: _Ctx, a: dict[str, Any]) -> Value:
+        other, alpha = a["other"], a.get("alpha", 1)
+        if alpha != 1:
+            other = other * alpha if not isinstance(other, Value) else cx.scale(other, alpha)
+        return cx.binary(op, a["self"], other)
+
+    return handle
+
+
+def _rsub(cx: _Ctx, a: dict[str, Any]) -> Value:  # other - alpha * self
+    return cx.binary("sub", a["other"], cx.scale(a["self"], a["alpha"]))
+
+
+def _pow(cx: _Ctx, a: dict[str, Any]) -> Value:
+    e = float(a["exponent"])
+    return cx.emit("square", a["self"]) if e == 2 else cx.emit("pow", a["self"], exponent=e)
+
+
+def _pow_scalar_base(cx: _Ctx, a: dict[str, Any]) -> Value:  # base ** x = exp(x * ln(base))
+    base = float(a["self"])
+    if base <= 0:
+        raise cx.unsupported(f"a non-positive base {base} ** tensor has no registry equivalent")
+    return cx.emit("exp", cx.scale(a["exponent"], math.log(base)))
+
+
+def _clamp(lo_key: str | None, hi_key: str | None) -> Handler:
+    def handle(cx: _Ctx, a: dict[str, Any]) -> Value:
+        lo = a[lo_key] if lo_key else None
+        hi = a[hi_key] if hi_key else None
+        return cx.emit("clamp", a["self"], lo=-math.inf if lo is None else lo, hi=math.inf if hi is None else hi)
+
+    return handle
+
+
+def _elu(cx: _Ctx, a: dict[str, Any]) -> Value:  # scale * (relu(x) + alpha * (exp(min(x, 0) * s) - 1))
+    x = a["self"]
+    negative = cx.scale(cx.binary("minimum", x, 0.0), a["input_scale"])
+    tail = cx.scale(cx.binary("sub", cx.emit("exp", negative), 1.0), a["alpha"])
+    return cx.scale(cx.emit("add", cx.emit("relu", x), tail), a["scale"])
+
+
+_SELU = {"alpha": 1.6732632423543772848170429916717, "scale": 1.0507009873554804934193349852946, "input_scale": 1.0}
+
+
+def _vector_norm(cx: _Ctx, a: dict[str, Any]) -> Value:
+    x, p = a["self"], float(a["ord"])
+    attrs = {"axes": _axes(a["dim"]), "keepdims": bool(a["keepdim"])}
+    if p in (math.inf, -math.inf):
+        return cx.emit("max" if p > 0 else "min", cx.emit("abs", x), **attrs)
+    if p == 2:
+        return cx.emit("sqrt", cx.emit("sum", cx.emit("square", x), **attrs))
+    if p == 1:
+        return cx.emit("sum", cx.emit("abs", x), **attrs)
+    if p <= 0:
+        raise cx.unsupported(f"the {p}-norm has no registry equivalent")
+    total = cx.emit("sum", cx.emit("pow", cx.emit("abs", x), exponent=p), **attrs)
+    return cx.emit("pow", total, exponent=1.0 / p)
+
+
+def _cast(cx: _Ctx, a: dict[str, Any]) -> Value:  # the result dtype comes from torch's own metadata
+    want = _dtype(cx.node.meta["val"].dtype, cx.where)
+    x = a["self"]
+    return x if x.dtype == want else cx.emit("cast", x, dtype=want)
+
+
+def _identity(cx: _Ctx, a: dict[str, Any]) -> Value:
+    return a["self"]
+
+
+def _dropout(cx: _Ctx, a: dict[str, Any]) -> Value:
+    if a["train"] and a["p"] > 0:
+        raise cx.unsupported(f"dropout with p={a['p']} in training mode is random; call module.eval()")
+    return a["input"]
+
+
+# -- matmul --------------------------------------------------------------------------------------
+def _matmul(cx: _Ctx, a: dict[str, Any]) -> Value:
+    x, y = a["self"], a.get("other", a.get("mat2", a.get("vec")))
+    x2 = cx.emit("expand_dims", x, axis=0) if x.ndim == 1 else x
+    y2 = cx.emit("expand_dims", y, axis=-1) if y.ndim == 1 else y
+    out = cx.emit("matmul", x2, y2)
+    if y.ndim == 1:
+        out = cx.emit("squeeze", out, axes=(-1,))
+    if x.ndim == 1:
+        out = cx.emit("squeeze", out, axes=(-1 if y.ndim == 1 else -2,))
+    return out
+
+
+def _addmm(cx: _Ctx, a: dict[str, Any]) -> Value:  # beta * self + alpha * (mat1 @ mat2)
+    product = cx.scale(cx.emit("matmul", a["mat1"], a["mat2"]), a["alpha"])
+    return cx.emit("add", product, cx.scale(a["self"], a["beta"]))
+
+
+def _linear(cx: _Ctx, a: dict[str, Any]) -> Value:
+    ins = [a["input"], a["weight"]] + ([a["bias"]] if a["bias"] is not None else [])
+    return cx.emit("linear", *ins)
+
+
+# -- layout --------------------------------------------------------------------------------------
+def _reshape(cx: _Ctx, a: dict[str, Any]) -> Value:
+    x = a["self"]
+    return x if x.shape == cx.out_shape else cx.emit("reshape", x, shape=cx.out_shape)
+
+
+def _expand(cx: _Ctx, a: dict[str, Any]) -> Value:
+    x = a["self"]
+    return x if x.shape == cx.out_shape else cx.emit("broadcast_to", x, shape=cx.out_shape)
+
+
+def _swap(cx: _Ctx, x: Value, d0: int, d1: int) -> Value:
+    if x.ndim < 2 or d0 % x.ndim == d1 % x.ndim:
+        return x
+    perm = list(range(x.ndim))
+    perm[d0 % x.ndim], perm[d1 % x.ndim] = perm[d1 % x.ndim], perm[d0 % x.ndim]
+    return cx.emit("transpose", x, perm=tuple(perm))
+
+
+def _reverse_axes(cx: _Ctx, a: dict[str, Any]) -> Value:  # x.T
+    x = a["self"]
+    return x if x.ndim < 2 else cx.emit("transpose", x, perm=tuple(reversed(range(x.ndim))))
+
+
+def _squeeze(cx: _Ctx, a: dict[str, Any]) -> Value:
+    x = a["self"]
+    dims = a.get("dim", a.get("dims"))
+    candidates = range(x.ndim) if dims is None else [d % max(x.ndim, 1) for d in _ints(dims)]
+    axes = tuple(sorted({d for d in candidates if x.ndim and x.shape[d] == 1}))  # torch ignores non-1 dims
+    return cx.emit("squeeze", x, axes=axes) if axes else x
+
+
+def _slice(cx: _Ctx, a: dict[str, Any]) -> Value:
+    x = a["self"]
+    axis = a["dim"] % x.ndim
+    size = x.shape[axis]
+    start, stop = slice(a["start"], a["end"]).indices(size)[:2]
+    if (start, stop, a["step"]) == (0, size, 1):
+        return x
+    return cx.emit("slice", x, axis=axis, start=start, stop=max(stop, start), step=a["step"])
+
+
+def _select(cx: _Ctx, a: dict[str, Any]) -> Value:
+    x = a["self"]
+    axis = a["dim"] % x.ndim
+    i = a["index"] % x.shape[axis]
+    return cx.emit("squeeze", cx.emit("slice", x, axis=axis, start=i, stop=i + 1), axes=(axis,))
+
+
+# -- reductions ----------------------------------------------------------------------------------
+def _reduce(op: str, dim_key: str | None = "dim", values_and_indices: bool = False) -> Handler:
+    def handle(cx: _Ctx, a: dict[str, Any]) -> Any:
+        axes = _axes(a[dim_key]) if dim_key else ()
+        out = cx.emit(op, a["self"], axes=axes, keepdims=bool(a.get("keepdim", False)))
+        return (out, None) if values_and_indices else out
+
+    return handle
+
+
+def _variance(cx: _Ctx, a: dict[str, Any], sqrt: bool) -> Value:
+    x = a["self"]
+    axes = _axes(a["dim"]) or tuple(range(x.ndim))
+    if "correction" in a:
+        correction = 1 if a["correction"] is None else a["correction"]
+    else:
+        correction = 1 if a["unbiased"] else 0
+    n = math.prod(x.shape[ax] for ax in axes) - correction
+    if n <= 0:
+        raise cx.unsupported(f"variance of {math.prod(x.shape[ax] for ax in axes)} elements with "
+                             f"correction={correction} divides by zero")
+    centered = cx.emit("sub", x, cx.emit("mean", x, axes=axes, keepdims=True))
+    total = cx.emit("sum", cx.emit("square", centered), axes=axes, keepdims=bool(a["keepdim"]))
+    var = cx.scale(total, 1.0 / n)
+    return cx.emit("sqrt", var) if sqrt else var
+
+
+# -- normalizations ------------------------------------------------------------------------------
+def _channel(cx: _Ctx, v: Value, rank: int) -> Value:
+    return cx.emit("reshape", v, shape=(v.shape[0],) + (1,) * (rank - 2))
+
+
+def _with_affine(cx: _Ctx, op: str, x: Value, stats: list[Value], weight: Value | None, bias: Value | None,
+                 channel_bias: bool, **attrs: Any) -> Value:
+    """Emit a norm composite; a bias without a weight is added after it (the composites take weight first)."""
+    ins = stats + ([weight] if weight is not None else []) + ([bias] if weight is not None and bias is not None
+                                                               else [])
+    y = cx.emit(op, x, *ins, **attrs)
+    if weight is None and bias is not None:
+        y = cx.emit("add", y, _channel(cx, bias, x.ndim) if channel_bias else bias)
+    return y
+
+
+def _layer_norm(cx: _Ctx, a: dict[str, Any]) -> Value:
+    x = a["input"]
+    axes = tuple(range(x.ndim - len(a["normalized_shape"]), x.ndim))
+    return _with_affine(cx, "layernorm", x, [], a["weight"], a["bias"], False, axes=axes, eps=a["eps"])
+
+
+def _rms_norm(cx: _Ctx, a: dict[str, Any]) -> Value:
+    x = a["input"]
+    eps = a["eps"] if a["eps"] is not None else torch.finfo(getattr(torch, x.dtype.torch_name)).eps
+    axes = tuple(range(x.ndim - len(a["normalized_shape"]), x.ndim))
+    ins = [x] + ([a["weight"]] if a["weight"] is not None else [])
+    return cx.emit("rmsnorm", *ins, axes=axes, eps=eps)
+
+
+def _group_norm(cx: _Ctx, a: dict[str, Any]) -> Value:
+    return _with_affine(cx, "groupnorm", a["input"], [], a["weight"], a["bias"], True, groups=a["num_groups"],
+                        eps=a["eps"])
+
+
+def _batch_stats(cx: _Ctx, x: Value) -> list[Value]:
+    """Per-channel mean and biased variance over every axis but 1 (training-mode batch norm)."""
+    axes = tuple(i for i in range(x.ndim) if i != 1)
+    mean = cx.emit("mean", x, axes=axes)
+    centered = cx.emit("sub", x, _channel(cx, mean, x.ndim))
+    return [mean, cx.emit("mean", cx.emit("square", centered), axes=axes)]
+
+
+def _batch_norm(cx: _Ctx, a: dict[str, Any]) -> Any:
+    x = a["input"]
+    if a.get("training") or a["running_mean"] is None:
+        stats = _batch_stats(cx, x)  # the output uses batch statistics; running-stat updates are ignored
+    else:
+        stats = [a["running_mean"], a["running_var"]]
+    y = _with_affine(cx, "batchnorm", x, stats, a["weight"], a["bias"], True, eps=a["eps"], axis=1)
+    return (y, None, None) if cx.aten == "aten._native_batch_norm_legit_no_training.default" else y
+
+
+def _instance_norm(cx: _Ctx, a: dict[str, Any]) -> Value:
+    x = a["input"]
+    if not a["use_input_stats"]:
+        return _batch_norm(cx, {**a, "training": False})
+    return _with_affine(cx, "groupnorm", x, [], a["weight"], a["bias"], True, groups=x.shape[1], eps=a["eps"])
+
+
+# -- attention -----------------------------------------------------------------------------------
+def _sdpa(cx: _Ctx, a: dict[str, Any]) -> Value:
+    q, k, v, mask = a["query"], a["key"], a["value"], a["attn_mask"]
+    if a["dropout_p"] > 0:
+        raise cx.unsupported(f"attention dropout (dropout_p={a['dropout_p']}) is random")
+    if mask is not None and not isinstance(mask, Value):
+        raise cx.unsupported("attn_mask must be a tensor")
+    ins = [q, k, v] + ([mask] if mask is not None else [])
+    return cx.emit("sdpa", *ins, scale=a["scale"], causal=bool(a["is_causal"]))
+
+
+# -- convolutions and pooling --------------------------------------------------------------------
+def _same_padding(cx: _Ctx, weight: Value, dilation: tuple[int, ...]) -> tuple[int, ...]:
+    n = weight.ndim - 2
+    dil = dilation * n if len(dilation) == 1 else dilation
+    pads = []
+    for k, d in zip(weight.shape[2:], dil):
+        total = d * (int(k) - 1)
+        if total % 2:
+            raise cx.unsupported(f"padding='same' with kernel {k}, dilation {d} pads unevenly; pad explicitly")
+        pads.append(total // 2)
+    return tuple(pads)
+
+
+def _conv(cx: _Ctx, a: dict[str, Any]) -> Value:
+    x, w, bias = a["input"], a["weight"], a["bias"]
+    n = w.ndim - 2
+    transposed = a.get("transposed", False) or "conv_transpose" in cx.aten
+    attrs: dict[str, Any] = {"stride": _ints(a["stride"]), "dilation": _ints(a["dilation"]), "groups": a["groups"]}
+    padding = a["padding"]
+    if isinstance(padding, str):
+        padding = (0,) * n if padding == "valid" else _same_padding(cx, w, attrs["dilation"])
+    attrs["padding"] = _ints(padding)
+    if transposed:
+        attrs["output_padding"] = _ints(a["output_padding"])
+    ins = [x, w] + ([bias] if bias is not None else [])
+    return cx.emit(f"conv_transpose{n}d" if transposed else f"conv{n}d", *ins, **attrs)
+
+
+def _pool(kind: str, n: int, with_indices: bool = False) -> Handler:
+    def handle(cx: _Ctx, a: dict[str, Any]) -> Any:
+        attrs = {"kernel_size": _ints(a["kernel_size"]), "stride": _ints(a["stride"]),
+                 "padding": _ints(a["padding"]), "ceil_mode": bool(a["ceil_mode"])}
+        if kind == "max":
+            attrs["dilation"] = _ints(a["dilation"])
+        else:
+            attrs["count_include_pad"] = bool(a["count_include_pad"])
+            if a.get("divisor_override") is not None:
+                raise cx.unsupported("avg pooling with divisor_override has no registry equivalent")
+        out = cx.emit(f"{kind}_pool{n}d", a["self"], **attrs)
+        return (out, None) if with_indices else out
+
+    return handle
+
+
+def _adaptive_avg_pool(n: int) -> Handler:
+    def handle(cx: _Ctx, a: dict[str, Any]) -> Value:
+        x = a["self"]
+        sizes, outs = x.shape[-n:], _ints(a["output_size"])
+        if all(o == 1 for o in outs):
+            return cx.emit("mean", x, axes=tuple(range(x.ndim - n, x.ndim)), keepdims=True)
+        if x.ndim == n + 2 and all(int(s) % o == 0 for s, o in zip(sizes, outs)):
+            kernel = tuple(int(s) // o for s, o in zip(sizes, outs))
+            return cx.emit(f"avg_pool{n}d", x, kernel_size=kernel, stride=kernel)
+        raise cx.unsupported(f"adaptive pooling of {D.format_shape(x.shape)} to {list(outs)} needs uneven windows")
+
+    return handle
+

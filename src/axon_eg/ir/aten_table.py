@@ -1,0 +1,183 @@
+"""THE table of the PyTorch front end: aten overload name -> handler (:mod:`axon_eg.ir.aten_handlers`).
+Nothing else decides which aten ops :mod:`axon_eg.ir.torch_import` supports. Also here: the ops whose result
+may alias their input (for the in-place checks), the data-dependent ops refused with a reason, and the
+lookup of an op's handler (an in-place variant ``aten.relu_`` maps to ``aten.relu``).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+
+from axon_eg.ir.aten_handlers import (
+    _SELU,
+    Handler,
+    _adaptive_avg_pool,
+    _addmm,
+    _batch_norm,
+    _binary,
+    _cast,
+    _clamp,
+    _conv,
+    _dropout,
+    _elu,
+    _expand,
+    _group_norm,
+    _identity,
+    _instance_norm,
+    _ints,
+    _layer_norm,
+    _linear,
+    _matmul,
+    _pool,
+    _pow,
+    _pow_scalar_base,
+    _reduce,
+    _reshape,
+    _reverse_axes,
+    _rms_norm,
+    _rsub,
+    _sdpa,
+    _select,
+    _slice,
+    _squeeze,
+    _swap,
+    _unary,
+    _variance,
+    _vector_norm,
+)
+
+# ------------------------------------------------------------------------------------------------
+# THE table: aten overload name -> handler. Nothing else decides which aten ops are supported.
+# ------------------------------------------------------------------------------------------------
+_ATEN: dict[str, Handler] = {
+    # matmul
+    "aten.mm.default": _matmul, "aten.bmm.default": _matmul, "aten.matmul.default": _matmul, "aten.mv.default": _matmul,
+    "aten.addmm.default": _addmm, "aten.linear.default": _linear,
+    # layout
+    "aten.t.default": lambda cx, a: _swap(cx, a["self"], 0, 1),
+    "aten.transpose.int": lambda cx, a: _swap(cx, a["self"], a["dim0"], a["dim1"]),
+    "aten.permute.default": lambda cx, a: cx.emit("transpose", a["self"], perm=_ints(a["dims"])),
+    "aten.numpy_T.default": _reverse_axes,
+    "aten.view.default": _reshape, "aten.reshape.default": _reshape, "aten._unsafe_view.default": _reshape,
+    "aten.flatten.using_ints": _reshape, "aten.unflatten.int": _reshape, "aten.expand.default": _expand,
+    "aten.expand_as.default": _expand,
+    "aten.unsqueeze.default": lambda cx, a: cx.emit("expand_dims", a["self"], axis=a["dim"]),
+    "aten.squeeze.default": _squeeze, "aten.squeeze.dim": _squeeze, "aten.squeeze.dims": _squeeze,
+    "aten.slice.Tensor": _slice, "aten.select.int": _select,
+    "aten.cat.default": lambda cx, a: cx.emit("concat", *a["tensors"], axis=a["dim"]),
+    # identities and casts
+    "aten.clone.default": _identity, "aten.contiguous.default": _identity, "aten.alias.default": _identity,
+    "aten.detach.default": _identity, "aten.lift_fresh_copy.default": _identity, "aten.dropout.default": _dropout,
+    "aten._to_copy.default": _cast, "aten.to.dtype": _cast, "aten.type_as.default": _cast,
+    # arithmetic
+    "aten.add.Tensor": _binary("add"), "aten.add.Scalar": _binary("add"),
+    "aten.sub.Tensor": _binary("sub"), "aten.sub.Scalar": _binary("sub"),
+    "aten.mul.Tensor": _binary("mul"), "aten.mul.Scalar": _binary("mul"),
+    "aten.div.Tensor": _binary("div"), "aten.div.Scalar": _binary("div"),
+    "aten.rsub.Tensor": _rsub, "aten.rsub.Scalar": _rsub,
+    "aten.maximum.default": _binary("maximum"), "aten.minimum.default": _binary("minimum"),
+    "aten.max.other": _binary("maximum"), "aten.min.other": _binary("minimum"),
+    "aten.pow.Tensor_Scalar": _pow, "aten.pow.Scalar": _pow_scalar_base,
+    # unary maps
+    **{f"aten.{op}.default": _unary(op) for op in (
+        "neg", "exp", "log", "sqrt", "rsqrt", "reciprocal", "abs", "square", "relu", "sigmoid", "tanh", "silu",
+        "mish", "hardswish", "hardsigmoid", "erf")},
+    "aten.leaky_relu.default": lambda cx, a: cx.emit("leaky_relu", a["self"], slope=a["negative_slope"]),
+    "aten.gelu.default": lambda cx, a: cx.emit("gelu", a["self"], approximate=a["approximate"]),
+    "aten.softplus.default": lambda cx, a: cx.emit("softplus", a["self"], beta=a["beta"], threshold=a["threshold"]),
+    "aten.elu.default": _elu, "aten.selu.default": lambda cx, a: _elu(cx, {**a, **_SELU}),
+    "aten.celu.default": lambda cx, a: _elu(cx, {**a, "scale": 1.0, "input_scale": 1.0 / a["alpha"]}),
+    "aten.log_sigmoid.default": lambda cx, a: cx.emit("neg", cx.emit("softplus", cx.emit("neg", a["self"]),
+                                                                     threshold=math.inf)),
+    "aten.hardtanh.default": _clamp("min_val", "max_val"), "aten.relu6.default": _unary("clamp", lo=0.0, hi=6.0),
+    "aten.clamp.default": _clamp("min", "max"), "aten.clamp_min.default": _clamp("min", None),
+    "aten.clamp_max.default": _clamp(None, "max"),
+    # reductions and scans
+    "aten.sum.default": _reduce("sum", None), "aten.sum.dim_IntList": _reduce("sum"),
+    "aten.mean.default": _reduce("mean", None), "aten.mean.dim": _reduce("mean"),
+    "aten.amax.default": _reduce("max"), "aten.amin.default": _reduce("min"),
+    "aten.max.default": _reduce("max", None), "aten.min.default": _reduce("min", None),
+    "aten.max.dim": _reduce("max", values_and_indices=True), "aten.min.dim": _reduce("min", values_and_indices=True),
+    "aten.logsumexp.default": _reduce("logsumexp"), "aten.linalg_vector_norm.default": _vector_norm,
+    "aten.var.dim": lambda cx, a: _variance(cx, a, False), "aten.var.correction": lambda cx, a: _variance(cx, a, False),
+    "aten.std.dim": lambda cx, a: _variance(cx, a, True), "aten.std.correction": lambda cx, a: _variance(cx, a, True),
+    "aten.cumsum.default": lambda cx, a: cx.emit("cumsum", a["self"], axis=a["dim"]),
+    # softmax and norms
+    "aten.softmax.int": lambda cx, a: cx.emit("softmax", a["self"], axis=a["dim"]),
+    "aten._softmax.default": lambda cx, a: cx.emit("softmax", a["self"], axis=a["dim"]),
+    "aten.log_softmax.int": lambda cx, a: cx.emit("log_softmax", a["self"], axis=a["dim"]),
+    "aten._log_softmax.default": lambda cx, a: cx.emit("log_softmax", a["self"], axis=a["dim"]),
+    "aten.layer_norm.default": _layer_norm, "aten.rms_norm.default": _rms_norm,
+    "aten.group_norm.default": _group_norm, "aten.instance_norm.default": _instance_norm,
+    "aten.batch_norm.default": _batch_norm, "aten._native_batch_norm_legit_no_training.default": _batch_norm,
+    # attention
+    "aten.scaled_dot_product_attention.default": _sdpa,
+    # convolutions and pooling
+    **{f"aten.conv{n}d.{o}": _conv for n in (1, 2, 3) for o in ("default", "padding")},
+    "aten.conv_transpose1d.default": _conv, "aten.conv_transpose2d.input": _conv,
+    "aten.conv_transpose3d.input": _conv, "aten.convolution.default": _conv,
+    **{f"aten.max_pool{n}d.default": _pool("max", n) for n in (1, 2, 3)},
+    **{f"aten.max_pool{n}d_with_indices.default": _pool("max", n, True) for n in (1, 2, 3)},
+    **{f"aten.avg_pool{n}d.default": _pool("avg", n) for n in (1, 2, 3)},
+    **{f"aten.adaptive_avg_pool{n}d.default": _adaptive_avg_pool(n) for n in (1, 2, 3)},
+}
+
+SUPPORTED_ATEN_OPS: tuple[str, ...] = tuple(sorted(_ATEN))
+
+# Ops whose result may alias their input: an in-place op must not write through (or into) one of them.
+_VIEW_LIKE = frozenset({
+    "aten.view.default", "aten.reshape.default", "aten._unsafe_view.default", "aten.t.default",
+    "aten.transpose.int", "aten.permute.default", "aten.numpy_T.default", "aten.expand.default",
+    "aten.expand_as.default", "aten.unsqueeze.default", "aten.squeeze.default", "aten.squeeze.dim",
+    "aten.squeeze.dims", "aten.slice.Tensor", "aten.select.int", "aten.flatten.using_ints", "aten.unflatten.int",
+    "aten.alias.default", "aten.detach.default", "aten.contiguous.default", "aten.to.dtype", "aten.type_as.default",
+    "aten.dropout.default",
+})
+
+
+_ITEM = ("`.item()` (a tensor's value read into Python) is not supported: data-dependent; keep it a tensor "
+         "(x / x.max(), not x / x.max().item())")
+_SHAPE_FROM_VALUES = "its output's shape depends on tensor values: data-dependent shapes are not supported"
+_DATA_DEPENDENT = {
+    "aten.item.default": _ITEM, "aten._local_scalar_dense.default": _ITEM,
+    **{f"aten.{op}": _SHAPE_FROM_VALUES for op in (
+        "nonzero.default", "masked_select.default", "unique.default", "_unique2.default", "unique_dim.default",
+        "unique_consecutive.default", "repeat_interleave.Tensor")},
+}
+"""aten ops whose meaning depends on tensor values, with the reason they cannot be imported."""
+
+
+def _name(target: Any) -> str:
+    return str(target) if isinstance(target, torch._ops.OpOverload) else getattr(target, "__name__", str(target))
+
+
+def _writes_self(target: Any) -> bool:
+    """An in-place aten op that writes its first argument only (``aten.relu_``, ``aten.add_.Tensor``)."""
+    if not isinstance(target, torch._ops.OpOverload):
+        return False
+    written = [i for i, arg in enumerate(target._schema.arguments) if arg.alias_info and arg.alias_info.is_write]
+    return written == [0]
+
+
+def _handler(target: Any) -> Handler | None:
+    name = _name(target)
+    if name in _ATEN:
+        return _ATEN[name]
+    if _writes_self(target):  # aten.relu_.default -> aten.relu.default
+        ns, packet, overload = name.split(".")
+        return _ATEN.get(f"{ns}.{packet.rstrip('_')}.{overload}")
+    return None
+
+
+def _bind_schema(target: torch._ops.OpOverload, args: tuple, kwargs: dict) -> dict[str, Any]:
+    out = {}
+    for i, arg in enumerate(target._schema.arguments):
+        if i < len(args) and not arg.kwarg_only:
+            out[arg.name] = args[i]
+        else:
+            out[arg.name] = kwargs.get(arg.name, arg.default_value)
+    return out
+

@@ -1,0 +1,100 @@
+"""What one phase-2 child runs, in the process the fork server forked (part of :mod:`axon_eg.measure.worker`,
+which re-exports every name): load the candidate's reference and source, apply the Triton interpreter's
+work-arounds under ``TRITON_INTERPRET=1``, run the harness, and write the result for the parent to read.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import sys
+from pathlib import Path
+from typing import Any
+
+from axon_eg.measure.manifest import load_manifest
+
+
+def _load_reference(bundle: Path, cand: dict[str, Any]) -> Any:
+    import importlib.util
+
+    import numpy as np
+
+    ref = cand["reference"]
+    if ref.endswith(".npz"):
+        data = np.load(bundle / ref)
+        seeds: dict[int, list[Any]] = {}
+        for key in data.files:
+            s, j = key.removeprefix("seed").split("_out")
+            seeds.setdefault(int(s), []).append((int(j), data[key]))
+        return {s: [a for _, a in sorted(v, key=lambda p: p[0])] for s, v in seeds.items()}
+    path, _, name = ref.partition(":")
+    spec = importlib.util.spec_from_file_location("axon_eg_reference", bundle / path)
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return getattr(mod, name or "reference")
+
+
+def _interpreter_fixes() -> None:
+    """Under TRITON_INTERPRET=1 only: the interpreter work-arounds, when axon_eg's backends are installed
+    (a bare GPU box running a bundle needs none)."""
+    if os.environ.get("TRITON_INTERPRET") != "1":
+        return
+    try:
+        from axon_eg.backends.triton import interpreter
+    except ImportError:
+        return
+    interpreter.apply()
+
+
+def _child(bundle: Path, cand_id: str, result_path: Path) -> int:
+    import faulthandler
+    import importlib.util
+    import traceback
+
+    faulthandler.enable()
+    import numpy  # noqa: F401
+    import torch
+
+    from axon_eg.measure import harness
+
+    try:
+        import triton  # noqa: F401
+    except ImportError:
+        pass
+    cand = next(c for c in load_manifest(bundle) if c["id"] == cand_id)
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    dev_name = torch.cuda.get_device_name(0) if device == "cuda" else platform.processor() or "cpu"
+
+    def finish(res: dict[str, Any]) -> int:
+        res["device"] = f"{device} ({dev_name})"
+        tmp = result_path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(res, default=str))
+        os.replace(tmp, result_path)
+        return 0
+
+    try:
+        reference = _load_reference(bundle, cand)
+    except Exception:
+        return finish({"status": "crashed", "stage": "reference", "error": traceback.format_exc()[-4000:]})
+    try:
+        src = bundle / cand["source"]
+        spec = importlib.util.spec_from_file_location(f"axon_eg_candidate_{cand_id}", src)
+        assert spec is not None and spec.loader is not None
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = mod
+        _interpreter_fixes()
+        spec.loader.exec_module(mod)
+        fn = getattr(mod, cand.get("entry", "kernel"))
+    except BaseException:
+        return finish({"status": "compile_error", "stage": "compile", "error": traceback.format_exc()[-4000:]})
+    try:
+        res = harness.measure(fn, cand["inputs"], reference, seed=int(cand.get("seed", 0)),
+                              trials=int(cand.get("trials", harness.MIN_TRIALS)), device=device,
+                              mode=cand.get("mode", "auto"), out_dtypes=cand.get("out_dtypes"),
+                              time_wrong=bool(cand.get("time_wrong", False)))
+    except Exception:
+        return finish({"status": "crashed", "stage": "harness", "error": traceback.format_exc()[-4000:]})
+    return finish(res.as_dict())
+

@@ -1,0 +1,302 @@
+"""THE Trainium (NKI) instructions, each declared once: what the simulator, the proofs and the cost model share.
+
+A :class:`Declaration` names an instruction and gives the engines that may run it (the first is the
+default), its parameters in NKI call order -- tile operands (:class:`Tile`: the memories each may live
+in, read or written, whether a compile-time number may stand in for it, whether it is a per-partition
+``[P, 1]`` vector) and attributes (:class:`Attr`: kind, allowed values, default) -- the hardware-file keys
+of its own limits, the target features and element sizes it needs, and its latency model
+(:class:`Latency`). What every instruction shares is declared per engine: which memories it reads and
+writes, the partition limit of on-chip tiles, the free-size limit of the element-wise engines.
+
+Readers, each with one implementation per declared name and nothing else:
+
+* the simulator (``axon_eg.backends.nki.isa``): checks operands, engines, memories, limits, features and
+  attribute values against the declaration and runs the NumPy implementation (``isa_numpy``);
+* the Z3 semantics (:class:`.instructions.Machine`): validates arguments, engines, memories and attribute
+  values against the declaration and runs the instruction's meaning (:data:`.instructions.MEANINGS`,
+  registered by :mod:`.vocabulary`; :attr:`Declaration.meaning` is the hook);
+* the cost model: the simulator's trace latencies and the Trainium engine timeline (``extract/cost.py``)
+  both evaluate the declared latency models (``axon_eg.backends.nki.latency``).
+
+``tests/backends/test_nki_declarations.py`` ties them: every declared instruction has a NumPy
+implementation, a meaning and an NKI call of both dialects, nothing else does, and both the simulator
+and the Machine accept every declared attribute value and refuse one outside the declared values.
+
+A parameter's ``side`` says who takes it: ``BOTH``; ``KERNEL`` (an NKI call argument proofs do not
+state: ``dma_transpose``'s ``axes``, ``iota``'s ``pattern``, the legacy ``iota`` expression); ``PROOF``
+(the destination ``shape`` of ``memset``/``iota``: an allocation, which the simulator reads off ``dst``).
+``proof_values`` are the values proofs state when they differ from a kernel's (``nc_matmul``'s
+``accumulate``: a proof states False or True, a kernel may also pass None, "the first write overwrites";
+an activation function may be ``any``, an uninterpreted function). This module is in ``semantics/isa``,
+so the hash NKI proofs record (``axon_eg.proofs.isa_semantics_hash``) covers it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
+
+HBM, SBUF, PSUM = "hbm", "sbuf", "psum"
+SPACES = (HBM, SBUF, PSUM)
+ON_CHIP = (SBUF, PSUM)
+TENSOR, VECTOR, SCALAR, GPSIMD, DMA = "tensor", "vector", "scalar", "gpsimd", "dma"
+ENGINES = (TENSOR, VECTOR, SCALAR, GPSIMD, DMA)
+ELEMENTWISE_ENGINES = (VECTOR, SCALAR, GPSIMD)
+
+# What each engine can read and write (hw-facts.md, Trainium section): TensorE reads only SBUF and writes
+# only PSUM, GpSimd cannot touch PSUM, the DMA engines move data between HBM and SBUF.
+ENGINE_READS = {TENSOR: (SBUF,), VECTOR: ON_CHIP, SCALAR: ON_CHIP, GPSIMD: (SBUF,), DMA: (HBM, SBUF)}
+ENGINE_WRITES = {TENSOR: (PSUM,), VECTOR: ON_CHIP, SCALAR: ON_CHIP, GPSIMD: (SBUF,), DMA: (SBUF, HBM)}
+ENGINE_RULE = {TENSOR: "the tensor engine reads only SBUF and writes only PSUM",
+               GPSIMD: "the gpsimd engine cannot access PSUM", DMA: "DMA moves data between HBM and SBUF"}
+
+# Hardware-file keys (data/hw_costs/<target>.yaml) every instruction is checked against.
+PARTITION_MAX = "limits.partition_max"  # the partition dim of every on-chip tile
+FREE_MAX = {SBUF: "limits.vector.free_max_sbuf", PSUM: "limits.vector.free_max_psum"}  # element-wise engines
+
+# Attribute vocabularies (NKI names; each reader maps them to its implementation).
+ALU_OPS = ("add", "subtract", "multiply", "divide", "maximum", "minimum")
+REDUCE_OPS = ("add", "maximum", "minimum")
+ACTIVATION_FUNCTIONS = ("copy", "exp", "log", "sqrt", "rsqrt", "reciprocal", "tanh", "sigmoid", "silu", "gelu",
+                        "gelu_apprx_tanh", "relu", "square", "abs", "erf", "softplus")
+ACTIVATION_REDUCE_OPS = ("add",)  # nki.isa.activation: "reduce_op must be nl.add" (Scalar Engine registers sum)
+REDUCE_CMDS = ("idle", "reset", "reduce", "reset_reduce")
+ANY_FUNCTION = "any"  # an arbitrary function: proofs with it hold for every activation function
+FLAGS = (False, True)
+
+# Attribute kinds.
+OP = "op"  # a name of a vocabulary above (an nl.* token in a kernel)
+CMD = "cmd"  # a nisa.* enum token
+FLAG = "flag"  # a bool
+INT = "int"  # a compile-time integer
+NUMBER = "number"  # a compile-time number (an immediate in proofs)
+AXES = "axes"  # an axis or a tuple of axes
+PATTERN = "pattern"  # an iota access pattern [[step, num], ...]
+EXPR = "expr"  # an nl.arange index expression (legacy iota)
+SHAPE = "shape"  # a destination shape (proofs only)
+KINDS = (OP, CMD, FLAG, INT, NUMBER, AXES, PATTERN, EXPR, SHAPE)
+
+BOTH, KERNEL, PROOF = "both", "kernel", "proof"
+REQUIRED: Any = type("Required", (), {"__repr__": lambda self: "REQUIRED"})()
+
+# Latency model kinds (formulas: axon_eg.backends.nki.latency, constants: the hardware file).
+DMA_TRANSFER = "dma"  # seconds: costs.dma_fixed + bytes / compute.dma.bandwidth_per_engine
+STREAMS = "streams"  # cycles: max(1, input streams) * free elements * costs.vector_cycles_per_element
+PE = "pe"  # cycles: max(moving columns, costs.matmul_moving_min_cycles), x4 with an fp32 operand
+LATENCY_KEYS = {DMA_TRANSFER: ("costs.dma_fixed", "compute.dma.bandwidth_per_engine"),
+                STREAMS: ("costs.vector_cycles_per_element",), PE: ("costs.matmul_moving_min_cycles",)}
+
+
+@dataclass(frozen=True)
+class Tile:
+    """A tensor operand: the memories it may live in (a written one's first is where it goes by default)."""
+
+    name: str
+    spaces: tuple[str, ...]
+    out: bool = False  # written (dst, reduce_res) rather than read
+    scalar: bool = False  # a compile-time number may stand in for it (then it is passed as an attribute)
+    vector: bool = False  # as a tile, a [P, 1] per-partition vector
+    default: Any = REQUIRED  # when it may be left out: the value it then has (None: absent)
+    side: str = BOTH
+
+    @property
+    def required(self) -> bool:
+        return self.default is REQUIRED
+
+
+@dataclass(frozen=True)
+class Attr:
+    """A non-tile parameter. ``values``: the allowed values besides the default (None: any of the kind);
+    ``proof_values``: those proofs state, when they differ; ``why``: how a value outside is refused."""
+
+    name: str
+    kind: str
+    values: tuple[Any, ...] | None = None
+    default: Any = REQUIRED
+    side: str = BOTH
+    proof_values: tuple[Any, ...] | None = None
+    why: str = ""
+
+    @property
+    def required(self) -> bool:
+        return self.default is REQUIRED
+
+    def allowed(self, proof: bool = False) -> tuple[Any, ...] | None:
+        return self.proof_values if proof and self.proof_values is not None else self.values
+
+
+@dataclass(frozen=True)
+class Latency:
+    """How long an instruction keeps its engine: ``kind`` (DMA_TRANSFER, STREAMS, PE); ``operands``: the
+    input streams (STREAMS) or the operand whose ``columns`` (its free size or its partitions) move
+    through the PE array (PE)."""
+
+    kind: str
+    operands: tuple[str, ...] = ()
+    columns: str = "free"
+
+
+@dataclass(frozen=True)
+class Declaration:
+    name: str
+    engines: tuple[str, ...]
+    params: tuple[Tile | Attr, ...]
+    doc: str
+    api: str  # the NKI call it corresponds to
+    latency: Mapping[str, Latency]  # engine -> its latency model
+    limits: Mapping[str, str] = field(default_factory=dict)  # what -> hardware-file key
+    features: Mapping[str, str] = field(default_factory=dict)  # features.<name> it needs -> where it exists
+    dtype_bytes: Mapping[str, int] = field(default_factory=dict)  # tile operand -> the element size it needs
+    engine_required: bool = False  # proofs name the engine; a kernel's call picks it by the operands' memories
+
+    @cached_property
+    def tiles(self) -> dict[str, Tile]:
+        return {p.name: p for p in self.params if isinstance(p, Tile)}
+
+    @cached_property
+    def attrs(self) -> dict[str, Attr]:
+        return {p.name: p for p in self.params if isinstance(p, Attr)}
+
+    def reads(self, side: str = KERNEL) -> dict[str, Tile]:
+        return {n: t for n, t in self.tiles.items() if not t.out and t.side in (BOTH, side)}
+
+    def writes(self, side: str = KERNEL) -> dict[str, Tile]:
+        return {n: t for n, t in self.tiles.items() if t.out and t.side in (BOTH, side)}
+
+    def arguments(self, side: str) -> tuple[Tile | Attr, ...]:
+        """The parameters ``side`` (KERNEL or PROOF) takes, in call order."""
+        return tuple(p for p in self.params if p.side in (BOTH, side))
+
+    def proof_arguments(self) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        """(required, optional) argument names of the instruction in a proof (``Instr``): every parameter
+        but ``dst`` (the Instr's destination), plus ``engine`` where several engines may run it."""
+        args = [p for p in self.arguments(PROOF) if p.name != "dst"]
+        required = [p.name for p in args if p.required]
+        optional = [p.name for p in args if not p.required]
+        if len(self.engines) > 1:
+            (required if self.engine_required else optional).append("engine")
+        return tuple(required), tuple(optional)
+
+    def default_space(self, engine: str) -> str:
+        """Where ``dst`` goes when no memory is given: its first memory ``engine`` can write."""
+        return next((s for s in self.tiles["dst"].spaces if s in ENGINE_WRITES[engine]), SBUF)
+
+    def limit(self, what: str) -> str:
+        return self.limits[what]
+
+    @property
+    def meaning(self) -> Any:
+        """The instruction's meaning as normal-form terms: its handler of :data:`.instructions.MEANINGS`."""
+        from .instructions import MEANINGS
+
+        return MEANINGS[self.name]
+
+
+DECLARATIONS: dict[str, Declaration] = {}
+
+
+def declaration(name: str) -> Declaration:
+    return DECLARATIONS[name]
+
+
+def _declare(name: str, engines: tuple[str, ...], params: tuple[Tile | Attr, ...], latency: Latency | Mapping[str, Latency],
+             doc: str, api: str, **facts: Any) -> None:
+    if not isinstance(latency, Mapping):
+        latency = {e: latency for e in engines}
+    DECLARATIONS[name] = Declaration(name, engines, params, doc, api, dict(latency), **facts)
+
+
+def _tile(name: str, *spaces: str, **kw: Any) -> Tile:
+    return Tile(name, spaces, **kw)
+
+
+def _out(name: str, *spaces: str, **kw: Any) -> Tile:
+    return Tile(name, spaces, out=True, **kw)
+
+
+def _vector(name: str, default: Any) -> Tile:
+    """A [P, 1] per-partition tile or a compile-time number (bias, scale, operand0/1)."""
+    return Tile(name, ON_CHIP, scalar=True, vector=True, default=default)
+
+
+DMA_LATENCY = Latency(DMA_TRANSFER)
+
+# ----------------------------------------------------------------------------------------- data movement
+_declare("load", (DMA,), (_out("dst", SBUF), _tile("src", HBM)), DMA_LATENCY,
+         "HBM -> SBUF tile (one DMA).", "nl.load(src)")
+_declare("store", (DMA,), (_out("dst", HBM), _tile("src", SBUF)), DMA_LATENCY,
+         "SBUF tile -> HBM (one DMA).", "nl.store(dst, value)")
+_declare("dma_copy", (DMA,), (_out("dst", SBUF, HBM), _tile("src", HBM, SBUF)), DMA_LATENCY,
+         "Memory to memory (HBM/SBUF) in row-major element order, casting through fp32 when dtypes differ.",
+         "nisa.dma_copy(dst, src)")
+_declare("dma_transpose", (DMA,), (_out("dst", SBUF), _tile("src", HBM, SBUF),
+                                    Attr("axes", AXES, ((1, 0),), default=None, side=KERNEL)), DMA_LATENCY,
+         "2-D transpose during a DMA (2-byte dtypes; features.dma_transpose, trn2 and later).",
+         "nisa.dma_transpose(dst, src)", features={"dma_transpose": "DMA transpose exists on trn2 and later"},
+         dtype_bytes={"src": 2})
+
+# ----------------------------------------------------------------------------------------- Tensor engine
+_declare("nc_matmul", (TENSOR,),
+         (_out("dst", PSUM), _tile("stationary", SBUF), _tile("moving", SBUF),
+          Attr("accumulate", FLAG, FLAGS, default=None, proof_values=FLAGS)), Latency(PE, ("moving",), "free"),
+         "dst[M, N] (fp32 PSUM) = or += stationary[K, M].T @ moving[K, N]; accumulate None: the first write to a PSUM "
+         "element overwrites, later ones add (the simulator's write mode).",
+         "nisa.nc_matmul(dst, stationary, moving, accumulate=None)",
+         limits={"contraction": "limits.matmul.contraction_max", "stationary_free": "limits.matmul.stationary_free_max",
+                 "moving_free": "limits.matmul.moving_free_max", "psum_bank": "memory.psum.bank"})
+_declare("nc_transpose", (TENSOR, VECTOR), (_out("dst", *ON_CHIP), _tile("data", *ON_CHIP)),
+         {TENSOR: Latency(PE, ("data",), "partitions"), VECTOR: Latency(STREAMS, ("data",))},
+         "dst = data.T (free axes flattened): tensor engine <= 128x128 SBUF -> PSUM, vector engine <= 32x32.",
+         "nisa.nc_transpose(dst, data, engine)", engine_required=True,
+         limits={TENSOR: "limits.transpose.tensor_engine_max", VECTOR: "limits.transpose.vector_engine_max"})
+
+# -------------------------------------------------------------------------------- element-wise engines
+_declare("activation", (SCALAR,),
+         (_out("dst", *ON_CHIP), Attr("op", OP, ACTIVATION_FUNCTIONS, proof_values=(*ACTIVATION_FUNCTIONS, ANY_FUNCTION)),
+          _tile("data", *ON_CHIP), _vector("bias", None), _vector("scale", 1.0),
+          Attr("reduce_op", OP, ACTIVATION_REDUCE_OPS, default=None,
+               why="must be add (the Scalar Engine reduce registers sum)"),
+          _out("reduce_res", *ON_CHIP, vector=True, default=None), Attr("reduce_cmd", CMD, REDUCE_CMDS, default="idle")),
+         Latency(STREAMS, ("data",)),
+         "dst = op(data * scale + bias); bias a [P, 1] tile, scale a scalar or [P, 1] tile. reduce_cmd drives the "
+         "Scalar engine's per-partition reduce registers (reset: set to the identity, reduce: add the row reduction of "
+         "dst over the free axes, reset_reduce: both); reduce_res[P, 1] reads the registers out.",
+         "nisa.activation(dst, op, data, bias, scale, reduce_op, reduce_res, reduce_cmd)")
+_declare("tensor_tensor", (VECTOR, GPSIMD),
+         (_out("dst", *ON_CHIP), _tile("data1", *ON_CHIP), _tile("data2", *ON_CHIP), Attr("op", OP, ALU_OPS)),
+         Latency(STREAMS, ("data1", "data2")), "dst = data1 op data2, element-wise.",
+         "nisa.tensor_tensor(dst, data1, data2, op)")
+_declare("tensor_scalar", (VECTOR, SCALAR, GPSIMD),
+         (_out("dst", *ON_CHIP), _tile("data", *ON_CHIP), Attr("op0", OP, ALU_OPS), _vector("operand0", None),
+          Attr("reverse0", FLAG, FLAGS, default=False), Attr("op1", OP, ALU_OPS, default=None),
+          _vector("operand1", None), Attr("reverse1", FLAG, FLAGS, default=False)),
+         Latency(STREAMS, ("data",)),
+         "dst = (data op0 operand0) op1 operand1; operands scalars or [P, 1] tiles; reverse swaps an op's operands.",
+         "nisa.tensor_scalar(dst, data, op0, operand0, reverse0, op1, operand1, reverse1)")
+_declare("tensor_reduce", (VECTOR,),
+         (_out("dst", *ON_CHIP), Attr("op", OP, REDUCE_OPS), _tile("data", *ON_CHIP), Attr("axis", AXES),
+          Attr("negate", FLAG, FLAGS, default=False), Attr("keepdims", FLAG, FLAGS, default=False)),
+         Latency(STREAMS, ("data",)), "dst = reduce(op, data, trailing free axes); negate multiplies the result by -1.",
+         "nisa.tensor_reduce(dst, op, data, axis, negate, keepdims)")
+_declare("tensor_copy", (VECTOR, SCALAR, GPSIMD), (_out("dst", *ON_CHIP), _tile("src", *ON_CHIP)),
+         Latency(STREAMS, ("src",)), "dst = src on chip (casting to dst.dtype).", "nisa.tensor_copy(dst, src, engine)")
+_declare("memset", (VECTOR, GPSIMD), (_out("dst", *ON_CHIP), Attr("shape", SHAPE, side=PROOF), Attr("value", NUMBER)),
+         Latency(STREAMS), "dst = value everywhere.", "nisa.memset(dst, value)")
+_declare("iota", (GPSIMD,),
+         (_out("dst", SBUF), Attr("shape", SHAPE, side=PROOF), Attr("pattern", PATTERN, default=(), side=KERNEL),
+          Attr("offset", INT, default=0), Attr("channel_multiplier", INT, default=0),
+          Attr("expr", EXPR, default=None, side=KERNEL)),
+         Latency(STREAMS),
+         "dst[c, i...] = offset + c * channel_multiplier + sum(i_k * step_k) over pattern [[step, num], ...] (legacy: "
+         "the values of an nl.arange expression).", "nisa.iota(dst, pattern, offset, channel_multiplier)")
+
+
+def limit_keys() -> set[str]:
+    """Every hardware-file key an instruction check reads (the tie test checks each target has them)."""
+    keys = {PARTITION_MAX, *FREE_MAX.values(), *(k for ks in LATENCY_KEYS.values() for k in ks)}
+    keys |= {f"compute.engines.{e}.clock" for e in ENGINES if e != DMA}
+    for d in DECLARATIONS.values():
+        keys |= set(d.limits.values()) | {f"features.{f}" for f in d.features}
+    return keys

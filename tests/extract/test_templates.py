@@ -1,0 +1,136 @@
+"""Typed tile templates (issue 16): one template applies to each fusion group on each target, its space
+reads its ranges from the hardware file, the enumerated tilings carry their typed tile, hand-built and
+stored tilings read the same way, and the cost model, the ranking and the Triton lowerings read the
+typed fields."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+
+os.environ.setdefault("TRITON_INTERPRET", "1")
+
+import pytest  # noqa: E402
+import yaml  # noqa: E402
+from benchmarks.suite import get  # noqa: E402
+
+from axon_eg import hw  # noqa: E402
+from axon_eg.egraph.nugraph import DEFAULT_FLOPS_PER_BYTE, flops_per_byte  # noqa: E402
+from axon_eg.extract import cost as cost_module  # noqa: E402
+from axon_eg.extract import templates as T  # noqa: E402
+from axon_eg.extract.candidates import _tie_break, group_cost, isa_choices, rank_tilings  # noqa: E402
+from axon_eg.extract.fusion import MATMUL, FusionPlan, Group, plans  # noqa: E402
+from axon_eg.extract.tiling import Tiling, space, tilings  # noqa: E402
+from axon_eg.ir.dtypes import bf16  # noqa: E402
+from axon_eg.ir.program import Builder  # noqa: E402
+
+TARGETS = ["h200", "h100", "intel-xe2", "trn1", "trn2"]
+NAMES = ["rmsnorm_matmul", "softmax", "gated_mlp", "cumsum", "transpose", "gqa", "matmul_bias_gelu"]
+
+
+def _gemv(op: str | None) -> FusionPlan:
+    """``x @ sum(W, -1, keepdims)`` (``op`` "sum": the split-K GEMV) or ``x @ v`` (None: a plain GEMV), one group."""
+    b = Builder(f"gemv_{op}")
+    x = b.input("x", (64, 48), bf16)
+    w = b.input("w", (48, 32 if op else 1), bf16)
+    vec = b.emit(op, w, axes=(1,), keepdims=True) if op else w
+    program = b.build(b.emit("matmul", x, vec)).expand()
+    return FusionPlan(program, (Group(MATMUL, tuple(i for i, n in enumerate(program.nodes) if n.op not in ("input",))),))
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("name", NAMES)
+def test_one_template_per_group_and_tilings_carry_their_typed_tile(target, name):
+    spec = hw.load(target)
+    for plan in plans(get(name).bound(small=True)):
+        for gi in range(len(plan.groups)):
+            applying = [t for t in T.TEMPLATES if t.applies(plan, gi, spec)]
+            assert len(applying) == 1, (plan.name, gi, applying)
+            sp = space(plan, gi, spec)
+            assert sp.template is applying[0] and sp.kind == plan.groups[gi].kind
+            for t in tilings(sp)[0]:
+                assert type(t.typed) is sp.template and t.template is sp.template
+                assert all(getattr(t.typed, key) == value for key, value in t.values), t
+                assert T.tile_of(plan, gi, Tiling(gi, t.values), spec) == t.typed  # the same tile read by hand
+                assert T.recover(plan.groups[gi].kind, t.values, spec).tie_break(32) == t.typed.tie_break(32)
+
+
+def test_the_gemv_and_split_k_decision_has_one_home():
+    split, plain = _gemv("sum"), _gemv(None)
+    h200 = hw.load("h200")
+    assert T.template_for(split, 0, h200) is T.SplitKTile and T.template_for(plain, 0, h200) is T.GemvTile
+    assert T.is_gemv(split, 0) and T.is_gemv(plain, 0) and T.reduced_operand(split, 0)
+    assert isa_choices(plain, h200) == [((0, "fma_reduce"),)]
+    program = get("matmul").bound(small=False).expand()
+    plan = plans(program)[-1]
+    assert not T.is_gemv(plan, 0) and T.template_for(plan, 0, h200) is T.MatmulTile
+    assert T.template_for(plan, 0, hw.load("trn2")) is T.TrnMatmulTile
+
+
+def test_spaces_read_their_ranges_from_the_hardware_file(tmp_path):
+    doc = yaml.safe_load((hw.DATA_DIR / "h200.yaml").read_text())
+    doc["tiles"]["matmul"]["block_m"]["value"] = [32, 64]
+    doc["tiles"]["elementwise"]["block"]["value"] = [256, 512]
+    path = tmp_path / "h200.yaml"
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    narrow = hw.load(path)
+    program = get("matmul_bias_gelu").bound(small=False).expand()
+    unfused = plans(program)[0]
+    params = {gi: dict(space(unfused, gi, narrow).params) for gi in range(len(unfused.groups))}
+    mm = next(gi for gi, g in enumerate(unfused.groups) if g.kind == MATMUL)
+    ew = next(gi for gi, g in enumerate(unfused.groups) if g.kind != MATMUL)
+    assert params[mm]["BLOCK_M"] == (32, 64) and params[mm]["BLOCK_N"] == T.pow2(16, 256)
+    assert params[ew]["BLOCK"] == (256, 512)
+
+
+def test_defaults_live_in_the_templates_and_the_hardware_file():
+    k = T.knobs(hw.load("h200"))
+    assert (k.warp_size, k.num_warps) == (32, 4) and T.knobs() == k  # DEFAULT_GPU's file
+    assert T.knobs(hw.load("intel-xe2")).warp_size == 32  # the largest sub-group size, as the emitter launches
+    m = T.MatmulTile.of()
+    assert (m.BLOCK_M, m.BLOCK_N, m.BLOCK_K, m.num_warps, m.num_stages, m.GROUP_SIZE_M) == (64, 64, 32, 4, 3, 8)
+    assert cost_module.GROUP_SIZE_M == T.MatmulTile.GROUP_SIZE_M
+    s = T.SplitKTile.of((), k)
+    assert (s.SPLIT_K, s.BLOCK_R, s.num_warps, s.finish_warps) == (16, 1024, 8, 4)
+    assert T.AttentionTile.of().num_stages == 2 and T.ElementwiseTile.of().BLOCK == 1024
+    assert T.TrnMatmulTile.of() == T.TrnMatmulTile(TILE_K=128, TILE_M=128, TILE_N=512, BLOCK_M=1, BLOCK_N=1)
+    assert T.ElementwiseTile.of({"BLOCK": 256, "num_warps": 8, "unknown": 1}) == T.ElementwiseTile(BLOCK=256, num_warps=8)
+
+
+def test_hand_built_tilings_take_the_template_that_applies():
+    split = _gemv("sum")
+    tile = T.tile_of(split, 0, Tiling(0, (("SPLIT_K", 32), ("BLOCK_R", 256), ("num_warps", 4))))
+    assert tile == T.SplitKTile(SPLIT_K=32, BLOCK_R=256, num_warps=4, finish_warps=4)
+    assert T.tile_of(split, 0, None) is None and T.tile_of(split, 0, Tiling(0, ())) is None
+    assert T.recover(None, {"TILE_P": 64, "TILE_F": 512}) == T.TrnRowsTile(TILE_P=64, TILE_F=512)
+    assert isinstance(T.recover("matmul", {"BLOCK_M": 16, "BLOCK_N": 1, "BLOCK_K": 256, "num_warps": 4}), T.GemvTile)
+
+
+def test_the_ranking_api_is_the_enumerators_order():
+    h200 = hw.load("h200")
+    plan = plans(get("rmsnorm_matmul").bound(small=False).expand())[-1]
+    for gi in range(len(plan.groups)):
+        options, _ = tilings(space(plan, gi, h200))
+        ranked = rank_tilings(plan, gi, h200)
+        raw = rank_tilings(plan, gi, h200, bucketed=False)
+        assert sorted(ranked, key=lambda t: t.values) == sorted(options, key=lambda t: t.values)
+        assert [group_cost(plan, gi, t, h200) for t in raw] == sorted(group_cost(plan, gi, t, h200) for t in options)
+        assert _tie_break(ranked[0], plan.groups[gi].kind) == ranked[0].typed.tie_break(32)
+
+
+def test_lowerings_read_typed_fields():
+    from axon_eg.backends.triton.emit import lower_group
+
+    program = get("matmul").program.bind(M=70, K=40, N=50).expand()
+    plan = plans(program)[-1]
+    t = tilings(space(plan, 0, hw.load("h200")))[0][0]
+    tile = dataclasses.replace(T.MatmulTile.read(t), BLOCK_M=16, BLOCK_N=16, BLOCK_K=16, GROUP_SIZE_M=2)
+    kernel = lower_group(plan, 0, Tiling(0, t.values, tile), "_g0")
+    assert ("GROUP_SIZE_M", 2) in kernel.constexprs and "GROUP_SIZE_M=2" in kernel.note
+    assert kernel.resources["threads"] == tile.num_warps * 32  # the default target's warp size
+
+
+def test_nugraph_flops_per_byte_from_the_hardware_file():
+    assert flops_per_byte(hw.load("h200")) == DEFAULT_FLOPS_PER_BYTE
+    assert flops_per_byte(hw.load("h100")) > flops_per_byte(hw.load("h200"))  # same peak, less bandwidth
+    assert all(flops_per_byte(hw.load(t)) >= 1 for t in TARGETS)
