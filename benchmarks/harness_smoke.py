@@ -1,4 +1,5 @@
-"""Smoke-test the fixed measurement harness on a GPU against known torch anchors (hw-facts.md).
+"""Smoke-test the fixed measurement harness on a GPU against torch anchors measured on the H200 (PyTorch 2.11,
+Triton 3.6, ``triton.testing.do_bench`` medians: eager silu 8192^2 bf16 0.073 ms, eager matmul 4096^3 bf16 0.175 ms).
 
     python benchmarks/harness_smoke.py        # needs CUDA; imports only numpy, torch, axon_eg.measure
 

@@ -85,7 +85,7 @@ def inventory(cache: str | os.PathLike[str] | None = None) -> list[CachedRun]:
     import polars as pl
 
     from axon_eg.measure import tables
-    from axon_eg.pipeline import choose
+    from axon_eg.selection import choose
 
     root = tables.cache_dir(cache)
 

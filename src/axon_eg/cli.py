@@ -11,179 +11,35 @@
 TARGET is a suite program name, a KernelBench file (a file defining ``Model``, ``get_inputs`` or
 ``get_init_inputs``; it runs at its ``SMALL_SIZES`` unless ``--full``) or a .py file with one
 ``@ax.program``. Errors a user can fix are one line, ``axon-eg: error: <message>``, exit status 2.
+What a TARGET names and how it is loaded is :mod:`axon_eg.cli_targets` (re-exported here).
 """
 
 from __future__ import annotations
 
 import argparse
-import ast
-import importlib.util
 import os
 import sys
 import time
-import traceback
-from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from axon_eg import validate
-from axon_eg.errors import AxonError, ProblemLoadError
+from axon_eg.cli_targets import (  # noqa: F401 - re-exported: TARGET resolution lived here
+    KERNELBENCH_NAMES,
+    Target,
+    load_suite,
+    load_target,
+    resolve_target,
+    target_kind,
+)
+from axon_eg.errors import AxonError
 from axon_eg.measure.worker import Interrupted
-
-REPO_ROOT = Path(__file__).resolve().parents[2]
-"""The source checkout's root when running from one (``src/axon_eg/cli.py``); in an installed wheel a
-directory with no ``benchmarks/`` in it."""
 
 
 def _console() -> Any:
     from rich.console import Console
 
     return Console(highlight=False)
-
-
-def load_suite() -> Any:
-    """The benchmark suite module, ``axon_eg.suite`` (it ships in the package; ``benchmarks/suite.py`` is
-    the same module under its old name)."""
-    from axon_eg import suite
-
-    return suite
-
-
-def load_identities() -> tuple[Any, ...]:
-    """The hand-stated identities of ``benchmarks/identities.py``: test and benchmark data, kept out of
-    the package on purpose (the optimizer never ships hand-written rules), so only a source checkout has them."""
-    if not (REPO_ROOT / "benchmarks" / "identities.py").is_file():
-        raise AxonError("--rules identities needs a source checkout (benchmarks/identities.py is not part of "
-                        "the installed package); use --rules discovered or none")
-    if str(REPO_ROOT) not in sys.path:
-        sys.path.insert(0, str(REPO_ROOT))
-    from benchmarks.identities import IDENTITIES
-
-    return tuple(IDENTITIES)
-
-
-KERNELBENCH_NAMES = ("Model", "get_inputs", "get_init_inputs")
-"""Top-level names of a KernelBench problem file: a file defining any of them is one."""
-
-
-def _is_path(target: str) -> bool:
-    return target.endswith(".py") or os.sep in target or "/" in target or Path(target).exists()
-
-
-def target_kind(target: str) -> str:
-    """"suite", "kernelbench" or "program" (a .py file with one ``@ax.program``), as ``load_target`` reads ``target``.
-
-    A path must be a readable file (PathError otherwise, one line). A file is a KernelBench problem when it
-    defines, at top level, any of ``Model``, ``get_inputs``, ``get_init_inputs`` (read without running it;
-    ``load_problem`` then names the ones missing); otherwise it must define one ``@ax.program``."""
-    if not _is_path(target):
-        return "suite"
-    path = validate.readable_file(target, "target")
-    try:
-        tree = ast.parse(path.read_bytes(), filename=str(path))
-    except SyntaxError as e:
-        raise ProblemLoadError(f"{path}:{e.lineno}: syntax error: {e.msg}") from None
-    except ValueError as e:  # null bytes: not a Python source file
-        raise ProblemLoadError(f"{path}: not a Python source file ({e})") from None
-    defined: set[str] = set()
-    for node in tree.body:
-        if isinstance(node, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
-            defined.add(node.name)
-        elif isinstance(node, ast.Assign):
-            defined |= {t.id for t in node.targets if isinstance(t, ast.Name)}
-        elif isinstance(node, (ast.ImportFrom, ast.Import)):
-            defined |= {(a.asname or a.name).split(".")[0] for a in node.names}
-    return "kernelbench" if defined & set(KERNELBENCH_NAMES) else "program"
-
-
-@dataclass(frozen=True)
-class Target:
-    """What ``resolve_target`` loaded: the program with bound dims, fixed input values (a KernelBench file's
-    inputs and parameters; None otherwise), the kind of target, and the sizes used with where they came from."""
-
-    program: Any
-    inputs: dict[str, Any] | None
-    kind: str  # "suite", "kernelbench" or "program"
-    sizes: dict[str, int]  # the dims bound, or a KernelBench file's module constants that were set
-    note: str  # one line: which sizes and why ("using the file's small sizes batch_size=2, ... (SMALL_SIZES; ...)")
-
-
-def resolve_target(target: str, *, small: bool, sizes: Mapping[str, int] | None = None) -> Target:
-    """A suite name, a KernelBench file or a Python file defining an ``@ax.program``, at the sizes asked for.
-
-    ``small``: a suite program's small sizes (else its H200 sizes); a KernelBench file's ``SMALL_SIZES``
-    (else its own constants; a file without ``SMALL_SIZES`` runs at its own sizes, and ``note`` says so).
-    ``sizes`` overrides on top: dims of a suite program or ``@ax.program``, module-level constants of a
-    KernelBench file."""
-    sizes = validate.sizes_mapping(sizes)
-    kind = target_kind(target)
-    if kind == "kernelbench":
-        from axon_eg.ir.torch_import import load_problem, small_sizes
-
-        path = Path(target)
-        declared = small_sizes(path) if small else None
-        used = {**(declared or {}), **(sizes or {})}
-        problem = load_problem(path, sizes=used or None)
-        given = f"{_fmt(sizes)} as given" if sizes else ""
-        if not small:
-            base = f"{path.name}'s own sizes (--full)"
-        elif declared:
-            base = f"the file's small sizes {_fmt(declared)} (SMALL_SIZES; --full for its own sizes)"
-        else:
-            base = f"{path.name}'s own sizes: it defines no SMALL_SIZES"
-        note = f"using {given + ' over ' if given else ''}{base}"
-        return Target(problem.program, problem.random_inputs(0), kind, used, note)
-    if kind == "program":
-        program = _program_from_module(Path(target))
-        where = "the @ax.program's bindings"
-    else:
-        entry = load_suite().get(target)
-        program = entry.bound(small=small)
-        where = "the suite's small sizes (--full for the H200 sizes)" if small else "the suite's H200 sizes (--full)"
-    if sizes:
-        program = program.bind(sizes)
-        where = f"{_fmt(sizes)} as given, the rest {where}"
-    return Target(program, None, kind, program.bindings, f"using {_fmt(program.bindings) or 'no symbolic dims'} ({where})")
-
-
-def load_target(target: str, *, small: bool, sizes: Mapping[str, int] | None = None) -> tuple[Any, dict[str, Any] | None]:
-    """A Program from a suite name, a KernelBench file or a Python file defining an ``@ax.program``.
-
-    Returns (program with bound dims, fixed input values or None); see ``resolve_target`` for ``small`` and
-    ``sizes`` (under ``small`` a KernelBench file runs at its ``SMALL_SIZES``)."""
-    t = resolve_target(target, small=small, sizes=sizes)
-    return t.program, t.inputs
-
-
-def _fmt(sizes: Mapping[str, int]) -> str:
-    return ", ".join(f"{k}={v}" for k, v in sizes.items())
-
-
-def _program_from_module(path: Path) -> Any:
-    from axon_eg.ir.program import Program
-
-    spec = importlib.util.spec_from_file_location(f"axon_eg_user_{path.stem}", path)
-    if spec is None or spec.loader is None:
-        raise ProblemLoadError(f"{path}: cannot be imported as a Python module (expected a .py file with one "
-                               "@ax.program, or a KernelBench problem)")
-    module = importlib.util.module_from_spec(spec)
-    try:
-        spec.loader.exec_module(module)
-    except SyntaxError as e:
-        raise ProblemLoadError(f"{e.filename or path}:{e.lineno}: syntax error: {e.msg}") from None
-    except AxonError:  # raised by axon_eg on the user's line (a shape, an unknown ax.NAME): names itself
-        raise
-    except Exception as e:  # noqa: BLE001 - any other failure while running the file is the file's
-        frames = [f for f in traceback.extract_tb(e.__traceback__) if Path(f.filename).resolve() == path.resolve()]
-        where = f"{path}:{frames[-1].lineno}" if frames else str(path)
-        raise ProblemLoadError(f"{where}: running it raised {type(e).__name__}: {e}") from e
-    programs = [v for v in vars(module).values() if isinstance(v, Program)]
-    if len(programs) != 1:
-        found = ", ".join(p.name for p in programs) or "none"
-        raise ProblemLoadError(f"{path}: expected exactly one @ax.program at module level, found {found} (or a "
-                               f"KernelBench problem: {', '.join(KERNELBENCH_NAMES)})")
-    return programs[0]
 
 
 # ------------------------------------------------------------------------------------------------
@@ -263,8 +119,6 @@ def cmd_show(args: argparse.Namespace) -> int:
         from axon_eg.rules_discovered.store import load_rules
 
         rules = load_rules()
-    elif args.rules == "identities":
-        rules = list(load_identities())
     graph = NuGraph(program, rules)
     if rules:
         report = graph.saturate(Limits(iterations=args.iterations, seconds=args.seconds))
@@ -405,9 +259,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("show", help="build the νGraph of a program and print its e-classes")
     p.add_argument("target", help="suite program name, KernelBench file, or .py file with one @ax.program")
     _size_options(p)
-    p.add_argument("--rules", choices=["discovered", "identities", "none"], default="discovered",
-                   help="saturate with the discovered rules (default), the stated identities of "
-                        "benchmarks/identities.py (source checkout only), or not at all")
+    p.add_argument("--rules", choices=["discovered", "none"], default="discovered",
+                   help="saturate with the discovered rules (default) or not at all")
     p.add_argument("--iterations", type=int, default=30)
     p.add_argument("--seconds", type=float, default=2.0)
     p.add_argument("--eclass", help="list the members of one e-class")

@@ -122,6 +122,19 @@ class HardwareSpec:
         """Every dotted leaf key the file gives, sorted."""
         return sorted(self._values)
 
+    def flops_per_byte(self) -> int:
+        """Flops the chip does in the time it moves one byte from off-chip memory: bf16 peak over memory
+        bandwidth, measured figures where the file has them, rounded (the νGraph's extraction cost). A GPU:
+        tensor-core peak over HBM bandwidth (the H200: 790 / 4.3 TFLOP/s per TB/s = 184); a NeuronCore: its
+        Tensor-engine peak over its DMA bandwidth (what it moves between HBM and SBUF)."""
+        if self.kind == "trainium":
+            peak = self.value("compute.engines.tensor.peak.bf16")
+            bandwidth = self.value("compute.dma.engines") * self.value("compute.dma.bandwidth_per_engine")
+        else:
+            peak = self.get("compute.measured_peak.bf16") or self.value("compute.peak.bf16")
+            bandwidth = self.get("memory.hbm.measured_bandwidth") or self.value("memory.hbm.bandwidth")
+        return max(1, round(peak / bandwidth))
+
     def _missing(self, key: str) -> HardwareKeyError:
         fields = SCHEMA[self.kind]
         if key in fields:

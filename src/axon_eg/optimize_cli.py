@@ -270,7 +270,7 @@ def _say(console: Any, text: str) -> None:
 
 
 def _columns(table: Any) -> list[str]:
-    from axon_eg.pipeline import SUMMARY_COLUMNS
+    from axon_eg.result import SUMMARY_COLUMNS
 
     return [c for c in (*SUMMARY_COLUMNS, "error") if c in table.columns]
 
@@ -282,9 +282,10 @@ def _print_table(console: Any, table: Any, selected: str | None) -> None:
 
 
 def _target(hw_name: str) -> str:
+    from axon_eg.backends.base import backend_for_hw
     from axon_eg.hw import load
 
-    return "nki" if load(hw_name).kind == "trainium" else "triton"
+    return backend_for_hw(load(hw_name)).name
 
 
 def _measured_table(exc: Exception) -> Any:
@@ -292,7 +293,7 @@ def _measured_table(exc: Exception) -> Any:
     the pipeline's PipelineError carries the run's table as ``table``."""
     import polars as pl
 
-    from axon_eg.pipeline import VERDICTS
+    from axon_eg.selection import VERDICTS
 
     table = getattr(exc, "table", None)
     if table is None:

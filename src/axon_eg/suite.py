@@ -1,7 +1,7 @@
 """The benchmark suite: each program written once with the NumPy-like front end and once in plain PyTorch.
 
 Every entry has symbolic dims (the same name wherever sizes must agree), its H200 benchmark sizes
-(bf16; the shapes of the "Measured anchors" table in /work/shared/hw-facts.md where it has one), tiny
+(bf16; where torch eager and torch.compile were first measured on the H200, the same shapes), tiny
 odd sizes for CI, and an independent PyTorch baseline that never calls axon_eg.
 
 It lives in the package because the CLI offers these programs by name (``axon-eg suite``, ``axon-eg

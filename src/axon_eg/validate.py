@@ -206,12 +206,9 @@ def hardware(hw: Any, name: str = "hw") -> None:
 def program_dtypes(program: Any, target: str = "triton") -> None:
     """Refuse, before phase 1, a program with a dtype the target cannot run or the measurement harness
     cannot check (DtypeError naming the input or output and its dtype)."""
-    if target == "nki":
-        allowed, why = ("bf16", "fp16", "fp32"), "the NKI target (Trainium has no float64)"
-    else:
-        from axon_eg.measure.harness import TORCH_DTYPES
+    from axon_eg.backends.base import backend_for
 
-        allowed, why = tuple(TORCH_DTYPES), "the measurement harness"
+    allowed, why = backend_for(target).program_dtypes()
     named = [(f"input {s.name!r}", s.dtype) for s in program.inputs]
     named += [(f"output {i}", program.nodes[o].dtype) for i, o in enumerate(program.outputs)]
     for what, dtype in named:
@@ -234,7 +231,9 @@ def pipeline_arguments(prog: Any, target: str = "triton", hw: Any = "h200", k: A
     if rows is not None:
         readable_file(rows, "rows")
     program = getattr(prog, "program", prog)
-    if target in ("triton", "nki") and all(hasattr(program, a) for a in ("inputs", "outputs", "nodes")):
+    from axon_eg.backends.base import TARGETS
+
+    if target in TARGETS and all(hasattr(program, a) for a in ("inputs", "outputs", "nodes")):
         program_dtypes(program, target)  # (an unknown target, a non-Program: the pipeline's own errors)
     cache_directory(cache_dir, "cache_dir")
 

@@ -29,7 +29,7 @@ from axon_eg.ir.interpret import interpret
 from axon_eg.ir.program import Builder, Program, Value
 from axon_eg.semantics import domains, nf
 from axon_eg.semantics.numeric import PolyEvaluator, evaluate_ix
-from axon_eg.semantics.ops import Evaluator
+from axon_eg.semantics.op_semantics import Evaluator
 from axon_eg.semantics.prover import ScalarSymbol, numeric_search, prove_equal, trial_inputs
 from axon_eg.testing.strategies import make_inputs, programs
 

@@ -31,7 +31,7 @@ from axon_eg.ir.program import Builder, Program, Value
 from axon_eg.semantics import nf
 from axon_eg.semantics.lemmas import library
 from axon_eg.semantics.numeric import EvaluationError, PolyEvaluator, evaluate_poly
-from axon_eg.semantics.ops import Evaluator, has_semantics
+from axon_eg.semantics.op_semantics import Evaluator, has_semantics
 from axon_eg.semantics.prover import ProofResult, ScalarSymbol, prove_equal, trial_inputs
 from axon_eg.testing.strategies import drawn_ops, make_inputs, programs
 
@@ -43,7 +43,7 @@ PER_OP = settings(max_examples=max(4, settings.default.max_examples // 5))
 # ------------------------------------------------------------------------------------------------
 def test_every_registry_op_has_semantics() -> None:
     missing = [name for name, op in O.REGISTRY.items() if not has_semantics(op)]
-    assert not missing, f"ops without prover semantics (add them to semantics/ops.py): {missing}"
+    assert not missing, f"ops without prover semantics (add them to semantics/op_semantics.py): {missing}"
 
 
 def test_an_op_without_semantics_is_reported() -> None:

@@ -6,9 +6,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from axon_eg.errors import AxonError
 from axon_eg.ir.dtypes import DTYPES
 from axon_eg.ir.inputs import positive_inputs
 from axon_eg.ir.program import Program
+
+
+class NotLowerable(AxonError, NotImplementedError):
+    """A backend has no lowering for a group (an op, a shape, a tiling); the message names it. Triton: the
+    group runs as torch code (``backends.triton.emit.lower_group`` returns the reason); NKI: the candidate
+    is a ``compile_error`` row."""
 
 
 @dataclass(frozen=True)

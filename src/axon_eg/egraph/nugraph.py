@@ -24,7 +24,7 @@ from axon_eg.errors import AxonError
 from axon_eg.ir.program import Program
 
 from . import convert, schema
-from .extract import dag_cost, k_best
+from .kbest import dag_cost, k_best
 from .patterns import App, Rule, walk
 from .rules import compile_rule
 
@@ -38,13 +38,7 @@ def flops_per_byte(hw: Any) -> int:
     memory bandwidth, measured figures where the file has them, rounded. GPU: tensor-core peak over HBM
     bandwidth (the H200: 790 / 4.3 TFLOP/s per TB/s = 184, ``DEFAULT_FLOPS_PER_BYTE``); Trainium: one
     NeuronCore's Tensor-engine peak over its DMA bandwidth (what it moves between HBM and SBUF)."""
-    if hw.kind == "trainium":
-        peak = hw.value("compute.engines.tensor.peak.bf16")
-        bandwidth = hw.value("compute.dma.engines") * hw.value("compute.dma.bandwidth_per_engine")
-    else:
-        peak = hw.get("compute.measured_peak.bf16") or hw.value("compute.peak.bf16")
-        bandwidth = hw.get("memory.hbm.measured_bandwidth") or hw.value("memory.hbm.bandwidth")
-    return max(1, round(peak / bandwidth))
+    return hw.flops_per_byte()  # HardwareSpec: the figures each kind of hardware file has
 
 
 class UnsoundRewrite(AxonError):

@@ -310,30 +310,3 @@ def _symbols(x: Any) -> Iterator[str]:
     elif isinstance(x, str) and not isinstance(x, _Str):
         yield x
 
-
-def rename_canonical(rule: Rule) -> tuple[str, str, tuple[str, ...]]:
-    """The rule's text with variables renamed in order of first appearance: equal up to renaming."""
-    mapping: dict[str, str] = {}
-
-    def fresh(name: str) -> str:
-        if name not in mapping:
-            mapping[name] = f"v{len(mapping)}"
-        return mapping[name]
-
-    def ren(p: Pattern) -> Pattern:
-        if isinstance(p, Var):
-            return Var(fresh(p.name))
-        attrs = tuple((k, Var(fresh(v.name)) if isinstance(v, Var) else v) for k, v in p.attrs)
-        return App(p.op, tuple(ren(a) for a in p.args), attrs)
-
-    def ren_cond(x: Any) -> Any:
-        if isinstance(x, list):
-            return [ren_cond(i) for i in x]
-        if isinstance(x, tuple):
-            return tuple(ren_cond(i) for i in x)
-        if isinstance(x, str) and not isinstance(x, _Str) and x.startswith("?"):
-            return "?" + fresh(x[1:])
-        return x
-
-    lhs, rhs = ren(rule.lhs), ren(rule.rhs)
-    return str(lhs), str(rhs), tuple(format_sexp(ren_cond(c)) for c in rule.conditions)

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .convert import SerializedGraph, Term
-from .extract import k_best_all
+from .kbest import k_best_all
 
 if TYPE_CHECKING:
     from .nugraph import NuGraph

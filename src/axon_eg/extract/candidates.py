@@ -8,15 +8,17 @@ cost alone.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from axon_eg.backends.base import Fallback as BackendFallback
+from axon_eg.backends.base import backend_for_hw
 from axon_eg.egraph.nugraph import NuGraph, Variant
 from axon_eg.hw import HardwareSpec, load
+from axon_eg.ir import ops as O
 
-from .cost import CostReport, cost, gpu_group_cost, trainium_group_work
-from .fusion import ATTENTION, LAYOUT, MATMUL, FusionPlan, plans
-from .templates import LAUNCH_KNOBS, Tile, is_gemv, knobs, recover, tile_of
+from .cost import CostReport, cost
+from .fusion import FusionPlan, plans
+from .templates import LAUNCH_KNOBS, Tile, knobs, recover, tile_of
 from .tiling import Tiling, space, tilings
 
 
@@ -61,27 +63,21 @@ def isa_choices(plan: FusionPlan, hw: HardwareSpec) -> list[tuple[tuple[int, str
     """Instruction choices per group: on Trainium a transpose runs on the Tensor engine
     (``nc_transpose``) or, where the chip has it, in the DMA (``dma_transpose``); on GPUs a matmul
     with a single output column (a GEMV after the νGraph's rewrite) may skip ``tl.dot``."""
+    backend = backend_for_hw(hw)  # each group's choices are the backend's (``Backend.isa_options``)
     options: list[list[tuple[int, str]]] = []
-    for gi, g in enumerate(plan.groups):
-        if hw.kind == "trainium" and g.kind == LAYOUT:
-            opts = [(gi, "nc_transpose")] + ([(gi, "dma_transpose")] if hw.value("features.dma_transpose") else [])
-            options.append(opts)
-        elif hw.kind != "trainium" and g.kind == ATTENTION and hw.get("features.tma"):
-            options.append([(gi, "tl.dot"), (gi, "tl.dot+tma")])  # Hopper: q/k/v tiles through tensor descriptors
-        elif hw.kind != "trainium" and g.kind == MATMUL:
-            # a GEMV's thin tilings (BLOCK_M < 16) only suit fma_reduce: tl.dot needs 16 x 16 tiles
-            # Hopper: operand tiles through tensor descriptors (TMA) as an alternative to pointer loads
-            dot = [(gi, "tl.dot")] + ([(gi, "tl.dot+tma")] if hw.get("features.tma") else [])
-            options.append([(gi, "fma_reduce")] if is_gemv(plan, gi) else dot)
+    for gi in range(len(plan.groups)):
+        opts = backend.isa_options(plan, gi, hw)
+        if opts is not None:
+            options.append([(gi, o) for o in opts])
     combos = [()]
     for opts in options:
         combos = [c + (o,) for c in combos for o in opts]
     return combos
 
 
-Fallback = Callable[[FusionPlan, int, Tiling, "str | None"], bool]
+Fallback = BackendFallback
 """``(plan, group, tiling, isa choice) -> True`` when the backend cannot lower the group and would run it
-as fp32 torch code (one kernel per op)."""
+as fp32 torch code (one kernel per op): ``Backend.fallback``."""
 COST_BUCKET = 1.03
 """Predicted costs within 3% of each other rank as equal (the model is not that accurate); the
 tie-break (measured habits of the target) orders them."""
@@ -161,7 +157,7 @@ def enumerate_candidates(nugraph: NuGraph, target: str | HardwareSpec, k: int = 
     return chosen, summary
 
 
-_FREE = ("reshape", "expand_dims", "squeeze", "broadcast_to", "constant")  # views: no kernel of their own
+_FREE = (*O.views(), "constant")  # views: no kernel of their own
 
 
 def _ops(c: Candidate) -> int:
@@ -237,12 +233,9 @@ def _tile(plan: FusionPlan, gi: int, t: Tiling, hw: HardwareSpec) -> Tile:
 
 
 def group_cost(plan: FusionPlan, gi: int, t: Tiling, hw: HardwareSpec) -> float:
-    """A group's cost alone (for ranking its tilings): roofline on GPUs, its own timeline on Trainium."""
-    if hw.kind == "trainium":
-        dma, _, compute, _ = trainium_group_work(plan, gi, t, hw)
-        seconds = 2 * dma + compute
-    else:
-        seconds = gpu_group_cost(plan, gi, t, hw).seconds
+    """A group's cost alone (for ranking its tilings): roofline on GPUs, its own timeline on Trainium
+    (``Backend.group_cost``)."""
+    seconds = backend_for_hw(hw).group_cost(plan, gi, t, hw)
     return seconds if math.isfinite(seconds) else float("inf")
 
 

@@ -12,7 +12,10 @@ program keeps in flight, blocks per SM, scratch traffic and launches (a split-K 
 Trainium: a timeline over the engine queues (DMA in, DMA out, Tensor, Vector, Scalar, GpSimd). Each group
 becomes DMA-in, compute and DMA-out work items; a work item starts when its engine is free and its
 inputs are done, so independent branches overlap (RMSNorm's reduction on the Vector engine while a
-matmul runs on the Tensor engine).
+matmul runs on the Tensor engine). A work item's seconds are the declared latency model
+(``semantics/isa/declarations.py``, evaluated by ``extract/latency.py``) of the instruction it runs as,
+on its engine: ``load``/``store`` for the DMAs, ``nc_matmul`` per tile for the matmul, and per node
+``activation`` (Scalar), ``tensor_reduce`` or ``tensor_scalar`` (Vector) -- see ``_instruction``.
 """
 
 from __future__ import annotations
@@ -25,8 +28,10 @@ import numpy as np
 
 from axon_eg.hw import HardwareSpec
 from axon_eg.ir import ops as O
+from axon_eg.semantics.isa.declarations import DMA, TENSOR, declaration
 
 from .fusion import LAYOUT, MATMUL, REDUCTION, FusionPlan, node_kind
+from .latency import engine_seconds, model_cycles, model_seconds
 from .templates import GpuTile, MatmulTile, RowsTile, Tile, Tiling, TrnMatmulTile, group_dims, streams, tile_of
 
 GROUP_SIZE_M = MatmulTile.GROUP_SIZE_M  # the matmul template's tile-row swizzle (the re-read model reads the tile's)
@@ -190,12 +195,22 @@ def _wave_efficiency(plan: FusionPlan, gi: int, tile: Tile | None, hw: HardwareS
 # ------------------------------------------------------------------------------------------------
 # Trainium: a timeline over engine queues
 # ------------------------------------------------------------------------------------------------
-_ACTIVATIONS = {"exp", "log", "tanh", "sigmoid", "silu", "gelu", "erf", "sqrt", "rsqrt", "softplus", "mish"}
+_ACTIVATIONS = frozenset(O.activations())  # on the Scalar engine; the rest on the Vector engine
+
+
+def _instruction(op: str, kind: str) -> str:
+    """The instruction a node's work is priced as (its declared latency model, on its first engine): an
+    activation on the Scalar engine, a row reduction ``tensor_reduce``, any other element-wise op
+    ``tensor_scalar`` on the Vector engine -- one input stream for every node, as the model has always priced
+    them (a binary op of two full tiles runs as ``tensor_tensor``, whose declared model counts two)."""
+    if op in _ACTIVATIONS:
+        return "activation"
+    return "tensor_reduce" if kind == REDUCTION else "tensor_scalar"
 
 
 def _vector_seconds(plan: FusionPlan, nodes: Sequence[int], hw: HardwareSpec) -> dict[str, float]:
-    """Vector / Scalar engine seconds of element-wise and reduction nodes (activations on the Scalar
-    engine, the rest on the Vector engine), ~one element per partition per cycle."""
+    """Vector / Scalar engine seconds of element-wise and reduction nodes: each node's instruction
+    (``_instruction``) on the node's elements spread over the partitions."""
     program = plan.program
     out = {"vector": 0.0, "scalar": 0.0}
     for n in nodes:
@@ -205,9 +220,10 @@ def _vector_seconds(plan: FusionPlan, nodes: Sequence[int], hw: HardwareSpec) ->
             continue
         src = node.inputs[0] if kind == REDUCTION and node.inputs else n
         elements = math.prod(program.concrete_shape(src))
-        engine = "scalar" if node.op in _ACTIVATIONS else "vector"
-        cycles = elements / hw.value("limits.partition_max") * hw.value("costs.vector_cycles_per_element")
-        out[engine] += cycles / hw.value(f"compute.engines.{engine}.clock")
+        instruction = declaration(_instruction(node.op, kind))
+        engine = instruction.engines[0]
+        out[engine] += model_seconds(instruction.latency[engine], engine, hw,
+                                     free=elements / hw.value("limits.partition_max"))
     return {e: v for e, v in out.items() if v}
 
 
@@ -218,11 +234,11 @@ def trainium_engine_work(plan: FusionPlan, gi: int, t: Tiling | None, hw: Hardwa
     epilogue; other groups have one stage per engine they use."""
     program = plan.program
     group = plan.groups[gi]
-    clock = hw.value("compute.engines.tensor.clock")
-    dma_bw = hw.value("compute.dma.engines") * hw.value("compute.dma.bandwidth_per_engine")
     nbytes, mm, _ = group_traffic(plan, gi, t, float("inf"))
     transfers = max(1, len(plan.inputs_of(gi)) + len(plan.outputs_of(gi)))
-    dma = hw.value("costs.dma_fixed") * transfers / 2 + nbytes / 2 / dma_bw
+    # each way (load, store): half the transfers and half the bytes, over all the DMA engines
+    dma = model_seconds(declaration("load").latency[DMA], DMA, hw, nbytes=nbytes / 2, transfers=transfers / 2,
+                        engines=hw.value("compute.dma.engines"))
     if not mm:
         work = _vector_seconds(plan, group.nodes, hw)
         return dma, [("compute", e, v) for e, v in sorted(work.items())] or [("compute", "vector", 0.0)], nbytes
@@ -233,7 +249,10 @@ def trainium_engine_work(plan: FusionPlan, gi: int, t: Tiling | None, hw: Hardwa
     a, b = (program.concrete_shape(j) for j in program.nodes[anchor].inputs)
     batch = math.prod(program.concrete_shape(anchor)[:-2])
     instrs = batch * math.ceil(a[-2] / tile_m) * math.ceil(b[-1] / tile_n) * math.ceil(a[-1] / tile_k)
-    tensor = instrs * max(tile_n, hw.value("costs.matmul_moving_min_cycles")) / clock
+    # one nc_matmul per (row, column, contraction) tile, TILE_N moving columns each; priced without the
+    # declared model's fp32 factor (the trace's latency applies it), as the timeline always has
+    per_tile = model_cycles(declaration("nc_matmul").latency[TENSOR], hw, columns=tile_n, fp32=False)
+    tensor = engine_seconds(hw, TENSOR, instrs * per_tile)
     before = [n for n in group.nodes if n < anchor]
     after = [n for n in group.nodes if n > anchor]
     stages = [("prologue", e, v) for e, v in sorted(_vector_seconds(plan, before, hw).items())]
@@ -296,7 +315,11 @@ def trainium_cost(plan: FusionPlan, tilings: Sequence[Tiling | None], hw: Hardwa
 
 def cost(plan: FusionPlan, tilings: Sequence[Tiling | None], hw: HardwareSpec,
          coefficients: dict[str, float] | None = None) -> CostReport:
-    return trainium_cost(plan, tilings, hw) if hw.kind == "trainium" else gpu_cost(plan, tilings, hw, coefficients)
+    """The predicted cost of ``plan`` at ``tilings`` on ``hw``: the model of ``hw``'s backend (``Backend.cost``:
+    the GPU roofline or the Trainium engine timeline)."""
+    from axon_eg.backends.base import backend_for_hw
+
+    return backend_for_hw(hw).cost(plan, tilings, hw, coefficients)
 
 
 # ------------------------------------------------------------------------------------------------

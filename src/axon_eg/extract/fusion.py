@@ -46,7 +46,7 @@ MERGES: dict[tuple[str, str], str] = {
 def node_kind(op_name: str) -> str | None:
     """The fusion role of an op, from its registry kind (None: not a kernel of its own)."""
     op = O.get(op_name)
-    if op.kind is O.OpKind.SOURCE or op.meta.get("view"):
+    if op.kind is O.OpKind.SOURCE or O.is_view(op_name):
         return None
     return {
         O.OpKind.ELEMENTWISE: ELEMENTWISE, O.OpKind.REDUCE: REDUCTION, O.OpKind.SCAN: SCAN,
@@ -103,7 +103,7 @@ def _initial(program: Program) -> dict[int, list[int]]:
     users = program.users()
     for i in reversed(range(len(program.nodes))):
         n = program.nodes[i]
-        if n.op in ("input", "constant") or i in owner:
+        if O.is_source(n.op) or i in owner:
             continue
         consumers = [u for u in users[i] if u in owner]
         if consumers:
@@ -147,7 +147,7 @@ def _producers(program: Program, i: int) -> set[int]:
         j = stack.pop()
         if node_kind(program.nodes[j].op) is not None:
             out.add(j)
-        elif program.nodes[j].op not in ("input", "constant"):
+        elif not O.is_source(program.nodes[j].op):
             stack.extend(program.nodes[j].inputs)
     return out
 

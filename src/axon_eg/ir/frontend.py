@@ -343,9 +343,8 @@ def _make_function(op: O.OpDef) -> Callable[..., Traced]:
     return fn
 
 
-_SKIP = {"input", "constant"}
 # Kept out of this module's globals: several (sum, max, min, abs, pow, slice) would shadow builtins.
-_generated = {op.name: _make_function(op) for op in O.all_ops() if op.name not in _SKIP}
+_generated = {op.name: _make_function(op) for op in O.all_ops() if op.kind is not O.OpKind.SOURCE}
 
 
 def __getattr__(name: str) -> Callable[..., Traced]:

@@ -2,7 +2,10 @@
 
 An input that reaches an op's positive-domain operand (``meta["positive_inputs"]``: log, sqrt, rsqrt,
 pow, batchnorm's running variance) through layout ops, casts and additions is drawn from
-U(0.5, 2); every other input from N(0, 1) with exact zeros replaced.
+U(0.5, 2) (``POSITIVE``); every other input from N(0, 1) with exact zeros replaced, or (``tame=True``,
+the hypothesis properties' inputs: numerically tame under any random program) from +-U(0.25, 2)
+(``TAME``). This is the one input generator of the package; the measurement harness draws on the
+device with torch's generator (it imports no axon_eg module) from the same ranges, which a test ties.
 
 For comparing two programs (the prover's NumPy search), ``random_inputs(..., domain_of=(lhs, rhs))``
 takes the positive inputs of *both* and also keeps denominators (reciprocal, division, a negative
@@ -21,8 +24,10 @@ import numpy as np
 from axon_eg.ir import ops as O
 from axon_eg.ir.program import Program
 
-_TRANSPARENT = {"add", "cast", "reshape", "transpose", "broadcast_to", "expand_dims", "squeeze", "slice", "concat"}
+_TRANSPARENT = set(O.positive_preserving())  # add, cast, layout ops: positive in, positive out
 _NONZERO_TRANSPARENT = _TRANSPARENT | {"sub", "mul", "neg"}  # a product of nonzero values is nonzero
+POSITIVE = (0.5, 2.0)  # every "positive" input: U(lo, hi)
+TAME = (0.25, 2.0)  # random_inputs(tame=True): |x| drawn from U(lo, hi), random sign
 BOUNDARY = (-2.0, -1.0, -0.5, 0.0, 0.0, 0.5, 1.0, 2.0)  # mixed_inputs(boundary=True): zero twice as often
 
 
@@ -47,10 +52,9 @@ def positive_inputs(*programs: Program) -> set[str]:
 
 
 def _denominators(node: Any) -> tuple[int, ...]:
-    op = node.op
-    if op == "reciprocal" or (op == "pow" and node.attrs["exponent"] < 0):
+    if node.op == "pow" and node.attrs["exponent"] < 0:
         return (0,)
-    return (1,) if op == "div" else ()
+    return O.get(node.op).meta.get("nonzero_inputs", ())
 
 
 def nonzero_inputs(*programs: Program) -> set[str]:
@@ -63,10 +67,11 @@ def nonzero_inputs(*programs: Program) -> set[str]:
 
 
 def random_inputs(program: Program, seed: int = 0, *, scale: float = 1.0,
-                  domain_of: Sequence[Program] | None = None) -> dict[str, np.ndarray]:
+                  domain_of: Sequence[Program] | None = None, tame: bool = False) -> dict[str, np.ndarray]:
     """float64 arrays keyed by input name, for a program whose dims are bound. ``domain_of``: the
     programs whose domains the inputs must respect (positive inputs of all of them, denominators
-    drawn from +-U(0.5, 2)); by default only ``program``'s positive inputs."""
+    drawn from +-U(0.5, 2)); by default only ``program``'s positive inputs. ``tame``: the inputs that
+    need not be positive get |x| in ``TAME`` with a random sign instead of N(0, ``scale``)."""
     rng = np.random.default_rng(seed)
     positive = positive_inputs(*(domain_of if domain_of is not None else (program,)))
     nonzero = nonzero_inputs(*domain_of) - positive if domain_of is not None else set()
@@ -74,13 +79,15 @@ def random_inputs(program: Program, seed: int = 0, *, scale: float = 1.0,
     for spec, node in zip(program.inputs, program.input_ids):
         shape = program.concrete_shape(node)
         if spec.name in positive:
-            x = rng.uniform(0.5, 2.0, size=shape)
+            x = rng.uniform(*POSITIVE, size=shape)
         elif spec.name in nonzero:
-            x = rng.uniform(0.5, 2.0, size=shape) * rng.choice((-1.0, 1.0), size=shape)
+            x = rng.uniform(*POSITIVE, size=shape) * rng.choice((-1.0, 1.0), size=shape)
+        elif tame:
+            x = rng.uniform(*TAME, size=shape) * rng.choice((-1.0, 1.0), size=shape)
         else:
             x = rng.standard_normal(size=shape) * scale
             x = np.where(x == 0.0, scale, x)  # also for 0-d inputs, where NumPy returns a scalar
-        out[spec.name] = x
+        out[spec.name] = np.asarray(x)
     return out
 
 

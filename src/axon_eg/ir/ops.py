@@ -5,6 +5,12 @@ dtype rule, its float64 NumPy reference and, for composites, its expansion into 
 stages (Z3 semantics, egglog sorts, backend lowerings) look ops up here by name; no other module
 keeps a list of ops. Composite and library ops are declared in :mod:`axon_eg.ir.composites` and
 :mod:`axon_eg.ir.library_ops`, which register into this same table.
+
+This module is longer than the others by design: the registry is one table, and each op's entry (its
+attributes, rules, reference and facts) reads best next to the others. The per-op facts other stages
+read (``FACTS``: views, reduction identities, positivity, Trainium activations, ...) are declared,
+typed and checked here too, with group helpers (:func:`views`, :func:`reductions`, :func:`identity`,
+:func:`activations`, ...) so that no other module restates which ops have them.
 """
 
 from __future__ import annotations
@@ -180,7 +186,7 @@ class OpDef:
     accumulates: bool = False  # reduces many products/terms: accumulate in fp32 for 16-bit inputs
     inputs: tuple[str, ...] = ()  # names of the tensor inputs, for messages and docs
     doc: str = ""
-    meta: Mapping[str, Any] = field(default_factory=dict)  # per-op facts other stages read
+    meta: Mapping[str, Any] = field(default_factory=dict)  # per-op facts other stages read: see FACTS
 
     def make_attrs(self, values: Mapping[str, Any]) -> Attrs:
         known = {a.name for a in self.attrs}
@@ -208,10 +214,32 @@ class OpDef:
 
 REGISTRY: dict[str, OpDef] = {}
 
+FACTS: dict[str, tuple[type, str]] = {
+    "arity": (int, "element-wise ops: the number of tensor inputs (1 or 2)"),
+    "commutative": (bool, "a binary op with f(x, y) == f(y, x)"),
+    "index_dependent": (bool, "the value depends on the element's index, not only on input values (causal_mask)"),
+    "positive_inputs": (tuple, "input slots that must be positive (>= 0 for sqrt) for a finite reference"),
+    "nonzero_inputs": (tuple, "input slots that are denominators (pow's, for a negative exponent, is by attribute)"),
+    "shape_family": (str, "how the output shape follows from the inputs (see shape_family)"),
+    "spatial": (int, "library ops: the number of spatial axes"),
+    "view": (bool, "moves no data: its consumer reads the input through an index map (no kernel of its own)"),
+    "flat_view": (bool, "a view that keeps the row-major element order: the flat buffer is the input's"),
+    "identity": (float, "a reduction folded with one binary op: that op's neutral element (the masked-lane fill)"),
+    "preserves_positive": (bool, "every output element is an input element or a sum of them: positive in, positive out"),
+    "activation": (bool, "a transcendental function: Trainium's Scalar (activation) engine computes it"),
+}
+"""The facts an op's ``meta`` may declare: key -> (type, meaning). ``register`` rejects any other key or
+a value of another type; the group helpers below (``views``, ``reductions``, ...) read them."""
+
 
 def register(op: OpDef) -> OpDef:
     if op.name in REGISTRY:
         raise ValueError(f"op {op.name!r} registered twice")
+    for key, value in op.meta.items():
+        if key not in FACTS:
+            raise ValueError(f"op {op.name!r}: unknown fact {key!r}; declare it in ops.FACTS")
+        if not isinstance(value, FACTS[key][0]):
+            raise ValueError(f"op {op.name!r}: fact {key!r} must be {FACTS[key][0].__name__}, got {value!r}")
     REGISTRY[op.name] = op
     return op
 
@@ -363,34 +391,34 @@ def _reciprocal(x: np.ndarray) -> np.ndarray:
 
 
 _unary("neg", lambda x: -x, "-x")
-_unary("exp", np.exp, "e**x")
-_unary("log", _log, "natural logarithm", positive_inputs=(0,))
-_unary("sqrt", _sqrt, "square root", positive_inputs=(0,))
-_unary("rsqrt", _rsqrt, "1/sqrt(x)", positive_inputs=(0,))
-_unary("reciprocal", _reciprocal, "1/x")
+_unary("exp", np.exp, "e**x", activation=True)
+_unary("log", _log, "natural logarithm", positive_inputs=(0,), activation=True)
+_unary("sqrt", _sqrt, "square root", positive_inputs=(0,), activation=True)
+_unary("rsqrt", _rsqrt, "1/sqrt(x)", positive_inputs=(0,), activation=True)
+_unary("reciprocal", _reciprocal, "1/x", nonzero_inputs=(0,))
 _unary("abs", np.abs, "|x|")
 _unary("square", np.square, "x*x")
 _unary("relu", lambda x: np.maximum(x, 0.0), "max(x, 0)")
 _unary("leaky_relu", lambda x, slope: np.where(x >= 0, x, slope * x), "x if x >= 0 else slope*x",
        (Attr("slope", "float", 0.01),))
-_unary("sigmoid", _sigmoid, "1/(1+exp(-x))")
-_unary("tanh", np.tanh, "hyperbolic tangent")
-_unary("silu", lambda x: x * _sigmoid(x), "x*sigmoid(x)")
+_unary("sigmoid", _sigmoid, "1/(1+exp(-x))", activation=True)
+_unary("tanh", np.tanh, "hyperbolic tangent", activation=True)
+_unary("silu", lambda x: x * _sigmoid(x), "x*sigmoid(x)", activation=True)
 _unary("gelu", _gelu, "x*Phi(x) (approximate='none') or its tanh form (approximate='tanh')",
-       (Attr("approximate", "str", "none", ("none", "tanh")),))
-_unary("mish", lambda x: x * np.tanh(_softplus(x)), "x*tanh(softplus(x))")
+       (Attr("approximate", "str", "none", ("none", "tanh")),), activation=True)
+_unary("mish", lambda x: x * np.tanh(_softplus(x)), "x*tanh(softplus(x))", activation=True)
 _unary("hardswish", lambda x: x * np.clip(x + 3.0, 0.0, 6.0) / 6.0, "x*relu6(x+3)/6")
 _unary("hardsigmoid", lambda x: np.clip(x / 6.0 + 0.5, 0.0, 1.0), "relu6(x+3)/6")
 _unary("softplus", _softplus, "log(1+exp(beta*x))/beta, linear above threshold",
-       (Attr("beta", "float", 1.0), Attr("threshold", "float", 20.0)))
+       (Attr("beta", "float", 1.0), Attr("threshold", "float", 20.0)), activation=True)
 _unary("clamp", lambda x, lo, hi: np.minimum(np.maximum(x, lo), hi), "min(max(x, lo), hi) (hardtanh)",
        (Attr("lo", "float", -math.inf), Attr("hi", "float", math.inf)))
 _unary("pow", _pow, "x**exponent for a constant exponent", (Attr("exponent", "float"),), positive_inputs=(0,))
-_unary("erf", _erf, "the error function")
+_unary("erf", _erf, "the error function", activation=True)
 register(OpDef(
     "cast", OpKind.ELEMENTWISE, (1, 1), shape=same_shape, dtype=lambda d, a: a["dtype"],
     reference=lambda xs, a: xs[0], attrs=(Attr("dtype", "dtype"),), inputs=("x",),
-    doc="convert to dtype (identity in the float64 reference)", meta={"arity": 1},
+    doc="convert to dtype (identity in the float64 reference)", meta={"arity": 1, "preserves_positive": True},
 ))
 
 
@@ -428,10 +456,10 @@ def _div(x: np.ndarray, y: np.ndarray) -> np.ndarray:
         return x / y
 
 
-_binary("add", np.add, "x + y", commutative=True)
+_binary("add", np.add, "x + y", commutative=True, preserves_positive=True)
 _binary("sub", np.subtract, "x - y")
 _binary("mul", np.multiply, "x * y", commutative=True)
-_binary("div", _div, "x / y")
+_binary("div", _div, "x / y", nonzero_inputs=(1,))
 _binary("maximum", np.maximum, "element-wise max", commutative=True)
 _binary("minimum", np.minimum, "element-wise min", commutative=True)
 
@@ -462,20 +490,20 @@ def _logsumexp(x: np.ndarray, axis: tuple[int, ...], keepdims: bool) -> np.ndarr
     return out if keepdims else np.squeeze(out, axis=axis)
 
 
-def _reduction(name: str, ref: Callable[..., np.ndarray], doc: str, accumulates: bool) -> None:
+def _reduction(name: str, ref: Callable[..., np.ndarray], doc: str, accumulates: bool, **meta: Any) -> None:
     register(OpDef(
         name, OpKind.REDUCE, (1, 1), shape=_reduce_shape, dtype=same_dtype,
         reference=lambda xs, a, _f=ref: _f(xs[0], axis=a["axes"], keepdims=a["keepdims"]),
         attrs=(Attr("axes", "ints", ()), Attr("keepdims", "bool", False)), canon=_axes_canon,
-        accumulates=accumulates, inputs=("x",), doc=doc,
+        accumulates=accumulates, inputs=("x",), doc=doc, meta=meta,
     ))
 
 
-_reduction("sum", np.sum, "sum over axes", True)
-_reduction("mean", np.mean, "mean over axes", True)
-_reduction("max", np.max, "maximum over axes", False)
-_reduction("min", np.min, "minimum over axes", False)
-_reduction("logsumexp", _logsumexp, "log(sum(exp(x))) over axes, computed stably", True)
+_reduction("sum", np.sum, "sum over axes", True, identity=0.0)
+_reduction("mean", np.mean, "mean over axes", True, identity=0.0)  # a sum, then scaled
+_reduction("max", np.max, "maximum over axes", False, identity=-math.inf)
+_reduction("min", np.min, "minimum over axes", False, identity=math.inf)
+_reduction("logsumexp", _logsumexp, "log(sum(exp(x))) over axes, computed stably", True)  # from max and sum
 
 
 def _axis_canon(shapes: tuple[Shape, ...], a: Attrs) -> Attrs:
@@ -531,7 +559,7 @@ register(OpDef(
     reference=lambda xs, a: np.transpose(xs[0], a["perm"]),
     attrs=(Attr("perm", "ints"),), canon=_transpose_canon, inputs=("x",),
     doc="permute axes: out axis i is input axis perm[i]",
-    meta={"shape_family": "transpose"},
+    meta={"shape_family": "transpose", "preserves_positive": True},
 ))
 
 
@@ -546,7 +574,7 @@ register(OpDef(
     "reshape", OpKind.LAYOUT, (1, 1), shape=_reshape_shape, dtype=same_dtype,
     reference=lambda xs, a: xs[0].reshape(_concrete(a["shape"], xs[0])),
     attrs=(Attr("shape", "dims"),), inputs=("x",), doc="row-major reshape to the given shape",
-    meta={"shape_family": "reshape", "view": True},
+    meta={"shape_family": "reshape", "view": True, "flat_view": True, "preserves_positive": True},
 ))
 
 
@@ -572,7 +600,7 @@ register(OpDef(
     "broadcast_to", OpKind.LAYOUT, (1, 1), shape=_broadcast_to_shape, dtype=same_dtype,
     reference=lambda xs, a: np.broadcast_to(xs[0], _broadcast_target(xs[0], a["shape"])),
     attrs=(Attr("shape", "dims"),), inputs=("x",), doc="NumPy broadcast to a larger shape",
-    meta={"shape_family": "reshape", "view": True},
+    meta={"shape_family": "reshape", "view": True, "preserves_positive": True},
 ))
 
 
@@ -589,7 +617,7 @@ register(OpDef(
     attrs=(Attr("axis", "int"),),
     canon=lambda s, a: a.replace(axis=normalize_axis(a["axis"], len(s[0]) + 1)),
     inputs=("x",), doc="insert a size-1 axis at position axis",
-    meta={"shape_family": "expand_dims", "view": True},
+    meta={"shape_family": "expand_dims", "view": True, "flat_view": True, "preserves_positive": True},
 ))
 
 
@@ -612,7 +640,7 @@ register(OpDef(
     reference=lambda xs, a: np.squeeze(xs[0], axis=a["axes"]) if a["axes"] else xs[0],
     attrs=(Attr("axes", "ints", ()),), canon=_squeeze_canon, inputs=("x",),
     doc="drop size-1 axes (all of them when axes is empty)",
-    meta={"shape_family": "squeeze", "view": True},
+    meta={"shape_family": "squeeze", "view": True, "flat_view": True, "preserves_positive": True},
 ))
 
 
@@ -666,7 +694,7 @@ register(OpDef(
     "slice", OpKind.LAYOUT, (1, 1), shape=_slice_shape, dtype=same_dtype, reference=_slice_ref,
     attrs=(Attr("axis", "int"), Attr("start", "dim", 0), Attr("stop", "optional_dim", None), Attr("step", "int", 1)),
     canon=_slice_canon, inputs=("x",), doc="x[start:stop:step] along axis",
-    meta={"shape_family": "slice"},
+    meta={"shape_family": "slice", "preserves_positive": True},
 ))
 
 
@@ -691,7 +719,7 @@ register(OpDef(
     "concat", OpKind.LAYOUT, (1, None), shape=_concat_shape, dtype=promoted,
     reference=lambda xs, a: np.concatenate(xs, axis=a["axis"]),
     attrs=(Attr("axis", "int"),), canon=_concat_canon, inputs=("*xs",), doc="join tensors along axis",
-    meta={"shape_family": "concat"},
+    meta={"shape_family": "concat", "preserves_positive": True},
 ))
 
 
@@ -712,6 +740,74 @@ def shape_family(op: OpDef) -> str:
 def all_ops() -> list[OpDef]:
     """Every registered op, primitives first, in registration order."""
     return list(REGISTRY.values())
+
+
+# --------------------------------------------------------------------------------------------
+# Group helpers: which ops have a fact (names, in registration order)
+# --------------------------------------------------------------------------------------------
+def with_fact(key: str) -> tuple[str, ...]:
+    """Names of the ops whose ``meta[key]`` is set (and true), in registration order."""
+    if key not in FACTS:
+        raise KeyError(f"unknown fact {key!r}; see ops.FACTS")
+    return tuple(name for name, op in REGISTRY.items() if op.meta.get(key))
+
+
+def is_source(name: str) -> bool:
+    """Whether ``name`` is a source (input, constant): bound by the caller, never computed."""
+    return get(name).kind is OpKind.SOURCE
+
+
+def sources() -> tuple[str, ...]:
+    return tuple(op.name for op in ops_of_kind(OpKind.SOURCE))
+
+
+def is_view(name: str) -> bool:
+    """Whether ``name`` moves no data (``meta["view"]``: reshape, broadcast_to, expand_dims, squeeze)."""
+    return bool(get(name).meta.get("view"))
+
+
+def views() -> tuple[str, ...]:
+    return with_fact("view")
+
+
+def flat_views() -> tuple[str, ...]:
+    """The views that keep the row-major element order (reshape, expand_dims, squeeze; not broadcast_to)."""
+    return with_fact("flat_view")
+
+
+def reductions() -> tuple[str, ...]:
+    """Every reduction (sum, mean, max, min, logsumexp)."""
+    return tuple(op.name for op in ops_of_kind(OpKind.REDUCE))
+
+
+def simple_reductions() -> tuple[str, ...]:
+    """The reductions folded with one binary op, those with an ``identity`` (sum, mean, max, min)."""
+    return tuple(name for name in reductions() if "identity" in REGISTRY[name].meta)
+
+
+def identity(name: str) -> float:
+    """The neutral element of a simple reduction: 0 for sum and mean, -inf for max, inf for min."""
+    try:
+        return float(get(name).meta["identity"])
+    except KeyError:
+        raise KeyError(f"op {name!r} has no reduction identity") from None
+
+
+def positive_preserving() -> tuple[str, ...]:
+    """Ops whose output elements are input elements or sums of them (add, cast, layout ops)."""
+    return with_fact("preserves_positive")
+
+
+def activations() -> tuple[str, ...]:
+    """The transcendental functions Trainium computes on its Scalar (activation) engine."""
+    return with_fact("activation")
+
+
+def is_partial(name: str) -> bool:
+    """Whether ``name`` is undefined somewhere (a positive-domain or a denominator input: log, sqrt,
+    rsqrt, pow, reciprocal, div, ...)."""
+    meta = get(name).meta
+    return bool(meta.get("positive_inputs") or meta.get("nonzero_inputs"))
 
 
 # Composite and library ops register themselves into REGISTRY on import.

@@ -3,8 +3,8 @@
 A :class:`Program` is a tuple of :class:`Node` in topological order, the ids of its outputs and the
 sizes bound to its named dims. It has a content hash that is stable across processes and machines
 (SHA-256 of a canonical JSON form), a readable ``str``, and a JSON round-trip. Programs are built
-with a :class:`Builder`, which validates every op against the registry, infers shapes and dtypes,
-and shares identical nodes (hash-consing).
+with a :class:`Builder` (:mod:`axon_eg.ir.builder`, re-exported here), which validates every op
+against the registry, infers shapes and dtypes, and shares identical nodes (hash-consing).
 """
 
 from __future__ import annotations
@@ -12,16 +12,19 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from axon_eg.errors import AxonError, InvalidAttribute, ProgramError, ShapeError
+from axon_eg.errors import AxonError, ProgramError, ShapeError
 from axon_eg.ir import dims as D
 from axon_eg.ir import ops as O
 from axon_eg.ir.dims import Dim, Shape
-from axon_eg.ir.dtypes import DType, as_dtype
+from axon_eg.ir.dtypes import DType
+
+if TYPE_CHECKING:
+    from axon_eg.ir.builder import Builder, Value, as_shape
 
 JSON_VERSION = 1
 
@@ -137,6 +140,8 @@ class Program:
         subst = {k: v for k, v in sizes.items() if k in self.free_dims}
         if not subst:
             return self
+        from axon_eg.ir.builder import Builder
+
         b = Builder(self.name)
         values: list[Value] = []
         for i, n in enumerate(self.nodes):
@@ -192,6 +197,8 @@ class Program:
         """The same program with every composite op replaced by its primitives (recursively)."""
         if not any(O.get(n.op).kind is O.OpKind.COMPOSITE for n in self.nodes):
             return self
+        from axon_eg.ir.builder import Builder
+
         b = Builder(self.name, expand_composites=True)
         values: list[Value] = []
         for i, n in enumerate(self.nodes):
@@ -208,6 +215,8 @@ class Program:
         """The same program with nodes in a canonical order: inputs first (in their order), then a
         post-order walk from the outputs, operands left to right. Equal computations built in a
         different order compare equal after this."""
+        from axon_eg.ir.builder import Builder
+
         b = Builder(self.name)
         values: dict[int, Value] = {}
         for i, n in enumerate(self.nodes):
@@ -263,6 +272,8 @@ class Program:
             raise ProgramError(f"program JSON is not valid JSON: {e}") from None
         if not isinstance(body, dict) or body.get("version") != JSON_VERSION:
             raise ProgramError(f"program JSON must be an object with version {JSON_VERSION}")
+        from axon_eg.ir.builder import Builder
+
         b = Builder(body.get("name", "program"))
         values: list[Value] = []
         locations = body.get("locations") or []
@@ -395,164 +406,15 @@ def _attr_from_json(op: O.OpDef, key: str, v: Any) -> Any:
     return v
 
 
-# ------------------------------------------------------------------------------------------------
-# Building programs
-# ------------------------------------------------------------------------------------------------
-class Value:
-    """A handle to one node of a Builder; front ends subclass it to add operators."""
+def __getattr__(name: str) -> Any:
+    """``Builder``, ``Value`` and ``as_shape`` live in :mod:`axon_eg.ir.builder` (which imports this module);
+    they stay importable from here."""
+    if name in _BUILDER_NAMES:
+        from axon_eg.ir import builder
 
-    __slots__ = ("builder", "id")
-
-    def __init__(self, builder: Builder, id: int):
-        self.builder = builder
-        self.id = id
-
-    @property
-    def shape(self) -> Shape:
-        return self.builder.nodes[self.id].shape
-
-    @property
-    def dtype(self) -> DType:
-        return self.builder.nodes[self.id].dtype
-
-    @property
-    def ndim(self) -> int:
-        return len(self.shape)
-
-    def __repr__(self) -> str:
-        return f"<{type(self).__name__} %{self.id}: {self.dtype}{D.format_shape(self.shape)}>"
+        return getattr(builder, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-class Builder:
-    """Builds a Program node by node, validating each op and sharing identical nodes."""
-
-    def __init__(self, name: str = "program", value_type: type[Value] = Value, *, expand_composites: bool = False):
-        self.name = name
-        self.expand_composites = expand_composites  # emit composites as their primitives
-        self.nodes: list[Node] = []
-        self.locations: list[str | None] = []
-        self.value_type = value_type
-        self._memo: dict[tuple, int] = {}
-        self._input_names: set[str] = set()
-        self._location: str | None = None
-
-    # The user's source line, attached to nodes and named in errors.
-    def at(self, location: str | None) -> _Location:
-        return _Location(self, location)
-
-    def _value(self, id: int) -> Value:
-        return self.value_type(self, id)
-
-    def _add(self, node: Node) -> Value:
-        key = (node.op, node.inputs, node.attrs)
-        if node.op != "input" and key in self._memo:
-            return self._value(self._memo[key])
-        self.nodes.append(node)
-        self.locations.append(self._location)
-        self._memo[key] = len(self.nodes) - 1
-        return self._value(len(self.nodes) - 1)
-
-    def input(self, name: str, shape: Iterable[Any], dtype: Any) -> Value:
-        if name in self._input_names:
-            raise ProgramError(f"{self.name}: two inputs named {name!r}")
-        shape = tuple(shape)
-        for axis, d in enumerate(shape):
-            if isinstance(d, int) and not isinstance(d, bool) and d < 1:
-                raise ShapeError(f"{self.name}: input {name} has size {d} on axis {axis}; tensors with an empty "
-                                 "axis are not supported (every size must be >= 1)")
-        self._input_names.add(name)
-        return self.emit("input", name=name, shape=tuple(shape), dtype=dtype)
-
-    def constant(self, value: float, dtype: Any) -> Value:
-        return self.emit("constant", value=float(value), dtype=as_dtype(dtype))
-
-    def emit(self, op_name: str, *inputs: Value, **attrs: Any) -> Value:
-        """Add one registry op; composite ops are kept as one node unless ``expand_composites``."""
-        op = O.get(op_name)
-        if op.kind is O.OpKind.COMPOSITE and self.expand_composites:
-            return self.expand(op, inputs, attrs)
-        for x in inputs:
-            if not isinstance(x, Value) or x.builder is not self:
-                raise ProgramError(f"{op_name}: input {x!r} does not belong to this program")
-        in_shapes = tuple(x.shape for x in inputs)
-        try:
-            op.check_arity(len(inputs))
-            a = op.make_attrs(attrs)
-            if op.canon is not None:
-                a = op.canon(in_shapes, a)
-            shape = tuple(D.as_dim(d) for d in op.shape(in_shapes, a))
-            empty = [axis for axis, d in enumerate(shape) if isinstance(d, int) and d < 1]
-            if empty and op_name != "input":
-                raise ShapeError(f"its result would have size {shape[empty[0]]} on axis {empty[0]}; tensors with an "
-                                 "empty axis are not supported (every size must be >= 1)")
-            dtype = op.dtype(tuple(x.dtype for x in inputs), a)
-        except (ShapeError, InvalidAttribute) as e:
-            where = f" at {self._location}" if self._location else ""
-            shapes = ", ".join(D.format_shape(s) for s in in_shapes)
-            raise type(e)(f"{op_name}({shapes}){where}: {_strip_op(str(e), op_name)}") from None
-        return self._add(Node(op_name, tuple(x.id for x in inputs), a, shape, dtype))
-
-    def expand(self, op: O.OpDef, inputs: Sequence[Value], attrs: Mapping[str, Any]) -> Value:
-        """Emit a composite op's primitives directly (checked the same way as ``emit``)."""
-        assert op.expand is not None
-        in_shapes = tuple(x.shape for x in inputs)
-        try:
-            op.check_arity(len(inputs))
-            a = op.make_attrs(attrs)
-            if op.canon is not None:
-                a = op.canon(in_shapes, a)
-            op.shape(in_shapes, a)
-        except (ShapeError, InvalidAttribute) as e:
-            where = f" at {self._location}" if self._location else ""
-            shapes = ", ".join(D.format_shape(s) for s in in_shapes)
-            raise type(e)(f"{op.name}({shapes}){where}: {_strip_op(str(e), op.name)}") from None
-        return op.expand(self, *inputs, **dict(a))
-
-    def build(self, outputs: Sequence[Value] | Value, *, dims: Mapping[str, int] | None = None,
-              roles: Mapping[str, str] | None = None) -> Program:
-        """Freeze the nodes reachable from ``outputs`` (inputs are always kept, in order)."""
-        outs = [outputs] if isinstance(outputs, Value) else list(outputs)
-        if not outs:
-            raise ProgramError(f"{self.name}: a program needs at least one output")
-        live = set()
-        stack = [o.id for o in outs]
-        while stack:
-            i = stack.pop()
-            if i not in live:
-                live.add(i)
-                stack.extend(self.nodes[i].inputs)
-        keep = [i for i, n in enumerate(self.nodes) if i in live or n.op == "input"]
-        remap = {old: new for new, old in enumerate(keep)}
-        nodes = tuple(
-            Node(self.nodes[i].op, tuple(remap[j] for j in self.nodes[i].inputs), self.nodes[i].attrs,
-                 self.nodes[i].shape, self.nodes[i].dtype)
-            for i in keep
-        )
-        role_items = tuple(sorted((k, v) for k, v in (roles or {}).items() if v != "input"))
-        program = Program(nodes, tuple(remap[o.id] for o in outs), (), self.name, role_items,
-                          tuple(self.locations[i] for i in keep))
-        return program.bind(dims) if dims else program
-
-
-def _strip_op(message: str, op_name: str) -> str:
-    return message.removeprefix(f"{op_name}: ")
-
-
-class _Location:
-    def __init__(self, builder: Builder, location: str | None):
-        self.builder, self.location, self.saved = builder, location, None
-
-    def __enter__(self) -> None:
-        self.saved = self.builder._location
-        if self.location is not None:
-            self.builder._location = self.location
-
-    def __exit__(self, *exc: object) -> None:
-        self.builder._location = self.saved
-
-
-def as_shape(shape: Iterable[Any]) -> Shape:
-    return tuple(D.as_dim(d) for d in shape)
-
-
+_BUILDER_NAMES = ("Builder", "Value", "as_shape")
 __all__ = ["AxonError", "Builder", "Dim", "InputSpec", "Node", "Program", "Value", "as_shape"]

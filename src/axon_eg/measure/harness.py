@@ -64,7 +64,7 @@ bitwise, so a candidate writing NaN (or anything else) into a guard is caught.""
 @dataclass(frozen=True)
 class InputSpec:
     """One tensor: name, concrete shape, dtype string ("bf16", "fp16", "fp32"); ``positive`` asks for
-    uniform values in [0.5, 1.5) (for logs, square roots, divisors) instead of a standard normal."""
+    uniform values in ``POSITIVE`` (for logs, square roots, divisors) instead of a standard normal."""
 
     name: str
     shape: tuple[int, ...]
@@ -113,8 +113,13 @@ class Outcome:
         return d
 
 
+POSITIVE = (0.5, 2.0)
+"""The range of a positive input: ``axon_eg.ir.inputs.POSITIVE`` (this module imports no axon_eg module, so
+the value is restated; ``tests/test_inputs.py`` ties the two)."""
+
+
 def make_inputs(specs: Sequence[Any], seed: int, device: str | torch.device = "cpu") -> list[torch.Tensor]:
-    """Seeded inputs: standard normal (exact zeros replaced), or uniform [0.5, 1.5) for positive specs.
+    """Seeded inputs: standard normal (exact zeros replaced), or uniform in ``POSITIVE`` for positive specs.
 
     Drawn by torch's CPU generator (the same values on every machine, whatever ``device`` is), in
     float32, then rounded to the spec's dtype and moved to ``device``."""
@@ -122,7 +127,8 @@ def make_inputs(specs: Sequence[Any], seed: int, device: str | torch.device = "c
     out = []
     for spec in map(InputSpec.coerce, specs):
         if spec.positive:
-            t = torch.rand(spec.shape, generator=gen, dtype=torch.float32) + 0.5
+            lo, hi = POSITIVE
+            t = torch.rand(spec.shape, generator=gen, dtype=torch.float32) * (hi - lo) + lo
         else:
             t = torch.randn(spec.shape, generator=gen, dtype=torch.float32)
         t = t.to(TORCH_DTYPES[spec.dtype])

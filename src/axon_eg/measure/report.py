@@ -326,7 +326,7 @@ def _row(df: pl.DataFrame, rid: str) -> dict[str, Any]:
 
 
 def selection_line(df: pl.DataFrame, best: str, timed: bool) -> str:
-    """One line on why ``best`` was selected, stating the rule ``pipeline._select`` applies: on a GPU the
+    """One line on why ``best`` was selected, stating the rule ``selection.select`` applies: on a GPU the
     correct row (candidate or baseline) with the lowest median latency, nothing else breaking ties; without
     timings the correct candidate with the lowest predicted cost (a baseline only when no candidate is
     correct), equal predictions going to the row first in the table (candidates are in rank order)."""

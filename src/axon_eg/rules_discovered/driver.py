@@ -26,7 +26,7 @@ from .instantiate import InstantiationError, instantiate
 from .store import make_entry, write
 from .to_rule import Unexpressible, reverse, to_rule
 
-_CANDIDATES: list[E.Candidate] = []
+_CANDIDATES: list[E.RuleCandidate] = []
 
 
 @dataclass
@@ -49,7 +49,7 @@ def _prove(i: int, timeout_ms: int) -> tuple[int, ProofResult]:
         return i, ProofResult("unknown", "error", 0.0, f"{type(e).__name__}: {e}")
 
 
-def prove_all(candidates: Sequence[E.Candidate], timeout_ms: int, jobs: int,
+def prove_all(candidates: Sequence[E.RuleCandidate], timeout_ms: int, jobs: int,
               progress: Callable[[int], None] | None = None) -> list[ProofResult]:
     global _CANDIDATES
     _CANDIDATES = list(candidates)
@@ -84,7 +84,7 @@ def discover(timeout_ms: int = 2000, jobs: int = 2, write_store: bool = True,
     rejected: list[dict] = []
     seen: set[tuple] = set()
 
-    def run_phase(label: str, candidates: list[E.Candidate]) -> list[tuple[E.Candidate, Any]]:
+    def run_phase(label: str, candidates: list[E.RuleCandidate]) -> list[tuple[E.RuleCandidate, Any]]:
         unique = []
         for c in candidates:
             if c is None:
@@ -102,12 +102,12 @@ def discover(timeout_ms: int = 2000, jobs: int = 2, write_store: bool = True,
             if progress:
                 progress(label, done, len(unique))
 
-        stated: list[tuple[E.Candidate, Any, str]] = []  # (what is proved, the rule or None, why not stated)
+        stated: list[tuple[E.RuleCandidate, Any, str]] = []  # (what is proved, the rule or None, why not stated)
         for c in unique:
             try:
                 rule = to_rule(c)
                 ob = instantiate(rule)
-                stated.append((E.Candidate(c.name, c.family, ob.lhs, ob.rhs, ob.symbols), rule, ""))
+                stated.append((E.RuleCandidate(c.name, c.family, ob.lhs, ob.rhs, ob.symbols), rule, ""))
             except (Unexpressible, InstantiationError) as e:
                 stated.append((c, None, str(e)))
         results = prove_all([s[0] for s in stated], timeout_ms, jobs, tick)

@@ -1,6 +1,6 @@
 """The propagation enumerator: candidate rewrites found by moving one operator past its neighbour.
 
-Candidates are pairs of Programs over the same inputs with symbolic dims (``Candidate``); the
+Candidates are pairs of Programs over the same inputs with symbolic dims (``RuleCandidate``); the
 prover decides which are true. Families, each generated from the registry (op kinds, arities and
 attributes), never from a list of identities:
 
@@ -37,7 +37,7 @@ DTYPE = "fp32"
 
 
 @dataclass(frozen=True)
-class Candidate:
+class RuleCandidate:
     name: str
     family: str
     lhs: Program
@@ -49,7 +49,7 @@ Build = Callable[..., Value]
 
 
 def make(name: str, family: str, inputs: Sequence[tuple[str, tuple]], lhs: Build, rhs: Build,
-         symbols: Sequence[ScalarSymbol] = ()) -> Candidate | None:
+         symbols: Sequence[ScalarSymbol] = ()) -> RuleCandidate | None:
     """Build both sides over the same inputs; None when a side is ill-typed (the move does not fit)."""
     sides = []
     for fn in (lhs, rhs):
@@ -61,7 +61,7 @@ def make(name: str, family: str, inputs: Sequence[tuple[str, tuple]], lhs: Build
             return None
     if sides[0] == sides[1]:
         return None
-    return Candidate(name, family, sides[0], sides[1], tuple(symbols))
+    return RuleCandidate(name, family, sides[0], sides[1], tuple(symbols))
 
 
 def unary_ops() -> list[O.OpDef]:
@@ -100,7 +100,7 @@ def layouts() -> list[tuple[str, tuple, Callable[[Builder, Value], Value]]]:
     ]
 
 
-def through_layout() -> Iterator[Candidate]:
+def through_layout() -> Iterator[RuleCandidate]:
     for lname, shape, lay in layouts():
         for op in unary_ops():
             yield make(f"{op.name}_through_{lname}", "through_layout", [("x", shape)],
@@ -127,7 +127,7 @@ def _mm(b: Builder, a: Value, w: Value) -> Value:
     return b.emit("matmul", a, w)
 
 
-def matmul_neighbours() -> Iterator[Candidate]:
+def matmul_neighbours() -> Iterator[RuleCandidate]:
     for prefix, sa, sb in MATMULS:
         ins = [("A", sa), ("B", sb)]
         for op in ("mul", "div", "add"):
@@ -170,10 +170,10 @@ def matmul_neighbours() -> Iterator[Candidate]:
 # ------------------------------------------------------------------------------------------------
 # Reductions through element-wise binary ops
 # ------------------------------------------------------------------------------------------------
-REDUCTIONS = ("sum", "mean", "max", "min")
+REDUCTIONS = O.simple_reductions()  # sum, mean, max, min: one combine each (logsumexp is built from two)
 
 
-def reduce_binary() -> Iterator[Candidate]:
+def reduce_binary() -> Iterator[RuleCandidate]:
     for red in REDUCTIONS:
         for op in binary_ops():
             r = lambda b, x, red=red: b.emit(red, x, axes=(1,), keepdims=True)  # noqa: E731
@@ -201,7 +201,7 @@ def reduce_binary() -> Iterator[Candidate]:
                    lambda b, x, red=red: b.emit(red, x, axes=(1,), keepdims=False))
 
 
-def binary_binary() -> Iterator[Candidate]:
+def binary_binary() -> Iterator[RuleCandidate]:
     ins = [("a", ("N",)), ("b_", ("N",)), ("c", ("N",))]
     for outer, inner in itertools.product(binary_ops(), repeat=2):
         o, i = outer.name, inner.name
@@ -216,7 +216,7 @@ def binary_binary() -> Iterator[Candidate]:
                    lambda b, a, b_, op=op: b.emit(op.name, a, b_), lambda b, a, b_, op=op: b.emit(op.name, b_, a))
 
 
-def homomorphisms() -> Iterator[Candidate]:
+def homomorphisms() -> Iterator[RuleCandidate]:
     for f in unary_ops():
         for inner, outer in itertools.product(binary_ops(), repeat=2):
             yield make(f"{f.name}_{inner.name}_to_{outer.name}", "homomorphism", [("a", ("N",)), ("b_", ("N",))],
@@ -224,7 +224,7 @@ def homomorphisms() -> Iterator[Candidate]:
                        lambda b, a, b_, f=f, o=outer.name: b.emit(o, unary(b, f, a), unary(b, f, b_)))
 
 
-def simplifications() -> Iterator[Candidate]:
+def simplifications() -> Iterator[RuleCandidate]:
     for red in O.ops_of_kind(O.OpKind.REDUCE):
         for keep in (True, False):
             yield make(f"{red.name}_over_size1{'_keep' if keep else ''}", "simplify", [("x", ("M", 1))],
@@ -256,7 +256,7 @@ def simplifications() -> Iterator[Candidate]:
 # ------------------------------------------------------------------------------------------------
 # Families derived from the registry's composites and from proven facts
 # ------------------------------------------------------------------------------------------------
-def shift_removal() -> Iterator[Candidate]:
+def shift_removal() -> Iterator[RuleCandidate]:
     """In each composite's expansion, drop a subtraction of a max over the same tensor."""
     for comp in O.ops_of_kind(O.OpKind.COMPOSITE):
         if comp.arity[0] != 1:
@@ -272,7 +272,7 @@ def shift_removal() -> Iterator[Candidate]:
                 continue
             a, m = node.inputs
             if original.nodes[m].op == "max" and original.nodes[m].inputs == (a,):
-                yield Candidate(f"{comp.name}_drop_max_shift", "shift", original, _bypass(original, i, a))
+                yield RuleCandidate(f"{comp.name}_drop_max_shift", "shift", original, _bypass(original, i, a))
 
 
 def _bypass(program: Program, node: int, replacement: int) -> Program:
@@ -289,7 +289,7 @@ def _bypass(program: Program, node: int, replacement: int) -> Program:
     return b.build([values[o] for o in program.outputs])
 
 
-def rescaling(homomorphic: Sequence[str]) -> Iterator[Candidate]:
+def rescaling(homomorphic: Sequence[str]) -> Iterator[RuleCandidate]:
     """For f with f(a + b) = f(a) * f(b): f(m1 - m2) * sum(f(x - m1)) = sum(f(x - m2))."""
     for f in homomorphic:
         yield make(f"{f}_online_rescale", "rescale", [("x", ("M", "N")), ("m1", ("M", 1)), ("m2", ("M", 1))],
@@ -298,7 +298,7 @@ def rescaling(homomorphic: Sequence[str]) -> Iterator[Candidate]:
                    lambda b, x, m1, m2, f=f: b.emit("sum", b.emit(f, b.emit("sub", x, m2)), axes=(1,), keepdims=True))
 
 
-def folds(rules: Sequence) -> Iterator[Candidate]:
+def folds(rules: Sequence) -> Iterator[RuleCandidate]:
     """A composite (with per-channel statistics) applied to a matmul, with or without a bias added
     (a ``Linear``), rewritten by the νGraph with the rules proven so far; the cheapest different
     variant is proposed as one rule (proved and float-tested on its own: the search may use rule
@@ -327,7 +327,7 @@ def folds(rules: Sequence) -> Iterator[Candidate]:
                 if ops.count("matmul") == 1 and _matmul_is_last_op_or_before_add(variant.program):
                     rhs = Program(variant.program.nodes, variant.program.outputs, (), lhs.name, (), ())
                     where = "biased_matmul" if biased else "matmul"
-                    yield Candidate(f"{comp.name}_folded_into_{where}", "fold", lhs, rhs)
+                    yield RuleCandidate(f"{comp.name}_folded_into_{where}", "fold", lhs, rhs)
                     break
 
 
@@ -343,13 +343,13 @@ def _matmul_is_last_op_or_before_add(program: Program) -> bool:
     return out.op == "add" and any(program.nodes[j].op == "matmul" for j in out.inputs)
 
 
-def phase_one() -> list[Candidate]:
+def phase_one() -> list[RuleCandidate]:
     """Every candidate that needs no proven facts, deduplicated, in a deterministic order."""
-    out: list[Candidate] = []
+    out: list[RuleCandidate] = []
     for family in (through_layout, matmul_neighbours, reduce_binary, binary_binary, homomorphisms,
                    simplifications, shift_removal):
         out += [c for c in family() if c is not None]
     return out
 
 
-__all__ = ["Candidate", "folds", "make", "phase_one", "rescaling"]
+__all__ = ["RuleCandidate", "folds", "make", "phase_one", "rescaling"]

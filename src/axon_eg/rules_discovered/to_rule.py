@@ -10,7 +10,7 @@ The rule must say exactly what was proved, since the νGraph applies the rule, n
   which become attribute variables bound on the left *and pinned by a condition* to the input dims
   they were proved with (``(= ?shape0 [(dim ?x 0) (* (dim ?x 1) (dim ?x 2))])``), so that a
   reshape to ``[N]`` never matches a reshape to ``[N, 1]``;
-- rank-0 inputs that are symbolic scalars (``Candidate.symbols``) become ``(constant :value ?c
+- rank-0 inputs that are symbolic scalars (``RuleCandidate.symbols``) become ``(constant :value ?c
   :dtype ?dt_c)`` with their sign as a condition;
 - when the two sides' dtypes are not the same function of the leaves' dtypes (a constant is
   dropped or introduced), the condition that they agree: ``(= (promote (dtype ?x) ?dt) (dtype ?x))``
@@ -32,14 +32,14 @@ from axon_eg.ir import dims as D
 from axon_eg.ir import ops as O
 from axon_eg.ir.program import Program
 
-from .enumerate import Candidate
+from .enumerate import RuleCandidate
 
 
 class Unexpressible(AxonError):
     """A proven identity the pattern language cannot state (e.g. a new symbolic dim on the right)."""
 
 
-def is_pointwise(c: Candidate) -> bool:
+def is_pointwise(c: RuleCandidate) -> bool:
     for p in (c.lhs, c.rhs):
         for n in p.nodes:
             op = O.get(n.op)
@@ -49,7 +49,7 @@ def is_pointwise(c: Candidate) -> bool:
 
 
 class _Converter:
-    def __init__(self, c: Candidate):
+    def __init__(self, c: RuleCandidate):
         self.symbols = {s.name: s for s in c.symbols}
         self.attr_vars: dict[tuple[str, str], str] = {}  # (attr kind, value text) -> variable
         self.attr_values: dict[str, Any] = {}  # variable -> the symbolic value it was proved with
@@ -197,7 +197,7 @@ def dtype_conditions(lhs: Pattern, rhs: Pattern) -> list[list]:
     return [["=", _promote_sexp(left), _promote_sexp(right)]]
 
 
-def to_rule(c: Candidate) -> Rule:
+def to_rule(c: RuleCandidate) -> Rule:
     conv = _Converter(c)
     lhs = conv.pattern(c.lhs)
     conv.side = "rhs"

@@ -12,7 +12,7 @@ import time
 from dataclasses import dataclass
 
 from .driver import prove_all
-from .enumerate import Candidate
+from .enumerate import RuleCandidate
 from .store import RuleStoreError, check_entry, load_entries, obligation_of
 
 
@@ -41,7 +41,7 @@ def verify(jobs: int = 2, timeout_ms: int = 4000, *, float_safety: bool = True) 
             failures.append((entry.get("name", "?"), str(e)))
             continue
         obligations.append((entry, ob))
-    candidates = [Candidate(e["name"], e["family"], ob.lhs, ob.rhs, ob.symbols) for e, ob in obligations]
+    candidates = [RuleCandidate(e["name"], e["family"], ob.lhs, ob.rhs, ob.symbols) for e, ob in obligations]
     t0 = time.perf_counter()
     for c, r in zip(candidates, prove_all(candidates, timeout_ms, jobs)):
         if not r.proven:

@@ -1,5 +1,11 @@
 """Element-level terms in a normal form: polynomials whose monomials may sum over bound indices.
 
+One module (over the ~450-line guide) on purpose: every stored rule proof records the semantics hash
+(``axon_eg.proofs.semantics_hash``), which hashes ``semantics/*.py`` file by file, so moving code out of
+this module would make the whole rule store stale without changing a single meaning; and its parts are
+one term algebra (index forms whose div/mod atoms nest index forms, atoms that hold polynomials,
+binder renaming and canonical order over both, the constructors that apply the lemmas while building).
+
 A tensor program's value at a symbolic index is a :class:`Poly`: a sum of monomials
 ``coeff * SUM_{b in binders} PROD factors``. Building terms applies, as rewriting steps, the lemmas
 of :mod:`axon_eg.semantics.lemmas` (each proved once by induction): sums distribute over +

@@ -4,7 +4,7 @@
 at concrete dims, input arrays and output index values. Every atom gets its real meaning: input
 elements (index expressions are bounds-checked, so an index map that runs off a tensor is an error,
 not NumPy wrap-around), symbolic scalars, dims used as reals, the uninterpreted functions of
-:mod:`axon_eg.semantics.ops` (exp, log, sqrt, tanh, erf, ``pow[e]``), reciprocals, if-then-else,
+:mod:`axon_eg.semantics.op_semantics` (exp, log, sqrt, tanh, erf, ``pow[e]``), reciprocals, if-then-else,
 max/min reductions, sums over binders (loops; a binder's length may mention another binder of the
 same sum, as a cumsum inside a sum does) and library ops, evaluated through the registry reference
 on input arrays rebuilt from their lambdas. Comparing the result with

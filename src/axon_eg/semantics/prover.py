@@ -48,7 +48,7 @@ from axon_eg.ir.interpret import interpret
 from axon_eg.ir.program import Program
 
 from . import domains, nf
-from .ops import Evaluator, NoSemantics, dim_to_ix
+from .op_semantics import Evaluator, NoSemantics, dim_to_ix
 from .z3conv import Z3Context
 
 SOLVER = f"z3 {z3.get_version_string()}"
@@ -101,7 +101,6 @@ def _sample_dims(names: Sequence[str], rng: np.random.Generator, low: int, high:
     return {n: int(rng.integers(low, high + 1)) for n in names}
 
 
-PARTIAL_OPS = {"log", "sqrt", "rsqrt", "reciprocal", "div", "pow"}
 MIXED_TRIALS = ("mixed", "boundary", "mixed", "boundary")  # after the domain trials, where a side is partial
 
 
@@ -109,7 +108,7 @@ def _partial(program: Program) -> bool:
     """Whether the program applies a partial function (composites may, through their expansion)."""
     for n in program.nodes:
         op = O.get(n.op)
-        if n.op in PARTIAL_OPS or op.kind == O.OpKind.COMPOSITE or op.meta.get("positive_inputs"):
+        if O.is_partial(n.op) or op.kind == O.OpKind.COMPOSITE:
             return True
     return False
 

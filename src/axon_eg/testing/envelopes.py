@@ -11,10 +11,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from axon_eg.ir import inputs as I
+from axon_eg.ir import ops as O
+from axon_eg.ir.inputs import POSITIVE, TAME
 
 LIMIT = 1e30  # no value's envelope exceeds this magnitude
-INPUT_LO, INPUT_HI, POSITIVE_LO = 0.25, 2.0, 0.5  # what make_inputs draws
+INPUT_LO, INPUT_HI = TAME  # what make_inputs draws (ir.inputs.random_inputs(tame=True))
+POSITIVE_LO = POSITIVE[0]
+assert POSITIVE[1] == INPUT_HI, "an envelope bounds positive and other inputs by one INPUT_HI"
 
 
 # ------------------------------------------------------------------------------------------------
@@ -42,7 +45,7 @@ UNKNOWN = Envelope(LIMIT)  # an op this module has no envelope for: finite, noth
 
 
 def _through(op: str, *envs: Envelope) -> bool:
-    return op in I._TRANSPARENT and all(e.input_like for e in envs)
+    return bool(O.get(op).meta.get("preserves_positive")) and all(e.input_like for e in envs)
 
 
 def _same(op: str) -> Callable[[Envelope, Any], Envelope]:

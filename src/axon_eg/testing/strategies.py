@@ -109,7 +109,7 @@ from axon_eg.testing.op_generators import (  # noqa: F401 - re-exported
 )
 
 DIM_NAMES = ("M", "N", "K", "B")
-SOURCE_OPS = ("input", "constant")  # made by the strategy itself, never drawn as a step
+SOURCE_OPS = O.sources()  # made by the strategy itself, never drawn as a step
 SKIPPED_OPS: dict[str, str] = {}  # op name -> why its attributes cannot be drawn
 
 
@@ -227,18 +227,9 @@ def programs(max_nodes: int = 8, ops: Iterable[str] | None = None, dtypes: Itera
 
 
 def make_inputs(program: Program, seed: int) -> dict[str, np.ndarray]:
-    """float64 inputs with |x| in [0.25, 2] (never zero), in [0.5, 2] where positive_inputs says."""
-    rng = np.random.default_rng(seed)
-    positive = I.positive_inputs(program)
-    out: dict[str, np.ndarray] = {}
-    for spec, node in zip(program.inputs, program.input_ids):
-        shape = program.concrete_shape(node)
-        if spec.name in positive:
-            out[spec.name] = np.asarray(rng.uniform(POSITIVE_LO, INPUT_HI, size=shape))
-        else:
-            magnitude = rng.uniform(INPUT_LO, INPUT_HI, size=shape)
-            out[spec.name] = np.asarray(magnitude * rng.choice((-1.0, 1.0), size=shape))
-    return out
+    """The properties' inputs: ``ir.inputs.random_inputs(tame=True)`` (|x| in [0.25, 2], never zero; in
+    [0.5, 2] where ``positive_inputs`` says)."""
+    return I.random_inputs(program, seed, tame=True)
 
 
 def program_inputs(program: Program) -> st.SearchStrategy[dict[str, np.ndarray]]:

@@ -24,13 +24,14 @@ from collections.abc import Mapping
 from typing import Any
 
 from axon_eg.extract.fusion import Group, node_kind
+from axon_eg.extract.templates import Tile, Tiling, TrnMatmulTile
 from axon_eg.hw import HardwareSpec
 from axon_eg.ir.program import Program
 from axon_eg.semantics.isa.declarations import TENSOR, declaration
 
 from .emit_matmul import transpose_lowering
 from .emit_rows import Space, tile_body
-from .emit_writer import NotLowerable, Writer, nl_dtype, pick, portable, render_lowering
+from .emit_writer import NotLowerable, Writer, nl_dtype, pick, portable, render_lowering, typed_tile
 from .synthesis import TileOp
 
 
@@ -89,8 +90,11 @@ def _matmul(w: Writer, dst: str, stationary: str, moving: str, shape: str) -> No
         w.shape[dst], w.dtype[dst] = shape, "nl.float32"
 
 
-def attention_group(w: Writer, program: Program, group: Group, tiling: Mapping[str, int], hbm: Mapping[int, str],
-                    outputs: Mapping[int, str], target: str, spec: HardwareSpec) -> str:
+def attention_group(w: Writer, program: Program, group: Group, tiling: Tiling | Tile | Mapping[str, int] | None,
+                    hbm: Mapping[int, str], outputs: Mapping[int, str], target: str, spec: HardwareSpec) -> str:
+    """``tiling``: the group's ``TrnMatmulTile`` (or its values): ``TILE_M`` query rows and ``TILE_N`` keys per
+    tile, each at most the Tensor-engine transpose limit (the partitions) and the sequence."""
+    tile = typed_tile(TrnMatmulTile, tiling)
     matmuls = [i for i in group.nodes if program.nodes[i].op == "matmul"]
     if len(matmuls) != 2:
         raise NotLowerable(f"attention group with {len(matmuls)} matmuls: the NKI emitter lowers two (scores, P @ V)")
@@ -118,8 +122,8 @@ def attention_group(w: Writer, program: Program, group: Group, tiling: Mapping[s
     if d > int(spec.value(mm.limit("contraction"))) or d > pmax or dv > int(moving_max):
         raise NotLowerable(f"attention head dims d={d}, d_v={dv}: the NKI emitter needs d <= {pmax} (contraction, "
                            f"transpose) and d_v <= {moving_max} (one PSUM bank)")
-    tq = max(1, min(int(tiling.get("TILE_M", pmax)), pmax, sq))
-    tk = max(1, min(int(tiling.get("TILE_N", pmax)), pmax, sk))
+    tq = max(1, min(tile.TILE_M, pmax, sq))
+    tk = max(1, min(tile.TILE_N, pmax, sk))
     kv_axes = [i for i, n in enumerate(batch) if n > 1 and (kshape[i] > 1 or vshape[i] > 1)]
     q_axes = [i for i, n in enumerate(batch) if n > 1 and i not in kv_axes]
 

@@ -15,18 +15,23 @@ from collections.abc import Mapping
 from typing import Any
 
 from axon_eg.extract.fusion import Group, node_kind
+from axon_eg.extract.templates import Tile, Tiling, TrnMatmulTile
 from axon_eg.hw import HardwareSpec
 from axon_eg.ir.program import Program
 from axon_eg.semantics.isa.declarations import FREE_MAX, SBUF, TENSOR, declaration
 
 from .emit_rows import ROW_REDUCTIONS, Space, tile_body
-from .emit_writer import NotLowerable, Writer, nl_dtype, pick, render_lowering
+from .emit_writer import NotLowerable, Writer, nl_dtype, pick, render_lowering, typed_tile
 from .synthesis import Lowering, TileOp
 
 
 # --------------------------------------------------------------------------------------------- matmul
-def matmul_group(w: Writer, program: Program, group: Group, tiling: Mapping[str, int], hbm: Mapping[int, str],
-                  outputs: Mapping[int, str], target: str, spec: HardwareSpec, choice: str | None = None) -> str:
+def matmul_group(w: Writer, program: Program, group: Group, tiling: Tiling | Tile | Mapping[str, int] | None,
+                 hbm: Mapping[int, str], outputs: Mapping[int, str], target: str, spec: HardwareSpec,
+                 choice: str | None = None) -> str:
+    """``tiling``: the group's ``TrnMatmulTile`` (or its values; the template's defaults for what they lack),
+    its tile sizes clipped to the declared ``nc_matmul`` limits and to the matmul's shape."""
+    tile = typed_tile(TrnMatmulTile, tiling)
     anchor = group.anchor(program)
     mm = program.nodes[anchor]
     a, b = mm.inputs
@@ -47,9 +52,9 @@ def matmul_group(w: Writer, program: Program, group: Group, tiling: Mapping[str,
     m, n = program.concrete_shape(anchor)
     k = program.concrete_shape(b)[0 if b_layout == "kn" else 1]
     mm = declaration("nc_matmul")  # the tile sizes its declared limits allow
-    tk = min(int(tiling.get("TILE_K", 128)), int(spec.value(mm.limit("contraction"))), k)
-    tm = min(int(tiling.get("TILE_M", 128)), int(spec.value(mm.limit("stationary_free"))), m)
-    tn = min(int(tiling.get("TILE_N", 512)), int(spec.value(mm.limit("moving_free"))), n)
+    tk = min(tile.TILE_K, int(spec.value(mm.limit("contraction"))), k)
+    tm = min(tile.TILE_M, int(spec.value(mm.limit("stationary_free"))), m)
+    tn = min(tile.TILE_N, int(spec.value(mm.limit("moving_free"))), n)
     reductions = [program.nodes[i].op for i in group.nodes if i > anchor and program.nodes[i].op in ROW_REDUCTIONS]
     if reductions and n > tn:
         raise NotLowerable(f"{reductions[0]} across the matmul's {n} columns spans {math.ceil(n / tn)} column tiles "
@@ -60,12 +65,16 @@ def matmul_group(w: Writer, program: Program, group: Group, tiling: Mapping[str,
     nk = math.ceil(k / tk)
     ka, kb = hbm.get(a, ""), hbm[b]  # a prologue computes A on chip: no HBM source
     nm, nn = math.ceil(m / tm), math.ceil(n / tn)
-    block_m = max(1, min(int(tiling.get("BLOCK_M", 1)), nm))
-    block_n = max(1, min(int(tiling.get("BLOCK_N", 1)), nn))
+    block_m = max(1, min(tile.BLOCK_M, nm))
+    block_n = max(1, min(tile.BLOCK_N, nn))
     a_dtype, b_dtype = nl_dtype(program.nodes[a].dtype.name), nl_dtype(program.nodes[b].dtype.name)
     if not prologue and (a_dtype == "nl.float32") != (b_dtype == "nl.float32"):
         raise NotLowerable(f"matmul (node {anchor}) of {a_dtype.split('.')[1]} @ {b_dtype.split('.')[1]}: the Tensor engine "
                            f"multiplies fp32 by fp32 only (cast the other operand first)")
+    if prologue and a_dtype == "nl.float32" and b_dtype != a_dtype:  # the copy that casts A would round it
+        raise NotLowerable(f"matmul (node {anchor}) prologue: A is fp32 and B {b_dtype.split('.')[1]}; the Tensor engine "
+                           f"multiplies like dtypes, and casting A's fp32 rows to {b_dtype.split('.')[1]} would round "
+                           f"what the program computes in fp32")
     free_max = int(spec.value(FREE_MAX[SBUF]))
     if prologue and k > free_max:
         raise NotLowerable(f"matmul (node {anchor}) prologue: a row of A holds {k} values, more than one tile "

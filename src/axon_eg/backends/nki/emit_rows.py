@@ -21,15 +21,17 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from axon_eg.extract.fusion import ELEMENTWISE, REDUCTION, Group, node_kind
+from axon_eg.extract.templates import Tile, Tiling, TrnRowsTile
 from axon_eg.hw import HardwareSpec
 from axon_eg.ir import dims as D
+from axon_eg.ir import ops as O
 from axon_eg.ir.program import Program
 from axon_eg.semantics.isa.declarations import FREE_MAX, PARTITION_MAX, SBUF
 
-from .emit_writer import NotLowerable, Writer, nl_dtype, pick, portable, render_lowering
+from .emit_writer import NotLowerable, Writer, nl_dtype, pick, portable, render_lowering, typed_tile
 from .synthesis import TileOp
 
-ROW_REDUCTIONS = {"sum", "mean", "max", "min"}
+ROW_REDUCTIONS = set(O.simple_reductions())  # sum, mean, max, min: one combine each
 WHOLE_ROW_OPS = {"slice", "concat"}  # layout ops the row emitter handles on whole rows (last axis only)
 
 
@@ -216,20 +218,24 @@ def _loops(w: Writer, space: Space, tile_p: int, tile_f: int, columns: str = "af
     w.tiles("j", n, tile_f, "TILE_F", "c0", "cols", columns)
 
 
-def _sizes(space: Space, tiling: Mapping[str, int], spec: HardwareSpec, whole_rows: bool) -> tuple[int, int]:
+def _sizes(space: Space, tiling: Tiling | Tile | Mapping[str, int] | None, spec: HardwareSpec,
+           whole_rows: bool) -> tuple[int, int]:
+    """(TILE_P, TILE_F) of the group's ``TrnRowsTile`` (or its values): all partitions and the whole row where
+    it leaves them open (None), clipped to the partitions, the row and the Vector engine's free size."""
+    tile = typed_tile(TrnRowsTile, tiling)
     pmax = int(spec.value(PARTITION_MAX))
-    tile_p = max(1, min(int(tiling.get("TILE_P", pmax)), pmax))
+    tile_p = max(1, min(pmax if tile.TILE_P is None else tile.TILE_P, pmax))
     free_max = int(spec.value(FREE_MAX[SBUF]))
     n = space.n
-    tile_f = n if whole_rows else max(1, min(int(tiling.get("TILE_F", n)), n, free_max))
+    tile_f = n if whole_rows else max(1, min(n if tile.TILE_F is None else tile.TILE_F, n, free_max))
     if tile_f > free_max:
         raise NotLowerable(f"a row of {n} columns kept whole (reduction, slice or concat) does not fit one tile "
                            f"(free size <= {free_max})")
     return tile_p, tile_f
 
 
-def row_group(w: Writer, program: Program, group: Group, tiling: Mapping[str, int], hbm: Mapping[int, str],
-              outputs: Mapping[int, str], target: str, spec: HardwareSpec) -> str:
+def row_group(w: Writer, program: Program, group: Group, tiling: Tiling | Tile | Mapping[str, int] | None,
+              hbm: Mapping[int, str], outputs: Mapping[int, str], target: str, spec: HardwareSpec) -> str:
     space = Space(program, group, full_shape(program, group))
     nodes = [i for i in group.nodes if program.nodes[i].op != "constant"]
     for i in nodes:
@@ -246,8 +252,8 @@ def row_group(w: Writer, program: Program, group: Group, tiling: Mapping[str, in
 
 
 # ----------------------------------------------------------------------------------------------- scans
-def scan_group(w: Writer, program: Program, group: Group, tiling: Mapping[str, int], hbm: Mapping[int, str],
-               outputs: Mapping[int, str], target: str, spec: HardwareSpec) -> str:
+def scan_group(w: Writer, program: Program, group: Group, tiling: Tiling | Tile | Mapping[str, int] | None,
+               hbm: Mapping[int, str], outputs: Mapping[int, str], target: str, spec: HardwareSpec) -> str:
     """Prefix sums along the last axis with element-wise prologue and epilogue (see the module docstring)."""
     anchor = group.anchor(program)
     nd = program.nodes[anchor]

@@ -5,7 +5,8 @@ dtype and memory of the destination) rather than text, so that the fusion pass (
 match admitted fusion rules against the kernel body before :func:`render` turns every record into the
 dialect's call: ``nisa.op(dst=..., ...)`` after an ``nl.ndarray`` allocation (current ``nki``), or
 ``dst = nisa.op(..., dtype=...)`` (legacy ``neuronxcc.nki``). Also here: the instantiation of a proven
-lowering's instruction sequence (:func:`render_lowering`) and the dtype and literal helpers.
+lowering's instruction sequence (:func:`render_lowering`), the dtype and literal helpers, and a group's typed
+tile (:func:`typed_tile`: the emitters read the Trainium templates' fields, never raw tiling keys).
 """
 
 from __future__ import annotations
@@ -13,9 +14,10 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
-from axon_eg.errors import AxonError
+from axon_eg.backends.kernel import NotLowerable  # noqa: F401  (the emitters import it from here)
+from axon_eg.extract.templates import Tile, Tiling
 from axon_eg.semantics.isa import engine
 from axon_eg.semantics.isa.declarations import CMD, DECLARATIONS, OP
 
@@ -28,10 +30,7 @@ _NL_DTYPES = {"bf16": "nl.bfloat16", "f32": "nl.float32", "fp32": "nl.float32", 
 TOKENS = {**{a.name: "nl" if a.kind == OP else f"nisa.{a.name}" for d in DECLARATIONS.values() for a in d.attrs.values()
              if a.kind in (OP, CMD)}, "engine": "nisa.engine"}
 ROW = "(rows, 1)"
-
-
-class NotLowerable(AxonError, NotImplementedError):
-    """A group uses an op (or a shape) the NKI emitter has no lowering for; the message names it."""
+T = TypeVar("T", bound=Tile)
 
 
 @dataclass
@@ -168,6 +167,14 @@ def render(lines: list[str | Emitted], dialect: str) -> list[str]:
             call = f"nisa.{op}({_call(e, skip)}, dtype={e.dtype})"
         out.append(f"{pad}{e.dst} = {call}")  # into a view of a tile: t[:, a:b] = ... writes in place
     return out
+
+
+def typed_tile(template: type[T], tiling: Tiling | Tile | Mapping[str, Any] | None) -> T:
+    """A group's tiling as ``template`` (``TrnMatmulTile``, ``TrnRowsTile``): its typed tile when it has one,
+    else its values (a ``Tiling``'s, or a plain mapping's) with the template's defaults for what they lack."""
+    if tiling is None or isinstance(tiling, (Tile, Tiling)):
+        return template.read(tiling)
+    return template.of(tiling)
 
 
 def nl_dtype(name: str) -> str:

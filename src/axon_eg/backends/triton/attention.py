@@ -23,7 +23,7 @@ from axon_eg.extract.templates import DOT_MIN, AttentionTile, Tiling
 
 from .attention_match import _TL_DTYPES, LOG2E, ONLINE_RULES, UNSHIFTED_RULE, Attention, match  # noqa: F401
 from .base import GroupKernel, NotLowerable, resources
-from .ops import lit
+from .tl_expressions import lit
 
 
 # -- code -------------------------------------------------------------------------------------------
@@ -188,18 +188,35 @@ class _Emitter:
         return out
 
 
-def lower(plan: FusionPlan, gi: int, tiling: Tiling | None, name: str, warp_size: int | None = None,
-          isa: str | None = None) -> GroupKernel:
-    program = plan.program
+def _setup(plan: FusionPlan, gi: int, tiling: Tiling | None, isa: str | None) -> tuple[Attention, AttentionTile, _Emitter]:
+    """The matched attention, its tile and the emitter's settings; NotLowerable when the group is not an
+    attention the kernel computes (``match``), a block is not a power of two >= 16, or TMA does not fit."""
     a = match(plan, gi)
     tile = AttentionTile.read(tiling)
-    block_m, block_n, warps, stages = tile.BLOCK_M, tile.BLOCK_N, tile.num_warps, tile.num_stages
+    block_m, block_n = tile.BLOCK_M, tile.BLOCK_N
     for key, v in (("BLOCK_M", block_m), ("BLOCK_N", block_n)):
         if v < DOT_MIN or v & (v - 1):
             raise NotLowerable(f"{key}={v}: tl.dot needs a power of two >= {DOT_MIN}")
     head_d = max(DOT_MIN, 1 << (a.d - 1).bit_length())
     head_dv = max(DOT_MIN, 1 << (a.dv - 1).bit_length())
-    em = _Emitter(a, block_m, block_n, head_d, head_dv, tma=isa == "tl.dot+tma")
+    return a, tile, _Emitter(a, block_m, block_n, head_d, head_dv, tma=isa == "tl.dot+tma")
+
+
+def check(plan: FusionPlan, gi: int, tiling: Tiling | None, warp_size: int | None = None,
+          isa: str | None = None) -> bool:
+    """NotLowerable with :func:`lower`'s reason when it cannot lower the group, else True, without
+    generating code (the pattern match, the block sizes, TMA's constraints: ``_setup``)."""
+    _setup(plan, gi, tiling, isa)
+    return True
+
+
+def lower(plan: FusionPlan, gi: int, tiling: Tiling | None, name: str, warp_size: int | None = None,
+          isa: str | None = None) -> GroupKernel:
+    program = plan.program
+    a, tile, em = _setup(plan, gi, tiling, isa)
+    block_m, block_n, warps, stages = tile.BLOCK_M, tile.BLOCK_N, tile.num_warps, tile.num_stages
+    head_d = max(DOT_MIN, 1 << (a.d - 1).bit_length())
+    head_dv = max(DOT_MIN, 1 << (a.dv - 1).bit_length())
     operands = [("q", a.q), ("k", a.k), ("v", a.v)] + ([("mask", a.mask)] if a.mask is not None else [])
     reads = tuple(dict.fromkeys(o.node for _, o in operands))
     num_m = math.ceil(a.s / block_m)

@@ -16,6 +16,7 @@ import math
 from dataclasses import dataclass
 
 from axon_eg.extract.fusion import FusionPlan
+from axon_eg.ir import ops as O
 from axon_eg.ir.program import Program
 
 from .base import NotLowerable, attr, contiguous_strides
@@ -26,8 +27,8 @@ ONLINE_RULES = ("exp_online_rescale", "div_row_through_matmul_A")
 dividing ``p`` first."""
 UNSHIFTED_RULE = "softmax_drop_max_shift"  # exp(x) / sum(exp(x)) == the max-shifted softmax
 LOG2E = math.log2(math.e)
-_ORDER_VIEWS = ("reshape", "expand_dims", "squeeze")  # views that keep the row-major element order
-_VIEWS = (*_ORDER_VIEWS, "broadcast_to", "transpose")
+_ORDER_VIEWS = O.flat_views()  # views that keep the row-major element order
+_VIEWS = (*O.views(), "transpose")
 _TL_DTYPES = {"bf16": "tl.bfloat16", "fp16": "tl.float16", "fp32": "tl.float32"}
 
 

@@ -8,13 +8,10 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from axon_eg.backends.kernel import NotLowerable  # noqa: F401  (the lowerings import it from here)
 from axon_eg.extract.templates import knobs
 from axon_eg.ir import dims as D
 from axon_eg.ir.program import Program
-
-
-class NotLowerable(Exception):
-    """The group uses something this lowering does not handle; the emitter falls back to torch."""
 
 
 @dataclass(frozen=True)

@@ -17,9 +17,10 @@ import re
 
 from axon_eg.extract.fusion import FusionPlan
 from axon_eg.extract.templates import ElementwiseTile, Tiling
+from axon_eg.ir import ops as O
 
 from .base import GroupKernel, NotLowerable, attr, contiguous_strides, resources, unflat
-from .ops import ELEMENTWISE, lit
+from .tl_expressions import ELEMENTWISE, lit
 
 Index = tuple[str, ...]
 _SHIFT = re.compile(r"^\((.+) ([+-]) (\d+)\)$")
@@ -138,7 +139,7 @@ class _Emitter:
             for k, p in enumerate(perm):
                 j[p] = idx[k]
             return self.value(node.inputs[0], tuple(j), cond)
-        if node.op in ("reshape", "expand_dims", "squeeze"):
+        if node.op in O.flat_views():
             if math.prod(shape) == 1:
                 return self.value(node.inputs[0], ("0",) * len(ins[0]), cond)
             return self.value(node.inputs[0], self.unflat(self.flat(idx, shape), ins[0]), cond)
@@ -169,15 +170,59 @@ class _Emitter:
         return tuple("0" if a == 1 else i for i, a in zip(tail, arg))
 
 
-def lower(plan: FusionPlan, gi: int, tiling: Tiling | None, name: str, warp_size: int | None = None,
-          isa: str | None = None) -> GroupKernel:
+def handles(op: str) -> bool:
+    """Whether the emitter computes ``op`` (``_Emitter._compute``'s cases)."""
+    return op in ELEMENTWISE or op in ("broadcast_to", "transpose", "slice", "concat") or op in O.flat_views()
+
+
+def no_fp64(plan: FusionPlan, gi: int) -> None:
+    """NotLowerable when the group computes in float64 (every Triton lowering leaves those to torch)."""
+    if any(plan.program.nodes[n].dtype.name == "fp64" for n in plan.groups[gi].nodes):
+        raise NotLowerable("float64 values stay in torch")
+
+
+def check(plan: FusionPlan, gi: int, tiling: Tiling | None, warp_size: int | None = None,
+          isa: str | None = None) -> bool:
+    """NotLowerable with :func:`lower`'s reason when it cannot lower the group, without generating code;
+    True (it can: the reasons are float64, outputs of different shapes and an op the emitter lacks, found
+    in the order the emitter visits the nodes). :func:`lower` calls it first."""
     program = plan.program
     outs = plan.outputs_of(gi)
-    if any(program.nodes[n].dtype.name == "fp64" for n in plan.groups[gi].nodes):
-        raise NotLowerable("float64 values stay in torch")
+    no_fp64(plan, gi)
     domain = program.concrete_shape(outs[0])
     if any(program.concrete_shape(o) != domain for o in outs):
         raise NotLowerable("outputs of different shapes")
+    ElementwiseTile.read(tiling)
+    computable(plan, gi)
+    return True
+
+
+def computable(plan: FusionPlan, gi: int) -> None:
+    """NotLowerable naming the first op of the group the emitter lacks, in the order it visits the nodes
+    (depth first from the outputs, inputs in order: ``_Emitter.value``)."""
+    program = plan.program
+    inside, seen = set(plan.groups[gi].nodes), set()
+
+    def visit(n: int) -> None:
+        node = program.nodes[n]
+        if n in seen or node.op == "constant" or n not in inside:
+            return
+        seen.add(n)
+        if not handles(node.op):
+            raise NotLowerable(f"{node.op} has no Triton element-wise lowering")
+        for j in node.inputs:
+            visit(j)
+
+    for o in plan.outputs_of(gi):
+        visit(o)
+
+
+def lower(plan: FusionPlan, gi: int, tiling: Tiling | None, name: str, warp_size: int | None = None,
+          isa: str | None = None) -> GroupKernel:
+    program = plan.program
+    check(plan, gi, tiling, warp_size, isa)
+    outs = plan.outputs_of(gi)
+    domain = program.concrete_shape(outs[0])
     total = max(1, math.prod(domain))
     tile = ElementwiseTile.read(tiling)  # a layout or library-epilogue group's tiling reads the same way
     block, warps = tile.BLOCK, tile.num_warps

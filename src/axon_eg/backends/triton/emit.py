@@ -1,19 +1,20 @@
 """Candidate -> one readable Triton kernel file.
 
 The file has a header that states the variant (rules whose e-nodes it uses, fusion groups with their
-tiling and lowering, predicted cost), one ``@triton.jit`` function per group the Triton lowerings
-handle (element-wise groups, row-reduction groups), and a launcher ``kernel(*inputs, *outputs)``
-(destination passing) that allocates intermediates, computes grids and launches the groups in order.
-The launcher first checks its arguments against what the file was built for (count, shapes, dtypes,
-one device, contiguous row-major; ``SIGNATURE`` and ``check_call`` in the header, from
-:mod:`axon_eg.backends.kernel`) and raises the file's ``KernelCallError`` (a ValueError) naming the argument.
-Groups no Triton lowering handles yet (matmul, attention, scans, library ops, float64) run as torch
-code from the torch lowering of the same registry ops, and the header says so.
+tiling and lowering, predicted cost), one ``@triton.jit`` function per group a Triton lowering handles
+(``LOWERINGS``: element-wise, layout, row-reduction, scan, matmul with its prologue and epilogue, GEMV /
+split-K, attention), and a launcher ``kernel(*inputs, *outputs)`` (destination passing) that allocates
+intermediates, computes grids and launches the groups in order. The launcher first checks its arguments
+against what the file was built for (count, shapes, dtypes, one device, contiguous row-major;
+``SIGNATURE`` and ``check_call`` in the header, from :mod:`axon_eg.backends.kernel`) and raises the
+file's ``KernelCallError`` (a ValueError) naming the argument. A group no lowering takes (a library op
+such as a cuBLAS GEMM or a convolution, float64 values, a shape a lowering refuses with ``NotLowerable``)
+runs as torch code from the torch lowering of the same registry ops, and the header says why; a library
+group's element-wise tail still gets a Triton epilogue kernel (``_split_library``).
 """
 
 from __future__ import annotations
 
-import importlib
 from dataclasses import replace
 from typing import Any
 
@@ -24,16 +25,19 @@ from axon_eg.extract.fusion import ATTENTION, ELEMENTWISE, LAYOUT, LIBRARY, MATM
 from axon_eg.extract.templates import ElementwiseTile, GpuTile, knobs, tile_of
 from axon_eg.hw import HardwareSpec
 
-from . import tma
+from . import attention, elementwise, layout, matmul, reduction, scan, tma
 from .base import GroupKernel, NotLowerable
 
-LOWERINGS = {ELEMENTWISE: "elementwise", LAYOUT: "layout", REDUCTION: "reduction", MATMUL: "matmul",
-             ATTENTION: "attention", SCAN: "scan"}
-"""Fusion-group kind -> the module of ``axon_eg.backends.triton`` whose ``lower(plan, gi, tiling, name,
-warp_size, isa)`` returns its GroupKernel (library groups: torch for the library op, then the
-element-wise epilogue, see ``_library_split``). Each lowering reads the tiling as its tile template
-(``extract/templates``: ``ElementwiseTile.read(tiling).BLOCK``, ...); ``warp_size`` None is the default
-target's (``templates.knobs``)."""
+LOWERINGS = {ELEMENTWISE: elementwise, LAYOUT: layout, REDUCTION: reduction, MATMUL: matmul, ATTENTION: attention,
+             SCAN: scan}
+"""Fusion-group kind -> its lowering module: ``lower(plan, gi, tiling, name, warp_size, isa)`` returns the
+GroupKernel or raises NotLowerable with the reason; ``check(plan, gi, tiling, warp_size, isa)`` raises the
+same NotLowerable for what it can decide without generating code and returns True when that decides the
+group lowers, False when only lowering it tells (``lower`` calls ``check`` first, so the two cannot
+disagree on those reasons). Library groups: torch for the library op, then the element-wise epilogue
+(``_split_library``). Each lowering reads the tiling as its tile template (``extract/templates``:
+``ElementwiseTile.read(tiling).BLOCK``, ...); ``warp_size`` None is the default target's (``templates.knobs``).
+The functions are looked up on the modules at each call."""
 
 
 def lower_group(plan: FusionPlan, gi: int, tiling: Any, name: str, warp_size: int | None = None,
@@ -43,15 +47,29 @@ def lower_group(plan: FusionPlan, gi: int, tiling: Any, name: str, warp_size: in
     if kind not in LOWERINGS:
         return f"no Triton lowering for {kind} groups"
     try:
-        module = importlib.import_module(f"axon_eg.backends.triton.{LOWERINGS[kind]}")
-    except ModuleNotFoundError as exc:
-        if exc.name != f"axon_eg.backends.triton.{LOWERINGS[kind]}":
-            raise
-        return f"no Triton lowering for {kind} groups yet"
-    try:
-        return module.lower(plan, gi, tiling, name, warp_size, isa)
+        return LOWERINGS[kind].lower(plan, gi, tiling, name, warp_size, isa)
     except NotLowerable as exc:
         return str(exc)
+
+
+def lowers(plan: FusionPlan, gi: int, tiling: Any, isa: str | None = None, warp_size: int | None = None) -> bool:
+    """Whether ``lower_group`` returns a GroupKernel for group ``gi`` (rather than the reason it stays in
+    torch), decided by the lowering's ``check`` without generating code where that decides it: element-wise,
+    layout, attention and split-K GEMV groups always, and every group rejected for float64, a tiling of
+    another kind, tl.dot's minimum tile, the wrong number of matmuls, unsupported reductions or scans. The
+    rest (tl.dot matmuls' prologue/epilogue analysis and TMA rewrite, row reductions' and scans' index
+    analysis) is decided by lowering the group and discarding the source."""
+    kind = plan.groups[gi].kind
+    if kind not in LOWERINGS:
+        return False
+    module = LOWERINGS[kind]
+    try:
+        if module.check(plan, gi, tiling, warp_size, isa):
+            return True
+        module.lower(plan, gi, tiling, f"_probe{gi}", warp_size, isa)  # only the lowering itself can tell
+    except NotLowerable:
+        return False
+    return True
 
 
 def runs_as_torch(plan: FusionPlan, gi: int, tiling: Any, isa: str | None = None, warp_size: int | None = None) -> bool:
@@ -59,7 +77,7 @@ def runs_as_torch(plan: FusionPlan, gi: int, tiling: Any, isa: str | None = None
     candidate enumerator charges such groups; library groups split into torch + a Triton epilogue)."""
     if plan.groups[gi].kind == LIBRARY:
         return False
-    return isinstance(lower_group(plan, gi, tiling, f"_probe{gi}", warp_size, isa), str)
+    return not lowers(plan, gi, tiling, isa, warp_size)
 
 
 def _split_library(candidate: Candidate) -> tuple[FusionPlan, list[Any], dict[int, str]]:

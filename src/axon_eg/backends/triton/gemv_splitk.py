@@ -28,11 +28,12 @@ import math
 
 from axon_eg.extract.fusion import FusionPlan
 from axon_eg.extract.templates import SplitKTile, Tile, Tiling
+from axon_eg.ir import ops as O
 
 from .base import GroupKernel, NotLowerable, attr, resources
-from .ops import lit
+from .tl_expressions import lit
 
-_VIEWS = ("reshape", "squeeze", "expand_dims")
+_VIEWS = O.flat_views()
 FINISH_COLS = 32  # outputs per program of the finishing kernel
 
 
@@ -66,7 +67,9 @@ def _count(n: int, noun: str) -> str:
     return f"{n} {noun}" + ("" if n == 1 else "s")
 
 
-def lower(plan: FusionPlan, gi: int, tiling: Tiling | Tile | None, name: str, warp_size: int | None = None) -> GroupKernel:
+def check(plan: FusionPlan, gi: int, tiling: Tiling | Tile | None, warp_size: int | None = None) -> bool:
+    """NotLowerable with :func:`lower`'s reason when it cannot lower the group (not the split-K pattern, more
+    than one output, 64-bit offsets), without generating code; True when it can. :func:`lower` calls it first."""
     program = plan.program
     found = match(plan, gi)
     if found is None:
@@ -79,6 +82,17 @@ def lower(plan: FusionPlan, gi: int, tiling: Tiling | Tile | None, name: str, wa
     n = program.concrete_shape(w)[1]
     if max(m * k, k * n) >= 2**31:
         raise NotLowerable("split-K GEMV: 32-bit offsets only")
+    SplitKTile.read(tiling)
+    return True
+
+
+def lower(plan: FusionPlan, gi: int, tiling: Tiling | Tile | None, name: str, warp_size: int | None = None) -> GroupKernel:
+    program = plan.program
+    check(plan, gi, tiling, warp_size)
+    x, w, mm, op, scale = match(plan, gi)  # type: ignore[misc]
+    outs = plan.outputs_of(gi)
+    m, k = program.concrete_shape(x)
+    n = program.concrete_shape(w)[1]
     tile = SplitKTile.read(tiling)
     split, block_r, warps, finish_warps = tile.SPLIT_K, tile.BLOCK_R, tile.num_warps, tile.finish_warps
     parts = math.ceil(k / split)

@@ -31,6 +31,7 @@ import math
 
 from axon_eg.extract.fusion import FusionPlan
 from axon_eg.extract.templates import LayoutTile, Tiling
+from axon_eg.ir import ops as O
 
 from . import elementwise
 from .base import GroupKernel, NotLowerable, attr, contiguous_strides, resources
@@ -78,7 +79,7 @@ class _Axes:
         elif node.op in ("slice", "concat"):
             for j in node.inputs:
                 self.walk(j, src)
-        elif node.op in ("broadcast_to", "reshape", "expand_dims", "squeeze"):
+        elif O.is_view(node.op):
             self.walk(node.inputs[0], self._view(src, shape, ins[0], node.op))
         else:
             raise NotLowerable(f"{node.op} in a layout group")
@@ -119,29 +120,49 @@ class _Tile(_Emitter):
         return self.memo[key]
 
 
-def lower(plan: FusionPlan, gi: int, tiling: Tiling | None, name: str, warp_size: int | None = None,
-          isa: str | None = None) -> GroupKernel:
-    """A tiled transpose when some read's contiguous axis is not the output's, else a plain copy."""
+def _route(plan: FusionPlan, gi: int) -> tuple[tuple[int, ...], int, int] | None:
+    """(domain, the output's contiguous axis c, the reads' q) for a tiled transpose, None for an element-wise
+    copy (some read's contiguous axis must differ from the output's); NotLowerable for float64."""
     program = plan.program
     outs = plan.outputs_of(gi)
-    if any(program.nodes[n].dtype.name == "fp64" for n in plan.groups[gi].nodes):
-        raise NotLowerable("float64 values stay in torch")
+    elementwise.no_fp64(plan, gi)
     domain = tuple(program.concrete_shape(outs[0]))
     c = _innermost(domain)
     if c is None or any(tuple(program.concrete_shape(o)) != domain for o in outs):
-        return elementwise.lower(plan, gi, tiling, name, warp_size, isa)
+        return None
     axes = _Axes(plan, gi)
     try:
         for o in outs:
             axes.walk(o, tuple(range(len(domain))))
     except NotLowerable:
-        return elementwise.lower(plan, gi, tiling, name, warp_size, isa)
+        return None
     moved = [s[k] for j, s in axes.loads if (k := _innermost(tuple(program.concrete_shape(j)))) is not None]
     moved = [q for q in moved if q is not None and q != c]
     if not moved:  # every read is already contiguous along the output's innermost axis: a plain copy
-        return elementwise.lower(plan, gi, tiling, name, warp_size, isa)
+        return None
     q = max(set(moved), key=lambda a: (moved.count(a), -a))
-    return _transpose(plan, gi, tiling, name, warp_size, domain, c, q)
+    return domain, c, q
+
+
+def check(plan: FusionPlan, gi: int, tiling: Tiling | None, warp_size: int | None = None,
+          isa: str | None = None) -> bool:
+    """NotLowerable with :func:`lower`'s reason when it cannot lower the group, without generating code;
+    True when it can (the element-wise copy's reasons, or the tiled transpose's: an op its emitter lacks)."""
+    if _route(plan, gi) is None:
+        return elementwise.check(plan, gi, tiling, warp_size, isa)
+    LayoutTile.read(tiling)
+    elementwise.computable(plan, gi)
+    return True
+
+
+def lower(plan: FusionPlan, gi: int, tiling: Tiling | None, name: str, warp_size: int | None = None,
+          isa: str | None = None) -> GroupKernel:
+    """A tiled transpose when some read's contiguous axis is not the output's, else a plain copy."""
+    route = _route(plan, gi)
+    if route is None:
+        return elementwise.lower(plan, gi, tiling, name, warp_size, isa)
+    check(plan, gi, tiling, warp_size, isa)
+    return _transpose(plan, gi, tiling, name, warp_size, *route)
 
 
 def _transpose(plan: FusionPlan, gi: int, tiling: Tiling | None, name: str, warp_size: int,

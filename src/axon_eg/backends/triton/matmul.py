@@ -21,6 +21,10 @@ gets a pre-pass over K first: under a non-linear op (softmax's max under exp), o
 would cancel (``x - mean`` as ``x @ W - mean * colsum(W)``, ``E[x^2] - mean^2``; layernorm pre-passes its
 mean). A reduction across N in the epilogue gives each program whole rows: one tile when
 ``BLOCK_N >= N``, else a loop over N tiles, each with its own K loop.
+
+Longer than ~450 lines on purpose: the kernel body (grid, K loop, accumulators, epilogue, stores) is built
+in one pass whose steps share the index analysis; the operand terms, the reduction terms, TMA and the
+GEMV/split-K kernels already live in ``matmul_operands``, ``matmul_terms``, ``tma`` and ``gemv_splitk``.
 """
 
 from __future__ import annotations
@@ -35,7 +39,7 @@ from . import gemv_splitk, tma
 from .base import GroupKernel, NotLowerable, attr, contiguous_strides, resources
 from .matmul_operands import _Operands
 from .matmul_terms import _TILE, _VIEWS, ONE, Index, _Ctx, _mul, _NeedPrepass, _sum, _tokens, _tree_tokens
-from .ops import ELEMENTWISE, lit
+from .tl_expressions import ELEMENTWISE, lit
 
 
 class _Kernel(_Operands):
@@ -43,8 +47,7 @@ class _Kernel(_Operands):
         p = self.program = plan.program
         self.inside = set(plan.groups[gi].nodes)
         self.mm = plan.groups[gi].anchor(p)
-        if p.nodes[self.mm].op != "matmul" or sum(p.nodes[n].op == "matmul" for n in self.inside) != 1:
-            raise NotLowerable("a matmul group needs exactly one matmul")
+        _one_matmul(plan, gi)
         self.a, self.b = p.nodes[self.mm].inputs
         out = p.concrete_shape(self.mm)
         self.batch, (self.M, self.N), self.K = out[:-2], out[-2:], p.concrete_shape(self.a)[-1]
@@ -387,23 +390,60 @@ def _pow2(n: int) -> int:
     return 1 << max(0, math.ceil(math.log2(max(1, n))))
 
 
-def lower(plan: FusionPlan, gi: int, tiling: Tiling | None, name: str, warp_size: int | None = None,
-          isa: str | None = None) -> GroupKernel:
+def _tile(plan: FusionPlan, gi: int, tiling: Tiling | None) -> MatmulTile | SplitKTile:
+    """The group's tile (GEMV / split-K: the templates decide); NotLowerable for float64 or another kind's tiling."""
     program = plan.program
     if any(program.nodes[n].dtype.name == "fp64" for n in plan.groups[gi].nodes):
         raise NotLowerable("float64 values stay in torch")
     tile = tile_of(plan, gi, tiling) or template_for(plan, gi).of()  # GEMV / split-K: the templates decide
     if isinstance(tile, SplitKTile):
-        return gemv_splitk.lower(plan, gi, tile, name, warp_size)
+        return tile
     if not isinstance(tile, MatmulTile):
         raise NotLowerable(f"a {tile.kind} tiling on a matmul group")
-    bm, bn, bk, warps, stages = tile.BLOCK_M, tile.BLOCK_N, tile.BLOCK_K, tile.num_warps, tile.num_stages
-    fma = isa == "fma_reduce"
-    anchor = plan.groups[gi].anchor(program)
-    if fma:  # the GEMV's few columns: no padding to tl.dot's 16
-        bn = min(bn, _pow2(program.concrete_shape(anchor)[-1]))
+    return tile
+
+
+def _blocks(plan: FusionPlan, gi: int, tile: MatmulTile, isa: str | None) -> tuple[int, int, int]:
+    """(BLOCK_M, BLOCK_N, BLOCK_K): fma_reduce narrows BLOCK_N to the GEMV's columns; tl.dot needs 16."""
+    bm, bn, bk = tile.BLOCK_M, tile.BLOCK_N, tile.BLOCK_K
+    if isa == "fma_reduce":  # the GEMV's few columns: no padding to tl.dot's 16
+        bn = min(bn, _pow2(plan.program.concrete_shape(plan.groups[gi].anchor(plan.program))[-1]))
     elif min(bm, bn, bk) < DOT_MIN:
         raise NotLowerable(f"tl.dot needs tiles of at least {DOT_MIN} (BLOCK_M={bm}, BLOCK_N={bn}, BLOCK_K={bk})")
+    return bm, bn, bk
+
+
+def check(plan: FusionPlan, gi: int, tiling: Tiling | None, warp_size: int | None = None,
+          isa: str | None = None) -> bool:
+    """NotLowerable with :func:`lower`'s reason for what is decided without generating code (float64, the
+    tiling's kind, tl.dot's minimum tile, one matmul per group; split-K GEMVs entirely); True when that
+    decides it lowers (split-K), False when only building the kernel tells (its prologue and epilogue
+    index analysis, the TMA rewrite of its loads). :func:`lower` calls it first."""
+    tile = _tile(plan, gi, tiling)
+    if isinstance(tile, SplitKTile):
+        return gemv_splitk.check(plan, gi, tile, warp_size)
+    _blocks(plan, gi, tile, isa)
+    _one_matmul(plan, gi)
+    return False
+
+
+def _one_matmul(plan: FusionPlan, gi: int) -> None:
+    p = plan.program
+    if p.nodes[plan.groups[gi].anchor(p)].op != "matmul" or sum(p.nodes[n].op == "matmul"
+                                                               for n in plan.groups[gi].nodes) != 1:
+        raise NotLowerable("a matmul group needs exactly one matmul")
+
+
+def lower(plan: FusionPlan, gi: int, tiling: Tiling | None, name: str, warp_size: int | None = None,
+          isa: str | None = None) -> GroupKernel:
+    program = plan.program
+    check(plan, gi, tiling, warp_size, isa)
+    tile = _tile(plan, gi, tiling)
+    if isinstance(tile, SplitKTile):
+        return gemv_splitk.lower(plan, gi, tile, name, warp_size)
+    warps, stages = tile.num_warps, tile.num_stages
+    bm, bn, bk = _blocks(plan, gi, tile, isa)
+    fma = isa == "fma_reduce"
     outs = plan.outputs_of(gi)
     pre: frozenset[int] = frozenset()
     while True:

@@ -31,7 +31,7 @@ from .matmul_terms import (
     _tokens,
     _tree_tokens,
 )
-from .ops import lit
+from .tl_expressions import lit
 
 
 class _Operands:

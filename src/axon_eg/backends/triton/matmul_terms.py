@@ -7,15 +7,19 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from axon_eg.ir import ops as O
+
+from .tl_expressions import REDUCTIONS
+
 Index = tuple[str, ...]
 Tree = tuple  # ("one",) ("c", float) ("v", node, index) ("acc", name) ("add"|"mul"|"div", a, b) ("neg", a)
 ONE: Tree = ("one",)
 _TOKEN = re.compile(r"\b(rkb|rk|rm|rn|b\d+)\b")
 _TILE = ("rm", "rn", "rk", "rkb")
 _SHAPE = {"rm": "BLOCK_M", "rn": "BLOCK_N", "rk": "BLOCK_K", "rkb": "BLOCK_K"}
-_VIEWS = ("reshape", "expand_dims", "squeeze")
-_FILL = {"sum": "0.0", "mean": "0.0", "max": 'float("-inf")', "min": 'float("inf")'}
-_FN = {"sum": "tl.sum", "mean": "tl.sum", "max": "tl.max", "min": "tl.min"}
+_VIEWS = O.flat_views()
+_FILL = {name: fill for name, (fill, _) in REDUCTIONS.items()}
+_FN = {name: fn for name, (_, fn) in REDUCTIONS.items()}
 _TL = {"bf16": "tl.bfloat16", "fp16": "tl.float16", "fp32": "tl.float32"}
 
 

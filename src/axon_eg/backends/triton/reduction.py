@@ -29,10 +29,10 @@ from axon_eg.extract.templates import RowsTile, Tiling
 from axon_eg.ir import ops as O
 
 from .base import GroupKernel, NotLowerable, attr, contiguous_strides, resources, unflat
-from .ops import ELEMENTWISE, REDUCTIONS, lit
+from .tl_expressions import ELEMENTWISE, REDUCTIONS, lit
 
 Index = tuple[str, ...]
-_VIEWS = ("reshape", "expand_dims", "squeeze", "broadcast_to")
+_VIEWS = O.views()
 DOMAIN_FLAT = "flat"  # rows * N + cols, emitted once per scope
 
 
@@ -205,22 +205,43 @@ class _Rows:
         return head + ["    " + ln for ln in body]
 
 
+def _output_kinds(plan: FusionPlan, gi: int, rows: _Rows) -> dict[int, str]:
+    """Each output's kind: ``full`` (rows x cols) or ``row`` (one value per row); NotLowerable for another size."""
+    program = plan.program
+    kinds: dict[int, str] = {}
+    for o in plan.outputs_of(gi):
+        size = math.prod(program.concrete_shape(o))
+        kind = "full" if size == rows.r * rows.n else "row" if size == rows.r else None
+        if kind is None:
+            raise NotLowerable(f"output {o} of shape {list(program.concrete_shape(o))} is neither rows nor rows x cols")
+        kinds[o] = kind
+    return kinds
+
+
+def check(plan: FusionPlan, gi: int, tiling: Tiling | None, warp_size: int | None = None,
+          isa: str | None = None) -> bool:
+    """NotLowerable with :func:`lower`'s reason for what is decided without generating code (float64, no
+    reduction, reductions that are not of the same trailing axes, outputs neither rows nor rows x cols);
+    False otherwise: whether each value is read at its own row, and whether a value needs the whole row,
+    follow from the index expressions the lowering builds (``_Rows.value``), so only lowering tells.
+    :func:`lower` calls it first."""
+    if any(plan.program.nodes[n].dtype.name == "fp64" for n in plan.groups[gi].nodes):
+        raise NotLowerable("float64 values stay in torch")
+    RowsTile.read(tiling)
+    _output_kinds(plan, gi, _Rows(plan, gi, 1 << 62))  # sizes only
+    return False
+
+
 def lower(plan: FusionPlan, gi: int, tiling: Tiling | None, name: str, warp_size: int | None = None,
           isa: str | None = None) -> GroupKernel:
     program = plan.program
-    if any(program.nodes[n].dtype.name == "fp64" for n in plan.groups[gi].nodes):
-        raise NotLowerable("float64 values stay in torch")
+    check(plan, gi, tiling, warp_size, isa)
     tile = RowsTile.read(tiling)
     probe = _Rows(plan, gi, 1 << 62)  # sizes only
     block_n, rows_pp, warps = tile.row_block(probe.n), tile.ROWS_PER_PROGRAM, tile.num_warps
     em = _Rows(plan, gi, block_n)
     outs = plan.outputs_of(gi)
-    kinds = {}
-    for o in outs:
-        size = math.prod(program.concrete_shape(o))
-        kinds[o] = "full" if size == em.r * em.n else "row" if size == em.r else None
-        if kinds[o] is None:
-            raise NotLowerable(f"output {o} of shape {list(program.concrete_shape(o))} is neither rows nor rows x cols")
+    kinds = _output_kinds(plan, gi, em)
     head = ["pid = tl.program_id(0)", "rows = pid * ROWS + tl.arange(0, ROWS)[:, None]", f"rmask = rows < {em.r}"]
     if not em.looped:
         head += ["cols = tl.arange(0, BLOCK_N)[None, :]", f"cmask = cols < {em.n}", "mask = rmask & cmask",

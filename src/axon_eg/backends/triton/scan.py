@@ -37,7 +37,7 @@ from .base import GroupKernel, NotLowerable, attr, contiguous_strides, resources
 from .elementwise import Index, _Emitter
 
 INT32_LIMIT = 2**31
-_FLAT_VIEWS = ("reshape", "expand_dims", "squeeze")
+_FLAT_VIEWS = O.flat_views()
 
 
 def _pow2(n: int) -> int:
@@ -128,10 +128,21 @@ def _flat_source(plan: FusionPlan, gi: int, o: int, domain: tuple[int, ...]) -> 
     return n
 
 
+def check(plan: FusionPlan, gi: int, tiling: Tiling | None, warp_size: int | None = None,
+          isa: str | None = None) -> bool:
+    """NotLowerable with :func:`lower`'s reason for what is decided without generating code (float64, no
+    scan, scans other than cumsum, of a scalar, or of different shapes or axes); False otherwise: whether
+    every scan is read at the sweep's own index follows from the index expressions the lowering builds
+    (``_Sweep.value``), so only lowering tells. :func:`lower` calls it first."""
+    _check(plan, gi)
+    return False
+
+
 def lower(plan: FusionPlan, gi: int, tiling: Tiling | None, name: str, warp_size: int | None = None,
           isa: str | None = None) -> GroupKernel:
     """One sweep along the scanned axis per program, fused producers and consumers computed in the tile."""
     program = plan.program
+    check(plan, gi, tiling, warp_size, isa)
     domain, axis, outs = _check(plan, gi)
     outer, length, inner = math.prod(domain[:axis]), domain[axis], math.prod(domain[axis + 1:])
     columns = inner > 1

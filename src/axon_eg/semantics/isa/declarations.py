@@ -16,7 +16,8 @@ Readers, each with one implementation per declared name and nothing else:
   values against the declaration and runs the instruction's meaning (:data:`.instructions.MEANINGS`,
   registered by :mod:`.vocabulary`; :attr:`Declaration.meaning` is the hook);
 * the cost model: the simulator's trace latencies and the Trainium engine timeline (``extract/cost.py``)
-  both evaluate the declared latency models (``axon_eg.backends.nki.latency``).
+  both evaluate the declared latency models (``axon_eg.extract.latency``; the trace through
+  ``axon_eg.backends.nki.latency``, which reads the sizes off the operands).
 
 ``tests/backends/test_nki_declarations.py`` ties them: every declared instruction has a NumPy
 implementation, a meaning and an NKI call of both dialects, nothing else does, and both the simulator
@@ -45,7 +46,7 @@ TENSOR, VECTOR, SCALAR, GPSIMD, DMA = "tensor", "vector", "scalar", "gpsimd", "d
 ENGINES = (TENSOR, VECTOR, SCALAR, GPSIMD, DMA)
 ELEMENTWISE_ENGINES = (VECTOR, SCALAR, GPSIMD)
 
-# What each engine can read and write (hw-facts.md, Trainium section): TensorE reads only SBUF and writes
+# What each engine can read and write (AWS Neuron documentation, NKI): TensorE reads only SBUF and writes
 # only PSUM, GpSimd cannot touch PSUM, the DMA engines move data between HBM and SBUF.
 ENGINE_READS = {TENSOR: (SBUF,), VECTOR: ON_CHIP, SCALAR: ON_CHIP, GPSIMD: (SBUF,), DMA: (HBM, SBUF)}
 ENGINE_WRITES = {TENSOR: (PSUM,), VECTOR: ON_CHIP, SCALAR: ON_CHIP, GPSIMD: (SBUF,), DMA: (SBUF, HBM)}
@@ -81,7 +82,7 @@ KINDS = (OP, CMD, FLAG, INT, NUMBER, AXES, PATTERN, EXPR, SHAPE)
 BOTH, KERNEL, PROOF = "both", "kernel", "proof"
 REQUIRED: Any = type("Required", (), {"__repr__": lambda self: "REQUIRED"})()
 
-# Latency model kinds (formulas: axon_eg.backends.nki.latency, constants: the hardware file).
+# Latency model kinds (formulas: axon_eg.extract.latency, constants: the hardware file).
 DMA_TRANSFER = "dma"  # seconds: costs.dma_fixed + bytes / compute.dma.bandwidth_per_engine
 STREAMS = "streams"  # cycles: max(1, input streams) * free elements * costs.vector_cycles_per_element
 PE = "pe"  # cycles: max(moving columns, costs.matmul_moving_min_cycles), x4 with an fp32 operand

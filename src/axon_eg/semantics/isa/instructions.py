@@ -31,7 +31,7 @@ from axon_eg.errors import AxonError
 
 from .. import nf
 from ..nf import Ix, Poly
-from ..ops import BINARY, UNARY
+from ..op_semantics import BINARY, UNARY
 from .declarations import (
     ACTIVATION_REDUCE_OPS,
     ANY_FUNCTION,

@@ -34,7 +34,7 @@ from .. import domains
 from ..induction import prove_by_induction
 from ..nf import Ix, Poly
 from ..numeric import EvaluationError, PolyEvaluator
-from ..ops import Evaluator, NoSemantics, dim_to_ix
+from ..op_semantics import Evaluator, NoSemantics, dim_to_ix
 from ..prover import Counterexample, ProofResult, ScalarSymbol, _constraint, _Query, _ranges, domain_mismatch, signed_symbols
 from ..z3conv import Z3Context
 from .instructions import ANY_FUNCTION, IllFormed, Instr, Machine, TileType, distinguishing_dims

@@ -13,6 +13,8 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from axon_eg.ir import ops as O
+
 Lowering = Callable[[Sequence[str], Mapping[str, Any]], str]
 
 _SQRT_HALF = repr(math.sqrt(0.5))
@@ -112,11 +114,12 @@ ELEMENTWISE: dict[str, Lowering] = {
 }
 """Element-wise op name -> Triton expression builder (fp32 in, fp32 out)."""
 
-# Row reductions over the last axis: (identity of the combine, masked-lane fill, tl function).
-REDUCTIONS: dict[str, tuple[str, str]] = {
-    "sum": ("0.0", "tl.sum"),
-    "mean": ("0.0", "tl.sum"),
-    "max": ('float("-inf")', "tl.max"),
-    "min": ('float("inf")', "tl.min"),
+# Row reductions over the last axis: the tl function; the masked-lane fill is the registry's identity.
+_REDUCE_FNS = {
+    "sum": "tl.sum",
+    "mean": "tl.sum",
+    "max": "tl.max",
+    "min": "tl.min",
 }
+REDUCTIONS: dict[str, tuple[str, str]] = {name: (lit(O.identity(name)), fn) for name, fn in _REDUCE_FNS.items()}
 """Reduction op name -> (neutral element, Triton reduction); logsumexp is built from max and sum."""

@@ -1,0 +1,127 @@
+"""The ``Backend`` interface: everything the pipeline and the enumerator ask of a target.
+
+A backend is one code generator with its cost model and its phase 2: Triton for GPUs
+(:mod:`axon_eg.backends.triton.backend`), NKI for Trainium (:mod:`axon_eg.backends.nki.backend`).
+:func:`backend_for` (a target name) and :func:`backend_for_hw` (a hardware description) are the only
+ways in; no module outside ``backends/`` branches on the target or on the hardware kind.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from functools import cache
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from axon_eg.backends.kernel import Kernel
+    from axon_eg.extract.cost import CostReport
+    from axon_eg.extract.fusion import FusionPlan
+    from axon_eg.extract.tiling import Tiling
+    from axon_eg.hw import HardwareSpec
+    from axon_eg.ir.program import Program
+
+TARGETS = ("triton", "nki")
+"""The target names, in the order error messages list them."""
+
+Fallback = Callable[["FusionPlan", int, "Tiling", "str | None"], bool]
+"""``(plan, group, tiling, isa choice) -> True`` when the backend cannot lower the group and would run it
+as fp32 torch code (one kernel per op)."""
+
+
+class Backend(Protocol):
+    """One target. The attributes are the facts the pipeline reads; the methods are its phases."""
+
+    name: str  # the target name: "triton", "nki"
+    hw_kind: str  # the hardware kind it accepts (``HardwareSpec.kind``): "gpu", "trainium"
+    needs: str  # what hardware it needs, for the error on a mismatch: "a GPU description"
+    kernel_mode: str  # how its kernels are called (``Kernel.mode``): "dps", "nki"
+    torch_baselines: bool  # whether torch eager / torch.compile compete with its candidates
+
+    def accepts(self, hw: HardwareSpec) -> bool:
+        """Whether ``hw`` describes hardware this backend generates code for."""
+        ...
+
+    def program_dtypes(self) -> tuple[tuple[str, ...], str]:
+        """(the program dtypes it runs, who says so) for ``validate.program_dtypes``."""
+        ...
+
+    def device(self, spec: HardwareSpec, requested: str | None) -> str:
+        """The device string phase 2 runs on (part of the cache key)."""
+        ...
+
+    # -- enumeration (called by ``extract/`` and ``egraph/`` through ``backend_for_hw``) -------------
+    def isa_options(self, plan: FusionPlan, gi: int, hw: HardwareSpec) -> list[str] | None:
+        """The instruction choices of group ``gi`` on ``hw`` (None: the group has no choice to make)."""
+        ...
+
+    def cost(self, plan: FusionPlan, tilings: Sequence[Tiling | None], hw: HardwareSpec,
+             coefficients: dict[str, float] | None = None) -> CostReport:
+        """The cost model's prediction for a plan at its tilings."""
+        ...
+
+    def group_cost(self, plan: FusionPlan, gi: int, t: Tiling, hw: HardwareSpec) -> float:
+        """A group's predicted seconds alone (for ranking its tilings); may be infinite."""
+        ...
+
+    def lowers(self, plan: FusionPlan, gi: int, tiling: Tiling | None, isa: str | None, hw: HardwareSpec) -> bool:
+        """Whether the backend's lowering of group ``gi`` succeeds at ``tiling`` and ``isa`` (exactly when the
+        emitter would lower it), decided without generating source wherever the backend can (Triton:
+        ``backends.triton.emit.lowers``)."""
+        ...
+
+    def fallback(self, hw: HardwareSpec) -> Fallback | None:
+        """The enumerator's probe for groups that would run as torch code (None: there are none)."""
+        ...
+
+    # -- phase 1 ---------------------------------------------------------------------------------------
+    def emit(self, candidate: Any, hw: HardwareSpec, name: str) -> Kernel:
+        """The candidate's kernel; raises one of :meth:`unlowerable` for a candidate it cannot lower."""
+        ...
+
+    def unlowerable(self) -> tuple[type[Exception], ...]:
+        """The exceptions by which :meth:`emit` says a candidate cannot be lowered (recorded by their
+        message; any other exception is a bug in a lowering, recorded by its type and last line)."""
+        ...
+
+    def baselines(self, program: Program, device: str) -> list[Kernel]:
+        """The kernels the candidates must beat (torch eager, torch.compile), first in the bundle."""
+        ...
+
+    def write_bundle(self, bdir: Path, program: Program, kernels: Sequence[Kernel], hw: HardwareSpec) -> None:
+        """Write phase 1's kernels (those with a source) where phase 2 reads them, with a manifest."""
+        ...
+
+    # -- phase 2 ---------------------------------------------------------------------------------------
+    def measures_in_process(self) -> bool:
+        """True: :meth:`measure` runs the kernels here; False: the measurement worker runs the bundle."""
+        ...
+
+    def measure(self, program: Program, kernels: Sequence[Kernel], hw: HardwareSpec) -> list[dict[str, Any]]:
+        """One measurements row per kernel (in-process backends only)."""
+        ...
+
+
+@cache
+def backends() -> dict[str, Backend]:
+    """Every backend by target name (explicit imports; the modules load on first use)."""
+    from axon_eg.backends.nki.backend import NKI
+    from axon_eg.backends.triton.backend import TRITON
+
+    return {TRITON.name: TRITON, NKI.name: NKI}
+
+
+def backend_for(target: str) -> Backend:
+    """The backend of a target name; KeyError for an unknown one (the pipeline words its own error)."""
+    return backends()[target]
+
+
+def backend_for_hw(hw: HardwareSpec) -> Backend:
+    """The backend that generates code for ``hw`` (the first that accepts it)."""
+    found = next((b for b in backends().values() if b.accepts(hw)), None)
+    if found is None:
+        raise KeyError(f"no backend for {hw.name!r} ({hw.kind})")
+    return found
+
+
+__all__ = ["TARGETS", "Backend", "Fallback", "backend_for", "backend_for_hw", "backends"]

@@ -1,0 +1,107 @@
+"""The NKI backend (Trainium): :data:`NKI`, the :class:`~axon_eg.backends.base.Backend` the pipeline and
+the enumerator use for target ``nki``.
+
+Candidates are emitted by :mod:`.emit` and compete among themselves (no torch on a NeuronCore here);
+phase 2 runs in-process (:func:`.measure.measure_kernels`: the NeuronCore with the Neuron toolchain, else
+the NumPy simulator), so the bundle is the sources and a manifest for the record. Costs are the Trainium
+engine timeline of :mod:`axon_eg.extract.cost`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from axon_eg.backends.base import Fallback
+from axon_eg.backends.kernel import Kernel
+from axon_eg.extract.fusion import LAYOUT, FusionPlan
+from axon_eg.hw import HardwareSpec
+from axon_eg.ir.program import Program
+
+
+class NkiBackend:
+    name = "nki"
+    hw_kind = "trainium"
+    needs = "a Trainium description (trn1, trn2)"
+    kernel_mode = "nki"
+    torch_baselines = False  # no torch on a NeuronCore here: the candidates compete among themselves
+
+    def accepts(self, hw: HardwareSpec) -> bool:
+        return hw.kind == self.hw_kind
+
+    def program_dtypes(self) -> tuple[tuple[str, ...], str]:
+        return ("bf16", "fp16", "fp32"), "the NKI target (Trainium has no float64)"
+
+    def device(self, spec: HardwareSpec, requested: str | None) -> str:
+        """``measured-<hw>`` with the Neuron toolchain installed, else ``simulated-<hw>`` (``requested`` is ignored)."""
+        from .measure import device_module
+
+        return f"{'measured' if device_module(spec) is not None else 'simulated'}-{spec.name}"
+
+    # -- enumeration -----------------------------------------------------------------------------------
+    def isa_options(self, plan: FusionPlan, gi: int, hw: HardwareSpec) -> list[str] | None:
+        """A transpose runs on the Tensor engine (``nc_transpose``) or, where the chip has it, in the DMA
+        (``dma_transpose``)."""
+        if plan.groups[gi].kind == LAYOUT:
+            return ["nc_transpose"] + (["dma_transpose"] if hw.value("features.dma_transpose") else [])
+        return None
+
+    def cost(self, plan: FusionPlan, tilings: Sequence[Any], hw: HardwareSpec,
+             coefficients: dict[str, float] | None = None) -> Any:
+        from axon_eg.extract.cost import trainium_cost
+
+        return trainium_cost(plan, tilings, hw)
+
+    def group_cost(self, plan: FusionPlan, gi: int, t: Any, hw: HardwareSpec) -> float:
+        """The group's own timeline: its DMA in and out, then its compute."""
+        from axon_eg.extract.cost import trainium_group_work
+
+        dma, _, compute, _ = trainium_group_work(plan, gi, t, hw)
+        return 2 * dma + compute
+
+    def lowers(self, plan: FusionPlan, gi: int, tiling: Any, isa: str | None, hw: HardwareSpec) -> bool:
+        """Every group is attempted; a group the emitter cannot lower fails its candidate at emit time."""
+        return True
+
+    def fallback(self, hw: HardwareSpec) -> Fallback | None:
+        return None  # there is no torch fallback on a NeuronCore
+
+    # -- phase 1 ---------------------------------------------------------------------------------------
+    def emit(self, candidate: Any, hw: HardwareSpec, name: str) -> Kernel:
+        from .emit import emit
+
+        return emit(candidate, hw, name)
+
+    def unlowerable(self) -> tuple[type[Exception], ...]:
+        from .emit import NotLowerable
+
+        return (NotLowerable,)
+
+    def baselines(self, program: Program, device: str) -> list[Kernel]:
+        return []
+
+    def write_bundle(self, bdir: Path, program: Program, kernels: Sequence[Kernel], hw: HardwareSpec) -> None:
+        """Run in-process by the simulator: the sources and a manifest, for the record."""
+        bdir.mkdir(parents=True, exist_ok=True)
+        for kern in kernels:
+            if kern.source:
+                (bdir / f"{kern.name}.py").write_text(kern.source)
+        entries = [{"id": kern.name, "entry": kern.entry, "mode": "nki", "source": f"{kern.name}.py"} for kern in kernels]
+        (bdir / "manifest.json").write_text(json.dumps({"program": program.name, "hw": hw.name, "candidates": entries}))
+
+    # -- phase 2 ---------------------------------------------------------------------------------------
+    def measures_in_process(self) -> bool:
+        return True
+
+    def measure(self, program: Program, kernels: Sequence[Kernel], hw: HardwareSpec) -> list[dict[str, Any]]:
+        """The NeuronCore when the Neuron toolchain is installed, else the NumPy simulator."""
+        from .measure import measure_kernels
+
+        return measure_kernels(program, kernels, hw)
+
+
+NKI = NkiBackend()
+
+__all__ = ["NKI", "NkiBackend"]

@@ -1,0 +1,129 @@
+"""The Triton backend (GPUs): :data:`TRITON`, the :class:`~axon_eg.backends.base.Backend` the pipeline
+and the enumerator use for target ``triton``.
+
+Candidates are emitted by :mod:`.emit`; torch eager (and, on a GPU, ``torch.compile``) are the baselines;
+the bundle goes through :func:`axon_eg.bundle.write_bundle` to the measurement worker (child process per
+candidate). Costs are the GPU roofline of :mod:`axon_eg.extract.cost`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from axon_eg.backends.base import Fallback
+from axon_eg.backends.kernel import Kernel
+from axon_eg.extract.fusion import ATTENTION, MATMUL, FusionPlan
+from axon_eg.hw import HardwareSpec
+from axon_eg.ir.program import Program
+
+TORCH_COMPILE_TIMEOUT_S = 600.0
+BUNDLE_TIMEOUT_S = 120.0
+
+
+class TritonBackend:
+    name = "triton"
+    hw_kind = "gpu"
+    needs = "a GPU description"
+    kernel_mode = "dps"
+    torch_baselines = True
+
+    def accepts(self, hw: HardwareSpec) -> bool:
+        return hw.kind == self.hw_kind
+
+    def program_dtypes(self) -> tuple[tuple[str, ...], str]:
+        from axon_eg.measure.harness import TORCH_DTYPES
+
+        return tuple(TORCH_DTYPES), "the measurement harness"
+
+    def device(self, spec: HardwareSpec, requested: str | None) -> str:
+        if requested is not None:
+            return requested
+        import torch
+
+        return "cuda" if torch.cuda.is_available() else "cpu"
+
+    # -- enumeration -----------------------------------------------------------------------------------
+    def isa_options(self, plan: FusionPlan, gi: int, hw: HardwareSpec) -> list[str] | None:
+        """A matmul with a single output column (a GEMV after the νGraph's rewrite) may skip ``tl.dot``;
+        on Hopper, attention and matmul operand tiles may go through tensor descriptors (TMA)."""
+        from axon_eg.extract.templates import is_gemv
+
+        g = plan.groups[gi]
+        if g.kind == ATTENTION and hw.get("features.tma"):
+            return ["tl.dot", "tl.dot+tma"]  # Hopper: q/k/v tiles through tensor descriptors
+        if g.kind == MATMUL:
+            # a GEMV's thin tilings (BLOCK_M < 16) only suit fma_reduce: tl.dot needs 16 x 16 tiles
+            # Hopper: operand tiles through tensor descriptors (TMA) as an alternative to pointer loads
+            dot = ["tl.dot"] + (["tl.dot+tma"] if hw.get("features.tma") else [])
+            return ["fma_reduce"] if is_gemv(plan, gi) else dot
+        return None
+
+    def cost(self, plan: FusionPlan, tilings: Sequence[Any], hw: HardwareSpec,
+             coefficients: dict[str, float] | None = None) -> Any:
+        from axon_eg.extract.cost import gpu_cost
+
+        return gpu_cost(plan, tilings, hw, coefficients)
+
+    def group_cost(self, plan: FusionPlan, gi: int, t: Any, hw: HardwareSpec) -> float:
+        from axon_eg.extract.cost import gpu_group_cost
+
+        return gpu_group_cost(plan, gi, t, hw).seconds
+
+    def lowers(self, plan: FusionPlan, gi: int, tiling: Any, isa: str | None, hw: HardwareSpec) -> bool:
+        from .emit import lowers
+
+        return lowers(plan, gi, tiling, isa, warp_size=_probe_warp_size(hw))
+
+    def fallback(self, hw: HardwareSpec) -> Fallback | None:
+        warp_size = _probe_warp_size(hw)
+
+        def runs_as_torch(plan: FusionPlan, gi: int, tiling: Any, isa: str | None = None) -> bool:
+            from .emit import runs_as_torch
+
+            return runs_as_torch(plan, gi, tiling, isa, warp_size)
+
+        return runs_as_torch
+
+    # -- phase 1 ---------------------------------------------------------------------------------------
+    def emit(self, candidate: Any, hw: HardwareSpec, name: str) -> Kernel:
+        from .emit import emit
+
+        return emit(candidate, hw, name)
+
+    def unlowerable(self) -> tuple[type[Exception], ...]:
+        return ()  # a group Triton cannot lower runs as torch code: emit always returns a kernel
+
+    def baselines(self, program: Program, device: str) -> list[Kernel]:
+        from axon_eg.backends.torch.lower import emit_module
+
+        source = emit_module(program)
+        kernels = [Kernel("torch_eager", source, "eager", "return", "baseline", {}, {"lowering": "torch"})]
+        if device != "cpu":  # compiling for the CPU would only time gcc; on a GPU it is the bar to beat
+            kernels.append(Kernel("torch_compile", source, "compiled", "return", "baseline", {},
+                                  {"lowering": "torch.compile(max-autotune-no-cudagraphs)"}))
+        return kernels
+
+    def write_bundle(self, bdir: Path, program: Program, kernels: Sequence[Kernel], hw: HardwareSpec) -> None:
+        from axon_eg.bundle import write_bundle
+
+        write_bundle(bdir, program, [k for k in kernels if k.source], hw, timeout_s=BUNDLE_TIMEOUT_S,
+                     timeouts={"torch_compile": TORCH_COMPILE_TIMEOUT_S})
+
+    # -- phase 2 ---------------------------------------------------------------------------------------
+    def measures_in_process(self) -> bool:
+        return False  # the measurement worker runs the bundle (pipeline's ``_measure``)
+
+    def measure(self, program: Program, kernels: Sequence[Kernel], hw: HardwareSpec) -> list[dict[str, Any]]:
+        raise NotImplementedError("Triton kernels are measured by the worker over the bundle")
+
+
+def _probe_warp_size(hw: HardwareSpec) -> int:
+    """The warp size the enumerator's probe lowers with (the widest the hardware file allows)."""
+    return int(max(hw.value("knobs.warp_size")))
+
+
+TRITON = TritonBackend()
+
+__all__ = ["TRITON", "TritonBackend"]

@@ -1,0 +1,163 @@
+"""What a run returns: :class:`Result` (the selected :class:`BestKernel`, the run's table, the cache key,
+phase timings) and :class:`PipelineError`; :func:`markdown` renders a table for ``Result.summary``."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from axon_eg.backends.kernel import call_signature, check_call
+from axon_eg.errors import AxonError, KernelCallError
+from axon_eg.ir.program import Program
+
+
+class PipelineError(AxonError):
+    """The program or the request cannot go through the pipeline (unbound dims, unknown target)."""
+
+    table: pl.DataFrame | None = None  # when nothing ran correctly: the run's table, with verdicts
+
+
+class BestKernel:
+    """The selected kernel: ``best(*tensors)`` returns the output(s); ``best.source`` is its file.
+
+    A call first checks its arguments against the program's inputs, whichever kernel was selected: their
+    number, shapes and dtypes, and (torch tensors) one device and contiguous row-major layout; a mismatch
+    raises ``KernelCallError`` naming the argument. NKI kernels take NumPy arrays (any layout: the
+    simulator copies them)."""
+
+    def __init__(self, id: str, kind: str, path: Path, entry: str, mode: str, program: Program, target: str = ""):
+        self.id, self.kind, self.path, self.entry, self.mode, self.program = id, kind, Path(path), entry, mode, program
+        self.target = target  # the hardware name (an NKI kernel runs in the simulator for it)
+
+    @property
+    def source(self) -> str:
+        return self.path.read_text()
+
+    @cached_property
+    def _fn(self) -> Callable[..., Any]:
+        import os
+
+        import torch
+
+        spec = importlib.util.spec_from_file_location(f"axon_eg_best_{self.id}", self.path)
+        assert spec is not None and spec.loader is not None
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = mod  # triton.jit reads the function's source through its module
+        if not torch.cuda.is_available():  # no GPU: @triton.jit must build interpreted functions (set
+            os.environ.setdefault("TRITON_INTERPRET", "1")  # it before triton is first imported to be safe)
+        from axon_eg.backends.triton import interpreter
+
+        interpreter.apply()  # under TRITON_INTERPRET=1 only
+        spec.loader.exec_module(mod)
+        return getattr(mod, self.entry)
+
+    @cached_property
+    def _signature(self) -> tuple[tuple[str, tuple[int, ...], Any], ...]:
+        """(input name, shape, dtype object) per program input: torch dtypes, NumPy ones for NKI."""
+        from axon_eg.ir.dtypes import DTYPES
+
+        if self.mode == "nki":
+            import ml_dtypes
+            import numpy as np
+
+            kinds = {"bf16": np.dtype(ml_dtypes.bfloat16), "fp16": np.dtype(np.float16), "fp32": np.dtype(np.float32)}
+            return tuple((n, s, kinds.get(d or "")) for n, s, d in call_signature(self.program, outputs=False))
+        import torch
+
+        return tuple((n, s, getattr(torch, DTYPES[d].torch_name) if d else None)
+                     for n, s, d in call_signature(self.program, outputs=False))
+
+    def check(self, inputs: tuple[Any, ...]) -> None:
+        """Raise KernelCallError when ``inputs`` do not fit what the kernel was built for (see the class)."""
+        if self.mode == "nki":
+            import numpy as np
+
+            tensor, layout = np.ndarray, False
+        else:
+            import torch
+
+            tensor, layout = torch.Tensor, True
+        check_call(tuple(inputs), (), self._signature, f"{self.program.name} kernel {self.id}", KernelCallError,
+                   tensor, layout)
+
+    def __call__(self, *inputs: Any) -> Any:
+        import torch
+
+        self.check(inputs)
+        if self.mode == "nki":  # NumPy arrays in and out, through the NKI simulator
+            from axon_eg.backends.nki.simulator import simulate
+
+            return simulate(self.source, *inputs, target=self.target, kernel_name=self.entry)
+        if self.mode == "return":
+            return self._fn(*inputs)
+        device = inputs[0].device if inputs else torch.device("cpu")
+        outs = [torch.empty(self.program.concrete_shape(o), dtype=getattr(torch, self.program.nodes[o].dtype.torch_name),
+                            device=device) for o in self.program.outputs]
+        self._fn(*inputs, *outs)
+        return outs[0] if len(outs) == 1 else tuple(outs)
+
+    def __repr__(self) -> str:
+        return f"BestKernel({self.id!r}, {self.kind}, {self.path})"
+
+
+SUMMARY_COLUMNS = ("id", "kind", "verdict", "status", "predicted_us", "median_us", "iqr_us", "speedup_vs_eager",
+                   "speedup_vs_compile", "max_abs_err", "lowering", "plan")
+
+
+@dataclass
+class Result:
+    best: BestKernel
+    table: pl.DataFrame  # every candidate and baseline of this run, with its verdict
+    cache_key: str
+    cache_hit: bool
+    phase1_s: float
+    phase2_s: float
+    timed: bool  # whether latencies were measured (False: CPU interpreter, correctness only)
+    bundle: Path
+    _graph: Callable[[], Any] = field(repr=False)
+    measured: tuple[str, ...] = ()  # ids whose observations this call added (measured, imported or resumed)
+    reused: tuple[str, ...] = ()  # ids whose final observation came from the cache, not measured again
+
+    @cached_property
+    def nugraph(self) -> Any:
+        """The saturated νGraph (rebuilt on demand after a cache hit)."""
+        return self._graph()
+
+    def summary(self, columns: tuple[str, ...] = SUMMARY_COLUMNS) -> str:
+        """One line on the choice and the run, then the table as Markdown."""
+        devices = [d for d in self.table["device"].drop_nulls().to_list()] if "device" in self.table.columns else []
+        if any(str(d).startswith("simulated") for d in devices):
+            how = "NKI simulator for correctness, Trainium engine model for time (no NeuronCore here)"
+        elif any(str(d).startswith("measured (trn") for d in devices):
+            how = "compiled and timed on the NeuronCore (Neuron toolchain)"
+        else:
+            how = "timed on the GPU" if self.timed else "correctness only (Triton interpreter, no GPU timings)"
+        return (f"best: {self.best.id} ({self.best.kind}); {how}; cache {'hit' if self.cache_hit else 'miss'} "
+                f"{self.cache_key}; phase 1 {self.phase1_s:.2f} s, phase 2 {self.phase2_s:.2f} s ({len(self.measured)} "
+                f"measured, {len(self.reused)} from the cache)\n\n"
+                + markdown(self.table.select([c for c in columns if c in self.table.columns])))
+
+
+def markdown(df: pl.DataFrame) -> str:
+    """A Polars frame as a Markdown table (floats to 4 significant digits, errors on one line)."""
+
+    def cell(v: Any) -> str:
+        if v is None:
+            return ""
+        if isinstance(v, float):
+            return f"{v:.4g}"
+        return str(v).replace("|", "/").replace("\n", " ")[:100]
+
+    head = "| " + " | ".join(df.columns) + " |"
+    rule = "|" + "---|" * len(df.columns)
+    return "\n".join([head, rule, *("| " + " | ".join(cell(v) for v in row) + " |" for row in df.iter_rows())])
+
+
+__all__ = ["SUMMARY_COLUMNS", "BestKernel", "PipelineError", "Result", "markdown"]

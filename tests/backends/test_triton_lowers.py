@@ -1,0 +1,105 @@
+"""The Triton backend's ``lowers`` predicate (the enumerator's probe) agrees with the lowering: ``lower_group``
+returns a GroupKernel exactly when ``lowers`` is True, over random programs, every fusion plan, tilings and
+ISA choices; and for the groups whose ``check`` decides (element-wise, layout, attention, split-K GEMV) the
+probe generates no source."""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("TRITON_INTERPRET", "1")
+
+import pytest  # noqa: E402
+from benchmarks import suite  # noqa: E402
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from axon_eg.backends.base import backend_for, backend_for_hw  # noqa: E402
+from axon_eg.backends.triton import attention, elementwise, emit, gemv_splitk, layout, matmul, reduction, scan  # noqa: E402
+from axon_eg.backends.triton.base import GroupKernel  # noqa: E402
+from axon_eg.extract.candidates import enumerate_candidates, isa_choices  # noqa: E402
+from axon_eg.extract.fusion import plans  # noqa: E402
+from axon_eg.extract.tiling import space, tilings  # noqa: E402
+from axon_eg.hw import load  # noqa: E402
+from axon_eg.ir.dtypes import bf16, fp16, fp32, fp64  # noqa: E402
+from axon_eg.testing.strategies import programs  # noqa: E402
+
+HW = {name: load(name) for name in ("h200", "intel-xe2")}
+EXAMPLES = int(os.environ.get("AXON_EG_TRITON_EXAMPLES", "40"))
+
+
+def _agree(plan, gi, tiling, isa, warp_size) -> None:
+    try:
+        lowered = emit.lower_group(plan, gi, tiling, "_g", warp_size, isa)
+    except Exception:  # a crashing lowering: the enumerator records the probe's error either way
+        return
+    assert emit.lowers(plan, gi, tiling, isa, warp_size) == isinstance(lowered, GroupKernel), (
+        plan.name, gi, plan.groups[gi].kind, tiling and tiling.values, isa, lowered if isinstance(lowered, str) else "")
+
+
+@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(programs(max_nodes=6, dtypes=(bf16, fp16, fp32, fp64), allow_library=True, sizes=(1, 2, 3, 7, 16, 32)),
+       st.sampled_from(sorted(HW)), st.data())
+def test_lowers_agrees_with_lower_group(program, hw_name, data):
+    hw = HW[hw_name]
+    found = list(plans(program))
+    for plan in data.draw(st.lists(st.sampled_from(found), min_size=1, max_size=3, unique_by=lambda p: p.name)):
+        isas = sorted({dict(c).get(gi) for c in isa_choices(plan, hw) for gi in range(len(plan.groups))} | {None},
+                      key=str)
+        others = [t for gj in range(len(plan.groups)) for t in tilings(space(plan, gj, hw))[0][:2]]
+        for gi in range(len(plan.groups)):
+            own = tilings(space(plan, gi, hw))[0]
+            options = [None, *own[:3], *own[-1:], *(data.draw(st.sampled_from(others)) for _ in range(1) if others)]
+            for tiling in options:
+                for isa in (*isas, "tl.dot", "fma_reduce"):
+                    _agree(plan, gi, tiling, isa, data.draw(st.sampled_from((None, 16, 32))))
+
+
+@pytest.mark.parametrize("name", [e.name for e in suite.SUITE])
+def test_lowers_agrees_on_the_suite(name):
+    """Every plan, tiling and ISA choice of the suite programs (CI sizes) on the H200."""
+    hw = HW["h200"]
+    program = suite.get(name).bound(small=True)
+    for plan in plans(program):
+        isas = sorted({dict(c).get(gi) for c in isa_choices(plan, hw) for gi in range(len(plan.groups))} | {None},
+                      key=str)
+        for gi in range(len(plan.groups)):
+            for tiling in [None, *tilings(space(plan, gi, hw))[0][:4]]:
+                for isa in isas:
+                    _agree(plan, gi, tiling, isa, 32)
+
+
+def test_the_probe_does_not_emit_source_where_check_decides(monkeypatch):
+    """Enumerating element-wise and attention programs never calls those lowerings (nor the layout and
+    split-K GEMV ones); a row reduction's or tl.dot matmul's probe still lowers it (their index analysis
+    builds the expressions)."""
+    calls: list[str] = []
+    for module in (elementwise, layout, attention, gemv_splitk, matmul, reduction, scan):
+        real, short = module.lower, module.__name__.rsplit(".", 1)[-1]
+
+        def counting(*args, _real=real, _name=short, **kwargs):
+            calls.append(_name)
+            return _real(*args, **kwargs)
+
+        monkeypatch.setattr(module, "lower", counting)
+    from axon_eg.egraph.nugraph import Limits, NuGraph
+
+    hw = HW["h200"]
+    backend = backend_for_hw(hw)
+    assert backend is backend_for("triton") and backend.name == "triton"
+    for name in ("silu", "gelu_mul", "add", "gqa"):
+        g = NuGraph(suite.get(name).bound(small=True), ())
+        g.saturate(Limits(seconds=0.3))
+        found, _ = enumerate_candidates(g, hw, 4, fallback=backend.fallback(hw))
+        assert found
+        if name != "gqa":  # element-wise only: nothing is lowered
+            assert calls == [], (name, calls)
+    # gqa's plans also split attention into matmul and row-reduction groups: those are lowered to decide
+    assert not {"elementwise", "layout", "attention", "gemv_splitk"} & set(calls) and "reduction" in calls, calls
+
+
+def test_nki_backend_lowers_every_group_and_has_no_torch_fallback():
+    trn2 = load("trn2")
+    backend = backend_for_hw(trn2)
+    assert backend.name == "nki" and backend.fallback(trn2) is None and not backend.torch_baselines
+    assert backend_for("nki") is backend and not backend.accepts(HW["h200"])

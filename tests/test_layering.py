@@ -1,0 +1,83 @@
+"""Layers import downwards (ARCHITECTURE.md, invariant 7): every ``import`` of the package, at module level
+or inside a function, read from the source with ``ast``.
+
+- ``ir/`` imports nothing of axon_eg but ``errors``;
+- ``semantics/`` and ``egraph/`` import only ``ir/`` and ``errors`` (and themselves);
+- ``extract/`` reaches a backend only through ``backends/base.py``;
+- egglog is imported only in ``egraph/``, z3 only in ``semantics/`` (and the proof modules built on it).
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+from axon_eg import hw
+from axon_eg.egraph.nugraph import DEFAULT_FLOPS_PER_BYTE
+
+PACKAGE = Path(__file__).resolve().parent.parent / "src" / "axon_eg"
+
+
+def _imports(path: Path, root: Path = PACKAGE) -> list[tuple[int, str]]:
+    """(line, absolute module name) of every import in ``path``, a module of the package at ``root``."""
+    module = ["axon_eg", *path.relative_to(root).with_suffix("").parts]
+    package = module[:-1]  # a module's package; an __init__'s "module" ends in "__init__"
+    out = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            out += [(node.lineno, a.name) for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package[: len(package) - node.level + 1]
+                name = ".".join(base + ([node.module] if node.module else []))
+            else:
+                name = node.module or ""
+            out.append((node.lineno, name))
+    return out
+
+
+def _violations(folder: str, allowed: tuple[str, ...], banned: tuple[str, ...] = (), root: Path = PACKAGE) -> list[str]:
+    """``file:line imports name`` for each import of the package outside ``allowed`` (module prefixes) or of
+    a ``banned`` third-party package, in the files under ``root / folder``."""
+    bad = []
+    for path in sorted((root / folder).rglob("*.py")):
+        for line, name in _imports(path, root):
+            ok = not name.startswith("axon_eg") or any(name == a or name.startswith(a + ".") for a in allowed)
+            if not ok or name.split(".")[0] in banned:
+                bad.append(f"{path.relative_to(root.parent)}:{line} imports {name}")
+    return bad
+
+
+LAYERS = {
+    "ir": ("axon_eg.ir", "axon_eg.errors"),
+    "semantics": ("axon_eg.semantics", "axon_eg.ir", "axon_eg.errors"),
+    "egraph": ("axon_eg.egraph", "axon_eg.ir", "axon_eg.errors"),
+}
+
+
+@pytest.mark.parametrize("folder", sorted(LAYERS))
+def test_lower_layers_import_only_downwards(folder: str) -> None:
+    banned = ("z3",) if folder == "egraph" else ("egglog",)
+    assert not _violations(folder, LAYERS[folder], banned)
+
+
+def test_extract_reaches_backends_only_through_the_interface() -> None:
+    bad = [f"{p.relative_to(PACKAGE.parent)}:{line} imports {name}"
+           for p in sorted((PACKAGE / "extract").rglob("*.py")) for line, name in _imports(p)
+           if name.startswith("axon_eg.backends") and name != "axon_eg.backends.base"]
+    assert not bad
+
+
+def test_the_default_extraction_cost_is_the_h200s() -> None:
+    assert hw.load("h200").flops_per_byte() == DEFAULT_FLOPS_PER_BYTE
+
+
+def test_the_checker_sees_a_planted_upward_import(tmp_path: Path) -> None:
+    """Relative imports are resolved, inside functions too: a planted one is reported with file and line."""
+    root = tmp_path / "axon_eg"
+    (root / "ir").mkdir(parents=True)
+    (root / "ir" / "ok.py").write_text("from . import ops\nfrom ..errors import AxonError\n")
+    (root / "ir" / "bad.py").write_text("import math\n\ndef f():\n    from ..backends import base\n")
+    assert _violations("ir", LAYERS["ir"], root=root) == ["axon_eg/ir/bad.py:4 imports axon_eg.backends"]
