@@ -24,7 +24,7 @@ def _program(m: int, n: int):
 
 def test_the_harness_draws_positive_inputs_from_the_same_range() -> None:
     assert harness.POSITIVE == I.POSITIVE
-    (t,) = harness.make_inputs([harness.InputSpec("v", (257, 3), "fp32", positive=True)], seed=1)
+    (t,) = harness.make_inputs([harness.TensorInput("v", (257, 3), "fp32", positive=True)], seed=1)
     lo, hi = I.POSITIVE
     assert lo <= float(t.min()) and float(t.max()) < hi
     assert float(t.max()) > (lo + hi) / 2 + 0.4  # the whole range is used, not only its lower half

@@ -13,7 +13,7 @@ import importlib
 from typing import Any
 
 _LAZY = {
-    "InputSpec": "axon_eg.measure.harness",
+    "TensorInput": "axon_eg.measure.harness",
     "measure": "axon_eg.measure.harness",
     "check_correctness": "axon_eg.measure.harness",
     "time_candidate": "axon_eg.measure.harness",

@@ -62,8 +62,9 @@ bitwise, so a candidate writing NaN (or anything else) into a guard is caught.""
 
 
 @dataclass(frozen=True)
-class InputSpec:
-    """One tensor: name, concrete shape, dtype string ("bf16", "fp16", "fp32"); ``positive`` asks for
+class TensorInput:
+    """One input tensor the harness makes: name, concrete shape, dtype string ("bf16", "fp16", "fp32") -- the
+    bundle manifest's ``inputs`` entries, not the program's symbolic ``ir.program.InputSpec``; ``positive`` asks for
     uniform values in ``POSITIVE`` (for logs, square roots, divisors) instead of a standard normal."""
 
     name: str
@@ -72,14 +73,14 @@ class InputSpec:
     positive: bool = False
 
     @staticmethod
-    def coerce(spec: Any) -> InputSpec:
-        if isinstance(spec, InputSpec):
+    def coerce(spec: Any) -> TensorInput:
+        if isinstance(spec, TensorInput):
             return spec
         if isinstance(spec, Mapping):
-            return InputSpec(str(spec["name"]), tuple(int(d) for d in spec["shape"]), str(spec.get("dtype", "fp32")),
+            return TensorInput(str(spec["name"]), tuple(int(d) for d in spec["shape"]), str(spec.get("dtype", "fp32")),
                              bool(spec.get("positive", False)))
         name, shape, dtype, *rest = spec
-        return InputSpec(str(name), tuple(int(d) for d in shape), str(dtype), bool(rest[0]) if rest else False)
+        return TensorInput(str(name), tuple(int(d) for d in shape), str(dtype), bool(rest[0]) if rest else False)
 
     def __post_init__(self) -> None:
         if self.dtype not in TORCH_DTYPES:
@@ -125,7 +126,7 @@ def make_inputs(specs: Sequence[Any], seed: int, device: str | torch.device = "c
     float32, then rounded to the spec's dtype and moved to ``device``."""
     gen = torch.Generator(device="cpu").manual_seed(int(seed))
     out = []
-    for spec in map(InputSpec.coerce, specs):
+    for spec in map(TensorInput.coerce, specs):
         if spec.positive:
             lo, hi = POSITIVE
             t = torch.rand(spec.shape, generator=gen, dtype=torch.float32) * (hi - lo) + lo
@@ -268,7 +269,7 @@ def check_correctness(fn: Callable[..., Any], specs: Sequence[Any], reference: A
                       out_dtypes: Sequence[str] | None = None) -> Outcome:
     """Run ``fn`` on ``trials`` fresh seeded inputs (seeds ``seed, seed+1, ...``) and compare with the
     float64 reference. Output dtypes default to the first input's dtype."""
-    specs = [InputSpec.coerce(s) for s in specs]
+    specs = [TensorInput.coerce(s) for s in specs]
     device = torch.device(device)
     trials = max(int(trials), MIN_TRIALS)
     res = Outcome(device=str(device), stage="correctness")
@@ -357,7 +358,7 @@ def time_candidate(fn: Callable[..., Any], specs: Sequence[Any], *, seed: int = 
     if device.type != "cuda":
         return {"median_us": None, "iqr_us": None, "mean_us": None, "min_us": None, "runs": None}
     runs = max(int(runs), MIN_RUNS)
-    specs = [InputSpec.coerce(s) for s in specs]
+    specs = [TensorInput.coerce(s) for s in specs]
     inputs = make_inputs(specs, seed, device)
     dts = list(out_dtypes) or [specs[0].dtype] * len(out_shapes)
     outputs = [torch.empty(tuple(s), dtype=TORCH_DTYPES[d], device=device) for s, d in zip(out_shapes, dts)]
@@ -411,7 +412,7 @@ def measure(fn: Callable[..., Any], specs: Sequence[Any], reference: Any, *, see
                             out_dtypes=out_dtypes)
     if res.status != "ok" and not (time_wrong and res.status == "wrong_result"):
         return res
-    specs = [InputSpec.coerce(s) for s in specs]
+    specs = [TensorInput.coerce(s) for s in specs]
     try:
         stats = time_candidate(fn, specs, seed=seed, device=device, mode=mode, out_shapes=res.__dict__["_out_shapes"],
                                out_dtypes=list(out_dtypes or []), warmup=warmup, runs=runs)
