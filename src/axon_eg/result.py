@@ -3,8 +3,6 @@ phase timings) and :class:`PipelineError`; :func:`markdown` renders a table for 
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -41,67 +39,27 @@ class BestKernel:
         return self.path.read_text()
 
     @cached_property
-    def _fn(self) -> Callable[..., Any]:
-        import os
+    def _backend(self) -> Any:
+        """The backend that calls kernels of this mode: it says what arguments they take and runs them."""
+        from axon_eg.backends.base import backend_for_mode
 
-        import torch
-
-        spec = importlib.util.spec_from_file_location(f"axon_eg_best_{self.id}", self.path)
-        assert spec is not None and spec.loader is not None
-        mod = importlib.util.module_from_spec(spec)
-        sys.modules[spec.name] = mod  # triton.jit reads the function's source through its module
-        if not torch.cuda.is_available():  # no GPU: @triton.jit must build interpreted functions (set
-            os.environ.setdefault("TRITON_INTERPRET", "1")  # it before triton is first imported to be safe)
-        from axon_eg.backends.triton import interpreter
-
-        interpreter.apply()  # under TRITON_INTERPRET=1 only
-        spec.loader.exec_module(mod)
-        return getattr(mod, self.entry)
+        return backend_for_mode(self.mode)
 
     @cached_property
     def _signature(self) -> tuple[tuple[str, tuple[int, ...], Any], ...]:
-        """(input name, shape, dtype object) per program input: torch dtypes, NumPy ones for NKI."""
-        from axon_eg.ir.dtypes import DTYPES
-
-        if self.mode == "nki":
-            import ml_dtypes
-            import numpy as np
-
-            kinds = {"bf16": np.dtype(ml_dtypes.bfloat16), "fp16": np.dtype(np.float16), "fp32": np.dtype(np.float32)}
-            return tuple((n, s, kinds.get(d or "")) for n, s, d in call_signature(self.program, outputs=False))
-        import torch
-
-        return tuple((n, s, getattr(torch, DTYPES[d].torch_name) if d else None)
-                     for n, s, d in call_signature(self.program, outputs=False))
+        """(input name, shape, the backend's dtype object) per program input."""
+        _, dtypes, _ = self._backend.argument_types()
+        return tuple((n, s, dtypes.get(d or "") if d else None) for n, s, d in call_signature(self.program, outputs=False))
 
     def check(self, inputs: tuple[Any, ...]) -> None:
         """Raise KernelCallError when ``inputs`` do not fit what the kernel was built for (see the class)."""
-        if self.mode == "nki":
-            import numpy as np
-
-            tensor, layout = np.ndarray, False
-        else:
-            import torch
-
-            tensor, layout = torch.Tensor, True
+        tensor, _, layout = self._backend.argument_types()
         check_call(tuple(inputs), (), self._signature, f"{self.program.name} kernel {self.id}", KernelCallError,
                    tensor, layout)
 
     def __call__(self, *inputs: Any) -> Any:
-        import torch
-
         self.check(inputs)
-        if self.mode == "nki":  # NumPy arrays in and out, through the NKI simulator
-            from axon_eg.backends.nki.simulator import simulate
-
-            return simulate(self.source, *inputs, target=self.target, kernel_name=self.entry)
-        if self.mode == "return":
-            return self._fn(*inputs)
-        device = inputs[0].device if inputs else torch.device("cpu")
-        outs = [torch.empty(self.program.concrete_shape(o), dtype=getattr(torch, self.program.nodes[o].dtype.torch_name),
-                            device=device) for o in self.program.outputs]
-        self._fn(*inputs, *outs)
-        return outs[0] if len(outs) == 1 else tuple(outs)
+        return self._backend.call(self, tuple(inputs))
 
     def __repr__(self) -> str:
         return f"BestKernel({self.id!r}, {self.kind}, {self.path})"

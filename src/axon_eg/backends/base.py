@@ -92,6 +92,18 @@ class Backend(Protocol):
         """Write phase 1's kernels (those with a source) where phase 2 reads them, with a manifest."""
         ...
 
+    # -- calling a selected kernel (``result.BestKernel``) -------------------------------------------
+    kernel_modes: tuple[str, ...]  # the ``Kernel.mode`` values of its candidates and baselines
+
+    def argument_types(self) -> tuple[type, dict[str, Any], bool]:
+        """(the array type its kernels take, the array dtype of each program dtype name, whether a
+        contiguous row-major layout is required) for the call-time guard."""
+        ...
+
+    def call(self, best: Any, inputs: tuple[Any, ...]) -> Any:
+        """Run the selected kernel ``best`` (a ``BestKernel``, arguments already checked) on ``inputs``."""
+        ...
+
     # -- phase 2 ---------------------------------------------------------------------------------------
     def measures_in_process(self) -> bool:
         """True: :meth:`measure` runs the kernels here; False: the measurement worker runs the bundle."""
@@ -124,4 +136,12 @@ def backend_for_hw(hw: HardwareSpec) -> Backend:
     return found
 
 
-__all__ = ["TARGETS", "Backend", "Fallback", "backend_for", "backend_for_hw", "backends"]
+def backend_for_mode(mode: str) -> Backend:
+    """The backend whose kernels are called in ``mode`` (``Kernel.mode``: "dps", "return", "nki")."""
+    found = next((b for b in backends().values() if mode in b.kernel_modes), None)
+    if found is None:
+        raise KeyError(f"no backend calls kernels of mode {mode!r}")
+    return found
+
+
+__all__ = ["TARGETS", "Backend", "Fallback", "backend_for", "backend_for_hw", "backend_for_mode", "backends"]

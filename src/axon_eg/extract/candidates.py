@@ -18,8 +18,7 @@ from axon_eg.ir import ops as O
 
 from .cost import CostReport, cost
 from .fusion import FusionPlan, plans
-from .templates import LAUNCH_KNOBS, Tile, knobs, recover, tile_of
-from .tiling import Tiling, space, tilings
+from .templates import LAUNCH_KNOBS, Tile, Tiling, knobs, recover, template_for, tile_of
 
 
 @dataclass(frozen=True)
@@ -124,7 +123,7 @@ def enumerate_candidates(nugraph: NuGraph, target: str | HardwareSpec, k: int = 
             summary.plans += 1
             per_group: list[list[Tiling]] = []
             for gi in range(len(plan.groups)):
-                options, stats = tilings(space(plan, gi, hw))
+                options, stats = template_for(plan, gi, hw).space(plan, gi, hw).tilings()
                 summary.tilings_considered += stats["considered"]
                 summary.tilings_feasible += stats["feasible"]
                 ranked = rank_tilings(plan, gi, hw, options)
@@ -217,7 +216,7 @@ def rank_tilings(plan: FusionPlan, gi: int, hw: HardwareSpec, options: list[Tili
     cost (``bucketed``: costs within ``COST_BUCKET`` count as equal), then by the tile template's
     tie-break (measured habits of the target), then by value."""
     if options is None:
-        options, _ = tilings(space(plan, gi, hw))
+        options, _ = template_for(plan, gi, hw).space(plan, gi, hw).tilings()
     warp = knobs(hw).warp_size
 
     def key(t: Tiling) -> tuple:

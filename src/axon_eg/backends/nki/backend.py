@@ -26,10 +26,25 @@ class NkiBackend:
     hw_kind = "trainium"
     needs = "a Trainium description (trn1, trn2)"
     kernel_mode = "nki"
+    kernel_modes = ("nki",)
     torch_baselines = False  # no torch on a NeuronCore here: the candidates compete among themselves
 
     def accepts(self, hw: HardwareSpec) -> bool:
         return hw.kind == self.hw_kind
+
+    def argument_types(self) -> tuple[type, dict[str, Any], bool]:
+        """NumPy arrays, any layout (the simulator copies them)."""
+        import ml_dtypes
+        import numpy as np
+
+        return np.ndarray, {"bf16": np.dtype(ml_dtypes.bfloat16), "fp16": np.dtype(np.float16),
+                            "fp32": np.dtype(np.float32)}, False
+
+    def call(self, best: Any, inputs: tuple[Any, ...]) -> Any:
+        """NumPy arrays in and out, through the NKI simulator of the kernel's hardware."""
+        from .simulator import simulate
+
+        return simulate(best.source, *inputs, target=best.target, kernel_name=best.entry)
 
     def program_dtypes(self) -> tuple[tuple[str, ...], str]:
         return ("bf16", "fp16", "fp32"), "the NKI target (Trainium has no float64)"

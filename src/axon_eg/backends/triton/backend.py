@@ -27,10 +27,33 @@ class TritonBackend:
     hw_kind = "gpu"
     needs = "a GPU description"
     kernel_mode = "dps"
+    kernel_modes = ("dps", "return")  # candidates write their outputs; torch baselines return them
     torch_baselines = True
 
     def accepts(self, hw: HardwareSpec) -> bool:
         return hw.kind == self.hw_kind
+
+    def argument_types(self) -> tuple[type, dict[str, Any], bool]:
+        import torch
+
+        from axon_eg.ir.dtypes import DTYPES
+
+        return torch.Tensor, {name: getattr(torch, d.torch_name) for name, d in DTYPES.items()}, True
+
+    def call(self, best: Any, inputs: tuple[Any, ...]) -> Any:
+        """Torch tensors in; a candidate (destination passing) gets output tensors allocated on the inputs'
+        device, a baseline returns its outputs."""
+        import torch
+
+        fn = _load(best)
+        if best.mode == "return":
+            return fn(*inputs)
+        program = best.program
+        device = inputs[0].device if inputs else torch.device("cpu")
+        outs = [torch.empty(program.concrete_shape(o), dtype=getattr(torch, program.nodes[o].dtype.torch_name),
+                            device=device) for o in program.outputs]
+        fn(*inputs, *outs)
+        return outs[0] if len(outs) == 1 else tuple(outs)
 
     def program_dtypes(self) -> tuple[tuple[str, ...], str]:
         from axon_eg.measure.harness import TORCH_DTYPES
@@ -127,3 +150,28 @@ def _probe_warp_size(hw: HardwareSpec) -> int:
 TRITON = TritonBackend()
 
 __all__ = ["TRITON", "TritonBackend"]
+
+
+def _load(best: Any) -> Any:
+    """The entry point of the selected kernel's file, imported once per ``BestKernel`` (under
+    ``TRITON_INTERPRET=1`` when there is no GPU: ``@triton.jit`` must build interpreted functions)."""
+    fn = best.__dict__.get("_entry")
+    if fn is None:
+        import importlib.util
+        import os
+        import sys
+
+        import torch
+
+        spec = importlib.util.spec_from_file_location(f"axon_eg_best_{best.id}", best.path)
+        assert spec is not None and spec.loader is not None
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = mod  # triton.jit reads the function's source through its module
+        if not torch.cuda.is_available():  # set it before triton is first imported to be safe
+            os.environ.setdefault("TRITON_INTERPRET", "1")
+        from axon_eg.backends.triton import interpreter
+
+        interpreter.apply()  # under TRITON_INTERPRET=1 only
+        spec.loader.exec_module(mod)
+        fn = best.__dict__["_entry"] = getattr(mod, best.entry)
+    return fn
