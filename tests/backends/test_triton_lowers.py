@@ -16,11 +16,12 @@ from hypothesis import strategies as st  # noqa: E402
 
 from axon_eg.backends.base import backend_for, backend_for_hw  # noqa: E402
 from axon_eg.backends.triton import attention, elementwise, emit, gemv_splitk, layout, matmul, reduction, scan  # noqa: E402
-from axon_eg.backends.triton.base import GroupKernel  # noqa: E402
+from axon_eg.backends.triton.base import GroupKernel, NotLowerable  # noqa: E402
 from axon_eg.extract.candidates import enumerate_candidates, isa_choices  # noqa: E402
 from axon_eg.extract.fusion import plans  # noqa: E402
 from axon_eg.extract.tiling import space, tilings  # noqa: E402
 from axon_eg.hw import load  # noqa: E402
+from axon_eg.ir import ops as O  # noqa: E402
 from axon_eg.ir.dtypes import bf16, fp16, fp32, fp64  # noqa: E402
 from axon_eg.testing.strategies import programs  # noqa: E402
 
@@ -94,8 +95,9 @@ def test_the_probe_does_not_emit_source_where_check_decides(monkeypatch):
         assert found
         if name != "gqa":  # element-wise only: nothing is lowered
             assert calls == [], (name, calls)
-    # gqa's plans also split attention into matmul and row-reduction groups: those are lowered to decide
-    assert not {"elementwise", "layout", "attention", "gemv_splitk"} & set(calls) and "reduction" in calls, calls
+    # gqa's plans also split attention into matmul and row-reduction groups: the row reductions are decided
+    # without source too; only matmuls with row statistics or reductions around them are still lowered
+    assert not {"elementwise", "layout", "attention", "gemv_splitk", "reduction"} & set(calls), calls
 
 
 def test_nki_backend_lowers_every_group_and_has_no_torch_fallback():
@@ -103,3 +105,55 @@ def test_nki_backend_lowers_every_group_and_has_no_torch_fallback():
     backend = backend_for_hw(trn2)
     assert backend.name == "nki" and backend.fallback(trn2) is None and not backend.torch_baselines
     assert backend_for("nki") is backend and not backend.accepts(HW["h200"])
+
+
+def _decides(plan, gi, tiling, isa, warp_size):
+    """``check``'s verdict: True, the NotLowerable reason, or False (only lowering tells)."""
+    try:
+        return emit.LOWERINGS[plan.groups[gi].kind].check(plan, gi, tiling, warp_size, isa)
+    except NotLowerable as exc:
+        return str(exc)
+
+
+@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(programs(max_nodes=6, dtypes=(bf16, fp16, fp32, fp64), allow_library=True, sizes=(1, 2, 3, 7, 16, 32)),
+       st.sampled_from(sorted(HW)), st.data())
+def test_check_decides_like_the_lowering(program, hw_name, data):
+    """Where a row reduction's, scan's or matmul's ``check`` decides, the lowering agrees: True only where
+    it returns a GroupKernel, a refusal with the lowering's own reason."""
+    hw = HW[hw_name]
+    for plan in plans(program):
+        for gi, group in enumerate(plan.groups):
+            if group.kind not in ("reduction", "scan", "matmul"):
+                continue
+            own = tilings(space(plan, gi, hw))[0]
+            for tiling in [None, *own[:2], *own[-1:]]:
+                for isa in (None, "tl.dot", "tl.dot+tma", "fma_reduce"):
+                    warp_size = data.draw(st.sampled_from((None, 16, 32)))
+                    try:
+                        lowered = emit.lower_group(plan, gi, tiling, "_g", warp_size, isa)
+                    except Exception:  # a crashing lowering: the probe records the error either way
+                        continue
+                    verdict = _decides(plan, gi, tiling, isa, warp_size)
+                    if verdict is True:
+                        assert isinstance(lowered, GroupKernel), (plan.name, gi, isa, lowered)
+                    elif verdict is not False:
+                        assert verdict == lowered, (plan.name, gi, isa, verdict, lowered)
+
+
+@pytest.mark.parametrize("name", [e.name for e in suite.SUITE])
+def test_scans_and_plain_matmuls_are_decided_without_source(name):
+    """On the suite, ``check`` decides every scan group and every matmul group without a reduction (layout
+    prologues, element-wise epilogues, regrouping views, TMA's fit): the probe never lowers them."""
+    hw = HW["h200"]
+    program = suite.get(name).bound(small=True)
+    for plan in plans(program):
+        for gi, group in enumerate(plan.groups):
+            ops = {plan.program.nodes[n].op for n in group.nodes}
+            plain = group.kind == "matmul" and not any(
+                O.get(op).kind is O.OpKind.REDUCE for op in ops)
+            if group.kind != "scan" and not plain:
+                continue
+            for tiling in [None, *tilings(space(plan, gi, hw))[0][:4]]:
+                for isa in (None, "tl.dot", "tl.dot+tma", "fma_reduce"):
+                    assert _decides(plan, gi, tiling, isa, 32) is not False, (name, plan.name, gi, isa)

@@ -317,3 +317,15 @@ def test_random_scan_and_layout_programs_match_the_reference(tmp_path_factory, p
     for line in kernel.source.splitlines():
         if line.startswith("#   g") and ": torch (" in line:
             assert any(reason in line for reason in KNOWN_FALLBACKS), line
+
+
+@pytest.mark.parametrize("m, n", [(2, 1), (1, 1), (3, 2)])
+def test_concat_of_a_tensor_whose_axes_are_all_one_loads_it_as_a_scalar(m, n, tmp_path):
+    """A layout tile reading an input with every axis of size 1 (x1 is [1, 1, 1] at N = 1) has no block
+    index in its address: a scalar load (Triton refuses a block mask on a scalar pointer). Found by
+    test_random_programs_match_the_reference."""
+    b = Builder("concat_unit")
+    x0, x1 = b.input("x0", ("M", "N", "N"), fp32), b.input("x1", ("N", "N", "N"), fp32)
+    both = b.emit("concat", x0, x1, axis=0)
+    program = b.build([b.emit("concat", both, both, axis=1)], dims={"M": m, "N": n})
+    check(program, tmp_path)

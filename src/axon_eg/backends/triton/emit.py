@@ -55,10 +55,12 @@ def lower_group(plan: FusionPlan, gi: int, tiling: Any, name: str, warp_size: in
 def lowers(plan: FusionPlan, gi: int, tiling: Any, isa: str | None = None, warp_size: int | None = None) -> bool:
     """Whether ``lower_group`` returns a GroupKernel for group ``gi`` (rather than the reason it stays in
     torch), decided by the lowering's ``check`` without generating code where that decides it: element-wise,
-    layout, attention and split-K GEMV groups always, and every group rejected for float64, a tiling of
-    another kind, tl.dot's minimum tile, the wrong number of matmuls, unsupported reductions or scans. The
-    rest (tl.dot matmuls' prologue/epilogue analysis and TMA rewrite, row reductions' and scans' index
-    analysis) is decided by lowering the group and discarding the source."""
+    layout, attention and split-K GEMV groups always, scans read at the sweep's own index, matmuls with
+    layout prologues and an element-wise epilogue (TMA's fit included), and every group rejected for
+    float64, a tiling of another kind, tl.dot's minimum tile, the wrong number of matmuls, unsupported
+    reductions or scans, or a row reduction's refusals (its dry walk). The rest (row reductions that
+    lower, matmuls with row statistics or reductions, scans read through an index map) is decided by
+    lowering the group and discarding the source."""
     kind = plan.groups[gi].kind
     if kind not in LOWERINGS:
         return False

@@ -28,6 +28,7 @@ reaches about 4.3), against 0.6 TB/s for ``x.t().contiguous()``.
 from __future__ import annotations
 
 import math
+import re
 
 from axon_eg.extract.fusion import FusionPlan
 from axon_eg.extract.templates import LayoutTile, Tiling
@@ -115,7 +116,11 @@ class _Tile(_Emitter):
             mask = "mask" if cond is None else f"mask & ({cond})"
             name = f"v{n}" if idx == self.dom and cond is None else f"v{n}_{len(self.memo)}"
             addr = self.flat(idx, tuple(self.program.concrete_shape(n)))
-            self.lines.append(f"{name} = tl.load(p{n} + {addr}, mask={mask}, other=0.0)")
+            if not re.search(r"\b(offs|i\d+)\b", addr):  # one element for the whole tile (all its axes are 1):
+                # a scalar load; Triton refuses a block mask on a scalar pointer, and the element exists
+                self.lines.append(f"{name} = tl.load(p{n}{'' if addr == '0' else ' + ' + addr})")
+            else:
+                self.lines.append(f"{name} = tl.load(p{n} + {addr}, mask={mask}, other=0.0)")
             self.memo[key] = name
         return self.memo[key]
 

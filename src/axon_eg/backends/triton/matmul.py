@@ -63,8 +63,7 @@ class _Kernel(_Operands):
         self.pre = set(pre) | (reduce_a if self.looped else set())  # looped: K statistics once, before the N loop
         dts = {p.nodes[j].dtype.name for j in (self.a, self.b)}
         self.dot_dtype = dts.pop() if len(dts) == 1 and dts <= {"bf16", "fp16"} else "fp32"
-        sizes = [math.prod(p.concrete_shape(n)) for n in (*plan.inputs_of(gi), *plan.outputs_of(gi))]
-        self.wide = max(sizes, default=0) >= 2**31  # 64-bit offsets only when a tensor needs them
+        self.wide = _wide(plan, gi)
         self.need = {"rm": self.M % self.bm != 0, "rn": self.N % self.bn != 0, "rk": self.K % self.bk != 0,
                      "rkb": self.K % self.bk != 0}
         btoks = frozenset(t for t in self.btok if t != "0")
@@ -386,6 +385,89 @@ class _Kernel(_Operands):
         return body, grid
 
 
+def _wide(plan: FusionPlan, gi: int) -> bool:
+    """Whether a tensor the group reads or writes needs 64-bit offsets (only then are they used)."""
+    sizes = [math.prod(plan.program.concrete_shape(n)) for n in (*plan.inputs_of(gi), *plan.outputs_of(gi))]
+    return max(sizes, default=0) >= 2**31
+
+
+_LAYOUT = ("broadcast_to", "transpose", "slice", *_VIEWS)
+"""The ops ``_Operands._raw`` reads an operand through without computing."""
+
+
+def _plain(plan: FusionPlan, gi: int, blocks: tuple[int, int, int], isa: str | None) -> bool:
+    """True when the group is a plain matmul with an element-wise epilogue: nothing inside but the matmul,
+    chains of layout ops (broadcasts, transposes, slices, size-1 views) feeding its operands, element-wise
+    ops of the matmul's shape computed from the matmul, each other, constants and tensors from outside
+    (directly or through element-wise and layout ops of those, views only adding or dropping size-1
+    dims), and the outputs among the matmul and its epilogue. Then
+    the kernel loads each operand through its chain (``_raw`` / ``value`` with ``index_map``, left operand
+    first), every epilogue value sits at the output tile's own index (``natural``: ``_forward`` of operands
+    all at that index), and each output is stored from the tile (``store``: the accumulator at its own
+    index, other tensors at a broadcast of it), so the lowering cannot refuse. NotLowerable, with its
+    reason, where it refuses before anything else could: a view that regroups dims (``_Kernel.view``, which
+    depends on the shapes alone) in an operand chain or applied to the tile first in ``natural``'s order;
+    for ``tl.dot+tma``, 64-bit indexing or no operand loaded as a dense 2-D tile (the only loads over K
+    are the operands', at ``_raw``'s index, masked where ``need`` says: ``tma.dense``). False for every
+    other group: only building the kernel tells."""
+    p = plan.program
+    group = plan.groups[gi]
+    mm = group.anchor(p)
+    inside = set(group.nodes)
+    out = p.concrete_shape(mm)
+    desc = {mm}
+    for n in sorted(inside):  # ``_Kernel._descendants``
+        if any(j in desc for j in p.nodes[n].inputs):
+            desc.add(n)
+    chains: list[int] = []
+    for start in p.nodes[mm].inputs:
+        n = start
+        while n in inside and p.nodes[n].op in _LAYOUT:
+            chains.append(n)
+            n = p.nodes[n].inputs[0]
+        if n in inside:  # an operand computed in the group (a prologue)
+            return False
+    side = inside - set(chains) - desc  # what the epilogue reads from outside tensors (a bias's broadcast)
+    for n in sorted(side):
+        node = p.nodes[n]
+        if node.op not in (*_LAYOUT, *ELEMENTWISE) or any(j in inside and j not in side for j in node.inputs):
+            return False
+        if node.op in _VIEWS:
+            shape = p.concrete_shape(n)
+            try:
+                _Kernel.view(("0",) * len(shape), shape, p.concrete_shape(node.inputs[0]))
+            except NotLowerable:
+                return False  # refused when the epilogue reads it: only the store order tells which first
+    for n in chains:  # the order the kernel maps the operands' indices
+        if p.nodes[n].op in _VIEWS:
+            shape = p.concrete_shape(n)
+            _Kernel.view(("0",) * len(shape), shape, p.concrete_shape(p.nodes[n].inputs[0]))
+    epilogue = {mm}  # values at the output tile's own index
+    for n in sorted(desc - {mm}):  # ``natural``'s forward pass
+        node = p.nodes[n]
+        if node.op in ELEMENTWISE and p.concrete_shape(n) == out and all(
+                j in epilogue or j in side or j not in inside for j in node.inputs):
+            epilogue.add(n)
+        elif node.op in _VIEWS and node.inputs[0] in epilogue:
+            # a view of a tile value: ``natural`` refuses it here when it regroups dims; else it moves the index
+            _Kernel.view(("0",) * len(out), out, p.concrete_shape(n))
+            return False
+        else:
+            return False
+    if not set(plan.outputs_of(gi)) <= epilogue:
+        return False
+    if isa == "tl.dot+tma":
+        tma.coordinates_fit(_wide(plan, gi))
+        kernel = _Kernel(plan, gi, blocks, False, frozenset())
+        for x, idx in ((kernel.a, kernel.dom_a), (kernel.b, kernel.dom_b)):
+            raw = kernel._raw(x, idx)  # None: computed from a constant, no load
+            if raw is not None and tma.dense(raw[1], p.concrete_shape(raw[0]), p.nodes[raw[0]].dtype.itemsize,
+                                             kernel.mask(frozenset(raw[1]) & set(_TILE)) is not None):
+                return True
+        raise NotLowerable(tma.NO_DENSE_LOAD)
+    return True
+
+
 def _pow2(n: int) -> int:
     return 1 << max(0, math.ceil(math.log2(max(1, n))))
 
@@ -416,15 +498,16 @@ def _blocks(plan: FusionPlan, gi: int, tile: MatmulTile, isa: str | None) -> tup
 def check(plan: FusionPlan, gi: int, tiling: Tiling | None, warp_size: int | None = None,
           isa: str | None = None) -> bool:
     """NotLowerable with :func:`lower`'s reason for what is decided without generating code (float64, the
-    tiling's kind, tl.dot's minimum tile, one matmul per group; split-K GEMVs entirely); True when that
-    decides it lowers (split-K), False when only building the kernel tells (its prologue and epilogue
-    index analysis, the TMA rewrite of its loads). :func:`lower` calls it first."""
+    tiling's kind, tl.dot's minimum tile, one matmul per group; split-K GEMVs entirely; plain matmuls
+    whose operands come through layout chains, ``_plain``); True when that decides it lowers (split-K, a
+    plain matmul), False when only building the kernel tells (the prologue and epilogue index analysis of
+    other groups, the TMA rewrite of its loads). :func:`lower` calls it first."""
     tile = _tile(plan, gi, tiling)
     if isinstance(tile, SplitKTile):
         return gemv_splitk.check(plan, gi, tile, warp_size)
-    _blocks(plan, gi, tile, isa)
+    blocks = _blocks(plan, gi, tile, isa)
     _one_matmul(plan, gi)
-    return False
+    return _plain(plan, gi, blocks, isa)
 
 
 def _one_matmul(plan: FusionPlan, gi: int) -> None:

@@ -22,7 +22,6 @@ another row) raises ``NotLowerable``.
 from __future__ import annotations
 
 import math
-import re
 
 from axon_eg.extract.fusion import FusionPlan
 from axon_eg.extract.templates import RowsTile, Tiling
@@ -42,7 +41,10 @@ def _flat(idx: Index, shape: tuple[int, ...]) -> str:
 
 
 class _Rows:
-    def __init__(self, plan: FusionPlan, gi: int, block_n: int):
+    def __init__(self, plan: FusionPlan, gi: int, block_n: int, dry: bool = False):
+        """``dry``: walk the group exactly as the lowering does (the same index maps, names, memos and
+        chunk loops, so the same refusals in the same order) without building the expressions (``check``)."""
+        self.dry = dry
         self.program = plan.program
         self.inside = set(plan.groups[gi].nodes)
         reductions = [n for n in sorted(self.inside) if O.get(self.program.nodes[n].op).kind is O.OpKind.REDUCE]
@@ -98,14 +100,16 @@ class _Rows:
         tail = idx[len(idx) - len(arg):] if arg else ()
         return tuple("0" if a == 1 else i for i, a in zip(tail, arg))
 
-    def deps(self, expr: str) -> tuple[bool, bool]:
-        """Whether an expression depends on the block's rows and on its columns (directly, through the
-        flat index or masks, or through a value computed from them). Keyword names (``mask=`` of a
-        ``tl.load``) are not references: a row-only load ``tl.load(p + rows, mask=rmask)`` depends on rows only."""
-        names = set(re.findall(r"[A-Za-z_][A-Za-z_0-9]*", re.sub(r"\b[A-Za-z_]\w*\s*=(?!=)", "", expr)))
-        rows = bool(names & {"rows", "rmask", "flat", "mask"}) or bool(names & self.row_vars)
-        cols = bool(names & {"cols", "cmask", "flat", "mask"}) or bool(names & self.col_vars)
-        return rows, cols
+    @staticmethod
+    def address_deps(addr: str) -> tuple[bool, bool]:
+        """Whether an address depends on the block's rows and on its columns: the index maps build it from
+        the tokens ``rows``, ``cols`` and the domain's flat index ``flat`` (both) and integers only."""
+        return "rows" in addr or DOMAIN_FLAT in addr, "cols" in addr or DOMAIN_FLAT in addr
+
+    def deps(self, args: list[str]) -> tuple[bool, bool]:
+        """Whether a value computed from ``args`` (the names or literals ``value`` returned for its
+        operands) depends on the block's rows and on its columns: through a value computed from them."""
+        return any(a in self.row_vars for a in args), any(a in self.col_vars for a in args)
 
     # -- values -----------------------------------------------------------------------------------
     def value(self, n: int, idx: Index) -> str:
@@ -130,22 +134,24 @@ class _Rows:
             addr = self.flat(idx, shape)
             if addr == DOMAIN_FLAT:
                 addr = "flat"
-            rows, cols = self.deps(addr)
+            rows, cols = self.address_deps(addr)
             mask = {(True, True): "mask", (True, False): "rmask", (False, True): "cmask"}.get((rows, cols))
-            expr = (f"tl.load(p{n} + {addr}, mask={mask}, other=1.0)" if mask else
-                    f"tl.load(p{n}{'' if addr == '0' else ' + ' + addr})") + ".to(tl.float32)"
+            expr = "" if self.dry else (f"tl.load(p{n} + {addr}, mask={mask}, other=1.0)" if mask else
+                                        f"tl.load(p{n}{'' if addr == '0' else ' + ' + addr})") + ".to(tl.float32)"
         elif node.op in ELEMENTWISE:
             ins = [self.program.concrete_shape(j) for j in node.inputs]
-            expr = ELEMENTWISE[node.op]([self.value(j, self._broadcast(idx, s)) for j, s in zip(node.inputs, ins)],
-                                        node.attrs)
+            args = [self.value(j, self._broadcast(idx, s)) for j, s in zip(node.inputs, ins)]
+            expr = "" if self.dry else ELEMENTWISE[node.op](args, node.attrs)
+            rows, cols = self.deps(args)
         elif node.op == "broadcast_to":
             expr = self.value(node.inputs[0], self._broadcast(idx, self.program.concrete_shape(node.inputs[0])))
+            rows, cols = self.deps([expr])
         elif node.op in _VIEWS:
             src = self.program.concrete_shape(node.inputs[0])
             expr = self.value(node.inputs[0], self.unflat(self.flat(idx, shape), src))
+            rows, cols = self.deps([expr])
         else:
             raise NotLowerable(f"{node.op} has no row-reduction lowering")
-        rows, cols = self.deps(expr)
         local = self.looped and cols
         if local and self.body is None:
             raise AssertionError("a full-width value outside a chunk loop")
@@ -220,32 +226,26 @@ def _output_kinds(plan: FusionPlan, gi: int, rows: _Rows) -> dict[int, str]:
 
 def check(plan: FusionPlan, gi: int, tiling: Tiling | None, warp_size: int | None = None,
           isa: str | None = None) -> bool:
-    """NotLowerable with :func:`lower`'s reason for what is decided without generating code (float64, no
-    reduction, reductions that are not of the same trailing axes, outputs neither rows nor rows x cols);
-    False otherwise: whether each value is read at its own row, and whether a value needs the whole row,
-    follow from the index expressions the lowering builds (``_Rows.value``), so only lowering tells.
-    :func:`lower` calls it first."""
+    """NotLowerable with :func:`lower`'s reason, without generating code: float64, no reduction, reductions
+    that are not of the same trailing axes, outputs neither rows nor rows x cols, then (``_walk`` with a dry
+    ``_Rows``: the lowering's own walk, index maps and chunk loops, building no expression) an op without a
+    row-reduction lowering or a reduction result read at another row. When the walk passes, the lowering
+    cannot refuse: True, decided without source. :func:`lower` calls it first."""
     if any(plan.program.nodes[n].dtype.name == "fp64" for n in plan.groups[gi].nodes):
         raise NotLowerable("float64 values stay in torch")
-    RowsTile.read(tiling)
-    _output_kinds(plan, gi, _Rows(plan, gi, 1 << 62))  # sizes only
-    return False
-
-
-def lower(plan: FusionPlan, gi: int, tiling: Tiling | None, name: str, warp_size: int | None = None,
-          isa: str | None = None) -> GroupKernel:
-    program = plan.program
-    check(plan, gi, tiling, warp_size, isa)
     tile = RowsTile.read(tiling)
     probe = _Rows(plan, gi, 1 << 62)  # sizes only
-    block_n, rows_pp, warps = tile.row_block(probe.n), tile.ROWS_PER_PROGRAM, tile.num_warps
-    em = _Rows(plan, gi, block_n)
+    _output_kinds(plan, gi, probe)
+    _walk(plan, gi, _Rows(plan, gi, tile.row_block(probe.n), dry=True))
+    return True
+
+
+def _walk(plan: FusionPlan, gi: int, em: _Rows) -> tuple[list[int], list[str]]:
+    """The group's outputs and their stores: row outputs, then the full-width ones (in a final chunk loop
+    when the row is chunked), every value computed through ``em``."""
+    program = plan.program
     outs = plan.outputs_of(gi)
     kinds = _output_kinds(plan, gi, em)
-    head = ["pid = tl.program_id(0)", "rows = pid * ROWS + tl.arange(0, ROWS)[:, None]", f"rmask = rows < {em.r}"]
-    if not em.looped:
-        head += ["cols = tl.arange(0, BLOCK_N)[None, :]", f"cmask = cols < {em.n}", "mask = rmask & cmask",
-                 f"flat = rows * {em.n} + cols"]
     stores: list[str] = []
     for k, o in enumerate(outs):
         if kinds[o] == "row":
@@ -263,6 +263,22 @@ def lower(plan: FusionPlan, gi: int, tiling: Tiling | None, name: str, warp_size
         for k, o in full:
             v = em.value(o, em.unflat(DOMAIN_FLAT, program.concrete_shape(o)))
             stores.append(f"tl.store(out{k} + flat, {v}, mask=mask)")
+    return outs, stores
+
+
+def lower(plan: FusionPlan, gi: int, tiling: Tiling | None, name: str, warp_size: int | None = None,
+          isa: str | None = None) -> GroupKernel:
+    program = plan.program
+    check(plan, gi, tiling, warp_size, isa)
+    tile = RowsTile.read(tiling)
+    probe = _Rows(plan, gi, 1 << 62)  # sizes only
+    block_n, rows_pp, warps = tile.row_block(probe.n), tile.ROWS_PER_PROGRAM, tile.num_warps
+    em = _Rows(plan, gi, block_n)
+    head = ["pid = tl.program_id(0)", "rows = pid * ROWS + tl.arange(0, ROWS)[:, None]", f"rmask = rows < {em.r}"]
+    if not em.looped:
+        head += ["cols = tl.arange(0, BLOCK_N)[None, :]", f"cmask = cols < {em.n}", "mask = rmask & cmask",
+                 f"flat = rows * {em.n} + cols"]
+    outs, stores = _walk(plan, gi, em)
     reads = tuple(em.reads)
     params = [f"p{n}" for n in reads] + [f"out{k}" for k in range(len(outs))]
     body = head + em.top + stores

@@ -34,7 +34,8 @@ from axon_eg.extract.templates import ScanTile, Tiling
 from axon_eg.ir import ops as O
 
 from .base import GroupKernel, NotLowerable, attr, contiguous_strides, resources
-from .elementwise import Index, _Emitter
+from .elementwise import Index, _Emitter, handles
+from .tl_expressions import ELEMENTWISE
 
 INT32_LIMIT = 2**31
 _FLAT_VIEWS = O.flat_views()
@@ -128,14 +129,67 @@ def _flat_source(plan: FusionPlan, gi: int, o: int, domain: tuple[int, ...]) -> 
     return n
 
 
+def _own_index(domain: tuple[int, ...], axis: int) -> Index:
+    """The sweep's own index over the scan's shape (``lower``'s ``dom``): ``i<k>`` along the scanned axis and
+    every dim of size above 1, ``0`` along the others."""
+    return tuple(f"i{k}" if k == axis or d != 1 else "0" for k, d in enumerate(domain))
+
+
+def _scans_at_own_index(plan: FusionPlan, gi: int, domain: tuple[int, ...], axis: int, outs: list[int]) -> bool:
+    """Walks the group as ``_Sweep.value`` does (outputs in order, depth first, inputs in order), tracking
+    only whether a value is read at the sweep's own index ``dom`` (exactly: broadcasts and transposes
+    applied to ``dom``) or at some other index (after a view, slice or concat, or a broadcast / transpose
+    that moves it). NotLowerable, with the emitter's reason, at the first op it lacks; False as soon as
+    a scan is reached at another index (the lowering may refuse it there, or map the index back to its
+    own: only lowering tells), True when every scan is read at ``dom`` (the lowering cannot refuse)."""
+    program = plan.program
+    inside = set(plan.groups[gi].nodes)
+    dom = _own_index(domain, axis)
+    seen: set[tuple[int, bool]] = set()
+
+    def visit(n: int, own: bool) -> bool:
+        node = program.nodes[n]
+        if (n, own) in seen or node.op == "constant" or n not in inside:
+            return True
+        seen.add((n, own))
+        if O.get(node.op).kind is O.OpKind.SCAN:
+            return own and visit(node.inputs[0], True)
+        if not handles(node.op):
+            raise NotLowerable(f"{node.op} has no Triton element-wise lowering")
+        ins = [tuple(program.concrete_shape(j)) for j in node.inputs]
+        for j, s in zip(node.inputs, ins):
+            at = own
+            if own and (node.op in ELEMENTWISE or node.op == "broadcast_to"):
+                at = _Emitter._broadcast(dom, domain, s) == dom
+            elif own and node.op == "transpose":
+                perm, moved = tuple(attr(program, n, "perm")), [""] * len(dom)
+                for k, q in enumerate(perm):
+                    moved[q] = dom[k]
+                at = tuple(moved) == dom
+            elif own:  # views go through the flat index, slices shift it, concats add a condition
+                at = False
+            if not visit(j, at):
+                return False
+            if node.op == "broadcast_to" or node.op == "transpose" or node.op in _FLAT_VIEWS or node.op == "slice":
+                break  # one operand
+        return True
+
+    for o in outs:
+        if not visit(_flat_source(plan, gi, o, domain), True):
+            return False
+    return True
+
+
 def check(plan: FusionPlan, gi: int, tiling: Tiling | None, warp_size: int | None = None,
           isa: str | None = None) -> bool:
-    """NotLowerable with :func:`lower`'s reason for what is decided without generating code (float64, no
-    scan, scans other than cumsum, of a scalar, or of different shapes or axes); False otherwise: whether
-    every scan is read at the sweep's own index follows from the index expressions the lowering builds
-    (``_Sweep.value``), so only lowering tells. :func:`lower` calls it first."""
-    _check(plan, gi)
-    return False
+    """NotLowerable with :func:`lower`'s reason, without generating code: float64, no scan, scans other than
+    cumsum, of a scalar, or of different shapes or axes, the tiling's kind, an output that is no view of
+    the scan's shape, an op the element-wise emitter lacks; True when every scan is read at the sweep's
+    own index (``_scans_at_own_index``), False when one is read through an index map (only the lowering's
+    index expressions tell whether that map is the identity). :func:`lower` calls it first."""
+    domain, axis, outs = _check(plan, gi)
+    ScanTile.read(tiling).split(domain, axis)
+    return _scans_at_own_index(plan, gi, domain, axis, outs)
 
 
 def lower(plan: FusionPlan, gi: int, tiling: Tiling | None, name: str, warp_size: int | None = None,

@@ -35,22 +35,50 @@ _FORMS = {
 }
 
 
+NO_DENSE_LOAD = "tl.dot+tma: no operand tile is a dense 2-D row-major buffer load"
+
+
+def _form(outer: str, inner: str, shape: tuple[int, ...] | None, stride: int, itemsize: int) -> tuple | None:
+    """The descriptor form of a load ``p + outer * stride + inner`` of a buffer of ``shape``, or None when
+    it is not a whole dense row-major 2-D tile (or its row pitch is no multiple of 16 bytes)."""
+    form = _FORMS.get((outer, inner))
+    if form is None or shape is None or len(shape) != 2 or shape[1] != stride:
+        return None
+    if (stride * itemsize) % 16:  # TMA: row pitch a multiple of 16 bytes
+        return None
+    return form
+
+
+def dense(idx: tuple[str, ...], shape: tuple[int, ...], itemsize: int, masked: bool) -> bool:
+    """Whether the matmul lowering's load of a buffer of ``shape`` at ``idx`` (``_Kernel._load``: the
+    address joins ``token * stride`` over the dims of size above 1) is one :func:`rewrite` turns into a
+    descriptor load: unmasked, a 2-D buffer with both dims above 1 indexed by one token each (address
+    ``outer * shape[1] + inner``) of a form in ``_FORMS``."""
+    if masked or len(shape) != 2 or len(idx) != 2 or 1 in shape:
+        return False
+    return _form(idx[0], idx[1], shape, shape[1], itemsize) is not None
+
+
+def coordinates_fit(wide: bool) -> None:
+    """NotLowerable when the kernel indexes a buffer over 2^31 elements (``wide``): TMA takes 32-bit
+    coordinates. The first thing :func:`rewrite` decides, and decided without the kernel body."""
+    if wide:
+        raise NotLowerable("tl.dot+tma: 64-bit indexing (a buffer over 2^31 elements); TMA takes 32-bit coordinates")
+
+
 def rewrite(body: list[str], shapes: dict[int, tuple[int, ...]], itemsize: dict[int, int], looped: bool,
             wide: bool) -> list[str]:
     """``body`` with dense operand tile loads through tensor descriptors; NotLowerable when none fits.
     ``shapes`` / ``itemsize``: of the buffers ``p<n>``; ``looped``: N tiles are a loop (offset ``n0``)."""
-    if wide:
-        raise NotLowerable("tl.dot+tma: 64-bit indexing (a buffer over 2^31 elements); TMA takes 32-bit coordinates")
+    coordinates_fit(wide)
     offsets = {"m": "pid_m * BLOCK_M", "n": "n0" if looped else "pid_n * BLOCK_N"}
     made: dict[tuple[int, str, str], str] = {}
 
     def swap(match: re.Match[str]) -> str:
         n, outer, stride, inner = int(match[1]), match[2], int(match[3]), match[4]
-        form = _FORMS.get((outer, inner))
         shape = shapes.get(n)
-        if form is None or shape is None or len(shape) != 2 or shape[1] != stride:
-            return match[0]
-        if (stride * itemsize[n]) % 16:  # TMA: row pitch a multiple of 16 bytes
+        form = _form(outer, inner, shape, stride, itemsize[n]) if shape is not None else None
+        if form is None:
             return match[0]
         rows_block, cols_block, row_off, col_off, trans = form
         key = (n, rows_block, cols_block)
@@ -61,7 +89,7 @@ def rewrite(body: list[str], shapes: dict[int, tuple[int, ...]], itemsize: dict[
 
     out = [_LOAD.sub(swap, line) for line in body]
     if not made:
-        raise NotLowerable("tl.dot+tma: no operand tile is a dense 2-D row-major buffer load")
+        raise NotLowerable(NO_DENSE_LOAD)
     decls = ["# tensor descriptors: the TMA unit copies each operand tile to shared memory in one bulk transfer"]
     for (n, rows_block, cols_block), name in made.items():
         r, c = shapes[n]
