@@ -60,6 +60,7 @@ from typing import Any
 
 import polars as pl
 
+from axon_eg.measure.manifest import read_rows
 from axon_eg.measure.part_store import (  # noqa: F401 - re-exported
     _MEMO,
     _MEMO_MAX,
@@ -189,14 +190,8 @@ def results(cache_dir: str | os.PathLike[str] | None = None, table: str = "measu
 def import_jsonl(path: str | os.PathLike[str], table: str = "measurements",
                  cache: str | os.PathLike[str] | None = None) -> int:
     """Load the worker's JSON-lines rows into ``table`` (a partial last line is ignored); returns the count."""
-    rows = []
-    for line in Path(path).read_text().splitlines(keepends=True):
-        if not line.endswith("\n"):
-            break
-        try:
-            rows.append(json.loads(line))
-        except json.JSONDecodeError:
-            continue
+    Path(path).open().close()  # a missing file is an error here, not zero rows
+    rows = read_rows(path)
     append(table, rows, cache)
     return len(rows)
 
