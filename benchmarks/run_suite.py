@@ -4,26 +4,54 @@ eager and ``torch.compile(mode="max-autotune-no-cudagraphs")``, and the roofline
 Three steps, so that the GPU box needs only numpy, torch and triton:
 
     python benchmarks/run_suite.py bundle  DIR [-k 8] [--programs a,b]   # here: phase 1, one bundle per program
-    python benchmarks/run_suite.py measure DIR                           # GPU box: probes + phase 2 (resumable)
-    python benchmarks/run_suite.py report  DIR [--write BENCHMARKS.md]   # here: tables, selection, Markdown
+    python benchmarks/run_suite.py measure DIR [--programs a,b]          # GPU box: probes + phase 2 (resumable)
+    python benchmarks/run_suite.py report  DIR [--programs a,b] [--against DIR2] [--write BENCHMARKS.md]
 
 ``measure`` first probes the machine (copy bandwidth: a 1 GiB device-to-device copy, bytes read +
 written; matmul rate: 8192^3 bf16 ``torch.matmul``; both medians of 20 CUDA-event runs) and writes
 ``DIR/probe.json``; the roofline floor of a program is max(bytes / copy bandwidth, matmul flops /
-matmul rate), bytes being its inputs read once plus its outputs written once. Then it runs the
-measurement worker on every bundle (``DIR/rows/<program>.jsonl``; a killed run resumes).
+matmul rate), bytes being its inputs read once plus its outputs written once. Then, for every program,
+three measurement-worker runs:
+
+1. axon_eg's candidates, on every visible GPU (``DIR/rows/<program>.jsonl``);
+2. the baselines ``torch_eager`` and ``torch_compile`` **alone**: one GPU, one child at a time, nothing else
+   running on the box (the candidates are done, any prewarm is over), with ``TORCHINDUCTOR_CACHE_DIR`` set to
+   a fresh, empty directory made for this program. Inductor therefore finds no FX-graph, AOTAutograd or
+   autotune cache entry and re-does, in this one process, the whole compile including every max-autotune
+   decision: the GEMM/template choice benchmarks and the pointwise / reduction config benchmarks
+   (``.best_config``). Only the Triton binary cache (``TRITON_CACHE_DIR``, shared, ``--triton-cache``) can
+   be warm: it holds compiled kernels keyed by their source, no timing and no choice. Rows go to the same
+   ``DIR/rows/<program>.jsonl``;
+3. the same two baselines timed a second time, again alone, in new children
+   (``DIR/rows/<program>.baselines2.jsonl``). ``torch_compile`` is compiled again from the program's cache of
+   step 2 (the same kernels, so the two medians differ by timing noise only); where step 2 ran in an earlier,
+   interrupted ``measure``, that cache is gone and step 3 autotunes again, also alone.
+
+A killed run resumes (rows already written are kept). ``--prewarm JOBS`` compiles every program's
+torch.compile baseline JOBS at a time first, in a throw-away Inductor cache: it only fills the shared Triton
+binary cache (``--prewarm 4`` on a 16-core box: ~2.5 min for the 25 baselines), so that step 2 spends its
+time on autotuning and not on compiling Triton kernels; nothing the prewarm autotuned is used. Each program
+takes ~20-90 s for its candidates (eight kernels, three correctness trials each) plus its baselines twice.
+
 ``report`` imports the rows into the Polars tables under ``DIR/cache`` through
-``saturate_and_extract(..., rows=...)``, and prints one row per program: floor, eager,
-torch.compile, axon_eg's selected kernel, speedups, fraction of the roofline, phase-1 and phase-2
-seconds; it saves ``DIR/suite.parquet`` and ``DIR/suite.md``, and with ``--write`` a BENCHMARKS.md.
+``saturate_and_extract(..., rows=...)``, and prints one row per program: floor, both timings of eager
+(``eager_us``, ``eager2_us``) and of torch.compile (``compile_us``, ``compile2_us``; ``baseline_drift`` names a
+baseline whose two timings differ by more than 5%), axon_eg's selection (the fastest correct kernel, a
+baseline where no candidate beats it: ``selected``, ``axon_eg_us``, ``vs_eager``, ``vs_compile``) and its best
+candidate alone (``best_candidate``, ``candidate_us``, ``cand_vs_eager``, ``cand_vs_compile``), fraction of the
+roofline, phase-1 and phase-2 seconds; the summary gives geomeans of the selection and of the best candidate,
+over all programs and over the matmul-bound ones. It saves ``DIR/suite.parquet`` and ``DIR/suite.md``.
+``--against DIR2`` (a second complete ``measure`` of the same bundles) compares every program's selection,
+``axon_eg_us``, ``candidate_us``, ``eager_us`` and ``compile_us`` between the two runs (column ``reproduced``;
+more than 5% apart, or another kernel selected, does not reproduce). ``--write BENCHMARKS.md`` writes the
+Markdown only when ``--against`` was given and every row reproduced, or with ``--unreproduced-ok``, when the
+Markdown lists the rows that did not reproduce and by how much; otherwise it says why on stderr, exits 1
+and leaves the file as it was.
 
 On a remote GPU box that receives DIR as a copy each call (the device tool's ``carry``), bring
 ``DIR/rows`` and ``DIR/index.json`` back after every call and send them again with the next one: a copy
 of DIR without them makes ``measure`` start over. ``measure --archive $OUT/suite.tgz`` packs them into one
 file after every program (a box that returns only a few files, or cuts the run short, still returns it).
-``--prewarm 4`` on a 16-core box compiles the 25 baselines in ~2.5 min, but Inductor then autotunes while
-other compiles share the GPU and its picks differ (BENCHMARKS.md); each program takes ~20-90 s (eight
-kernels, three correctness trials each).
 """
 
 from __future__ import annotations
@@ -118,61 +146,124 @@ torch.cuda.synchronize()
 """
 
 
+BASELINE_IDS = ("torch_eager", "torch_compile")
+"""The kernels of a bundle that are baselines (the measurement worker's ids): timed alone, and twice."""
+TOLERANCE = 0.05
+"""Two timings of one kernel (the two timings of a baseline in one run, or one row of two runs) that differ by
+more than this fraction are flagged."""
+
+
+def _default_triton_cache() -> Path:
+    import tempfile
+
+    return Path(os.environ.get("TRITON_CACHE_DIR") or Path(tempfile.gettempdir()) / "axon_eg_suite_triton")
+
+
 def _prewarm(out: Path, index: dict, names: list[str], jobs: int) -> None:
-    """Compile every program's torch.compile baseline once, ``jobs`` at a time, so that the measurement
-    (one baseline at a time) finds Inductor's caches warm: compiling 25 max-autotune graphs one after the
-    other would take most of a device session. Autotuning runs while other compiles share the GPU, which
-    can perturb Inductor's choice of kernel configs (reported with the results)."""
+    """Compile every program's torch.compile baseline once, ``jobs`` at a time, to fill the shared Triton binary
+    cache (``TRITON_CACHE_DIR``) only: the compiles share one throw-away ``TORCHINDUCTOR_CACHE_DIR``, deleted
+    afterwards, so that no FX graph and no autotune result of these (perturbed, parallel) compiles reaches
+    the measurement, which autotunes every baseline again alone (see the module docstring)."""
+    import shutil
     import subprocess
+    import tempfile
 
     todo = [(n, out / index[n]["bundle"]) for n in names]
     todo = [(n, b) for n, b in todo
             if any(c["id"] == "torch_compile" for c in json.loads((b / "manifest.json").read_text())["candidates"])]
+    scratch = tempfile.mkdtemp(prefix="axon_eg_prewarm_inductor_")
+    env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": scratch}
     running: list[tuple[str, subprocess.Popen, float]] = []
     t0 = time.monotonic()
-    while todo or running:
-        while todo and len(running) < jobs:
-            name, bundle = todo.pop(0)
-            proc = subprocess.Popen([sys.executable, "-c", _PREWARM, str(bundle), "torch_compile"],
-                                    stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-            running.append((name, proc, time.monotonic()))
-        time.sleep(0.5)
-        for item in list(running):
-            name, proc, started = item
-            if proc.poll() is None and time.monotonic() - started < 600:
-                continue
-            if proc.poll() is None:
-                proc.kill()
-            err = (proc.stderr.read() if proc.stderr else "")[-300:]
-            print(f"  prewarm {name:18s} {time.monotonic() - started:6.1f} s rc={proc.returncode}"
-                  + (f" {err!r}" if proc.returncode else ""), flush=True)
-            running.remove(item)
-    print(f"prewarm: {len(names)} torch.compile baselines in {time.monotonic() - t0:.0f} s ({jobs} at a time)", flush=True)
+    try:
+        while todo or running:
+            while todo and len(running) < jobs:
+                name, bundle = todo.pop(0)
+                proc = subprocess.Popen([sys.executable, "-c", _PREWARM, str(bundle), "torch_compile"], env=env,
+                                        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+                running.append((name, proc, time.monotonic()))
+            time.sleep(0.5)
+            for item in list(running):
+                name, proc, started = item
+                if proc.poll() is None and time.monotonic() - started < 600:
+                    continue
+                if proc.poll() is None:
+                    proc.kill()
+                    proc.wait()
+                err = (proc.stderr.read() if proc.stderr else "")[-300:]
+                print(f"  prewarm {name:18s} {time.monotonic() - started:6.1f} s rc={proc.returncode}"
+                      + (f" {err!r}" if proc.returncode else ""), flush=True)
+                running.remove(item)
+    finally:
+        for _, proc, _ in running:
+            proc.kill()
+            proc.wait()
+        shutil.rmtree(scratch, ignore_errors=True)
+    print(f"prewarm: {len(names)} torch.compile baselines in {time.monotonic() - t0:.0f} s ({jobs} at a time; "
+          "Triton binaries only, every baseline is autotuned again alone)", flush=True)
+
+
+def _statuses(rows: list[dict]) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for r in rows:
+        counts[r["status"]] = counts.get(r["status"], 0) + 1
+    return counts
 
 
 def cmd_measure(args: argparse.Namespace) -> int:
-    from axon_eg.measure.worker import run_bundle
+    import shutil
+    import tempfile
+
+    from axon_eg.measure.worker import _visible_gpus, load_manifest, run_bundle
 
     out = Path(args.dir)
     index = json.loads((out / "index.json").read_text())
+    wanted = args.programs.split(",") if args.programs else list(index)
+    missing = [n for n in wanted if n not in index]
+    if missing:
+        print(f"run_suite measure: no bundle in {out / 'index.json'} for {', '.join(missing)} "
+              f"(run `bundle {out} --programs {','.join(missing)}` first)", file=sys.stderr)
+        return 2
+    triton_cache = Path(args.triton_cache) if args.triton_cache else _default_triton_cache()
+    os.environ["TRITON_CACHE_DIR"] = str(triton_cache)  # shared: compiled kernels only, no autotune decision
     probe = _probe(out / "probe.json")
     print(f"probe: copy {probe['copy_bytes_per_s'] / 1e12:.2f} TB/s, matmul {probe['matmul_flops_per_s'] / 1e12:.0f} TFLOP/s")
     (out / "rows").mkdir(exist_ok=True)
-    wanted = args.programs.split(",") if args.programs else list(index)
     if args.archive:
         archive(out, Path(args.archive))
     if args.prewarm:
         _prewarm(out, index, [n for n in wanted if not (out / "rows" / f"{n}.jsonl").exists()], args.prewarm)
+    alone = _visible_gpus()[:1]  # the baselines: this one GPU, one child at a time ([]: the CPU)
     for name in wanted:
-        t0 = time.monotonic()
-        rows = run_bundle(out / index[name]["bundle"], out / "rows" / f"{name}.jsonl")
-        wall = time.monotonic() - t0
-        index[name]["phase2_wall_s"] = index[name].get("phase2_wall_s", 0.0) + wall
+        bundle = out / index[name]["bundle"]
+        ids = [c["id"] for c in load_manifest(bundle)]
+        baselines = [i for i in ids if i in BASELINE_IDS]
+        rows_path, second_path = out / "rows" / f"{name}.jsonl", out / "rows" / f"{name}.baselines2.jsonl"
+        inductor = tempfile.mkdtemp(prefix=f"axon_eg_inductor_{name}_")  # fresh: max-autotune benchmarks again
+        previous = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
+        os.environ["TORCHINDUCTOR_CACHE_DIR"] = inductor  # the children get the parent's current environment
+        try:
+            t0 = time.monotonic()
+            rows = run_bundle(bundle, rows_path, ids=[i for i in ids if i not in BASELINE_IDS])
+            rows += run_bundle(bundle, rows_path, gpus=alone, ids=baselines)
+            wall = time.monotonic() - t0
+            t1 = time.monotonic()
+            second = run_bundle(bundle, second_path, gpus=alone, ids=baselines)
+            wall2 = time.monotonic() - t1
+        finally:
+            if previous is None:
+                os.environ.pop("TORCHINDUCTOR_CACHE_DIR", None)
+            else:
+                os.environ["TORCHINDUCTOR_CACHE_DIR"] = previous
+            shutil.rmtree(inductor, ignore_errors=True)
+        info = index[name]
+        info["phase2_wall_s"] = info.get("phase2_wall_s", 0.0) + wall
+        info["baselines2_wall_s"] = info.get("baselines2_wall_s", 0.0) + wall2
+        if any(r["id"] == "torch_compile" for r in rows):
+            info["compile"] = "alone, fresh TORCHINDUCTOR_CACHE_DIR"
         (out / "index.json").write_text(json.dumps(index, indent=1))
-        statuses = {}
-        for r in rows:
-            statuses[r["status"]] = statuses.get(r["status"], 0) + 1
-        print(f"{name:18s} phase 2 {wall:6.1f} s  {statuses}", flush=True)
+        print(f"{name:18s} phase 2 {wall:6.1f} s  {_statuses(rows)}; baselines again {wall2:6.1f} s  "
+              f"{_statuses(second)}", flush=True)
         if args.archive:
             archive(out, Path(args.archive))
     return 0
@@ -206,17 +297,257 @@ def floor_seconds(program, probe: dict) -> tuple[float, str]:
     return max(mem, mm), ("memory" if mem >= mm else "matmul")
 
 
-def cmd_report(args: argparse.Namespace) -> int:
+def read_medians(path: Path) -> dict[str, float]:
+    """id -> median_us of the ``ok`` rows with a median in a rows file (JSON lines; the last row of an id
+    wins; a missing file or a line that is not JSON gives nothing)."""
+    out: dict[str, float] = {}
+    if not Path(path).exists():
+        return out
+    for line in Path(path).read_text().splitlines():
+        try:
+            r = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(r, dict) and r.get("status") == "ok" and r.get("median_us"):
+            out[r["id"]] = float(r["median_us"])
+    return out
+
+
+def rel_diff(a: float | None, b: float | None) -> float | None:
+    """(b - a) / a, None unless both are positive numbers."""
+    return (b - a) / a if a and b else None
+
+
+def _pct(d: float) -> str:
+    return f"{100 * d:+.1f}%"
+
+
+def drift(first: dict[str, float | None], second: dict[str, float | None], tol: float = TOLERANCE) -> str | None:
+    """The baselines whose two timings differ by more than ``tol`` ("compile +7.3%"), None where none does."""
+    out = []
+    for key in ("eager", "compile"):
+        d = rel_diff(first.get(key), second.get(key))
+        if d is not None and abs(d) > tol:
+            out.append(f"{key} {_pct(d)}")
+    return ", ".join(out) or None
+
+
+def _ratio(a: float | None, b: float | None) -> float | None:
+    return a / b if a and b else None
+
+
+def program_row(name: str, kind: str, table: list[dict], floor_us: float, bound: str, info: dict,
+                second: dict[str, float] | None = None, history: list[float] | None = None) -> dict:
+    """One program's row of the report from its kernel table (dicts with ``id``, ``kind``, ``status``,
+    ``median_us``, ``verdict`` and optionally ``lowering``: ``Result.table`` as dicts), its floor, its
+    ``index.json`` entry, the second timings of its baselines (id -> median_us) and the torch.compile medians
+    of other compiles."""
+    second, history = second or {}, history or []
+    by_id = {r["id"]: r for r in reversed(table)}  # the first row of an id wins
+    eager = (by_id.get("torch_eager") or {}).get("median_us")
+    comp = (by_id.get("torch_compile") or {}).get("median_us")
+    eager2, comp2 = second.get("torch_eager"), second.get("torch_compile")
+    best = next(r for r in table if r.get("verdict") == "selected")
+    ours = best.get("median_us")
+    cands = sorted((r for r in table if r.get("kind") == "candidate" and r.get("status") == "ok"
+                    and r.get("median_us") is not None), key=lambda r: r["median_us"])
+    cand = cands[0] if cands else {}
+    mine = cand.get("median_us")
+    comp_best = min([v for v in (comp, comp2, *history) if v], default=None)
+    return {
+        "program": name, "kind": kind, "bound": bound, "floor_us": floor_us,
+        "eager_us": eager, "eager2_us": eager2, "compile_us": comp, "compile2_us": comp2,
+        "baseline_drift": drift({"eager": eager, "compile": comp}, {"eager": eager2, "compile": comp2}),
+        "axon_eg_us": ours, "selected": best["id"], "lowering": best.get("lowering"),
+        "vs_eager": _ratio(eager, ours), "vs_compile": _ratio(comp, ours), "roofline": _ratio(floor_us, ours),
+        "best_candidate": cand.get("id"), "candidate_us": mine,
+        "cand_vs_eager": _ratio(eager, mine), "cand_vs_compile": _ratio(comp, mine),
+        "cand_roofline": _ratio(floor_us, mine),
+        "compile_best_us": comp_best, "vs_compile_best": _ratio(comp_best, ours),
+        "compiles": 1 + len(history), "compile": info.get("compile"),
+        "ok": sum(1 for r in table if r.get("status") == "ok" and r.get("kind") == "candidate"),
+        "candidates": sum(1 for r in table if r.get("kind") == "candidate"),
+        "phase1_s": info.get("phase1_s"), "phase2_s": info.get("phase2_wall_s"),
+        "baselines2_s": info.get("baselines2_wall_s"),
+    }
+
+
+REPRO_FIELDS = ("axon_eg_us", "candidate_us", "eager_us", "compile_us")
+"""The latencies a second run must reproduce (with the selected kernel's id)."""
+
+
+def compare_runs(rows: list[dict], other: list[dict], tol: float = TOLERANCE) -> dict[str, list[str]]:
+    """program -> how its row of ``other`` (a second run) differs from its row of ``rows``: another selected
+    kernel, or one of :data:`REPRO_FIELDS` more than ``tol`` apart (relative to ``rows``), or missing on one
+    side; an empty list: reproduced."""
+    theirs = {r["program"]: r for r in other}
+    out: dict[str, list[str]] = {}
+    for r in rows:
+        o = theirs.get(r["program"])
+        if o is None:
+            out[r["program"]] = ["not in the second run"]
+            continue
+        diffs = []
+        if r.get("selected") != o.get("selected"):
+            diffs.append(f"selected {r.get('selected')} / {o.get('selected')}")
+        for f in REPRO_FIELDS:
+            a, b = r.get(f), o.get(f)
+            if a is None and b is None:
+                continue
+            d = rel_diff(a, b)
+            if d is None:
+                diffs.append(f"{f} {a} / {b}")
+            elif abs(d) > tol:
+                diffs.append(f"{f} {a:.4g} / {b:.4g} us ({_pct(d)})")
+        out[r["program"]] = diffs
+    return out
+
+
+def write_refusal(against: bool, repro: dict[str, list[str]] | None, unreproduced_ok: bool) -> str | None:
+    """Why ``--write`` must not write (one line), or None: it writes when ``--against`` was given and every row
+    reproduced, or with ``--unreproduced-ok``."""
+    if unreproduced_ok:
+        return None
+    if not against or repro is None:
+        return ("run_suite report: refusing --write: no second run to reproduce against; pass --against DIR2 "
+                "(a second complete measure of the same bundles) or --unreproduced-ok")
+    bad = [p for p, d in repro.items() if d]
+    if bad:
+        return (f"run_suite report: refusing --write: {len(bad)} of {len(repro)} rows did not reproduce within "
+                f"{100 * TOLERANCE:.0f}% ({', '.join(bad)}); see the reproduced column, or pass --unreproduced-ok")
+    return None
+
+
+def geomean(values) -> float | None:
+    vals = [v for v in values if v]
+    return math.exp(sum(math.log(v) for v in vals) / len(vals)) if vals else None
+
+
+def _x(v: float | None) -> str:
+    return "n/a" if v is None else f"{v:.2f}x"
+
+
+def summary_lines(rows: list[dict], history: bool = False, repro: dict[str, list[str]] | None = None,
+                  against: str | None = None) -> list[str]:
+    """The Markdown bullets under the title: geomeans of the selection and of the best candidate alone (all
+    programs, matmul-bound ones), the bandwidth target, the baselines timed twice, the reproduction."""
+    timed = [r for r in rows if r.get("axon_eg_us")]
+
+    def geo(col: str, subset: list[dict] | None = None) -> float | None:
+        return geomean(r.get(col) for r in (timed if subset is None else subset))
+
+    matmul = [r for r in timed if r.get("bound") == "matmul"]
+    memory = [r for r in timed if r.get("bound") == "memory"]
+    low = [f"{r['program']} ({r['cand_vs_compile']:.2f}x)" for r in timed
+           if r.get("cand_vs_compile") is not None and r["cand_vs_compile"] < 0.97]
+    drifted = [f"{r['program']} ({r['baseline_drift']})" for r in rows if r.get("baseline_drift")]
+    twice = sum(1 for r in rows if r.get("eager2_us") or r.get("compile2_us"))
+    lines = [
+        f"- geomean speedup of the selection: {_x(geo('vs_eager'))} over eager, {_x(geo('vs_compile'))} over "
+        f"torch.compile ({len(timed)} programs; a baseline is selected where no candidate beats it)",
+        f"- geomean of axon_eg's best candidate alone: {_x(geo('cand_vs_eager'))} over eager, "
+        f"{_x(geo('cand_vs_compile'))} over torch.compile; below 0.97x of torch.compile: {', '.join(low) or 'none'}",
+        f"- matmul-bound programs ({len(matmul)}): selection {_x(geo('vs_eager', matmul))} over eager, "
+        f"{_x(geo('vs_compile', matmul))} over torch.compile; best candidate alone {_x(geo('cand_vs_eager', matmul))} "
+        f"over eager, {_x(geo('cand_vs_compile', matmul))} over torch.compile",
+        f"- memory-bound programs at >= 85% of the copy bandwidth: "
+        f"{sum(1 for r in memory if (r.get('roofline') or 0) >= 0.85)} of {len(memory)} (selection), "
+        f"{sum(1 for r in memory if (r.get('cand_roofline') or 0) >= 0.85)} of {len(memory)} (best candidate)",
+        f"- baselines timed twice in this run ({twice} programs; `eager2_us`, `compile2_us`): two timings more than "
+        f"{100 * TOLERANCE:.0f}% apart: {', '.join(drifted) or 'none'}",
+    ]
+    if history:
+        lo = min(r.get("compiles", 1) for r in timed) if timed else 0
+        hi = max(r.get("compiles", 1) for r in timed) if timed else 0
+        below = [f"{r['program']} ({r['vs_compile_best']:.2f}x)" for r in timed
+                 if r.get("vs_compile_best") is not None and r["vs_compile_best"] < 0.97]
+        lines.append(f"- against the fastest torch.compile seen in {lo}-{hi} separate compiles of each program "
+                     f"(`compile_best_us`; max-autotune picks differ between compiles): {_x(geo('vs_compile_best'))} "
+                     f"(selection); programs where the selection is below 0.97x of it: {', '.join(below) or 'none'}")
+    if repro is None:
+        lines.append("- reproduction: not checked against a second run")
+    else:
+        bad = {p: d for p, d in repro.items() if d}
+        head = (f"- reproduction against a second complete measure run{f' ({against})' if against else ''}: "
+                f"{len(repro) - len(bad)} of {len(repro)} rows within {100 * TOLERANCE:.0f}% (selection, "
+                + ", ".join(REPRO_FIELDS) + ")")
+        lines.append(head + ("" if not bad else "; did not reproduce (this run / second run):"))
+        lines += [f"  - {p}: {'; '.join(d)}" for p, d in bad.items()]
+    return lines
+
+
+TABLE_COLUMNS = ["program", "bound", "floor_us", "eager_us", "eager2_us", "compile_us", "compile2_us",
+                 "baseline_drift", "selected", "axon_eg_us", "vs_eager", "vs_compile", "roofline",
+                 "best_candidate", "candidate_us", "cand_vs_eager", "cand_vs_compile", "ok", "candidates",
+                 "phase1_s", "phase2_s"]
+
+
+def render(rows: list[dict], probe: dict, k: int | None, date: str, *, history: bool = False,
+           repro: dict[str, list[str]] | None = None, against: str | None = None, notes: str | None = None) -> str:
+    """The report's Markdown (suite.md, BENCHMARKS.md) from the programs' rows (:func:`program_row`)."""
     import polars as pl
 
-    from axon_eg.pipeline import PipelineError, markdown, saturate_and_extract
+    from axon_eg.result import markdown
 
-    out = Path(args.dir)
+    columns = list(TABLE_COLUMNS)
+    if history:
+        columns[columns.index("roofline"):columns.index("roofline")] = ["compile_best_us", "vs_compile_best"]
+    if repro is not None:
+        columns.append("reproduced")
+        rows = [{**r, "reproduced": "yes" if not repro.get(r["program"]) else "no: " + "; ".join(repro[r["program"]])}
+                for r in rows]
+    full = [{c: r.get(c) for c in columns} for r in rows]
+    table = markdown(pl.DataFrame(full, schema=_schema(full, columns), orient="row")) if full else "(no rows)"
+    alone = sum(1 for r in rows if r.get("compile"))
+    compile_note = ("Every program's torch.compile baseline" if alone == len(rows) else
+                    f"The torch.compile baseline of {alone} of {len(rows)} programs") + (
+        " was compiled and autotuned alone on an idle GPU with a fresh, empty `TORCHINDUCTOR_CACHE_DIR` (only the "
+        "Triton binary cache shared)" + ("." if alone == len(rows) else "; how the others were compiled is "
+                                         "stated below."))
+    return "\n".join([
+        f"# axon_eg suite benchmark ({date})", "",
+        f"GPU: {probe['gpu']}; torch {probe['torch']}, Triton {probe['triton']}, Python {probe['python']}. "
+        f"Measured copy bandwidth {probe['copy_bytes_per_s'] / 1e12:.2f} TB/s (read + write), matmul "
+        f"{probe['matmul_flops_per_s'] / 1e12:.0f} TFLOP/s (bf16 8192^3).", "",
+        f"Reproduce: `python benchmarks/run_suite.py bundle runs/suite -k {k}` (phase 1, CPU), "
+        "`python benchmarks/run_suite.py measure runs/suite` and again `... measure runs/suite2` on a copy of the "
+        "bundles (GPU; `--prewarm JOBS` fills the Triton binary cache in parallel first; every torch.compile "
+        "baseline is still autotuned alone), `python benchmarks/run_suite.py report runs/suite --against "
+        "runs/suite2 --write BENCHMARKS.md`.", "",
+        "Latencies are medians in microseconds of >= 30 runs, each after a 256 MB L2 flush (CUDA events); "
+        "`roofline` is floor / axon_eg (1.0 = at the floor); `ok` counts candidates that passed the correctness "
+        "gate; phase 1 = saturate + extract + emit (CPU), phase 2 = compile + check + time of every kernel "
+        "including the baselines (GPU wall time). `selected` / `axon_eg_us` is the fastest correct kernel "
+        "including the baselines; `best_candidate` / `candidate_us` / `cand_vs_*` are axon_eg's fastest correct "
+        "candidate alone. Each baseline is timed twice in one run (`eager_us` / `eager2_us`, `compile_us` / "
+        "`compile2_us`, in new processes; `baseline_drift` where they differ by more than 5%). " + compile_note, "",
+        *summary_lines(rows, history, repro, against), "", *([notes.strip(), ""] if notes else []), table, ""])
+
+
+def _schema(rows: list[dict], columns: list[str]) -> dict:
+    import polars as pl
+
+    def kind(c: str):
+        vals = [r[c] for r in rows if r.get(c) is not None]
+        if vals and all(isinstance(v, int) and not isinstance(v, bool) for v in vals):
+            return pl.Int64
+        if vals and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in vals):
+            return pl.Float64
+        return pl.Utf8 if vals else pl.Float64
+
+    return {c: kind(c) for c in columns}
+
+
+def collect_rows(out: Path, programs: str | None, history: dict[str, list[float]] | None = None) -> list[dict]:
+    """Every measured program's row of the run in ``out`` (the rows imported through ``saturate_and_extract``
+    into ``out/cache``)."""
+    from axon_eg.pipeline import PipelineError, saturate_and_extract
+
     index = json.loads((out / "index.json").read_text())
     probe = json.loads((out / "probe.json").read_text())
-    history = _compile_history(args.compile_history or [])
+    history = history or {}
     rows = []
-    for entry in _suite(args.programs):
+    for entry in _suite(programs):
         if entry.name not in index or not (out / "rows" / f"{entry.name}.jsonl").exists():
             continue
         program = entry.bound(small=False)
@@ -229,73 +560,37 @@ def cmd_report(args: argparse.Namespace) -> int:
             rows.append({"program": entry.name, "kind": entry.kind, "selected": "none passed the correctness gate",
                          "phase1_s": info["phase1_s"], "phase2_s": info.get("phase2_wall_s")})
             continue
-        t = result.table
-        get = lambda i: t.filter(pl.col("id") == i)["median_us"].first()  # noqa: E731
-        eager, comp = get("torch_eager"), get("torch_compile")
-        best = t.filter(pl.col("verdict") == "selected").row(0, named=True)
         floor, bound = floor_seconds(program.expand(), probe)
-        ours = best["median_us"]
-        cands = t.filter((pl.col("kind") == "candidate") & (pl.col("status") == "ok")).sort("median_us", nulls_last=True)
-        cand = cands.row(0, named=True) if cands.height else {}
-        mine = cand.get("median_us")
-        comp_best = min([v for v in (comp, *history.get(entry.name, [])) if v], default=None)
-        rows.append({
-            "program": entry.name, "kind": entry.kind, "bound": bound, "floor_us": floor * 1e6, "eager_us": eager,
-            "compile_us": comp, "axon_eg_us": ours, "selected": best["id"], "lowering": best.get("lowering"),
-            "vs_eager": eager / ours if eager and ours else None, "vs_compile": comp / ours if comp and ours else None,
-            "roofline": floor * 1e6 / ours if ours else None,
-            "best_candidate": cand.get("id"), "candidate_us": mine,
-            "cand_vs_compile": comp / mine if comp and mine else None,
-            "cand_roofline": floor * 1e6 / mine if mine else None,
-            "compile_best_us": comp_best, "vs_compile_best": comp_best / ours if comp_best and ours else None,
-            "compiles": 1 + len(history.get(entry.name, [])),
-            "ok": int(t.filter((pl.col("status") == "ok") & (pl.col("kind") == "candidate")).height),
-            "candidates": int(t.filter(pl.col("kind") == "candidate").height),
-            "phase1_s": info["phase1_s"], "phase2_s": info.get("phase2_wall_s", result.phase2_s),
-        })
-    df = pl.DataFrame(rows, infer_schema_length=None)
-    df.write_parquet(out / "suite.parquet")
-    geo = lambda col: math.exp(sum(math.log(v) for v in df[col].drop_nulls()) / max(1, df[col].drop_nulls().len()))  # noqa: E731
-    table = markdown(df.select(["program", "bound", "floor_us", "eager_us", "compile_us", "axon_eg_us", "vs_eager",
-                                "vs_compile", *(["compile_best_us", "vs_compile_best"] if history else []),
-                                "roofline", "selected", "candidate_us", "cand_vs_compile", "ok",
-                                "candidates", "phase1_s", "phase2_s"]))
-    memory = df.filter(pl.col("bound") == "memory")
-    conservative = [] if not history else [
-        f"- against the fastest torch.compile seen in {df['compiles'].min()}-{df['compiles'].max()} separate compiles "
-        f"of each program (`compile_best_us`; max-autotune picks differ between compiles): {geo('vs_compile_best'):.2f}x "
-        "(selection); programs where the selection is below 0.97x of it: "
-        + (", ".join(f"{r['program']} ({r['vs_compile_best']:.2f}x)" for r in df.iter_rows(named=True)
-                     if r["vs_compile_best"] is not None and r["vs_compile_best"] < 0.97) or "none")]
-    summary = "\n".join([
-        f"- geomean speedup of the selection: {geo('vs_eager'):.2f}x over eager, {geo('vs_compile'):.2f}x over "
-        f"torch.compile ({df.height} programs; a baseline is selected where no candidate beats it)",
-        f"- geomean of axon_eg's best candidate alone over torch.compile: {geo('cand_vs_compile'):.2f}x; "
-        "below 0.97x: "
-        + ", ".join(f"{r['program']} ({r['cand_vs_compile']:.2f}x)" for r in df.iter_rows(named=True)
-                    if r["cand_vs_compile"] is not None and r["cand_vs_compile"] < 0.97),
-        f"- memory-bound programs at >= 85% of the copy bandwidth: "
-        f"{memory.filter(pl.col('roofline') >= 0.85).height} of {memory.height} (selection), "
-        f"{memory.filter(pl.col('cand_roofline') >= 0.85).height} of {memory.height} (best candidate)", *conservative])
-    text = "\n".join([
-        f"# axon_eg suite benchmark ({_last_measured(out) or probe['date']})", "",
-        f"GPU: {probe['gpu']}; torch {probe['torch']}, Triton {probe['triton']}, Python {probe['python']}. "
-        f"Measured copy bandwidth {probe['copy_bytes_per_s'] / 1e12:.2f} TB/s (read + write), matmul "
-        f"{probe['matmul_flops_per_s'] / 1e12:.0f} TFLOP/s (bf16 8192^3).", "",
-        f"Reproduce: `python benchmarks/run_suite.py bundle runs/suite -k {next(iter(index.values()))['k']}` "
-        "(phase 1, CPU), `python benchmarks/run_suite.py measure runs/suite` (GPU; `--prewarm JOBS` compiles the "
-        "torch.compile baselines in parallel first), `python benchmarks/run_suite.py report runs/suite --write "
-        "BENCHMARKS.md`.", "",
-        "Latencies are medians in microseconds of >= 30 runs, each after a 256 MB L2 flush (CUDA events); "
-        "`roofline` is floor / axon_eg (1.0 = at the floor); `ok` counts candidates that passed the correctness "
-        "gate; phase 1 = saturate + extract + emit (CPU), phase 2 = compile + check + time of every kernel "
-        "including the baselines (GPU wall time). `selected` is the fastest correct kernel including the baselines; "
-        "`candidate_us` / `cand_vs_compile` are axon_eg's fastest correct candidate alone. How the torch.compile "
-        "baselines were compiled is stated below where it was not one compile per program on an idle GPU.", "",
-        summary, "", *([Path(args.notes).read_text().strip(), ""] if args.notes else []), table, ""])
+        info = {**info, "phase2_wall_s": info.get("phase2_wall_s", result.phase2_s)}
+        rows.append(program_row(entry.name, entry.kind, result.table.to_dicts(), floor * 1e6, bound, info,
+                                read_medians(out / "rows" / f"{entry.name}.baselines2.jsonl"),
+                                history.get(entry.name, [])))
+    return rows
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    import polars as pl
+
+    out = Path(args.dir)
+    index = json.loads((out / "index.json").read_text())
+    probe = json.loads((out / "probe.json").read_text())
+    history = _compile_history(args.compile_history or [])
+    rows = collect_rows(out, args.programs, history)
+    repro = None
+    if args.against:
+        repro = compare_runs(rows, collect_rows(Path(args.against), args.programs))
+    if rows:
+        pl.DataFrame(rows, infer_schema_length=None).write_parquet(out / "suite.parquet")
+    text = render(rows, probe, next(iter(index.values()), {}).get("k"), _last_measured(out) or probe["date"],
+                  history=bool(history), repro=repro, against=Path(args.against).name if args.against else None,
+                  notes=Path(args.notes).read_text() if args.notes else None)
     (out / "suite.md").write_text(text)
     print(text)
     if args.write:
+        refusal = write_refusal(bool(args.against), repro, args.unreproduced_ok)
+        if refusal:
+            print(refusal, file=sys.stderr)
+            return 1
         Path(args.write).write_text(text)
     return 0
 
@@ -338,14 +633,23 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("dir")
     p.add_argument("--programs")
     p.add_argument("--prewarm", type=int, default=0, metavar="JOBS",
-                   help="compile the torch.compile baselines JOBS at a time before measuring")
+                   help="first compile the torch.compile baselines JOBS at a time, in a throw-away Inductor cache: "
+                   "fills the shared Triton binary cache only; every baseline is still autotuned alone")
+    p.add_argument("--triton-cache", metavar="DIR",
+                   help="Triton binary cache shared by the prewarm and every compile (default: $TRITON_CACHE_DIR, "
+                   "else axon_eg_suite_triton in the temporary directory); Inductor's caches are fresh per program")
     p.add_argument("--archive", metavar="FILE.tgz",
                    help="after every program, pack rows/, index.json and probe.json into FILE.tgz (unpack into DIR)")
     p.set_defaults(func=cmd_measure)
     p = sub.add_parser("report")
     p.add_argument("dir")
     p.add_argument("--programs")
-    p.add_argument("--write")
+    p.add_argument("--write", metavar="BENCHMARKS.md",
+                   help="write the Markdown there; only with --against and every row reproduced, or --unreproduced-ok")
+    p.add_argument("--against", metavar="DIR2",
+                   help="a second complete measure run of the same bundles: every row must reproduce within 5%%")
+    p.add_argument("--unreproduced-ok", action="store_true",
+                   help="--write even without --against or with rows that did not reproduce (the Markdown lists them)")
     p.add_argument("--compile-history", action="append", metavar="GLOB",
                    help="rows files (JSON lines) of other runs: their torch_compile times give compile_best_us")
     p.add_argument("--notes", help="a Markdown file printed after the summary (what is special about this run)")

@@ -66,13 +66,14 @@ def row_toolchain(rows: list[dict[str, Any]], tools: dict[str, Any], device: str
     return tools
 
 
-def bundle_key(program: Program, hw: HardwareSpec, target: str, k: int) -> str:
-    """What phase 1 depends on: the program (its hash covers shapes and dtypes), the hardware file, k."""
+def bundle_key(program: Program, hw: HardwareSpec, target: str, k: int, precision: str = "ieee") -> str:
+    """What phase 1 depends on: the program (its hash covers shapes and dtypes), the hardware file, k,
+    the fp32 matmul precision policy."""
     import axon_eg
 
     return _sha({"program": program.hash, "inputs": input_specs(program), "hw": hw.name,
                  "hw_file": hashlib.sha256(Path(hw.path).read_bytes()).hexdigest(), "target": target, "k": k,
-                 "axon_eg": axon_eg.__version__, "rules": _rules_digest()})[:24]
+                 "precision": precision, "axon_eg": axon_eg.__version__, "rules": _rules_digest()})[:24]
 
 
 def cache_key(bkey: str, tools: dict[str, Any]) -> str:

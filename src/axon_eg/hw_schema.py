@@ -63,7 +63,11 @@ _GPU: dict[str, Field] = {
     "compute.peak.bf16": _q("flops"),  # dense, tensor cores / XMX
     "compute.peak.fp16": _q("flops"),
     "compute.peak.fp32": _q("flops"),  # non-tensor
-    "compute.measured_peak.bf16": _q("flops", required=False),
+    "compute.peak.tf32": _q("flops", required=False),  # dense TF32 tensor cores
+    "compute.measured_peak.bf16": _q("flops", required=False),  # the vendor library's 16-bit GEMM
+    "compute.measured_peak.fp32": _q("flops", required=False),  # the vendor library's fp32 GEMM (ieee)
+    "compute.measured_peak.tf32": _q("flops", required=False),  # the vendor library's fp32 GEMM on TF32
+    "compute.measured_peak.fp32_dot": _q("flops", required=False),  # Triton tl.dot, fp32 ieee (CUDA cores)
     "compute.max_warps_per_sm": _q("count", required=False),  # resident warps (Little's law in the cost model)
     "compute.max_blocks_per_sm": _q("count", required=False),
     "knobs.num_warps": Field("list[int]"),

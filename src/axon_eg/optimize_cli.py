@@ -71,6 +71,9 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--bundle-only", action="store_true", help="phase 1 only: write the bundle for a remote worker")
     p.add_argument("--rows", default=None, help="measurement rows (JSON lines) made by a remote worker on the bundle")
     p.add_argument("--force", action="store_true", help="measure again even on a cache hit")
+    p.add_argument("--precision", choices=("ieee", "tf32"), default=None,
+                   help="fp32 matmul precision: ieee (exact fp32) or tf32 (TF32 tensor cores); default: torch's "
+                        "torch.backends.cuda.matmul.allow_tf32 (off: ieee)")
     p.add_argument("--plot", action="store_true", help="also save predicted-vs-measured and latency plots")
     p.add_argument("--require-candidate", action="store_true", help=f"exit with status {EXIT_BASELINE} when the best "
                    "kernel is a baseline (torch eager or torch.compile): no candidate was correct, or none faster")
@@ -107,13 +110,14 @@ def cmd_optimize(args: argparse.Namespace) -> int:
     out = validate.output_dir(args.out or Path("axon_eg_out") / program.name, "--out")
     with _progress(console, t0) as (progress, finish):
         if args.bundle_only:
-            bundle = write_bundle_only(program, _target(args.hw), args.hw, args.k, cache_dir=args.cache, progress=progress)
+            bundle = write_bundle_only(program, _target(args.hw), args.hw, args.k, cache_dir=args.cache, progress=progress,
+                                       precision=args.precision)
             finish(("saturate", "extract", "emit"), "")
         else:
             try:
                 result = saturate_and_extract(program, _target(args.hw), args.hw, args.k, args.budget,
                                               cache_dir=args.cache, device=device, ray_address=args.ray, rows=args.rows,
-                                              force=args.force, progress=progress)
+                                              force=args.force, progress=progress, precision=args.precision)
             except PipelineError as exc:
                 table = _measured_table(exc)
                 if table is None:

@@ -93,7 +93,7 @@ def saturate_and_extract(prog: Any, target: str = "triton", hw: str | HardwareSp
                          budget_s: float | None = None, *, cache_dir: str | Path | None = None,
                          device: str | None = None, ray_address: str | None = None, rows: str | Path | None = None,
                          saturation_s: float = 2.0, progress: Progress | None = None,
-                         force: bool = False) -> Result:
+                         force: bool = False, precision: str | None = None) -> Result:
     """Optimize ``prog`` for ``target`` on ``hw``; see the module docstring.
 
     ``budget_s`` bounds the whole call: saturation gets at most a fifth of it, and candidates are
@@ -101,8 +101,12 @@ def saturate_and_extract(prog: Any, target: str = "triton", hw: str | HardwareSp
     ``rows``: a JSON-lines file of measurements made elsewhere on this run's bundle (the remote
     GPU flow: ``write_bundle_only`` here, ``python -m axon_eg.measure BUNDLE --out ROWS`` there).
     ``force`` skips the cache lookup and measures every candidate again; the new rows supersede the old
-    (see the module docstring for what a cache hit needs and what a rerun measures)."""
+    (see the module docstring for what a cache hit needs and what a rerun measures). ``precision`` is the
+    fp32 matmul policy: ``"ieee"``, ``"tf32"``, or None to follow torch's
+    ``torch.backends.cuda.matmul.allow_tf32`` (off by default); it is part of the cache key and stated in
+    every kernel header."""
     validate.pipeline_arguments(prog, target, hw, k, budget_s, cache_dir=cache_dir, rows=rows, saturation_s=saturation_s)
+    precision = validate.precision(precision)
     backend = _backend(target)
     program = _as_program(prog)
     spec = load(hw) if not isinstance(hw, HardwareSpec) else hw
@@ -110,7 +114,7 @@ def saturate_and_extract(prog: Any, target: str = "triton", hw: str | HardwareSp
     report = progress or (lambda *a: None)
     device = backend.device(spec, device)
     t0 = time.monotonic()
-    bkey = bundle_key(program, spec, target, k)
+    bkey = bundle_key(program, spec, target, k, precision)
     bdir = tables.cache_dir(cache_dir) / "bundles" / bkey
     imported = read_rows(rows) if rows is not None else None
     tools = toolchain(device) if imported is None else row_toolchain(imported, toolchain(device), device)
@@ -142,7 +146,7 @@ def saturate_and_extract(prog: Any, target: str = "triton", hw: str | HardwareSp
         report("saturate", 0, 1, program.name)
         nugraph = graph()
         report("saturate", 1, 1, f"{nugraph.enode_count()} e-nodes")
-        kernels, cand_rows = _phase1(program, nugraph, spec, backend, k, key, bdir, device, report)
+        kernels, cand_rows = _phase1(program, nugraph, spec, backend, k, key, bdir, device, report, precision)
         phase1 = time.monotonic() - t0
         t1 = time.monotonic()
         built = [kern for kern in kernels if kern.source]
@@ -175,18 +179,20 @@ def saturate_and_extract(prog: Any, target: str = "triton", hw: str | HardwareSp
 
 def write_bundle_only(prog: Any, target: str = "triton", hw: str | HardwareSpec = "h200", k: int = 8, *,
                       cache_dir: str | Path | None = None, device: str = "cuda", saturation_s: float = 2.0,
-                      progress: Progress | None = None) -> Path:
-    """Phase 1 only: write the bundle for a remote worker and return its directory."""
+                      progress: Progress | None = None, precision: str | None = None) -> Path:
+    """Phase 1 only: write the bundle for a remote worker and return its directory (``precision`` as in
+    :func:`saturate_and_extract`)."""
     validate.pipeline_arguments(prog, target, hw, k, cache_dir=cache_dir, saturation_s=saturation_s)
+    precision = validate.precision(precision)
     backend = _backend(target)
     program = _as_program(prog)
     spec = load(hw) if not isinstance(hw, HardwareSpec) else hw
     _fits(backend, spec)
     tables.ensure_writable(cache_dir)
     g = _saturated(program, saturation_s)
-    bkey = bundle_key(program, spec, target, k)
+    bkey = bundle_key(program, spec, target, k, precision)
     bdir = tables.cache_dir(cache_dir) / "bundles" / bkey
-    _phase1(program, g, spec, backend, k, "", bdir, device, progress or (lambda *a: None))
+    _phase1(program, g, spec, backend, k, "", bdir, device, progress or (lambda *a: None), precision)
     return bdir
 
 
@@ -201,13 +207,13 @@ def _saturated(program: Program, seconds: float) -> Any:
 
 
 def _phase1(program: Program, nugraph: Any, hw: HardwareSpec, backend: Backend, k: int, key: str, bdir: Path,
-            device: str, report: Progress) -> tuple[list[Kernel], list[dict[str, Any]]]:
+            device: str, report: Progress, precision: str = "ieee") -> tuple[list[Kernel], list[dict[str, Any]]]:
     """Enumerate, emit and bundle; returns the kernels and their ``candidates`` rows."""
     from axon_eg.extract.candidates import enumerate_candidates
 
     target = backend.name
     report("extract", 0, 1, "")
-    candidates, summary = enumerate_candidates(nugraph, hw, k, fallback=backend.fallback(hw))
+    candidates, summary = enumerate_candidates(nugraph, hw, k, fallback=backend.fallback(hw), precision=precision)
     report("extract", 1, 1, f"{len(candidates)} candidates")
     kernels = backend.baselines(program, device) if backend.torch_baselines else []
     now = _now()

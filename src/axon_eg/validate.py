@@ -238,6 +238,22 @@ def pipeline_arguments(prog: Any, target: str = "triton", hw: Any = "h200", k: A
     cache_directory(cache_dir, "cache_dir")
 
 
+def precision(value: Any, name: str = "precision") -> str:
+    """The fp32 matmul precision policy: ``ieee`` or ``tf32``; None follows torch's
+    ``torch.backends.cuda.matmul.allow_tf32`` (off by default, so ``ieee``)."""
+    from axon_eg.extract.isa import PRECISIONS
+
+    if value is None:
+        try:
+            import torch
+        except ImportError:  # phase 1 without torch: torch's default
+            return "ieee"
+        return "tf32" if torch.backends.cuda.matmul.allow_tf32 else "ieee"
+    if value not in PRECISIONS:
+        raise InvalidArgument(f"{name}={value!r}: the fp32 matmul precision is one of {', '.join(PRECISIONS)}")
+    return str(value)
+
+
 def optimize_arguments(args: argparse.Namespace) -> None:
     """The options of ``axon-eg optimize`` (an argparse Namespace), checked before anything is loaded:
     ``-k >= 1``, ``--budget > 0``, ``--hw`` (a path must be a readable file), ``--out`` (when given: a
@@ -261,8 +277,10 @@ def optimize_arguments(args: argparse.Namespace) -> None:
         output_dir(args.out, "--out")
     if hasattr(args, "cache"):
         cache_directory(args.cache, "--cache")
+    if getattr(args, "precision", None) is not None:
+        precision(args.precision, "--precision")
 
 
 __all__ = ["SIZES_FORMAT", "budget_type", "cache_directory", "directory", "hardware", "k_type", "optimize_arguments",
-           "output_dir", "parse_sizes", "pipeline_arguments", "positive_int", "positive_seconds", "program_dtypes",
+           "output_dir", "parse_sizes", "pipeline_arguments", "positive_int", "precision", "positive_seconds", "program_dtypes",
            "readable_file", "sizes_mapping", "writable_dir"]

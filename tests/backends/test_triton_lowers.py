@@ -15,7 +15,8 @@ from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 from axon_eg.backends.base import backend_for, backend_for_hw  # noqa: E402
-from axon_eg.backends.triton import attention, elementwise, emit, gemv_splitk, layout, matmul, reduction, scan  # noqa: E402
+from axon_eg.backends.triton import attention, blas, elementwise, emit, gemv_splitk, layout, matmul, reduction, scan  # noqa: E402
+from axon_eg.backends.triton.backend import TRITON  # noqa: E402
 from axon_eg.backends.triton.base import GroupKernel, NotLowerable  # noqa: E402
 from axon_eg.extract.candidates import enumerate_candidates, isa_choices  # noqa: E402
 from axon_eg.extract.fusion import plans  # noqa: E402
@@ -34,7 +35,7 @@ def _agree(plan, gi, tiling, isa, warp_size) -> None:
         lowered = emit.lower_group(plan, gi, tiling, "_g", warp_size, isa)
     except Exception:  # a crashing lowering: the enumerator records the probe's error either way
         return
-    assert emit.lowers(plan, gi, tiling, isa, warp_size) == isinstance(lowered, GroupKernel), (
+    assert emit.lowers(plan, gi, tiling, isa, warp_size) == isinstance(lowered, (GroupKernel, blas.Call)), (
         plan.name, gi, plan.groups[gi].kind, tiling and tiling.values, isa, lowered if isinstance(lowered, str) else "")
 
 
@@ -61,7 +62,7 @@ def test_lowers_agrees_on_the_suite(name):
     """Every plan, tiling and ISA choice of the suite programs (CI sizes) on the H200."""
     hw = HW["h200"]
     program = suite.get(name).bound(small=True)
-    for plan in plans(program):
+    for plan in [*plans(program), *(d for p in plans(program) for d in TRITON.derived_plans(p))]:
         isas = sorted({dict(c).get(gi) for c in isa_choices(plan, hw) for gi in range(len(plan.groups))} | {None},
                       key=str)
         for gi in range(len(plan.groups)):

@@ -51,13 +51,20 @@ class Backend(Protocol):
         ...
 
     # -- enumeration (called by ``extract/`` and ``egraph/`` through ``backend_for_hw``) -------------
-    def isa_options(self, plan: FusionPlan, gi: int, hw: HardwareSpec) -> list[str] | None:
-        """The instruction choices of group ``gi`` on ``hw`` (None: the group has no choice to make)."""
+    def isa_options(self, plan: FusionPlan, gi: int, hw: HardwareSpec, precision: str = "ieee") -> list[str] | None:
+        """The instruction choices of group ``gi`` on ``hw`` (None: the group has no choice to make).
+        ``precision`` is the fp32 matmul policy (``ieee``, or ``tf32`` where the user allows it)."""
+        ...
+
+    def derived_plans(self, plan: FusionPlan) -> list[FusionPlan]:
+        """Further fusion plans the target's instruction choices call for (Triton: matmul groups split
+        around a library GEMM); the enumerator ranks them with the registry's plans."""
         ...
 
     def cost(self, plan: FusionPlan, tilings: Sequence[Tiling | None], hw: HardwareSpec,
-             coefficients: dict[str, float] | None = None) -> CostReport:
-        """The cost model's prediction for a plan at its tilings."""
+             coefficients: dict[str, float] | None = None,
+             isa: tuple[tuple[int, str], ...] = ()) -> CostReport:
+        """The cost model's prediction for a plan at its tilings and instruction choices."""
         ...
 
     def group_cost(self, plan: FusionPlan, gi: int, t: Tiling, hw: HardwareSpec) -> float:

@@ -18,6 +18,7 @@ from axon_eg.ir import ops as O
 
 from .cost import CostReport, cost
 from .fusion import FusionPlan, plans
+from .isa import BLAS, base
 from .templates import LAUNCH_KNOBS, Tile, Tiling, knobs, recover, template_for, tile_of
 
 
@@ -29,11 +30,12 @@ class Candidate:
     isa: tuple[tuple[int, str], ...]  # (group, instruction choice)
     predicted_seconds: float
     report: CostReport = field(compare=False, repr=False)
+    precision: str = "ieee"  # the fp32 matmul policy it was built under (``extract.isa.PRECISIONS``)
 
     @property
     def key(self) -> tuple:
         return (self.variant.program.hash, tuple(g.nodes for g in self.plan.groups),
-                tuple(t.values for t in self.tilings), self.isa)
+                tuple(t.values for t in self.tilings), self.isa) + ((self.precision,) if self.precision != "ieee" else ())
 
 
 @dataclass
@@ -58,14 +60,14 @@ def error_line(exc: BaseException) -> str:
     return text + (f" ({'; '.join(notes)})" if notes else "")
 
 
-def isa_choices(plan: FusionPlan, hw: HardwareSpec) -> list[tuple[tuple[int, str], ...]]:
+def isa_choices(plan: FusionPlan, hw: HardwareSpec, precision: str = "ieee") -> list[tuple[tuple[int, str], ...]]:
     """Instruction choices per group: on Trainium a transpose runs on the Tensor engine
     (``nc_transpose``) or, where the chip has it, in the DMA (``dma_transpose``); on GPUs a matmul
-    with a single output column (a GEMV after the νGraph's rewrite) may skip ``tl.dot``."""
+    may be ``tl.dot`` (with TMA loads on Hopper), a GEMV on CUDA cores, or the vendor library."""
     backend = backend_for_hw(hw)  # each group's choices are the backend's (``Backend.isa_options``)
     options: list[list[tuple[int, str]]] = []
     for gi in range(len(plan.groups)):
-        opts = backend.isa_options(plan, gi, hw)
+        opts = backend.isa_options(plan, gi, hw, precision)
         if opts is not None:
             options.append([(gi, o) for o in opts])
     combos = [()]
@@ -83,13 +85,17 @@ tie-break (measured habits of the target) orders them."""
 
 
 def enumerate_candidates(nugraph: NuGraph, target: str | HardwareSpec, k: int = 8, *, variants: int = 8,
-                         tilings_per_group: int = 4,
-                         fallback: Fallback | None = None) -> tuple[list[Candidate], EnumerationSummary]:
+                         tilings_per_group: int = 4, fallback: Fallback | None = None,
+                         precision: str = "ieee") -> tuple[list[Candidate], EnumerationSummary]:
     """The k candidates to measure. ``fallback`` (from the backend) marks groups it would run as torch
     code; their predicted cost is charged as one fp32 kernel per op, so a plan the backend lowers
     whole outranks an equal-looking one it cannot. A probe that raises counts as such a group, and the
-    candidates concerned are listed with the error in ``summary.errors`` (the caller must not emit them)."""
+    candidates concerned are listed with the error in ``summary.errors`` (the caller must not emit them).
+    ``precision`` is the fp32 matmul policy (``ieee``, or ``tf32`` where the user allows it). The plans are
+    the registry's (``fusion.plans``) and the backend's derived ones (``Backend.derived_plans``: a matmul
+    group split around a library GEMM)."""
     hw = load(target) if not isinstance(target, HardwareSpec) else target
+    backend = backend_for_hw(hw)
     lowers: dict[tuple, bool] = {}
 
     failed: dict[tuple, str] = {}  # probe key -> the error of a probe that raised
@@ -119,7 +125,13 @@ def enumerate_candidates(nugraph: NuGraph, target: str | HardwareSpec, k: int = 
     found: dict[tuple, Candidate] = {}
     for variant in nugraph.extract(variants, modulo_commutativity=True):
         summary.variants += 1
-        for plan in plans(variant.program):
+        base_plans = plans(variant.program)
+        derived = [d for p in base_plans for d in backend.derived_plans(p)]
+        seen_plans: set[tuple] = set()
+        for plan in base_plans + derived:
+            if (shape := tuple(g.nodes for g in plan.groups)) in seen_plans:
+                continue
+            seen_plans.add(shape)
             summary.plans += 1
             per_group: list[list[Tiling]] = []
             for gi in range(len(plan.groups)):
@@ -137,11 +149,13 @@ def enumerate_candidates(nugraph: NuGraph, target: str | HardwareSpec, k: int = 
             costs = [group_cost(plan, gi, best[gi], hw) for gi in range(len(best))]
             worst = max(range(len(best)), key=lambda gi: costs[gi])
             for alt in per_group[worst]:
-                chosen = tuple(alt if gi == worst else best[gi] for gi in range(len(best)))
-                for isa in isa_choices(plan, hw):
-                    report = cost(plan, chosen, hw)
+                tiled = tuple(alt if gi == worst else best[gi] for gi in range(len(best)))
+                for isa in isa_choices(plan, hw, precision):
+                    # a library call has no tiling of ours: its group keeps the best, so alternatives collapse
+                    chosen = tuple(best[gi] if base(dict(isa).get(gi)) == BLAS else t for gi, t in enumerate(tiled))
+                    report = cost(plan, chosen, hw, isa=isa)
                     penalty, error = torch_penalty(plan, chosen, isa)
-                    c = Candidate(variant, plan, chosen, isa, report.seconds + penalty, report)
+                    c = Candidate(variant, plan, chosen, isa, report.seconds + penalty, report, precision)
                     summary.candidates += 1
                     found.setdefault(c.key, c)
                     if error is not None:
@@ -182,15 +196,15 @@ def _distinct_shapes(ranked: list[Tiling], n: int) -> list[Tiling]:
 
 
 def _diverse(ranked: list[Candidate], k: int) -> list[Candidate]:
-    """The k to measure: the best candidate of each distinct fusion structure (group kinds) and ISA
-    choice first, for up to half of the slots (the cost model cannot rank fusion reliably, so
-    measurement should see the alternatives), then the rest by predicted cost (other variants and
-    tilings of the best ones). Ordered by predicted cost."""
+    """The k to measure: first the best candidate of each distinct fusion plan and ISA choice, in rank
+    order (the cost model cannot rank fusion or a library against our kernels reliably, so measurement
+    should see every alternative before a second tiling of one of them), then the rest by predicted cost
+    (other variants and tilings of the best ones). Ordered by predicted cost."""
     picked: list[Candidate] = []
     seen: set[tuple] = set()
     for c in ranked:
-        shape = (c.plan.name, tuple(i for _, i in c.isa))
-        if shape not in seen and len(picked) < max(1, (k + 1) // 2):
+        shape = (tuple(g.nodes for g in c.plan.groups), c.isa)
+        if shape not in seen and len(picked) < k:
             seen.add(shape)
             picked.append(c)
     # then by predicted cost, first one per (plan, tilings, ISA): algebraic variants that differ only

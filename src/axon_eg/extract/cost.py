@@ -31,6 +31,7 @@ from axon_eg.ir import ops as O
 from axon_eg.semantics.isa.declarations import DMA, TENSOR, declaration
 
 from .fusion import LAYOUT, MATMUL, REDUCTION, FusionPlan, node_kind
+from .isa import BLAS, base, tf32
 from .latency import engine_seconds, model_cycles, model_seconds
 from .templates import GpuTile, MatmulTile, RowsTile, Tile, Tiling, TrnMatmulTile, group_dims, streams, tile_of
 
@@ -116,10 +117,20 @@ def group_traffic(plan: FusionPlan, gi: int, tiling: Tiling | None, l2_bytes: fl
 
 
 def gpu_group_cost(plan: FusionPlan, gi: int, t: Tiling | None, hw: HardwareSpec,
-                   coefficients: dict[str, float] | None = None) -> GroupCost:
+                   coefficients: dict[str, float] | None = None, isa: str | None = None) -> GroupCost:
+    """One group's roofline at its tiling and ISA choice. A library GEMM (``blas``) reads its operands
+    once and fills the machine (the library tiles and schedules it), at the library's measured rate; a
+    Triton ``tl.dot`` on fp32 operands runs at the measured ieee rate (CUDA cores) unless the choice
+    carries ``/tf32``."""
     c = {"bytes": 1.0, "flops": 1.0, "launch": 1.0, **(coefficients or {})}
     bw = hw.get("memory.hbm.measured_bandwidth") or hw.value("memory.hbm.bandwidth")
-    peak_mm = hw.get("compute.measured_peak.bf16") or hw.value("compute.peak.bf16")
+    peak_mm = _matmul_peak(plan, gi, hw, isa)
+    if base(isa) == BLAS:
+        reads = sum(_nbytes(plan, j) for j in plan.inputs_of(gi))
+        nbytes = reads + sum(_nbytes(plan, j) for j in plan.outputs_of(gi))
+        _, mm, other = group_traffic(plan, gi, None, math.inf)
+        roof = max(c["bytes"] * nbytes / bw, c["flops"] * (mm / peak_mm + other / hw.value("compute.peak.fp32")))
+        return GroupCost(gi, plan.groups[gi].kind, nbytes, mm + other, roof + c["launch"] * hw.value("costs.launch"))
     tile = tile_of(plan, gi, t, hw)
     nbytes, mm, other = group_traffic(plan, gi, t, hw.value("memory.l2.capacity"), int(hw.value("compute.units")), hw)
     nbytes += _extra_passes_bytes(plan, gi, tile, hw)
@@ -134,9 +145,26 @@ def gpu_group_cost(plan: FusionPlan, gi: int, t: Tiling | None, hw: HardwareSpec
     return GroupCost(gi, plan.groups[gi].kind, nbytes, mm + other, seconds)
 
 
+def _matmul_peak(plan: FusionPlan, gi: int, hw: HardwareSpec, isa: str | None) -> float:
+    """The matmul rate of group ``gi``: 16-bit operands on tensor cores (the measured library rate, which
+    a Triton kernel at parity reaches), fp32 at the library's ieee rate (``blas``), Triton's ieee rate, or
+    TF32 (``/tf32``)."""
+    program = plan.program
+    anchor = program.nodes[plan.groups[gi].anchor(program)]
+    fp32 = anchor.op == "matmul" and program.nodes[anchor.inputs[0]].dtype.name == "fp32"
+    if not fp32:
+        return hw.get("compute.measured_peak.bf16") or hw.value("compute.peak.bf16")
+    if tf32(isa):
+        return (hw.get("compute.measured_peak.tf32") or hw.get("compute.peak.tf32")
+                or hw.value("compute.peak.fp32"))
+    key = "compute.measured_peak.fp32" if base(isa) == BLAS else "compute.measured_peak.fp32_dot"
+    return hw.get(key) or hw.value("compute.peak.fp32")
+
+
 def gpu_cost(plan: FusionPlan, tilings: Sequence[Tiling | None], hw: HardwareSpec,
-             coefficients: dict[str, float] | None = None) -> CostReport:
-    groups = [gpu_group_cost(plan, gi, tilings[gi] if gi < len(tilings) else None, hw, coefficients)
+             coefficients: dict[str, float] | None = None, isa: dict[int, str] | None = None) -> CostReport:
+    isa = isa or {}
+    groups = [gpu_group_cost(plan, gi, tilings[gi] if gi < len(tilings) else None, hw, coefficients, isa.get(gi))
               for gi in range(len(plan.groups))]
     return CostReport(sum(g.seconds for g in groups), groups)
 
@@ -314,12 +342,12 @@ def trainium_cost(plan: FusionPlan, tilings: Sequence[Tiling | None], hw: Hardwa
 
 
 def cost(plan: FusionPlan, tilings: Sequence[Tiling | None], hw: HardwareSpec,
-         coefficients: dict[str, float] | None = None) -> CostReport:
-    """The predicted cost of ``plan`` at ``tilings`` on ``hw``: the model of ``hw``'s backend (``Backend.cost``:
-    the GPU roofline or the Trainium engine timeline)."""
+         coefficients: dict[str, float] | None = None, isa: tuple[tuple[int, str], ...] = ()) -> CostReport:
+    """The predicted cost of ``plan`` at ``tilings`` and ISA choices on ``hw``: the model of ``hw``'s backend
+    (``Backend.cost``: the GPU roofline or the Trainium engine timeline)."""
     from axon_eg.backends.base import backend_for_hw
 
-    return backend_for_hw(hw).cost(plan, tilings, hw, coefficients)
+    return backend_for_hw(hw).cost(plan, tilings, hw, coefficients, isa)
 
 
 # ------------------------------------------------------------------------------------------------

@@ -245,6 +245,14 @@ def _plan(program: Program, sets: list[set[int]]) -> FusionPlan:
     return FusionPlan(program, tuple(order))
 
 
+def regroup(program: Program, sets: list[set[int]]) -> FusionPlan | None:
+    """The plan of the given node sets (a backend's derived partition, e.g. a matmul group split around a
+    library call), or None when a set is not convex or the sets depend on each other in a cycle."""
+    if not all(_convex(program, s) for s in sets) or not _acyclic(program, sets):
+        return None
+    return _plan(program, sets)
+
+
 def plans(program: Program) -> list[FusionPlan]:
     """Distinct fusion plans, from unfused to greedily fused (deterministic order)."""
     program = program.expand()

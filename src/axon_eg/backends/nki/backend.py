@@ -56,15 +56,19 @@ class NkiBackend:
         return f"{'measured' if device_module(spec) is not None else 'simulated'}-{spec.name}"
 
     # -- enumeration -----------------------------------------------------------------------------------
-    def isa_options(self, plan: FusionPlan, gi: int, hw: HardwareSpec) -> list[str] | None:
+    def isa_options(self, plan: FusionPlan, gi: int, hw: HardwareSpec, precision: str = "ieee") -> list[str] | None:
         """A transpose runs on the Tensor engine (``nc_transpose``) or, where the chip has it, in the DMA
-        (``dma_transpose``)."""
+        (``dma_transpose``). ``precision`` does not change a choice: fp32 operands are not lowered to
+        ``nc_matmul`` (the NKI matmul lowering refuses them)."""
         if plan.groups[gi].kind == LAYOUT:
             return ["nc_transpose"] + (["dma_transpose"] if hw.value("features.dma_transpose") else [])
         return None
 
+    def derived_plans(self, plan: FusionPlan) -> list[FusionPlan]:
+        return []  # no library GEMM on Trainium: the registry's plans are the whole space
+
     def cost(self, plan: FusionPlan, tilings: Sequence[Any], hw: HardwareSpec,
-             coefficients: dict[str, float] | None = None) -> Any:
+             coefficients: dict[str, float] | None = None, isa: tuple[tuple[int, str], ...] = ()) -> Any:
         from axon_eg.extract.cost import trainium_cost
 
         return trainium_cost(plan, tilings, hw)

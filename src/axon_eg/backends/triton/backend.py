@@ -68,26 +68,42 @@ class TritonBackend:
         return "cuda" if torch.cuda.is_available() else "cpu"
 
     # -- enumeration -----------------------------------------------------------------------------------
-    def isa_options(self, plan: FusionPlan, gi: int, hw: HardwareSpec) -> list[str] | None:
+    def isa_options(self, plan: FusionPlan, gi: int, hw: HardwareSpec, precision: str = "ieee") -> list[str] | None:
         """A matmul with a single output column (a GEMV after the νGraph's rewrite) may skip ``tl.dot``;
-        on Hopper, attention and matmul operand tiles may go through tensor descriptors (TMA)."""
+        on Hopper, attention and matmul operand tiles may go through tensor descriptors (TMA); a matmul
+        group the vendor library can run whole (``blas.core``) may be that library call. Under the
+        ``tf32`` policy the choices of groups with fp32 operands carry ``/tf32`` (TF32 tensor cores)."""
+        from axon_eg.extract.isa import BLAS, DOT, DOT_TMA, FMA_REDUCE, TF32
         from axon_eg.extract.templates import is_gemv
+
+        from . import blas
 
         g = plan.groups[gi]
         if g.kind == ATTENTION and hw.get("features.tma"):
             return ["tl.dot", "tl.dot+tma"]  # Hopper: q/k/v tiles through tensor descriptors
-        if g.kind == MATMUL:
-            # a GEMV's thin tilings (BLOCK_M < 16) only suit fma_reduce: tl.dot needs 16 x 16 tiles
-            # Hopper: operand tiles through tensor descriptors (TMA) as an alternative to pointer loads
-            dot = ["tl.dot"] + (["tl.dot+tma"] if hw.get("features.tma") else [])
-            return ["fma_reduce"] if is_gemv(plan, gi) else dot
-        return None
+        if g.kind != MATMUL:
+            return None
+        # a GEMV's thin tilings (BLOCK_M < 16) only suit fma_reduce: tl.dot needs 16 x 16 tiles
+        # Hopper: operand tiles through tensor descriptors (TMA) as an alternative to pointer loads
+        opts = [FMA_REDUCE] if is_gemv(plan, gi) else [DOT] + ([DOT_TMA] if hw.get("features.tma") else [])
+        if blas.core(plan, gi) is not None:
+            opts.append(BLAS)
+        if precision == "tf32" and _fp32_matmul(plan, gi):
+            opts = [o if o == FMA_REDUCE else o + TF32 for o in opts]
+        return opts
+
+    def derived_plans(self, plan: FusionPlan) -> list[FusionPlan]:
+        """Every matmul group split into prologue, library core and epilogue (``blas.split``)."""
+        from . import blas
+
+        derived = blas.split(plan)
+        return [derived] if derived is not None else []
 
     def cost(self, plan: FusionPlan, tilings: Sequence[Any], hw: HardwareSpec,
-             coefficients: dict[str, float] | None = None) -> Any:
+             coefficients: dict[str, float] | None = None, isa: tuple[tuple[int, str], ...] = ()) -> Any:
         from axon_eg.extract.cost import gpu_cost
 
-        return gpu_cost(plan, tilings, hw, coefficients)
+        return gpu_cost(plan, tilings, hw, coefficients, dict(isa))
 
     def group_cost(self, plan: FusionPlan, gi: int, t: Any, hw: HardwareSpec) -> float:
         from axon_eg.extract.cost import gpu_group_cost
@@ -140,6 +156,12 @@ class TritonBackend:
 
     def measure(self, program: Program, kernels: Sequence[Kernel], hw: HardwareSpec) -> list[dict[str, Any]]:
         raise NotImplementedError("Triton kernels are measured by the worker over the bundle")
+
+
+def _fp32_matmul(plan: FusionPlan, gi: int) -> bool:
+    p = plan.program
+    return any(p.nodes[n].op == "matmul" and p.nodes[p.nodes[n].inputs[0]].dtype.name == "fp32"
+               for n in plan.groups[gi].nodes)
 
 
 def _probe_warp_size(hw: HardwareSpec) -> int:

@@ -22,10 +22,11 @@ from axon_eg.backends.kernel import Kernel, call_signature, guard_source, identi
 from axon_eg.backends.torch.lower import expr as torch_expr
 from axon_eg.extract.candidates import Candidate
 from axon_eg.extract.fusion import ATTENTION, ELEMENTWISE, LAYOUT, LIBRARY, MATMUL, REDUCTION, SCAN, FusionPlan, Group, node_kind
+from axon_eg.extract.isa import BLAS, base
 from axon_eg.extract.templates import ElementwiseTile, GpuTile, knobs, tile_of
 from axon_eg.hw import HardwareSpec
 
-from . import attention, elementwise, layout, matmul, reduction, scan, tma
+from . import attention, blas, elementwise, layout, matmul, reduction, scan, tma
 from .base import GroupKernel, NotLowerable
 
 LOWERINGS = {ELEMENTWISE: elementwise, LAYOUT: layout, REDUCTION: reduction, MATMUL: matmul, ATTENTION: attention,
@@ -41,9 +42,12 @@ The functions are looked up on the modules at each call."""
 
 
 def lower_group(plan: FusionPlan, gi: int, tiling: Any, name: str, warp_size: int | None = None,
-                isa: str | None = None) -> GroupKernel | str:
-    """The group's Triton kernel, or the reason it stays in torch."""
+                isa: str | None = None) -> GroupKernel | blas.Call | str:
+    """The group's Triton kernel, its library call (``isa="blas"``), or the reason it stays in torch."""
     kind = plan.groups[gi].kind
+    if base(isa) == BLAS:
+        call = blas.core(plan, gi)
+        return call if call is not None else "the library cannot run this group whole"
     if kind not in LOWERINGS:
         return f"no Triton lowering for {kind} groups"
     try:
@@ -62,6 +66,8 @@ def lowers(plan: FusionPlan, gi: int, tiling: Any, isa: str | None = None, warp_
     lower, matmuls with row statistics or reductions, scans read through an index map) is decided by
     lowering the group and discarding the source."""
     kind = plan.groups[gi].kind
+    if base(isa) == BLAS:
+        return blas.core(plan, gi) is not None
     if kind not in LOWERINGS:
         return False
     module = LOWERINGS[kind]
@@ -132,15 +138,17 @@ def emit(candidate: Candidate, hw: HardwareSpec, name: str, *, autotune: bool = 
             if autotune and k.grid_meta is not None:
                 k = _autotuned(k, plan, gi, hw)
         lowered.append(k)
-    source = _file(candidate, plan, hw, name, lowered)
+    source = _file(candidate, plan, hw, name, lowered, isa)
     triton_groups = [k for k in lowered if isinstance(k, GroupKernel)]
+    library = sum(isinstance(k, blas.Call) for k in lowered)
     worst = max((k.resources for k in triton_groups), key=lambda r: r.get("block_elems", 0), default={})
     res = {key: max(k.resources[key] for k in triton_groups)
            for key in ("block_elems", "threads", "grid", "smem_bytes", "regs_per_thread")} if triton_groups else {}
     if res:
         res["launch"] = worst.get("launch")
     meta = {"lowering": " ".join(f"{k}:{n}" for k, n in
-                                 (("triton", len(triton_groups)), ("torch", len(lowered) - len(triton_groups))) if n),
+                                 (("triton", len(triton_groups)), ("blas", library),
+                                  ("torch", len(lowered) - len(triton_groups) - library)) if n),
             "plan": plan.name, "groups": len(plan.groups), "rules": list(candidate.variant.rules),
             "predicted_us": candidate.predicted_seconds * 1e6}
     return Kernel(name, source, "kernel", "dps", "candidate", res, meta)
@@ -185,7 +193,8 @@ def _autotuned(k: GroupKernel, plan: FusionPlan, gi: int, hw: HardwareSpec) -> G
                    note=k.note + f"; autotuned over {len(configs)} configs")
 
 
-def _file(candidate: Candidate, plan: FusionPlan, hw: HardwareSpec, name: str, lowered: list[GroupKernel | str]) -> str:
+def _file(candidate: Candidate, plan: FusionPlan, hw: HardwareSpec, name: str, lowered: list[Any],
+          isa: dict[int, str]) -> str:
     program = plan.program
     head = [f"# axon_eg kernel {name}: {program.name} on {hw.name} (Triton)",
             f"# variant {candidate.variant.rank} (program {program.hash[:12]}, tree cost {candidate.variant.cost}); "
@@ -193,15 +202,26 @@ def _file(candidate: Candidate, plan: FusionPlan, hw: HardwareSpec, name: str, l
             f"# rules with e-nodes in this variant: {', '.join(candidate.variant.rules) or 'none (the program as written)'}",
             f"# fusion plan {plan.name}:"]
     for gi, (g, k) in enumerate(zip(plan.groups, lowered)):
-        what = k.note if isinstance(k, GroupKernel) else f"torch ({k})"
+        what = k.note if isinstance(k, GroupKernel) else blas.describe(program, k, isa.get(gi)) \
+            if isinstance(k, blas.Call) else f"torch ({k})"
         head.append(f"#   g{gi} {g.kind} nodes {list(g.nodes)}: {what}")
+    if _fp32_matmuls(program):
+        head.append(f"# fp32 matmul precision: {candidate.precision} ("
+                    + ("TF32 tensor cores allowed" if candidate.precision == "tf32" else
+                       "IEEE fp32, as torch.backends.cuda.matmul.allow_tf32 off") + ")")
     head += ["", "import math  # noqa: F401", "", "import torch", "import torch.nn.functional as F  # noqa: F401",
              "import triton", "import triton.language as tl", "", "", guard_source(call_signature(program, _params(program))),
              "", ""]
     jits = [k.source for k in lowered if isinstance(k, GroupKernel)]
     if any("tl.make_tensor_descriptor" in j for j in jits):
         jits.insert(0, tma.ALLOCATOR)
-    return "\n".join(head) + "\n\n".join(jits) + ("\n\n" if jits else "") + _launcher(plan, lowered)
+    if any(isinstance(k, blas.Call) and program.nodes[k.mm].dtype.name == "fp32" for k in lowered):
+        jits.insert(0, blas.FP32_MATMUL)
+    return "\n".join(head) + "\n\n".join(jits) + ("\n\n" if jits else "") + _launcher(plan, lowered, isa)
+
+
+def _fp32_matmuls(program: Any) -> bool:
+    return any(n.op == "matmul" and program.nodes[n.inputs[0]].dtype.name == "fp32" for n in program.nodes)
 
 
 def _params(program: Any) -> list[str]:
@@ -214,7 +234,7 @@ def _tuple(names: list[str]) -> str:
     return f"({names[0]},)" if len(names) == 1 else f"({', '.join(names)})"
 
 
-def _launcher(plan: FusionPlan, lowered: list[GroupKernel | str]) -> str:
+def _launcher(plan: FusionPlan, lowered: list[Any], isa: dict[int, str]) -> str:
     program = plan.program
     params = _params(program)
     buf: dict[int, str] = dict(zip(program.input_ids, params))
@@ -244,6 +264,16 @@ def _launcher(plan: FusionPlan, lowered: list[GroupKernel | str]) -> str:
 
     for gi, (g, k) in enumerate(zip(plan.groups, lowered)):
         lines.append(f"    # g{gi}: {g.kind}")
+        if isinstance(k, blas.Call):  # the library writes the group's output buffer
+            inside = set(g.nodes)
+            reads = {j: ensure(j) for j in plan.inputs_of(gi) if j not in inside}
+            o = k.out
+            if o not in target:
+                dt = program.nodes[o].dtype.torch_name
+                lines.append(f"    t{o} = torch.empty({tuple(program.concrete_shape(o))}, dtype=torch.{dt}, device=dev)")
+            buf[o] = target.get(o, f"t{o}")
+            lines.extend(blas.source(program, k, reads, buf[o], isa.get(gi)))
+            continue
         if isinstance(k, GroupKernel):
             args = [ensure(j) for j in k.reads]
             for o in k.writes:

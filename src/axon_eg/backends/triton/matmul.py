@@ -32,6 +32,7 @@ from __future__ import annotations
 import math
 
 from axon_eg.extract.fusion import FusionPlan
+from axon_eg.extract import isa as isa_names
 from axon_eg.extract.templates import DOT_MIN, MatmulTile, SplitKTile, Tiling, template_for, tile_of
 from axon_eg.ir import ops as O
 
@@ -53,6 +54,7 @@ class _Kernel(_Operands):
         self.batch, (self.M, self.N), self.K = out[:-2], out[-2:], p.concrete_shape(self.a)[-1]
         self.bm, self.bn, self.bk = blocks
         self.fma = fma
+        self.tf32 = False  # fp32 operands through TF32 tensor cores (the precision policy; set by ``lower``)
         self.btok = tuple(f"b{j}" if d != 1 else "0" for j, d in enumerate(self.batch))
         self.dom_out: Index = (*self.btok, "rm", "rn")
         self.dom_a = self._operand_index(self.a, ("rm", "rk"))
@@ -497,6 +499,7 @@ def _blocks(plan: FusionPlan, gi: int, tile: MatmulTile, isa: str | None) -> tup
 
 def check(plan: FusionPlan, gi: int, tiling: Tiling | None, warp_size: int | None = None,
           isa: str | None = None) -> bool:
+    isa = isa_names.base(isa)
     """NotLowerable with :func:`lower`'s reason for what is decided without generating code (float64, the
     tiling's kind, tl.dot's minimum tile, one matmul per group; split-K GEMVs entirely; plain matmuls
     whose operands come through layout chains, ``_plain``); True when that decides it lowers (split-K, a
@@ -521,6 +524,7 @@ def lower(plan: FusionPlan, gi: int, tiling: Tiling | None, name: str, warp_size
           isa: str | None = None) -> GroupKernel:
     program = plan.program
     check(plan, gi, tiling, warp_size, isa)
+    use_tf32, isa = isa_names.tf32(isa), isa_names.base(isa)
     tile = _tile(plan, gi, tiling)
     if isinstance(tile, SplitKTile):
         return gemv_splitk.lower(plan, gi, tile, name, warp_size)
@@ -531,6 +535,7 @@ def lower(plan: FusionPlan, gi: int, tiling: Tiling | None, name: str, warp_size
     pre: frozenset[int] = frozenset()
     while True:
         kernel = _Kernel(plan, gi, (bm, bn, bk), fma, pre)
+        kernel.tf32 = use_tf32
         try:
             body, grid = kernel.build(outs)
             break
@@ -552,7 +557,8 @@ def lower(plan: FusionPlan, gi: int, tiling: Tiling | None, name: str, warp_size
     block = max(bm * bk, bm * bn) if fma else bm * bn
     live = max(2, kernel.accs["dot"] + 1)
     res = resources(name, block, warps, grid, live, smem_bytes=(bm * bk + bk * bn) * item * stages, warp_size=warp_size)
-    what = "GEMV (fma_reduce)" if fma else f"tl.dot {kernel.dot_dtype}" + (", TMA loads" if isa == "tl.dot+tma" else "")
+    what = "GEMV (fma_reduce)" if fma else f"tl.dot {kernel.dot_dtype}" + (", TMA loads" if isa == "tl.dot+tma" else "") \
+        + (" (tf32)" if use_tf32 and kernel.dot_dtype == "fp32" else "")
     extra = [f"{len(kernel.pres)} K pre-passes" if kernel.pres else "",
              f"{kernel.accs['colsum']} column sums" if kernel.accs["colsum"] else "",
              f"{kernel.accs['rowsum']} row sums" if kernel.accs["rowsum"] else "",

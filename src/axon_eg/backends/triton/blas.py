@@ -1,0 +1,282 @@
+"""The vendor BLAS as an ISA choice of matmul groups (``isa="blas"``): cuBLAS / cuBLASLt through torch.
+
+A matmul group whose kernel the library can be — the matmul, the views feeding its operands (transposes
+and broadcasts are strides the library reads in place), and the epilogue cuBLASLt fuses — runs as one
+library call writing the group's output buffer: ``torch.mm``, ``torch.addmm`` (a bias or a same-shaped
+tensor added, ``alpha`` and ``beta`` from scalar multiplications), ``torch._addmm_activation`` (then a
+ReLU or a tanh-GELU), ``torch.matmul`` for batched products (``baddbmm`` when a same-shaped tensor is
+added). Leading batch dims of the left operand times a 2-D right operand (a Linear over a 3-D input)
+flatten into one 2-D call.
+
+:func:`core` reads a group as such a call (None when it is not one); :func:`split` turns every matmul
+group of a fusion plan into prologue groups, a core the library can run and the remaining epilogue
+(``Backend.derived_plans``), so the candidate space always holds what a library-GEMM compiler does, with
+our own kernels around it and the νGraph's algebra (scales moved past the matmul, folded constants)
+applied first. :func:`source` writes the call into the launcher.
+
+fp32 operands follow the precision policy of the candidate: ``ieee`` (torch's default,
+``torch.backends.cuda.matmul.allow_tf32`` off) unless the ISA choice carries ``/tf32``; the call sets the
+flag for its duration and restores it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from axon_eg.extract.fusion import MATMUL, FusionPlan, node_kind, regroup
+from axon_eg.extract.isa import tf32
+from axon_eg.ir import ops as O
+from axon_eg.ir.program import Program
+
+_VIEWS = frozenset(O.views()) | {"transpose"}
+_ACTIVATIONS = {"relu": False, "gelu": True}  # torch._addmm_activation's use_gelu (tanh GELU only)
+
+
+@dataclass(frozen=True)
+class Call:
+    """One library call: ``out = act(beta * bias + alpha * (a @ b))``."""
+
+    mm: int
+    a: int  # the matmul's operand nodes (views inside the group are applied as torch views)
+    b: int
+    bias: int | None  # the node added to the product (None: nothing added)
+    alpha: float
+    beta: float
+    activation: str | None  # "relu" / "gelu" (tanh)
+    out: int  # the node the call writes
+    nodes: frozenset[int]  # the matmul, its epilogue chain and the views they read
+
+    @property
+    def op(self) -> str:
+        return "torch._addmm_activation" if self.activation else "torch.addmm" if self.bias is not None or \
+            self.alpha != 1.0 else "torch.mm"
+
+
+def _scalar(program: Program, j: int) -> float | None:
+    """The value of a scalar constant (through views), else None."""
+    while program.nodes[j].op in _VIEWS:
+        j = program.nodes[j].inputs[0]
+    node = program.nodes[j]
+    if node.op == "constant" and all(d == 1 for d in program.concrete_shape(j)):
+        value = node.attrs["value"]
+        return float(value) if isinstance(value, (int, float)) else None
+    return None
+
+
+def _views(program: Program, inside: set[int], j: int) -> tuple[set[int], int] | None:
+    """The views of ``inside`` a value is read through, and the node below them (None: a computed value)."""
+    seen: set[int] = set()
+    while j in inside and program.nodes[j].op in _VIEWS:
+        seen.add(j)
+        j = program.nodes[j].inputs[0]
+    if j in inside:
+        return None
+    return seen, j
+
+
+def _flat(program: Program, a: int, b: int) -> bool:
+    """Whether the product is one 2-D call: a 2-D right operand (the left's leading dims flatten)."""
+    return len(program.concrete_shape(b)) == 2
+
+
+def chain(program: Program, inside: set[int], mm: int) -> Call | None:
+    """The longest library call starting at the matmul ``mm`` using nodes of ``inside`` (None: ``mm``'s
+    operands are computed inside, or their dtypes differ)."""
+    node = program.nodes[mm]
+    if node.op != "matmul":
+        return None
+    a, b = node.inputs
+    va, vb = _views(program, inside, a), _views(program, inside, b)
+    if va is None or vb is None:
+        return None
+    dts = {program.nodes[j].dtype.name for j in (a, b, mm)}
+    if len(dts) != 1 or dts.pop() not in ("bf16", "fp16", "fp32"):
+        return None
+    nodes = {mm} | va[0] | vb[0]
+    users = program.users()
+    out_shape = tuple(program.concrete_shape(mm))
+    flat = _flat(program, a, b)
+    batched = not flat and len(out_shape) == 3 and tuple(program.concrete_shape(a))[:1] == out_shape[:1] \
+        and tuple(program.concrete_shape(b))[:1] == out_shape[:1]  # baddbmm: one batch dim, no broadcast
+    cur, bias, alpha, beta, act = mm, None, 1.0, 1.0, None
+    while act is None:
+        nxt = [u for u in users[cur] if node_kind(program.nodes[u].op) is not None or u in inside]
+        if cur in program.outputs or len(nxt) != 1 or nxt[0] not in inside:
+            break
+        u = nxt[0]
+        un = program.nodes[u]
+        if un.dtype != node.dtype or tuple(program.concrete_shape(u)) != out_shape:
+            break
+        others = [j for j in un.inputs if j != cur]
+        if len(others) != 1 and un.op not in _ACTIVATIONS:
+            break
+        other = others[0] if others else None
+        side = _views(program, inside, other) if other is not None else (set(), u)
+        if side is None:
+            break
+        if un.op == "mul" and (s := _scalar(program, other)) is not None and (flat or batched):
+            alpha *= s
+            beta = beta * s if bias is not None else beta
+        elif un.op == "add" and bias is None and (flat or batched) and _scalar(program, other) is None:
+            shape = tuple(program.concrete_shape(other))
+            if (batched and shape != out_shape) or program.nodes[side[1]].dtype != node.dtype:
+                break  # baddbmm adds a tensor of the output's own shape
+            bias = other
+        elif un.op in _ACTIVATIONS and bias is not None and flat and (
+                un.op != "gelu" or un.attrs.get("approximate") == "tanh"):
+            act = un.op
+        else:
+            break
+        nodes |= side[0] | {u}
+        cur = u
+    return Call(mm, a, b, bias, alpha, beta, act, cur, frozenset(nodes))
+
+
+def core(plan: FusionPlan, gi: int) -> Call | None:
+    """Group ``gi`` as one library call, or None when the library cannot be its whole kernel."""
+    group = plan.groups[gi]
+    if group.kind != MATMUL:
+        return None
+    program = plan.program
+    mms = [n for n in group.nodes if program.nodes[n].op == "matmul"]
+    if len(mms) != 1:
+        return None
+    call = chain(program, set(group.nodes), mms[0])
+    if call is None or set(group.nodes) != set(call.nodes) or plan.outputs_of(gi) != [call.out]:
+        return None
+    return call
+
+
+def split(plan: FusionPlan) -> FusionPlan | None:
+    """The plan with every matmul group split into its prologue (what computes the operands inside the
+    group), the library core (:func:`chain`) and the rest of the epilogue; None when nothing changes or a
+    split would not be a valid plan (each part convex, the parts acyclic)."""
+    program = plan.program
+    sets: list[set[int]] = []
+    changed = False
+    for g in plan.groups:
+        inside = set(g.nodes)
+        mms = [n for n in g.nodes if program.nodes[n].op == "matmul"]
+        if g.kind != MATMUL or len(mms) != 1:
+            sets.append(inside)
+            continue
+        mm = mms[0]
+        ancestors: set[int] = set()
+        stack = list(program.nodes[mm].inputs)
+        while stack:
+            j = stack.pop()
+            if j in inside and j not in ancestors:
+                ancestors.add(j)
+                stack.extend(program.nodes[j].inputs)
+        operand_views: set[int] = set()
+        for x in program.nodes[mm].inputs:
+            while x in inside and program.nodes[x].op in _VIEWS:
+                operand_views.add(x)
+                x = program.nodes[x].inputs[0]
+        prologue = ancestors - operand_views
+        call = chain(program, inside - prologue, mm)
+        if call is None:  # an operand view over a prologue value: the views go with the prologue
+            prologue = ancestors
+            call = chain(program, inside - prologue, mm)
+        if call is None:
+            sets.append(inside)
+            continue
+        rest = inside - prologue - set(call.nodes)
+        parts = [p for p in _components(program, prologue) + [set(call.nodes), rest] if p]
+        if len(parts) > 1:
+            changed = True
+        sets.extend(parts)
+    if not changed:
+        return None
+    return regroup(program, sets)
+
+
+def _components(program: Program, nodes: set[int]) -> list[set[int]]:
+    """The weakly connected parts of a prologue (one per operand it computes), in node order."""
+    parts: list[set[int]] = []
+    left = set(nodes)
+    while left:
+        seed = min(left)
+        part, stack = set(), [seed]
+        while stack:
+            j = stack.pop()
+            if j in left:
+                left.discard(j)
+                part.add(j)
+                stack.extend(i for i in program.nodes[j].inputs if i in left)
+                stack.extend(u for u in left if j in program.nodes[u].inputs)
+        parts.append(part)
+    return sorted(parts, key=min)
+
+
+def source(program: Program, call: Call, expr: dict[int, str], out: str, isa: str | None) -> list[str]:
+    """The launcher lines of the call. ``expr`` gives the torch expression of every node the call reads
+    from outside (the operands and the bias below their views); ``out`` is the buffer it writes."""
+    from axon_eg.backends.torch.lower import expr as torch_expr
+
+    def value(j: int) -> str:
+        if j in expr:
+            return expr[j]
+        node = program.nodes[j]
+        return torch_expr(program, j, [value(i) for i in node.inputs])
+
+    a, b = value(call.a), value(call.b)
+    if call.op == "torch.mm" and not _flat(program, call.a, call.b):
+        line = f"torch.matmul({a}, {b}, out={out})"
+    else:
+        k, n = program.concrete_shape(call.b)[-2:]
+        flat = _flat(program, call.a, call.b) and len(program.concrete_shape(call.a)) != 2
+        if flat:
+            a, target = f"{a}.reshape(-1, {k})", f"{out}.view(-1, {n})"
+        else:
+            target = out
+        bias = value(call.bias) if call.bias is not None else target
+        if flat and call.bias is not None and len(program.concrete_shape(call.bias)) > 1:
+            bias = f"{bias}.reshape(-1, {n})" if program.concrete_shape(call.bias)[-2:-1] != (1,) else \
+                f"{bias}.reshape({n})"
+        beta = call.beta if call.bias is not None else 0.0
+        scal = "" if (beta, call.alpha) == (1.0, 1.0) else f", beta={beta!r}, alpha={call.alpha!r}"
+        if call.activation:
+            line = (f"torch._addmm_activation({bias}, {a}, {b}{scal}, "
+                    f"use_gelu={_ACTIVATIONS[call.activation]}, out={target})")
+        elif _flat(program, call.a, call.b):
+            line = f"torch.addmm({bias}, {a}, {b}{scal}, out={target})" if call.op != "torch.mm" else \
+                f"torch.mm({a}, {b}, out={target})"
+        else:
+            line = f"torch.baddbmm({bias}, {a}, {b}{scal}, out={target})"
+    if program.nodes[call.mm].dtype.name == "fp32":
+        return [f"    with _fp32_matmul({tf32(isa)}):", f"        {line}"]
+    return [f"    {line}"]
+
+
+FP32_MATMUL = '''import contextlib
+
+
+@contextlib.contextmanager
+def _fp32_matmul(tf32):
+    """fp32 library matmuls at the kernel's precision policy (torch.backends.cuda.matmul.allow_tf32)."""
+    flags = torch.backends.cuda.matmul
+    saved = flags.allow_tf32
+    if saved != tf32:
+        flags.allow_tf32 = tf32
+    try:
+        yield
+    finally:
+        if saved != tf32:
+            flags.allow_tf32 = saved
+'''
+"""Written into a kernel file that calls the library on fp32 operands."""
+
+
+def describe(program: Program, call: Call, isa: str | None) -> str:
+    """The header line of a library group."""
+    shape = "x".join(str(d) for d in program.concrete_shape(call.mm))
+    k = program.concrete_shape(call.a)[-1]
+    extra = [f"bias node {call.bias}" if call.bias is not None else "",
+             f"alpha={call.alpha:g}" if call.alpha != 1.0 else "",
+             f"beta={call.beta:g}" if call.bias is not None and call.beta != 1.0 else "",
+             call.activation or ""]
+    dt = program.nodes[call.mm].dtype.name
+    prec = f", fp32 {'tf32' if tf32(isa) else 'ieee'}" if dt == "fp32" else ""
+    return (f"library GEMM {call.op} ({shape}, K={k}, {dt}{prec})"
+            + "".join(f", {e}" for e in extra if e) + " (cuBLAS through torch)")

@@ -1,0 +1,24 @@
+"""ISA choice names shared by the cost model, the enumerator and the GPU backend.
+
+A matmul group's kernel is ``tl.dot`` (pointer loads), ``tl.dot+tma`` (Hopper tensor descriptors),
+``fma_reduce`` (a GEMV on CUDA cores) or ``blas`` (the vendor library through torch); the suffix
+``/tf32`` lets fp32 operands use TF32 tensor cores (the fp32 precision policy ``tf32``; without it fp32
+matmuls are ``ieee``, torch's default).
+"""
+
+from __future__ import annotations
+
+DOT, DOT_TMA, FMA_REDUCE, BLAS = "tl.dot", "tl.dot+tma", "fma_reduce", "blas"
+TF32 = "/tf32"
+PRECISIONS = ("ieee", "tf32")
+"""The fp32 matmul precision policies: ``ieee`` (torch.backends.cuda.matmul.allow_tf32 off, the default)
+and ``tf32`` (TF32 tensor cores, only where the user allows it)."""
+
+
+def base(isa: str | None) -> str | None:
+    """The ISA choice without its precision suffix."""
+    return isa[: -len(TF32)] if isa is not None and isa.endswith(TF32) else isa
+
+
+def tf32(isa: str | None) -> bool:
+    return isa is not None and isa.endswith(TF32)
