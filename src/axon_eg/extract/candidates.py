@@ -232,10 +232,14 @@ def rank_tilings(plan: FusionPlan, gi: int, hw: HardwareSpec, options: list[Tili
     if options is None:
         options, _ = template_for(plan, gi, hw).space(plan, gi, hw).tilings()
     warp = knobs(hw).warp_size
+    seconds = {t: group_cost(plan, gi, t, hw) for t in options}
+    best = min(seconds.values(), default=math.inf)
+    tolerance = template_for(plan, gi, hw).cost_tolerance
 
     def key(t: Tiling) -> tuple:
-        seconds = group_cost(plan, gi, t, hw)
-        return (_bucket(seconds) if bucketed else seconds, *_tile(plan, gi, t, hw).tie_break(warp), t.values)
+        near = bucketed and math.isfinite(best) and seconds[t] <= best * tolerance  # equal to the model
+        rank = -math.inf if near else _bucket(seconds[t]) if bucketed else seconds[t]
+        return (rank, *_tile(plan, gi, t, hw).tie_break(warp), t.values)
 
     return sorted(options, key=key)
 

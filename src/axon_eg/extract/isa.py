@@ -1,6 +1,7 @@
 """ISA choice names shared by the cost model, the enumerator and the GPU backend.
 
 A matmul group's kernel is ``tl.dot`` (pointer loads), ``tl.dot+tma`` (Hopper tensor descriptors),
+``tl.dot+tma+persistent`` (the same as one program per SM looping over output tiles),
 ``fma_reduce`` (a GEMV on CUDA cores) or ``blas`` (the vendor library through torch); the suffix
 ``/tf32`` lets fp32 operands use TF32 tensor cores (the fp32 precision policy ``tf32``; without it fp32
 matmuls are ``ieee``, torch's default).
@@ -9,6 +10,7 @@ matmuls are ``ieee``, torch's default).
 from __future__ import annotations
 
 DOT, DOT_TMA, FMA_REDUCE, BLAS = "tl.dot", "tl.dot+tma", "fma_reduce", "blas"
+DOT_PERSISTENT = "tl.dot+tma+persistent"
 TF32 = "/tf32"
 PRECISIONS = ("ieee", "tf32")
 """The fp32 matmul precision policies: ``ieee`` (torch.backends.cuda.matmul.allow_tf32 off, the default)

@@ -70,10 +70,11 @@ class TritonBackend:
     # -- enumeration -----------------------------------------------------------------------------------
     def isa_options(self, plan: FusionPlan, gi: int, hw: HardwareSpec, precision: str = "ieee") -> list[str] | None:
         """A matmul with a single output column (a GEMV after the νGraph's rewrite) may skip ``tl.dot``;
-        on Hopper, attention and matmul operand tiles may go through tensor descriptors (TMA); a matmul
+        on Hopper, attention and matmul operand tiles may go through tensor descriptors (TMA), and the
+        matmul may be persistent (one program per SM looping over output tiles); a matmul
         group the vendor library can run whole (``blas.core``) may be that library call. Under the
         ``tf32`` policy the choices of groups with fp32 operands carry ``/tf32`` (TF32 tensor cores)."""
-        from axon_eg.extract.isa import BLAS, DOT, DOT_TMA, FMA_REDUCE, TF32
+        from axon_eg.extract.isa import BLAS, DOT, DOT_PERSISTENT, DOT_TMA, FMA_REDUCE, TF32
         from axon_eg.extract.templates import is_gemv
 
         from . import blas
@@ -85,7 +86,8 @@ class TritonBackend:
             return None
         # a GEMV's thin tilings (BLOCK_M < 16) only suit fma_reduce: tl.dot needs 16 x 16 tiles
         # Hopper: operand tiles through tensor descriptors (TMA) as an alternative to pointer loads
-        opts = [FMA_REDUCE] if is_gemv(plan, gi) else [DOT] + ([DOT_TMA] if hw.get("features.tma") else [])
+        tma = [DOT_TMA, DOT_PERSISTENT] if hw.get("features.tma") else []
+        opts = [FMA_REDUCE] if is_gemv(plan, gi) else [DOT, *tma]
         if blas.core(plan, gi) is not None:
             opts.append(BLAS)
         if precision == "tf32" and _fp32_matmul(plan, gi):

@@ -30,6 +30,8 @@ class GroupKernel:
     tiling_keys: tuple[tuple[str, str], ...] = ()  # constexpr -> the tiling parameter it comes from
     host: bool = False  # ``name`` is a Python function taking (reads..., writes..., **launch knobs) that
     # allocates scratch and launches the group's jit functions itself; else ``name`` is the jit function
+    persistent: bool = False  # the kernel loops over its ``grid`` tiles with a stride of its program
+    # count; the emitter launches min(grid, programs resident on the whole GPU)
 
 
 def attr(program: Program, node: int, key: str) -> Any:

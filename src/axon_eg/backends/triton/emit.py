@@ -135,6 +135,9 @@ def emit(candidate: Candidate, hw: HardwareSpec, name: str, *, autotune: bool = 
         k = lower_group(plan, gi, tilings[gi], f"_g{gi}_{ops}", warp_size, isa.get(gi))
         if isinstance(k, GroupKernel):
             k = _vendor_knobs(k, tile_of(plan, gi, tilings[gi], hw), hw, warp_size)
+            if k.persistent:  # one program per slot the GPU keeps resident, each looping over tiles
+                tile = tile_of(plan, gi, tilings[gi], hw)
+                k = replace(k, grid=min(k.grid, int(hw.value("compute.units")) * tile.blocks_per_sm(hw)))
             if autotune and k.grid_meta is not None:
                 k = _autotuned(k, plan, gi, hw)
         lowered.append(k)

@@ -31,8 +31,9 @@ from __future__ import annotations
 
 import math
 
-from axon_eg.extract.fusion import FusionPlan
 from axon_eg.extract import isa as isa_names
+from axon_eg.extract.isa import DOT_PERSISTENT, DOT_TMA
+from axon_eg.extract.fusion import FusionPlan
 from axon_eg.extract.templates import DOT_MIN, MatmulTile, SplitKTile, Tiling, template_for, tile_of
 from axon_eg.ir import ops as O
 
@@ -458,7 +459,7 @@ def _plain(plan: FusionPlan, gi: int, blocks: tuple[int, int, int], isa: str | N
             return False
     if not set(plan.outputs_of(gi)) <= epilogue:
         return False
-    if isa == "tl.dot+tma":
+    if isa in (DOT_TMA, DOT_PERSISTENT):
         tma.coordinates_fit(_wide(plan, gi))
         kernel = _Kernel(plan, gi, blocks, False, frozenset())
         for x, idx in ((kernel.a, kernel.dom_a), (kernel.b, kernel.dom_b)):
@@ -543,9 +544,11 @@ def lower(plan: FusionPlan, gi: int, tiling: Tiling | None, name: str, warp_size
             if exc.reductions <= pre or not exc.reductions:
                 raise NotLowerable("a prologue statistic cannot be computed before the K loop") from None
             pre = pre | exc.reductions
-    if isa == "tl.dot+tma":
+    if isa in (DOT_TMA, DOT_PERSISTENT):
         body = tma.rewrite(body, {n: program.concrete_shape(n) for n in kernel.reads},
                            {n: program.nodes[n].dtype.itemsize for n in kernel.reads}, kernel.looped, kernel.wide)
+    if isa == DOT_PERSISTENT:
+        body = _persistent(body, grid, flatten=not kernel.looped)
     consts = [("BLOCK_M", bm), ("BLOCK_N", bn), ("BLOCK_K", bk)]
     if "GROUP_SIZE_M" in "\n".join(body):
         consts.append(("GROUP_SIZE_M", tile.GROUP_SIZE_M))
@@ -557,7 +560,8 @@ def lower(plan: FusionPlan, gi: int, tiling: Tiling | None, name: str, warp_size
     block = max(bm * bk, bm * bn) if fma else bm * bn
     live = max(2, kernel.accs["dot"] + 1)
     res = resources(name, block, warps, grid, live, smem_bytes=(bm * bk + bk * bn) * item * stages, warp_size=warp_size)
-    what = "GEMV (fma_reduce)" if fma else f"tl.dot {kernel.dot_dtype}" + (", TMA loads" if isa == "tl.dot+tma" else "") \
+    what = "GEMV (fma_reduce)" if fma else f"tl.dot {kernel.dot_dtype}" + (
+        ", TMA loads" if isa == DOT_TMA else ", TMA loads, persistent" if isa == DOT_PERSISTENT else "") \
         + (" (tf32)" if use_tf32 and kernel.dot_dtype == "fp32" else "")
     extra = [f"{len(kernel.pres)} K pre-passes" if kernel.pres else "",
              f"{kernel.accs['colsum']} column sums" if kernel.accs["colsum"] else "",
@@ -568,5 +572,21 @@ def lower(plan: FusionPlan, gi: int, tiling: Tiling | None, name: str, warp_size
     swizzle = f"GROUP_SIZE_M={tile.GROUP_SIZE_M}, " if ("GROUP_SIZE_M", tile.GROUP_SIZE_M) in consts else ""
     note = (f"matmul {batch}{kernel.M}x{kernel.N}x{kernel.K} (MxNxK){' + ' + ops if ops else ''}, {what}: "
             f"BLOCK_M={bm}, BLOCK_N={bn}, BLOCK_K={bk}, {swizzle}num_warps={warps}, num_stages={stages}, "
-            f"{grid} programs" + "".join(f", {e}" for e in extra if e))
-    return GroupKernel(name, src, reads, tuple(outs), grid, tuple(consts), warps, res, note, (("num_stages", stages),))
+            f"{grid} {'tiles' if isa == DOT_PERSISTENT else 'programs'}" + "".join(f", {e}" for e in extra if e))
+    return GroupKernel(name, src, reads, tuple(outs), grid, tuple(consts), warps, res, note, (("num_stages", stages),),
+                       persistent=isa == DOT_PERSISTENT)
+
+
+def _persistent(body: list[str], tiles: int, flatten: bool) -> list[str]:
+    """The kernel body as a persistent loop: each program takes the tiles ``pid``, ``pid + programs``, ...
+    (``tl.num_programs``: the emitter launches one program per resident slot), the tensor descriptors made
+    once before the loop. ``flatten`` lets Triton pipeline the K loops of consecutive tiles as one loop (as
+    in Triton's persistent matmul tutorial); not with an N loop inside."""
+    head = [ln for ln in body if "tl.make_tensor_descriptor(" in ln or ln.startswith("# tensor descriptors")]
+    rest = [ln for ln in body if ln not in head]
+    if "pid = tl.program_id(0)" not in rest:
+        raise AssertionError("a matmul body starts from its program id")
+    loop = (f"for tile in tl.range(tl.program_id(0), {tiles}, tl.num_programs(0)"
+            + (", flatten=True" if flatten else "") + "):")
+    return head + ["# persistent: one program per resident slot walks the output tiles", loop] + [
+        "    " + ("pid = tile" if ln == "pid = tl.program_id(0)" else ln) if ln else ln for ln in rest]

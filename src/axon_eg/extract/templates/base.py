@@ -151,6 +151,9 @@ class Tile:
     kind: ClassVar[str] = ""
     launches: ClassVar[int] = 1  # kernel launches of one group
     monotone: ClassVar[tuple[str, ...]] = ()  # reduction tiles: of two fitting values the larger never loses
+    cost_tolerance: ClassVar[float] = 1.03
+    """Tilings predicted within this factor of the group's cheapest rank as equal, ordered by the
+    tie-break (how far the cost model can be trusted to tell this kind's tilings apart)."""
 
     @classmethod
     def applies(cls, plan: FusionPlan, gi: int, hw: HardwareSpec | None) -> bool:

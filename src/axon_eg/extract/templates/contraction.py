@@ -74,6 +74,10 @@ class MatmulTile(GpuTile):
 
     kind: ClassVar[str] = "matmul"
     monotone: ClassVar[tuple[str, ...]] = ("BLOCK_K",)
+    # the roofline charges a partial last wave (3.9 waves of 128x256 tiles at 4096^3: 3%) but not that
+    # small tiles cannot feed the tensor cores (128x128x64: 200-210 us, 128x256x64 at 8 warps: 180-183 us,
+    # H200 bf16 4096^3, benchmarks/gemm_core_bench.py): tilings within 10% rank by the tie-break
+    cost_tolerance: ClassVar[float] = 1.10
     BLOCK_M: int = 64
     BLOCK_N: int = 64
     BLOCK_K: int = 32
@@ -108,12 +112,13 @@ class MatmulTile(GpuTile):
         return _output_programs(plan, gi, self.BLOCK_M, self.BLOCK_N)
 
     def tie_break(self, warp_size: int) -> tuple[float, ...]:
-        # ~64 fp32 accumulators per thread, then deeper pipelines, bigger tiles (H200, Triton 3.6, bf16 4096^3,
-        # 128x128 tiles, 8 warps: BLOCK_K=64 at 5 stages 200 us, 4 stages 208, BLOCK_K=128 at 3 stages 221,
-        # 2 stages 359; benchmarks/tile_sweep.py)
+        # ~128 fp32 accumulators per thread, BLOCK_K = 64, then bigger tiles, deeper pipelines (H200, Triton
+        # 3.6, bf16: 128x256x64 at 8 warps and 4 stages 179.5 us at 4096^3 (persistent, TMA) where 128x128x64
+        # at 8 warps (64 per thread) took 200 us and 4 warps on 128x256 (256 per thread) spill, 4-8x slower;
+        # benchmarks/gemm_core_bench.py, benchmarks/tile_sweep.py)
         acc = self.BLOCK_M * self.BLOCK_N
         per_thread = acc / (self.num_warps * warp_size)
-        return (abs(math.log2(per_thread) - 6) - 0.1 * self.num_stages, -acc)
+        return (abs(math.log2(per_thread) - 7) + 0.5 * abs(math.log2(self.BLOCK_K) - 6), -acc, -self.num_stages)
 
     def traffic_tile(self) -> tuple[int, int, int]:
         return self.BLOCK_M, self.BLOCK_N, self.GROUP_SIZE_M

@@ -1,0 +1,156 @@
+"""The GEMM family's ISA choices against the float64 reference under TRITON_INTERPRET=1: the library GEMM
+(``blas``: torch.mm / addmm / _addmm_activation / baddbmm / matmul with Triton kernels for the rest of the
+epilogue), the persistent TMA kernel (``tl.dot+tma+persistent``), TMA loads and pointer loads, on random
+``Linear -> epilogue`` programs (shapes including 1 and odd sizes, batched and transposed operands, bf16 /
+fp16 / fp32) in every fusion plan the enumerator ranks, including the plans split around the library
+call; and the library choice exists for every matmul group of the suite."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+
+os.environ.setdefault("TRITON_INTERPRET", "1")
+
+import pytest  # noqa: E402
+from benchmarks import suite  # noqa: E402
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from axon_eg.backends.triton import blas  # noqa: E402
+from axon_eg.backends.triton.backend import TRITON  # noqa: E402
+from axon_eg.backends.triton.emit import emit  # noqa: E402
+from axon_eg.egraph.nugraph import Variant  # noqa: E402
+from axon_eg.extract.candidates import Candidate, isa_choices  # noqa: E402
+from axon_eg.extract.cost import cost  # noqa: E402
+from axon_eg.extract.fusion import MATMUL, plans  # noqa: E402
+from axon_eg.extract.isa import BLAS, DOT, DOT_PERSISTENT, DOT_TMA  # noqa: E402
+from axon_eg.extract.tiling import Tiling, space, tilings  # noqa: E402
+from axon_eg.hw import load  # noqa: E402
+from axon_eg.ir.dtypes import bf16, fp16, fp32  # noqa: E402
+from axon_eg.ir.program import Builder, Program  # noqa: E402
+from axon_eg.testing.kernels import run_kernel  # noqa: E402
+
+H200 = load("h200")
+SMALL = {"BLOCK_M": 16, "BLOCK_N": 16, "BLOCK_K": 16, "num_warps": 2, "num_stages": 2}
+EPILOGUES = ("none", "bias", "scale", "bias_scale", "scale_bias", "bias_relu", "bias_gelu", "residual",
+             "y_plus_sigmoid_y", "bias_silu")
+
+
+def linear(m: int, k: int, n: int, batch: tuple[int, ...], dtype, epilogue: str, transposed: bool) -> Program:
+    """``epilogue(x @ W)``: x [*batch, m, k], W [k, n] (or stored [n, k] and transposed, as nn.Linear)."""
+    b = Builder(f"linear_{epilogue}")
+    x = b.input("x", (*batch, m, k), dtype)
+    w = b.input("w", (n, k) if transposed else (k, n), dtype)
+    y = b.emit("matmul", x, b.emit("transpose", w, perm=(1, 0)) if transposed else w)
+    for step in epilogue.split("_") if epilogue not in ("none", "y_plus_sigmoid_y") else [epilogue]:
+        if step == "bias":
+            y = b.emit("add", y, b.input("bias", (n,), dtype))
+        elif step == "scale":
+            y = b.emit("mul", y, b.constant(0.75, dtype))
+        elif step == "residual":
+            y = b.emit("add", y, b.input("r", (*batch, m, n), dtype))
+        elif step == "y_plus_sigmoid_y":
+            y = b.emit("add", y, b.emit("sigmoid", y))
+        elif step == "gelu":
+            y = b.emit("gelu", y, approximate="tanh")
+        elif step in ("relu", "silu"):
+            y = b.emit(step, y)
+    return b.build([y])
+
+
+def candidates(program: Program) -> list[Candidate]:
+    """One candidate per (plan, ISA choice) the enumerator would consider, small tiles on matmul groups."""
+    program = program.expand()
+    base = plans(program)
+    out = []
+    for plan in base + [d for p in base for d in TRITON.derived_plans(p)]:
+        chosen = []
+        for gi, g in enumerate(plan.groups):
+            options, _ = tilings(space(plan, gi, H200))
+            t = options[0] if options else Tiling(gi, ())
+            chosen.append(Tiling(gi, tuple({**dict(t.values), **SMALL}.items())) if g.kind == MATMUL else t)
+        for isa in isa_choices(plan, H200):
+            report = cost(plan, chosen, H200, isa=isa)
+            out.append(Candidate(Variant(program, 0, 0, 0), plan, tuple(chosen), isa, report.seconds, report))
+    return out
+
+
+@settings(max_examples=int(os.environ.get("AXON_EG_GEMM_EXAMPLES", "12")), deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(m=st.sampled_from((1, 3, 16, 17)), k=st.sampled_from((1, 5, 16, 24)), n=st.sampled_from((1, 7, 16, 33)),
+       batch=st.sampled_from(((), (2,))), dtype=st.sampled_from((bf16, fp16, fp32)),
+       epilogue=st.sampled_from(EPILOGUES), transposed=st.booleans(), data=st.data())
+def test_every_gemm_choice_matches_float64(m, k, n, batch, dtype, epilogue, transposed, data, tmp_path):
+    program = linear(m, k, n, batch, dtype, epilogue, transposed)
+    found = candidates(program)
+    library = [c for c in found if BLAS in dict(c.isa).values()]
+    assert library, "the library GEMM is a choice of every such program"
+    chosen = library[:1] + data.draw(st.lists(st.sampled_from(found), min_size=1, max_size=2, unique=True))
+    for i, c in enumerate(chosen):
+        kernel = emit(c, H200, f"k{i}")
+        out = run_kernel(kernel, program.expand(), tmp_path)
+        assert out.status == "ok", f"{c.isa} {c.plan.name}: {out.error}\n{kernel.source}"
+
+
+@pytest.mark.parametrize("epilogue,call", [("none", "torch.mm("), ("bias", "torch.addmm("),
+                                           ("scale_bias", "torch.addmm("), ("bias_relu", "torch._addmm_activation("),
+                                           ("bias_gelu", "torch._addmm_activation(")])
+def test_the_library_call_fuses_what_cublaslt_can(epilogue, call, tmp_path):
+    """Bias, scale and ReLU / tanh-GELU go into the library call itself: one kernel, no epilogue pass."""
+    program = linear(17, 24, 33, (), fp32, epilogue, True).expand()
+    plan = plans(program)[-1]
+    assert plan.groups[0].kind == MATMUL and blas.core(plan, 0) is not None
+    c = next(c for c in candidates(program) if c.plan == plan and dict(c.isa).get(0) == BLAS)
+    kernel = emit(c, H200, "k")
+    assert call in kernel.source and kernel.meta["lowering"] == "blas:1", kernel.source
+    assert "# fp32 matmul precision: ieee" in kernel.source and "_fp32_matmul(False)" in kernel.source
+    assert run_kernel(kernel, program, tmp_path).status == "ok"
+
+
+def test_the_split_plan_runs_the_rest_of_the_epilogue_as_our_kernel(tmp_path):
+    """y + sigmoid(y) reads the product twice: the library writes y, one Triton kernel does the rest."""
+    program = linear(17, 24, 33, (2,), bf16, "y_plus_sigmoid_y", True).expand()
+    split = TRITON.derived_plans(plans(program)[-1])
+    assert split and [g.kind for g in split[0].groups] == ["matmul", "elementwise"]
+    c = next(c for c in candidates(program) if c.plan == split[0] and dict(c.isa).get(0) == BLAS)
+    kernel = emit(c, H200, "k")
+    assert kernel.meta["lowering"] == "triton:1 blas:1" and "torch.matmul(" not in kernel.source
+    assert run_kernel(kernel, program, tmp_path).status == "ok"
+
+
+def test_persistent_kernel_loops_over_its_tiles(tmp_path):
+    program = linear(40, 48, 64, (), bf16, "bias_silu", False).expand()
+    c = next(c for c in candidates(program) if dict(c.isa).get(0) == DOT_PERSISTENT and len(c.plan.groups) == 1)
+    kernel = emit(c, H200, "k")
+    assert "tl.num_programs(0)" in kernel.source and "tl.make_tensor_descriptor" in kernel.source, kernel.source
+    assert run_kernel(kernel, program, tmp_path).status == "ok"
+
+
+def test_tf32_is_a_choice_only_under_the_tf32_policy():
+    program = linear(16, 16, 16, (), fp32, "bias", True).expand()
+    plan = plans(program)[-1]
+    ieee = {dict(c)[0] for c in isa_choices(plan, H200)}
+    tf32 = {dict(c)[0] for c in isa_choices(plan, H200, "tf32")}
+    assert ieee == {DOT, DOT_TMA, DOT_PERSISTENT, BLAS} and tf32 == {o + "/tf32" for o in ieee}
+    c = next(c for c in candidates(program) if dict(c.isa).get(0) == BLAS)
+    c = dataclasses.replace(c, isa=((0, BLAS + "/tf32"),), precision="tf32")
+    assert "_fp32_matmul(True)" in emit(c, H200, "k").source
+
+
+@pytest.mark.parametrize("name", [e.name for e in suite.SUITE])
+def test_the_library_gemm_is_a_choice_for_every_matmul_group_of_the_suite(name):
+    """In every suite program, each matmul group of the registry's plans has a library-GEMM alternative:
+    the group itself is a library call, or the derived plan splits it around one."""
+    program = suite.get(name).bound(small=True).expand()
+    for plan in plans(program):
+        derived = TRITON.derived_plans(plan)
+        for gi, g in enumerate(plan.groups):
+            if g.kind != MATMUL:
+                continue
+            if BLAS in (TRITON.isa_options(plan, gi, H200) or []):
+                continue
+            mm = next(n for n in g.nodes if program.nodes[n].op == "matmul")
+            assert derived, (name, plan.name, gi)
+            owner = next(j for j, h in enumerate(derived[0].groups) if mm in h.nodes)
+            assert BLAS in (TRITON.isa_options(derived[0], owner, H200) or []), (name, plan.name, gi)
