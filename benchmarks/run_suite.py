@@ -70,11 +70,39 @@ sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT))
 
 
+class _Problem:
+    """A KernelBench-format file as a benchmark entry (``--programs`` naming a .py file or a directory of
+    them, e.g. the held-out ``benchmarks/problems/gemm``): named by its file stem, at its own sizes."""
+
+    kind = "problem"
+
+    def __init__(self, path: Path):
+        self.path, self.name = path, path.stem
+        self._program = None
+
+    def bound(self, small: bool = False):
+        if self._program is None:
+            import axon_eg as ax
+
+            self._program = ax.load_problem(self.path).program
+        return self._program
+
+
 def _suite(names: str | None) -> list:
     from benchmarks import suite
 
-    chosen = suite.SUITE if not names else [suite.get(n) for n in names.split(",")]
-    return list(chosen)
+    if not names:
+        return list(suite.SUITE)
+    chosen: list = []
+    for name in names.split(","):
+        path = Path(name)
+        if path.is_dir():
+            chosen += [_Problem(f) for f in sorted(path.glob("*.py"))]
+        elif name.endswith(".py"):
+            chosen.append(_Problem(path))
+        else:
+            chosen.append(suite.get(name))
+    return chosen
 
 
 def cmd_bundle(args: argparse.Namespace) -> int:

@@ -162,15 +162,33 @@ def enumerate_candidates(nugraph: NuGraph, target: str | HardwareSpec, k: int = 
                         summary.errors.setdefault(c.key, error)
     # equal-looking candidates (costs within COST_BUCKET) by the tilings' tie-breaks, group by group
     # then fewer operations (a variant that recomputes a row max the model does not charge runs slower)
+    # A family (variant, plan, ISA choice) ranks by its cheapest member; inside it the members keep the order
+    # they were made in, which is their tilings' rank (``rank_tilings``: equal costs by the tie-break)
     warp = knobs(hw).warp_size
-    ranked = sorted(found.values(), key=lambda c: (_bucket(c.predicted_seconds), tuple(
-        _tile(c.plan, gi, t, hw).tie_break(warp) for gi, t in enumerate(c.tilings)), _ops(c), c.predicted_seconds, c.key))
+    order = {key: i for i, key in enumerate(found)}
+    families: dict[tuple, list[Candidate]] = {}
+    for c in found.values():
+        families.setdefault(_family(c), []).append(c)
+    head = {f: min(members, key=lambda c: order[c.key]) for f, members in families.items()}
+    best = {f: min(c.predicted_seconds for c in members) for f, members in families.items()}
+
+    def rank(c: Candidate) -> tuple:
+        first = head[_family(c)]
+        return (_bucket(best[_family(c)]), tuple(_tile(first.plan, gi, t, hw).tie_break(warp)
+                                                 for gi, t in enumerate(first.tilings)),
+                _ops(c), best[_family(c)], order[first.key], order[c.key])
+
+    ranked = sorted(found.values(), key=rank)
     chosen = _diverse(ranked, k)
     summary.kept = len(chosen)
     return chosen, summary
 
 
 _FREE = (*O.views(), "constant")  # views: no kernel of their own
+
+
+def _family(c: Candidate) -> tuple:
+    return (c.variant.program.hash, tuple(g.nodes for g in c.plan.groups), c.isa)
 
 
 def _ops(c: Candidate) -> int:
@@ -196,17 +214,21 @@ def _distinct_shapes(ranked: list[Tiling], n: int) -> list[Tiling]:
 
 
 def _diverse(ranked: list[Candidate], k: int) -> list[Candidate]:
-    """The k to measure: first the best candidate of each distinct fusion plan and ISA choice, in rank
-    order (the cost model cannot rank fusion or a library against our kernels reliably, so measurement
-    should see every alternative before a second tiling of one of them), then the rest by predicted cost
-    (other variants and tilings of the best ones). Ordered by predicted cost."""
+    """The k to measure, in three passes over the ranking: the best candidate of each set of instruction
+    kinds (so that the library GEMM, TMA, persistent and pointer-load kernels are all measured), then of
+    each distinct fusion plan and ISA choice (the cost model cannot rank fusion or a library against our
+    kernels reliably, so measurement should see every alternative before a second tiling of one of them),
+    then the rest by rank (other variants and tilings of the best ones). Ordered by predicted cost."""
     picked: list[Candidate] = []
-    seen: set[tuple] = set()
-    for c in ranked:
-        shape = (tuple(g.nodes for g in c.plan.groups), c.isa)
-        if shape not in seen and len(picked) < k:
-            seen.add(shape)
-            picked.append(c)
+    for shape_of in (lambda c: frozenset(base(i) for _, i in c.isa),
+                     lambda c: (c.plan.name, tuple(i for _, i in c.isa))):
+        seen = {shape_of(c) for c in picked}
+        for c in ranked:
+            if len(picked) >= k:
+                break
+            if shape_of(c) not in seen and c not in picked:
+                seen.add(shape_of(c))
+                picked.append(c)
     # then by predicted cost, first one per (plan, tilings, ISA): algebraic variants that differ only
     # in operand order emit the same kernel shape and would be measured twice
     signatures = {_signature(c) for c in picked}
