@@ -26,7 +26,8 @@ from axon_eg.ir.program import Program
 
 TRITON_MAX_BLOCK_ELEMS = 1 << 20  # Triton's TRITON_MAX_TENSOR_NUMEL: a block larger than this does not compile
 CUDA_MAX_GRID_X = 2**31 - 1
-NPZ_MAX_ELEMS = 1 << 22  # above this many reference elements per trial, ship torch float64 code instead
+NPZ_MAX_ELEMS = 1 << 19  # above this many reference elements per trial, ship torch float64 code instead (a
+# bundle travels to the GPU box: three trials of 2^19 float64 outputs are 12 MB)
 
 
 def limits(hw: HardwareSpec) -> dict[str, int]:

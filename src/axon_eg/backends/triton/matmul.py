@@ -511,7 +511,13 @@ def check(plan: FusionPlan, gi: int, tiling: Tiling | None, warp_size: int | Non
         return gemv_splitk.check(plan, gi, tile, warp_size)
     blocks = _blocks(plan, gi, tile, isa)
     _one_matmul(plan, gi)
-    return _plain(plan, gi, blocks, isa)
+    plain = _plain(plan, gi, blocks, isa)
+    if isa == DOT_PERSISTENT and not plain:
+        # measured: with pre-passes, column sums or N loops inside the tile loop (flattened or not) the
+        # persistent kernel returned wrong values on the H200 with Triton 3.6 (layernorm_matmul)
+        raise NotLowerable("tl.dot+tma+persistent: only a matmul with layout prologues and an element-wise "
+                           "epilogue (one K loop per tile)")
+    return plain
 
 
 def _one_matmul(plan: FusionPlan, gi: int) -> None:

@@ -283,6 +283,7 @@ class GroupFacts:
     dims: dict[str, int]  # M, N, K, BATCH of a matmul group; ROWS, COLS otherwise
     item: int  # the largest item size of the group's values
     live: int  # tiles held on chip at once: the tensors it reads and writes (at least 2)
+    reduces: bool = False  # the group holds a reduction (a matmul's row statistics or N reduction)
 
 
 def group_facts(plan: FusionPlan, gi: int) -> GroupFacts:
@@ -290,7 +291,8 @@ def group_facts(plan: FusionPlan, gi: int) -> GroupFacts:
     # a scalar constant takes no tile
     tensors = [j for j in plan.inputs_of(gi) + plan.outputs_of(gi) if math.prod(program.concrete_shape(j)) > 1]
     item = max(program.nodes[n].dtype.itemsize for n in plan.groups[gi].nodes)
-    return GroupFacts(plan.groups[gi].kind, group_dims(plan, gi), item, max(2, len(tensors)))
+    reduces = any(O.get(program.nodes[n].op).kind is O.OpKind.REDUCE for n in plan.groups[gi].nodes)
+    return GroupFacts(plan.groups[gi].kind, group_dims(plan, gi), item, max(2, len(tensors)), reduces)
 
 
 def group_dims(plan: FusionPlan, gi: int) -> dict[str, int]:

@@ -68,6 +68,14 @@ def _blocks_per_sm(hw: HardwareSpec, bm: int, bn: int, bk: int, stages: int) -> 
     return max(1, min(hw.value("memory.shared.per_sm") // max(1, smem), hw.value("memory.registers.per_sm") // max(1, regs)))
 
 
+FUSED_REDUCTION_ACCUMULATORS = 64
+"""At most this many fp32 accumulators per thread in a matmul kernel that also reduces (a norm's row
+statistics in the prologue, a reduction across N in the epilogue) or whose operands are fp32: at 128 per
+thread (128x256 tiles, 8 warps) on the H200 with Triton 3.6 the first returned wrong values
+(rmsnorm_matmul, layernorm_matmul) and the second spilled (an fp32 1024x8192x8192 GEMM in 113 ms where
+64x256x32 tiles took 4.55 ms; benchmarks/results/2026-12-02-issue17), where 64 per thread ran correct."""
+
+
 @dataclass(frozen=True, kw_only=True)
 class MatmulTile(GpuTile):
     """A ``tl.dot`` matmul tile."""
@@ -106,6 +114,12 @@ class MatmulTile(GpuTile):
             Constraint("no oversized K tile", f"BK <= max({bk_lo}, K={k} rounded up)",
                        lambda t: t["BLOCK_K"] <= max(bk_lo, next_pow2(k))),
         ]
+        if facts.reduces or facts.item >= FP32:  # fused reductions keep tiles of their own; fp32 dots use FMAs
+            per_thread = FUSED_REDUCTION_ACCUMULATORS
+            constraints.append(Constraint(
+                "fused reductions or fp32 operands",
+                f"BM*BN <= num_warps * {g.warp_size} * {per_thread} (fp32 accumulators per thread)",
+                lambda t: t["BLOCK_M"] * t["BLOCK_N"] <= t["num_warps"] * g.warp_size * per_thread))
         return params, constraints
 
     def programs(self, plan: FusionPlan, gi: int) -> int:
@@ -118,7 +132,8 @@ class MatmulTile(GpuTile):
         # benchmarks/gemm_core_bench.py, benchmarks/tile_sweep.py)
         acc = self.BLOCK_M * self.BLOCK_N
         per_thread = acc / (self.num_warps * warp_size)
-        return (abs(math.log2(per_thread) - 7) + 0.5 * abs(math.log2(self.BLOCK_K) - 6), -acc, -self.num_stages)
+        return (abs(math.log2(per_thread) - 7) + 0.5 * abs(math.log2(self.BLOCK_K) - 6)
+                + 0.5 * max(0, 3 - self.num_stages), -acc, -self.num_stages)
 
     def traffic_tile(self) -> tuple[int, int, int]:
         return self.BLOCK_M, self.BLOCK_N, self.GROUP_SIZE_M
