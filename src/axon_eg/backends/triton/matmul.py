@@ -32,8 +32,8 @@ from __future__ import annotations
 import math
 
 from axon_eg.extract import isa as isa_names
-from axon_eg.extract.isa import DOT_PERSISTENT, DOT_TMA
 from axon_eg.extract.fusion import FusionPlan
+from axon_eg.extract.isa import DOT_PERSISTENT, DOT_TMA
 from axon_eg.extract.templates import DOT_MIN, MatmulTile, SplitKTile, Tiling, template_for, tile_of
 from axon_eg.ir import ops as O
 
