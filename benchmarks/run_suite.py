@@ -246,7 +246,7 @@ def cmd_measure(args: argparse.Namespace) -> int:
 
     out = Path(args.dir)
     index = json.loads((out / "index.json").read_text())
-    wanted = args.programs.split(",") if args.programs else list(index)
+    wanted = [e.name for e in _suite(args.programs)] if args.programs else list(index)
     missing = [n for n in wanted if n not in index]
     if missing:
         print(f"run_suite measure: no bundle in {out / 'index.json'} for {', '.join(missing)} "

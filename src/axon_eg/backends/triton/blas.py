@@ -46,8 +46,12 @@ class Call:
     out: int  # the node the call writes
     nodes: frozenset[int]  # the matmul, its epilogue chain and the views they read
 
+    flat: bool = True  # one 2-D call (else batched: torch.matmul / torch.baddbmm)
+
     @property
     def op(self) -> str:
+        if not self.flat:
+            return "torch.baddbmm" if self.bias is not None or self.alpha != 1.0 else "torch.matmul"
         return "torch._addmm_activation" if self.activation else "torch.addmm" if self.bias is not None or \
             self.alpha != 1.0 else "torch.mm"
 
@@ -121,6 +125,8 @@ def chain(program: Program, inside: set[int], mm: int) -> Call | None:
             shape = tuple(program.concrete_shape(other))
             if (batched and shape != out_shape) or program.nodes[side[1]].dtype != node.dtype:
                 break  # baddbmm adds a tensor of the output's own shape
+            if flat and len(out_shape) > 2 and shape != out_shape and any(d != 1 for d in shape[:-1]):
+                break  # flattened to one 2-D call: a row bias or the output's own shape
             bias = other
         elif un.op in _ACTIVATIONS and bias is not None and flat and (
                 un.op != "gelu" or un.attrs.get("approximate") == "tanh"):
@@ -129,7 +135,7 @@ def chain(program: Program, inside: set[int], mm: int) -> Call | None:
             break
         nodes |= side[0] | {u}
         cur = u
-    return Call(mm, a, b, bias, alpha, beta, act, cur, frozenset(nodes))
+    return Call(mm, a, b, bias, alpha, beta, act, cur, frozenset(nodes), flat)
 
 
 def core(plan: FusionPlan, gi: int) -> Call | None:
@@ -221,11 +227,11 @@ def source(program: Program, call: Call, expr: dict[int, str], out: str, isa: st
         return torch_expr(program, j, [value(i) for i in node.inputs])
 
     a, b = value(call.a), value(call.b)
-    if call.op == "torch.mm" and not _flat(program, call.a, call.b):
+    if call.op == "torch.matmul":
         line = f"torch.matmul({a}, {b}, out={out})"
     else:
         k, n = program.concrete_shape(call.b)[-2:]
-        flat = _flat(program, call.a, call.b) and len(program.concrete_shape(call.a)) != 2
+        flat = call.flat and len(program.concrete_shape(call.a)) != 2
         if flat:
             a, target = f"{a}.reshape(-1, {k})", f"{out}.view(-1, {n})"
         else:
@@ -239,7 +245,7 @@ def source(program: Program, call: Call, expr: dict[int, str], out: str, isa: st
         if call.activation:
             line = (f"torch._addmm_activation({bias}, {a}, {b}{scal}, "
                     f"use_gelu={_ACTIVATIONS[call.activation]}, out={target})")
-        elif _flat(program, call.a, call.b):
+        elif call.flat:
             line = f"torch.addmm({bias}, {a}, {b}{scal}, out={target})" if call.op != "torch.mm" else \
                 f"torch.mm({a}, {b}, out={target})"
         else:
