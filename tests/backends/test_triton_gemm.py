@@ -24,7 +24,7 @@ from axon_eg.egraph.nugraph import Variant  # noqa: E402
 from axon_eg.extract.candidates import Candidate, isa_choices  # noqa: E402
 from axon_eg.extract.cost import cost  # noqa: E402
 from axon_eg.extract.fusion import MATMUL, plans  # noqa: E402
-from axon_eg.extract.isa import BLAS, DOT, DOT_PERSISTENT, DOT_TMA  # noqa: E402
+from axon_eg.extract.isa import BLAS, DOT, DOT_PERSISTENT, DOT_TMA, SDPA  # noqa: E402
 from axon_eg.extract.tiling import Tiling, space, tilings  # noqa: E402
 from axon_eg.hw import load  # noqa: E402
 from axon_eg.ir.dtypes import bf16, fp16, fp32  # noqa: E402
@@ -154,3 +154,21 @@ def test_the_library_gemm_is_a_choice_for_every_matmul_group_of_the_suite(name):
             assert derived, (name, plan.name, gi)
             owner = next(j for j, h in enumerate(derived[0].groups) if mm in h.nodes)
             assert BLAS in (TRITON.isa_options(derived[0], owner, H200) or []), (name, plan.name, gi)
+
+
+ATTENTION_PROGRAMS = [e.name for e in suite.SUITE
+                      if any(g.kind == "attention" for p in plans(e.bound(small=True).expand()) for g in p.groups)]
+
+
+@pytest.mark.parametrize("name", ATTENTION_PROGRAMS)
+def test_library_attention_is_a_choice_and_matches_float64(name, tmp_path):
+    """torch's scaled_dot_product_attention next to our flash kernel, on q / k / v views of the buffers."""
+    program = suite.get(name).bound(small=True).expand()
+    found = [c for c in candidates(program) if SDPA in dict(c.isa).values()]
+    if name == "gqa":
+        assert found, "grouped-query causal attention is the library's pattern"
+    for c in found[:1]:
+        kernel = emit(c, H200, "k")
+        assert "F.scaled_dot_product_attention(" in kernel.source and "sdpa:1" in kernel.meta["lowering"]
+        out = run_kernel(kernel, program, tmp_path)
+        assert out.status == "ok", f"{out.error}\n{kernel.source}"

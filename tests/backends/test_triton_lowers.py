@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 from axon_eg.backends.base import backend_for, backend_for_hw  # noqa: E402
-from axon_eg.backends.triton import attention, blas, elementwise, emit, gemv_splitk, layout, matmul, reduction, scan  # noqa: E402
+from axon_eg.backends.triton import attention, blas, elementwise, emit, gemv_splitk, layout, matmul, reduction, scan, sdpa  # noqa: E402
 from axon_eg.backends.triton.backend import TRITON  # noqa: E402
 from axon_eg.backends.triton.base import GroupKernel, NotLowerable  # noqa: E402
 from axon_eg.extract.candidates import enumerate_candidates, isa_choices  # noqa: E402
@@ -35,7 +35,7 @@ def _agree(plan, gi, tiling, isa, warp_size) -> None:
         lowered = emit.lower_group(plan, gi, tiling, "_g", warp_size, isa)
     except Exception:  # a crashing lowering: the enumerator records the probe's error either way
         return
-    assert emit.lowers(plan, gi, tiling, isa, warp_size) == isinstance(lowered, (GroupKernel, blas.Call)), (
+    assert emit.lowers(plan, gi, tiling, isa, warp_size) == isinstance(lowered, (GroupKernel, blas.Call, sdpa.Call)), (
         plan.name, gi, plan.groups[gi].kind, tiling and tiling.values, isa, lowered if isinstance(lowered, str) else "")
 
 

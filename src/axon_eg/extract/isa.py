@@ -2,7 +2,9 @@
 
 A matmul group's kernel is ``tl.dot`` (pointer loads), ``tl.dot+tma`` (Hopper tensor descriptors),
 ``tl.dot+tma+persistent`` (the same as one program per SM looping over output tiles),
-``fma_reduce`` (a GEMV on CUDA cores) or ``blas`` (the vendor library through torch); the suffix
+``fma_reduce`` (a GEMV on CUDA cores) or ``blas`` (the vendor library through torch); an attention
+group's is ``tl.dot`` / ``tl.dot+tma`` (our flash kernel) or ``sdpa`` (torch's
+``scaled_dot_product_attention``); the suffix
 ``/tf32`` lets fp32 operands use TF32 tensor cores (the fp32 precision policy ``tf32``; without it fp32
 matmuls are ``ieee``, torch's default).
 """
@@ -11,6 +13,7 @@ from __future__ import annotations
 
 DOT, DOT_TMA, FMA_REDUCE, BLAS = "tl.dot", "tl.dot+tma", "fma_reduce", "blas"
 DOT_PERSISTENT = "tl.dot+tma+persistent"
+SDPA = "sdpa"
 TF32 = "/tf32"
 PRECISIONS = ("ieee", "tf32")
 """The fp32 matmul precision policies: ``ieee`` (torch.backends.cuda.matmul.allow_tf32 off, the default)

@@ -72,16 +72,18 @@ class TritonBackend:
         """A matmul with a single output column (a GEMV after the νGraph's rewrite) may skip ``tl.dot``;
         on Hopper, attention and matmul operand tiles may go through tensor descriptors (TMA), and the
         matmul may be persistent (one program per SM looping over output tiles); a matmul
-        group the vendor library can run whole (``blas.core``) may be that library call. Under the
+        group the vendor library can run whole (``blas.core``) may be that library call, an attention
+        group torch's ``scaled_dot_product_attention`` (``sdpa.core``). Under the
         ``tf32`` policy the choices of groups with fp32 operands carry ``/tf32`` (TF32 tensor cores)."""
-        from axon_eg.extract.isa import BLAS, DOT, DOT_PERSISTENT, DOT_TMA, FMA_REDUCE, TF32
+        from axon_eg.extract.isa import BLAS, DOT, DOT_PERSISTENT, DOT_TMA, FMA_REDUCE, SDPA, TF32
         from axon_eg.extract.templates import is_gemv
 
-        from . import blas
+        from . import blas, sdpa
 
         g = plan.groups[gi]
-        if g.kind == ATTENTION and hw.get("features.tma"):
-            return ["tl.dot", "tl.dot+tma"]  # Hopper: q/k/v tiles through tensor descriptors
+        if g.kind == ATTENTION:  # Hopper: q/k/v tiles through tensor descriptors; the library's attention
+            opts = [DOT, DOT_TMA] if hw.get("features.tma") else []
+            return opts + [SDPA] if sdpa.core(plan, gi) is not None else (opts or None)
         if g.kind != MATMUL:
             return None
         # a GEMV's thin tilings (BLOCK_M < 16) only suit fma_reduce: tl.dot needs 16 x 16 tiles

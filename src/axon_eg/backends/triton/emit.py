@@ -22,11 +22,11 @@ from axon_eg.backends.kernel import Kernel, call_signature, guard_source, identi
 from axon_eg.backends.torch.lower import expr as torch_expr
 from axon_eg.extract.candidates import Candidate
 from axon_eg.extract.fusion import ATTENTION, ELEMENTWISE, LAYOUT, LIBRARY, MATMUL, REDUCTION, SCAN, FusionPlan, Group, node_kind
-from axon_eg.extract.isa import BLAS, base
+from axon_eg.extract.isa import BLAS, SDPA, base
 from axon_eg.extract.templates import ElementwiseTile, GpuTile, knobs, tile_of
 from axon_eg.hw import HardwareSpec
 
-from . import attention, blas, elementwise, layout, matmul, reduction, scan, tma
+from . import attention, blas, elementwise, layout, matmul, reduction, scan, sdpa, tma
 from .base import GroupKernel, NotLowerable
 
 LOWERINGS = {ELEMENTWISE: elementwise, LAYOUT: layout, REDUCTION: reduction, MATMUL: matmul, ATTENTION: attention,
@@ -42,12 +42,15 @@ The functions are looked up on the modules at each call."""
 
 
 def lower_group(plan: FusionPlan, gi: int, tiling: Any, name: str, warp_size: int | None = None,
-                isa: str | None = None) -> GroupKernel | blas.Call | str:
+                isa: str | None = None) -> GroupKernel | blas.Call | sdpa.Call | str:
     """The group's Triton kernel, its library call (``isa="blas"``), or the reason it stays in torch."""
     kind = plan.groups[gi].kind
     if base(isa) == BLAS:
         call = blas.core(plan, gi)
         return call if call is not None else "the library cannot run this group whole"
+    if isa == SDPA:
+        attn = sdpa.core(plan, gi)
+        return attn if attn is not None else "not an attention torch's scaled_dot_product_attention computes"
     if kind not in LOWERINGS:
         return f"no Triton lowering for {kind} groups"
     try:
@@ -68,6 +71,8 @@ def lowers(plan: FusionPlan, gi: int, tiling: Any, isa: str | None = None, warp_
     kind = plan.groups[gi].kind
     if base(isa) == BLAS:
         return blas.core(plan, gi) is not None
+    if isa == SDPA:
+        return sdpa.core(plan, gi) is not None
     if kind not in LOWERINGS:
         return False
     module = LOWERINGS[kind]
@@ -143,15 +148,15 @@ def emit(candidate: Candidate, hw: HardwareSpec, name: str, *, autotune: bool = 
         lowered.append(k)
     source = _file(candidate, plan, hw, name, lowered, isa)
     triton_groups = [k for k in lowered if isinstance(k, GroupKernel)]
-    library = sum(isinstance(k, blas.Call) for k in lowered)
+    gemms, attentions = (sum(isinstance(k, t) for k in lowered) for t in (blas.Call, sdpa.Call))
     worst = max((k.resources for k in triton_groups), key=lambda r: r.get("block_elems", 0), default={})
     res = {key: max(k.resources[key] for k in triton_groups)
            for key in ("block_elems", "threads", "grid", "smem_bytes", "regs_per_thread")} if triton_groups else {}
     if res:
         res["launch"] = worst.get("launch")
     meta = {"lowering": " ".join(f"{k}:{n}" for k, n in
-                                 (("triton", len(triton_groups)), ("blas", library),
-                                  ("torch", len(lowered) - len(triton_groups) - library)) if n),
+                                 (("triton", len(triton_groups)), ("blas", gemms), ("sdpa", attentions),
+                                  ("torch", len(lowered) - len(triton_groups) - gemms - attentions)) if n),
             "plan": plan.name, "groups": len(plan.groups), "rules": list(candidate.variant.rules),
             "predicted_us": candidate.predicted_seconds * 1e6}
     return Kernel(name, source, "kernel", "dps", "candidate", res, meta)
@@ -206,7 +211,7 @@ def _file(candidate: Candidate, plan: FusionPlan, hw: HardwareSpec, name: str, l
             f"# fusion plan {plan.name}:"]
     for gi, (g, k) in enumerate(zip(plan.groups, lowered)):
         what = k.note if isinstance(k, GroupKernel) else blas.describe(program, k, isa.get(gi)) \
-            if isinstance(k, blas.Call) else f"torch ({k})"
+            if isinstance(k, blas.Call) else sdpa.describe(k) if isinstance(k, sdpa.Call) else f"torch ({k})"
         head.append(f"#   g{gi} {g.kind} nodes {list(g.nodes)}: {what}")
     if _fp32_matmuls(program):
         head.append(f"# fp32 matmul precision: {candidate.precision} ("
@@ -276,6 +281,15 @@ def _launcher(plan: FusionPlan, lowered: list[Any], isa: dict[int, str]) -> str:
                 lines.append(f"    t{o} = torch.empty({tuple(program.concrete_shape(o))}, dtype=torch.{dt}, device=dev)")
             buf[o] = target.get(o, f"t{o}")
             lines.extend(blas.source(program, k, reads, buf[o], isa.get(gi)))
+            continue
+        if isinstance(k, sdpa.Call):  # the library's attention, copied into the group's output buffer
+            bufs = {j: ensure(j) for j in plan.inputs_of(gi)}
+            o = k.out
+            if o not in target:
+                dt = program.nodes[o].dtype.torch_name
+                lines.append(f"    t{o} = torch.empty({tuple(program.concrete_shape(o))}, dtype=torch.{dt}, device=dev)")
+            buf[o] = target.get(o, f"t{o}")
+            lines.extend(sdpa.source(k, bufs, buf[o]))
             continue
         if isinstance(k, GroupKernel):
             args = [ensure(j) for j in k.reads]
