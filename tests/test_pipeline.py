@@ -68,8 +68,28 @@ def test_cache_hit_skips_measuring_and_a_toolchain_change_misses(tmp_path, monke
     h200 = pipeline.load("h200")  # the key also covers shapes, dtypes, hardware and k
     keys = {pipeline.bundle_key(program, h200, "triton", 1), pipeline.bundle_key(program, h200, "triton", 2),
             pipeline.bundle_key(suite.get("rmsnorm").program.bind(M=6, N=7), h200, "triton", 1),
-            pipeline.bundle_key(program, pipeline.load("h100"), "triton", 1)}
-    assert len(keys) == 4
+            pipeline.bundle_key(program, pipeline.load("h100"), "triton", 1),
+            pipeline.bundle_key(program, h200, "triton", 1, "tf32")}  # the fp32 matmul precision policy
+    assert len(keys) == 5
+
+
+def test_the_precision_policy_is_checked_and_follows_torch():
+    import torch
+
+    from axon_eg import validate
+    from axon_eg.errors import InvalidArgument
+
+    with pytest.raises(InvalidArgument, match=r"precision='fp16': the fp32 matmul precision is one of ieee, tf32"):
+        validate.precision("fp16")
+    assert validate.precision("tf32") == "tf32" and validate.precision("ieee") == "ieee"
+    flags, saved = torch.backends.cuda.matmul, torch.backends.cuda.matmul.allow_tf32
+    try:
+        flags.allow_tf32 = True
+        assert validate.precision(None) == "tf32"
+        flags.allow_tf32 = False
+        assert validate.precision(None) == "ieee"
+    finally:
+        flags.allow_tf32 = saved
 
 
 def test_remote_rows_flow(tmp_path):
