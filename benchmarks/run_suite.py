@@ -105,6 +105,17 @@ def _suite(names: str | None) -> list:
     return chosen
 
 
+def _names(programs: str) -> list[str]:
+    """The entry names ``--programs`` selects: suite names as given, KernelBench files and directories by
+    their file stems (a name that is neither is kept, for the caller's one-line error)."""
+    names: list[str] = []
+    for name in programs.split(","):
+        path = Path(name)
+        names += [f.stem for f in sorted(path.glob("*.py"))] if path.is_dir() else [path.stem] if name.endswith(".py") \
+            else [name]
+    return names
+
+
 def cmd_bundle(args: argparse.Namespace) -> int:
     from axon_eg.pipeline import write_bundle_only
 
@@ -246,7 +257,7 @@ def cmd_measure(args: argparse.Namespace) -> int:
 
     out = Path(args.dir)
     index = json.loads((out / "index.json").read_text())
-    wanted = [e.name for e in _suite(args.programs)] if args.programs else list(index)
+    wanted = _names(args.programs) if args.programs else list(index)
     missing = [n for n in wanted if n not in index]
     if missing:
         print(f"run_suite measure: no bundle in {out / 'index.json'} for {', '.join(missing)} "
