@@ -17,7 +17,7 @@ from benchmarks import suite  # noqa: E402
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from axon_eg.backends.triton import blas  # noqa: E402
+from axon_eg.backends.triton import blas, sdpa  # noqa: E402
 from axon_eg.backends.triton.backend import TRITON  # noqa: E402
 from axon_eg.backends.triton.emit import emit  # noqa: E402
 from axon_eg.egraph.nugraph import Variant  # noqa: E402
@@ -172,3 +172,16 @@ def test_library_attention_is_a_choice_and_matches_float64(name, tmp_path):
         assert "F.scaled_dot_product_attention(" in kernel.source and "sdpa:1" in kernel.meta["lowering"]
         out = run_kernel(kernel, program, tmp_path)
         assert out.status == "ok", f"{out.error}\n{kernel.source}"
+
+
+def test_library_attention_takes_the_4d_form_with_fewer_kv_heads():
+    """The library's fused kernels take [batch, heads, rows, cols] only: grouped-query heads fold into the
+    head dim of q and become ``enable_gqa`` (a 5-D call with stride-0 heads ran the math fallback)."""
+    program = suite.get("gqa").bound(small=True).expand()
+    plan = next(p for p in plans(program) if any(g.kind == "attention" for g in p.groups))
+    gi = next(i for i, g in enumerate(plan.groups) if g.kind == "attention")
+    call = sdpa.core(plan, gi)
+    a = call.attention
+    assert call.kv_heads * a.group == call.heads[1] and a.group > 1
+    line = sdpa.source(call, {a.q.node: "q", a.k.node: "k", a.v.node: "v"}, "out0")[0]
+    assert "enable_gqa=True" in line and line.count(f"({call.heads[0]}, ") >= 3
