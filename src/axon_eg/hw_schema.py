@@ -89,6 +89,7 @@ _GPU: dict[str, Field] = {
     "tiles.matmul.block_m": _RANGE,
     "tiles.matmul.block_n": _RANGE,
     "tiles.matmul.block_k": _RANGE,
+    "tiles.matmul.split_k": Field("list[int]", range=True, required=False),  # K slices of a matmul with few tiles
     "tiles.gemv.block_m": _RANGE,  # a GEMV (N < 16 output columns) on CUDA cores: thin row bands
     "tiles.gemv.block_k": _RANGE,
     "tiles.gemv.max_elements": _q("count"),  # BLOCK_M * BLOCK_K of one program

@@ -185,3 +185,30 @@ def test_library_attention_takes_the_4d_form_with_fewer_kv_heads():
     assert call.kv_heads * a.group == call.heads[1] and a.group > 1
     line = sdpa.source(call, {a.q.node: "q", a.k.node: "k", a.v.node: "v"}, "out0")[0]
     assert "enable_gqa=True" in line and line.count(f"({call.heads[0]}, ") >= 3
+
+
+@settings(max_examples=int(os.environ.get("AXON_EG_GEMM_EXAMPLES", "12")) // 2 or 1, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(m=st.sampled_from((1, 17, 32)), n=st.sampled_from((16, 33)), k=st.sampled_from((2048, 2100)),
+       split=st.sampled_from((2, 3, 8)), dtype=st.sampled_from((bf16, fp32)),
+       epilogue=st.sampled_from(("none", "bias_silu", "scale_bias")), isa=st.sampled_from((DOT, DOT_TMA)))
+def test_split_k_matmul_matches_float64(m, k, n, split, dtype, epilogue, isa, tmp_path):
+    """A long K in SPLIT_K slices, each by programs of its own; the partials are added in slice order by
+    a second launch that runs the epilogue (tails in every dim, one slice shorter than the others)."""
+    program = linear(m, k, n, (), dtype, epilogue, True).expand()
+    plan = plans(program)[-1]
+    assert plan.groups[0].kind == MATMUL
+    c = next(c for c in candidates(program) if c.plan == plan and dict(c.isa).get(0) == DOT)
+    tilings = (Tiling(0, tuple({**dict(c.tilings[0].values), "SPLIT_K": split}.items())), *c.tilings[1:])
+    kernel = emit(dataclasses.replace(c, tilings=tilings, isa=((0, isa),)), H200, "k")
+    assert f"split-K: SPLIT_K={split}" in kernel.source or (isa == DOT_TMA and "torch (tl.dot+tma" in kernel.source)
+    out = run_kernel(kernel, program, tmp_path)
+    assert out.status == "ok", f"{out.error}\n{kernel.source}"
+
+
+def test_split_k_is_in_the_space_only_for_few_tiles_and_a_long_k():
+    long_k = plans(linear(256, 131072, 256, (), fp32, "none", False).expand())[-1]
+    square = plans(linear(4096, 4096, 4096, (), bf16, "none", False).expand())[-1]
+    splits = {dict(t.values).get("SPLIT_K", 1) for t in tilings(space(long_k, 0, H200))[0]}
+    assert splits == {1, 2, 4, 8, 16, 32}
+    assert {dict(t.values).get("SPLIT_K", 1) for t in tilings(space(square, 0, H200))[0]} == {1}

@@ -100,6 +100,30 @@ def enumerate_candidates(nugraph: NuGraph, target: str | HardwareSpec, k: int = 
 
     failed: dict[tuple, str] = {}  # probe key -> the error of a probe that raised
 
+    def probe(plan: FusionPlan, gi: int, t: Tiling, isa_i: str | None) -> tuple:
+        """The probe key of group ``gi`` at ``t`` and ``isa_i``, probed once (``lowers[key]``: runs as torch)."""
+        key = (tuple(g.nodes for g in plan.groups), plan.program.hash, gi, t.values, isa_i)
+        if key not in lowers:
+            try:
+                lowers[key] = bool(fallback(plan, gi, t, isa_i)) if fallback is not None else False
+            except Exception as exc:  # a crashing lowering rejects this candidate, never the enumeration
+                lowers[key] = True
+                failed[key] = f"{error_line(exc)} (lowering group {gi}, {plan.groups[gi].kind}, at {dict(t.values)})"
+        return key
+
+    def for_isa(plan: FusionPlan, chosen: tuple[Tiling, ...], isa: tuple[tuple[int, str], ...],
+                options: list[list[Tiling]]) -> tuple[Tiling, ...]:
+        """Each group's tiling, or where its ISA choice cannot lower it (a split-K tile for a persistent
+        kernel), the best-ranked one of the group's tilings that it can."""
+        if fallback is None:
+            return chosen
+        by_group = dict(isa)
+        out = list(chosen)
+        for gi, t in enumerate(chosen):
+            if gi in by_group and lowers[probe(plan, gi, t, by_group[gi])]:
+                out[gi] = next((o for o in options[gi] if not lowers[probe(plan, gi, o, by_group[gi])]), t)
+        return tuple(out)
+
     def torch_penalty(plan: FusionPlan, chosen: tuple[Tiling, ...],
                       isa: tuple[tuple[int, str], ...]) -> tuple[float, str | None]:
         """The extra predicted cost of the groups the backend would run as torch, and the first error
@@ -109,13 +133,7 @@ def enumerate_candidates(nugraph: NuGraph, target: str | HardwareSpec, k: int = 
         extra, error = 0.0, None
         by_group = dict(isa)
         for gi, t in enumerate(chosen):
-            key = (tuple(g.nodes for g in plan.groups), plan.program.hash, gi, t.values, by_group.get(gi))
-            if key not in lowers:
-                try:
-                    lowers[key] = bool(fallback(plan, gi, t, by_group.get(gi)))
-                except Exception as exc:  # a crashing lowering rejects this candidate, never the enumeration
-                    lowers[key] = True
-                    failed[key] = f"{error_line(exc)} (lowering group {gi}, {plan.groups[gi].kind}, at {dict(t.values)})"
+            key = probe(plan, gi, t, by_group.get(gi))
             error = error or failed.get(key)
             if lowers[key]:
                 ops = sum(1 for n in plan.groups[gi].nodes if plan.program.nodes[n].op not in _FREE)
@@ -153,6 +171,7 @@ def enumerate_candidates(nugraph: NuGraph, target: str | HardwareSpec, k: int = 
                 for isa in isa_choices(plan, hw, precision):
                     # a library call has no tiling of ours: its group keeps the best, so alternatives collapse
                     chosen = tuple(best[gi] if base(dict(isa).get(gi)) == BLAS else t for gi, t in enumerate(tiled))
+                    chosen = for_isa(plan, chosen, isa, per_group)
                     report = cost(plan, chosen, hw, isa=isa)
                     penalty, error = torch_penalty(plan, chosen, isa)
                     c = Candidate(variant, plan, chosen, isa, report.seconds + penalty, report, precision)

@@ -512,6 +512,10 @@ def check(plan: FusionPlan, gi: int, tiling: Tiling | None, warp_size: int | Non
     blocks = _blocks(plan, gi, tile, isa)
     _one_matmul(plan, gi)
     plain = _plain(plan, gi, blocks, isa)
+    if tile.SPLIT_K > 1 and (not plain or isa not in (isa_names.DOT, DOT_TMA) or plan.program.concrete_shape(
+            plan.groups[gi].anchor(plan.program))[:-2]):
+        raise NotLowerable(f"split-K (SPLIT_K={tile.SPLIT_K}): only a 2-D matmul with layout prologues and an "
+                           "element-wise epilogue, not persistent")
     if isa == DOT_PERSISTENT and not plain:
         # measured: with pre-passes, column sums or N loops inside the tile loop (flattened or not) the
         # persistent kernel returned wrong values on the H200 with Triton 3.6 (layernorm_matmul)
@@ -553,6 +557,8 @@ def lower(plan: FusionPlan, gi: int, tiling: Tiling | None, name: str, warp_size
     if isa in (DOT_TMA, DOT_PERSISTENT):
         body = tma.rewrite(body, {n: program.concrete_shape(n) for n in kernel.reads},
                            {n: program.nodes[n].dtype.itemsize for n in kernel.reads}, kernel.looped, kernel.wide)
+    if tile.SPLIT_K > 1:
+        return _split_k(plan, gi, kernel, body, grid, tile, name, warp_size, tma_loads=isa == DOT_TMA)
     if isa == DOT_PERSISTENT:
         body = _persistent(body, grid, flatten=not kernel.looped)
     consts = [("BLOCK_M", bm), ("BLOCK_N", bn), ("BLOCK_K", bk)]
@@ -581,6 +587,63 @@ def lower(plan: FusionPlan, gi: int, tiling: Tiling | None, name: str, warp_size
             f"{grid} {'tiles' if isa == DOT_PERSISTENT else 'programs'}" + "".join(f", {e}" for e in extra if e))
     return GroupKernel(name, src, reads, tuple(outs), grid, tuple(consts), warps, res, note, (("num_stages", stages),),
                        persistent=isa == DOT_PERSISTENT)
+
+
+def _split_k(plan: FusionPlan, gi: int, kernel: _Kernel, body: list[str], tiles: int, tile: MatmulTile, name: str,
+             warp_size: int | None, tma_loads: bool = False) -> GroupKernel:
+    """The plain kernel as two launches: ``{name}_part`` runs K slice ``split`` of every output tile
+    (``tiles * SPLIT_K`` programs) and stores its fp32 accumulator to ``part[split]``; ``{name}_finish``
+    adds the ``SPLIT_K`` partials of its tile in slice order (deterministic) and runs the group's epilogue
+    and stores, unchanged. The host function allocates ``part`` and launches both."""
+    program = plan.program
+    split, (m, n, k) = tile.SPLIT_K, (kernel.M, kernel.N, kernel.K)
+    bm, bn, bk = tile.BLOCK_M, tile.BLOCK_N, tile.BLOCK_K
+    loop = next(i for i, ln in enumerate(body) if ln.startswith("for k0 in range(0, "))
+    end = next((i for i in range(loop + 1, len(body)) if not body[i].startswith("    ")), len(body))
+    head, kloop, epilogue = body[:loop], body[loop:end], body[end:]
+    if "pid = tl.program_id(0)" not in head or not any(ln.startswith("acc0 = tl.zeros(") for ln in head):
+        raise NotLowerable("split-K: the kernel has no single accumulator")
+    chunk = math.ceil(math.ceil(k / bk) / split) * bk  # K per slice, whole K tiles
+    offs = f"rm * {n} + rn"
+    mask = " & ".join(c for c, need in (("mmask", m % bm), ("nmask", n % bn)) if need)
+    at = head.index("pid = tl.program_id(0)")
+    part_head = head[:at] + [f"pid = tl.program_id(0) % {tiles}  # the output tile",
+                             f"split = tl.program_id(0) // {tiles}  # its K slice"] + head[at + 1:]
+    part_body = (part_head + [f"# K slice split: [{chunk} * split, {chunk} * (split + 1)) of {k}",
+                              f"for k0 in range(split * {chunk}, tl.minimum(split * {chunk} + {chunk}, {k}), BLOCK_K):"]
+                 + kloop[1:] + [f"tl.store(part + split * {m * n} + {offs}, acc0" + (f", mask={mask})" if mask else ")")])
+    load = f"tl.load(part + s * {m * n} + {offs}" + (f", mask={mask}, other=0.0)" if mask else ")")
+    finish_body = head + [f"# the {split} K slices' partials, added in slice order (deterministic)",
+                          f"for s in range({split}):", f"    acc0 += {load}"] + epilogue
+    reads, outs = tuple(kernel.reads), tuple(plan.outputs_of(gi))
+    consts = [("BLOCK_M", bm), ("BLOCK_N", bn), ("BLOCK_K", bk)] + (
+        [("GROUP_SIZE_M", tile.GROUP_SIZE_M)] if "GROUP_SIZE_M" in "\n".join(body) else [])
+    params = ([f"p{j}" for j in reads] + [f"out{i}" for i in range(len(outs))] + ["part"]
+              + [f"{c}: tl.constexpr" for c, _ in consts])
+
+    def jit(fn: str, lines: list[str]) -> str:
+        return "@triton.jit\ndef {}({}):\n{}\n".format(fn, ", ".join(params), "\n".join("    " + ln for ln in lines))
+
+    args = ", ".join([f"p{j}" for j in reads] + [f"out{i}" for i in range(len(outs))] + ["part"])
+    kw = ", ".join(f"{c}={v}" for c, v in consts)
+    host = f'''def {name}({", ".join([f"p{j}" for j in reads] + [f"out{i}" for i in range(len(outs))])}, **launch):
+    """Both launches of the group; ``launch``: vendor launch knobs (Intel XPU grf_mode, warp_size)."""
+    part = torch.empty(({split}, {m}, {n}), dtype=torch.float32, device=out0.device)
+    {name}_part[({tiles * split},)]({args}, {kw}, num_warps={tile.num_warps}, num_stages={tile.num_stages}, **launch)
+    {name}_finish[({tiles},)]({args}, {kw}, num_warps={tile.num_warps}, **launch)
+'''
+    src = jit(f"{name}_part", part_body) + "\n\n" + jit(f"{name}_finish", finish_body) + "\n\n" + host
+    item = max(program.nodes[j].dtype.itemsize for j in (kernel.a, kernel.b))
+    res = resources(f"{name}_part", bm * bn, tile.num_warps, tiles * split, max(2, kernel.accs["dot"] + 1),
+                    smem_bytes=(bm * bk + bk * bn) * item * tile.num_stages, warp_size=warp_size)
+    ops = "/".join(sorted({program.nodes[j].op for j in plan.groups[gi].nodes} - {"matmul"}))
+    note = (f"matmul {m}x{n}x{k} (MxNxK){' + ' + ops if ops else ''}, tl.dot {kernel.dot_dtype}"
+            f"{', TMA loads' if tma_loads else ''}{' (tf32)' if kernel.tf32 and kernel.dot_dtype == 'fp32' else ''}, "
+            f"split-K: SPLIT_K={split} "
+            f"slices of {chunk}, BLOCK_M={bm}, BLOCK_N={bn}, BLOCK_K={bk}, num_warps={tile.num_warps}, "
+            f"num_stages={tile.num_stages}, {tiles * split} programs, then {tiles} add the fp32 partials in order "
+            "and run the epilogue")
+    return GroupKernel(name, src, reads, outs, tiles * split, tuple(consts), tile.num_warps, res, note, host=True)
 
 
 def _persistent(body: list[str], tiles: int, flatten: bool) -> list[str]:

@@ -34,6 +34,7 @@ from .base import (
     GpuTile,
     GroupFacts,
     gpu_facts,
+    group_dims,
     is_gemv,
     is_gpu,
     next_pow2,
@@ -91,10 +92,31 @@ class MatmulTile(GpuTile):
     BLOCK_K: int = 32
     num_stages: int = 3
     GROUP_SIZE_M: int = 8  # tile rows per swizzle group (the Triton matmul tutorial's); not enumerated
+    SPLIT_K: int = 1
+    """K slices run by programs of their own (a product with few output tiles and a long K: 256 x 256 x
+    131072 is 4 tiles of 128 x 128 on 132 SMs); their fp32 partials are added in a fixed order by a second
+    launch, which also runs the epilogue (deterministic, no atomics)."""
 
     @classmethod
     def applies(cls, plan: FusionPlan, gi: int, hw: HardwareSpec | None) -> bool:
         return is_gpu(hw) and plan.groups[gi].kind == MATMUL and not is_gemv(plan, gi)
+
+    @property
+    def launches(self) -> int:  # type: ignore[override]
+        return 2 if self.SPLIT_K > 1 else 1
+
+    @staticmethod
+    def split_k_values(facts: GroupFacts, hw: HardwareSpec) -> tuple[int, ...]:
+        """1, and the hardware file's split-K range when the product has fewer 128 x 128 output tiles than
+        the GPU has SMs, one batch entry, a K of at least 16 tiles of 128 per slice pair, and no reduction
+        fused around it."""
+        d = facts.dims
+        if hw.get("tiles.matmul.split_k") is None or facts.reduces or d.get("BATCH", 1) != 1:
+            return (1,)
+        tiles = math.ceil(d["M"] / 128) * math.ceil(d["N"] / 128)
+        if tiles >= hw.value("compute.units") or d["K"] < 2048:
+            return (1,)
+        return (1, *tile_range(hw, "matmul.split_k"))
 
     @classmethod
     def params(cls, facts: GroupFacts, hw: HardwareSpec):
@@ -104,6 +126,9 @@ class MatmulTile(GpuTile):
         params = [("BLOCK_M", tile_range(hw, "matmul.block_m")), ("BLOCK_N", tile_range(hw, "matmul.block_n")),
                   ("BLOCK_K", tile_range(hw, "matmul.block_k")), ("num_warps", g.warps), ("num_stages", g.stages),
                   *g.extra]
+        splits = cls.split_k_values(facts, hw)
+        if splits != (1,):
+            params.append(("SPLIT_K", splits))
         constraints = [
             Constraint("shared memory", f"(BM*BK + BK*BN) * {item} B * stages <= {smem} B",
                        lambda t: (t["BLOCK_M"] * t["BLOCK_K"] + t["BLOCK_K"] * t["BLOCK_N"]) * item * t["num_stages"] <= smem),
@@ -113,6 +138,8 @@ class MatmulTile(GpuTile):
                        lambda t: t["BLOCK_M"] * t["BLOCK_N"] >= t["num_warps"] * WARP_TILE),
             Constraint("no oversized K tile", f"BK <= max({bk_lo}, K={k} rounded up)",
                        lambda t: t["BLOCK_K"] <= max(bk_lo, next_pow2(k))),
+            Constraint("K slices of at least 4 K tiles", f"SPLIT_K * BK * 4 <= K={k}",
+                       lambda t: t.get("SPLIT_K", 1) == 1 or t["SPLIT_K"] * t["BLOCK_K"] * 4 <= k),
         ]
         if facts.reduces or facts.item >= FP32:  # fused reductions keep tiles of their own; fp32 dots use FMAs
             per_thread = FUSED_REDUCTION_ACCUMULATORS
@@ -123,7 +150,14 @@ class MatmulTile(GpuTile):
         return params, constraints
 
     def programs(self, plan: FusionPlan, gi: int) -> int:
-        return _output_programs(plan, gi, self.BLOCK_M, self.BLOCK_N)
+        return _output_programs(plan, gi, self.BLOCK_M, self.BLOCK_N) * self.SPLIT_K
+
+    def scratch_bytes(self, plan: FusionPlan, gi: int) -> int:
+        """Split-K: the fp32 partials of every slice, written by the first launch and read by the second."""
+        if self.SPLIT_K == 1:
+            return 0
+        d = group_dims(plan, gi)
+        return self.SPLIT_K * d["M"] * d["N"] * FP32 * 2
 
     def tie_break(self, warp_size: int) -> tuple[float, ...]:
         # ~128 fp32 accumulators per thread, BLOCK_K = 64, then bigger tiles, deeper pipelines (H200, Triton
