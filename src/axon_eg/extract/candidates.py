@@ -152,6 +152,7 @@ def enumerate_candidates(nugraph: NuGraph, target: str | HardwareSpec, k: int = 
             seen_plans.add(shape)
             summary.plans += 1
             per_group: list[list[Tiling]] = []
+            every: list[list[Tiling]] = []  # each group's feasible tilings, ranked (``for_isa`` searches them)
             for gi in range(len(plan.groups)):
                 options, stats = template_for(plan, gi, hw).space(plan, gi, hw).tilings()
                 summary.tilings_considered += stats["considered"]
@@ -160,6 +161,7 @@ def enumerate_candidates(nugraph: NuGraph, target: str | HardwareSpec, k: int = 
                 kept = _distinct_shapes(ranked, max(tilings_per_group, k))
                 summary.tilings_kept += len(kept)
                 per_group.append(kept)
+                every.append(ranked)
             if any(not opts for opts in per_group):
                 continue  # some group has no feasible tiling on this target
             best = [opts[0] for opts in per_group]
@@ -171,7 +173,7 @@ def enumerate_candidates(nugraph: NuGraph, target: str | HardwareSpec, k: int = 
                 for isa in isa_choices(plan, hw, precision):
                     # a library call has no tiling of ours: its group keeps the best, so alternatives collapse
                     chosen = tuple(best[gi] if base(dict(isa).get(gi)) == BLAS else t for gi, t in enumerate(tiled))
-                    chosen = for_isa(plan, chosen, isa, per_group)
+                    chosen = for_isa(plan, chosen, isa, every)
                     report = cost(plan, chosen, hw, isa=isa)
                     penalty, error = torch_penalty(plan, chosen, isa)
                     c = Candidate(variant, plan, chosen, isa, report.seconds + penalty, report, precision)
