@@ -212,3 +212,31 @@ def test_split_k_is_in_the_space_only_for_few_tiles_and_a_long_k():
     splits = {dict(t.values).get("SPLIT_K", 1) for t in tilings(space(long_k, 0, H200))[0]}
     assert splits == {1, 2, 4, 8, 16, 32}
     assert {dict(t.values).get("SPLIT_K", 1) for t in tilings(space(square, 0, H200))[0]} == {1}
+
+
+def test_an_ieee_library_call_leaves_torchs_tf32_flag_as_it_found_it(tmp_path):
+    """The kernel sets ``allow_tf32`` off for its own fp32 call and restores the caller's setting."""
+    import torch
+
+    from axon_eg.testing.kernels import load_kernel
+
+    program = linear(8, 16, 16, (), fp32, "bias", True).expand()
+    c = next(c for c in candidates(program) if dict(c.isa).get(0) == BLAS and len(c.plan.groups) == 1)
+    fn = load_kernel(emit(c, H200, "k"), tmp_path)
+    flags, saved = torch.backends.cuda.matmul, torch.backends.cuda.matmul.allow_tf32
+    try:
+        flags.allow_tf32 = True
+        x, w, bias = torch.randn(8, 16), torch.randn(16, 16), torch.randn(16)
+        out = torch.empty(8, 16)
+        fn(x, w, bias, out)
+        assert flags.allow_tf32 is True
+        assert torch.allclose(out, x @ w.T + bias, atol=1e-5)
+    finally:
+        flags.allow_tf32 = saved
+
+
+def test_the_library_is_named_for_the_target():
+    program = linear(16, 16, 16, (), bf16, "none", False).expand()
+    c = next(c for c in candidates(program) if dict(c.isa).get(0) == BLAS)
+    assert "(cuBLAS through torch)" in emit(c, H200, "k").source
+    assert "(oneDNN through torch)" in emit(c, load("intel-xe2"), "k").source

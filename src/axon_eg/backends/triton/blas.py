@@ -274,7 +274,11 @@ def _fp32_matmul(tf32):
 """Written into a kernel file that calls the library on fp32 operands."""
 
 
-def describe(program: Program, call: Call, isa: str | None) -> str:
+LIBRARIES = {"nvidia": "cuBLAS", "intel": "oneDNN"}
+"""What ``torch.mm`` runs on each GPU vendor of the hardware files (``HardwareSpec.vendor``)."""
+
+
+def describe(program: Program, call: Call, isa: str | None, vendor: str = "nvidia") -> str:
     """The header line of a library group."""
     shape = "x".join(str(d) for d in program.concrete_shape(call.mm))
     k = program.concrete_shape(call.a)[-1]
@@ -285,4 +289,4 @@ def describe(program: Program, call: Call, isa: str | None) -> str:
     dt = program.nodes[call.mm].dtype.name
     prec = f", fp32 {'tf32' if tf32(isa) else 'ieee'}" if dt == "fp32" else ""
     return (f"library GEMM {call.op} ({shape}, K={k}, {dt}{prec})"
-            + "".join(f", {e}" for e in extra if e) + " (cuBLAS through torch)")
+            + "".join(f", {e}" for e in extra if e) + f" ({LIBRARIES.get(vendor, 'the vendor BLAS')} through torch)")

@@ -210,7 +210,7 @@ def _file(candidate: Candidate, plan: FusionPlan, hw: HardwareSpec, name: str, l
             f"# rules with e-nodes in this variant: {', '.join(candidate.variant.rules) or 'none (the program as written)'}",
             f"# fusion plan {plan.name}:"]
     for gi, (g, k) in enumerate(zip(plan.groups, lowered)):
-        what = k.note if isinstance(k, GroupKernel) else blas.describe(program, k, isa.get(gi)) \
+        what = k.note if isinstance(k, GroupKernel) else blas.describe(program, k, isa.get(gi), hw.vendor) \
             if isinstance(k, blas.Call) else sdpa.describe(k) if isinstance(k, sdpa.Call) else f"torch ({k})"
         head.append(f"#   g{gi} {g.kind} nodes {list(g.nodes)}: {what}")
     if _fp32_matmuls(program):
