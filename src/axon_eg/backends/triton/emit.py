@@ -270,37 +270,27 @@ def _launcher(plan: FusionPlan, lowered: list[Any], isa: dict[int, str]) -> str:
         buf[j] = f"t{j}"
         return buf[j]
 
+    def written(o: int) -> str:
+        """The buffer a group writes node ``o`` to: the output argument, else a fresh tensor."""
+        if o not in target:
+            dt = program.nodes[o].dtype.torch_name
+            lines.append(f"    t{o} = torch.empty({tuple(program.concrete_shape(o))}, dtype=torch.{dt}, device=dev)")
+        buf[o] = target.get(o, f"t{o}")
+        return buf[o]
+
     for gi, (g, k) in enumerate(zip(plan.groups, lowered)):
         lines.append(f"    # g{gi}: {g.kind}")
         if isinstance(k, blas.Call):  # the library writes the group's output buffer
             inside = set(g.nodes)
             reads = {j: ensure(j) for j in plan.inputs_of(gi) if j not in inside}
-            o = k.out
-            if o not in target:
-                dt = program.nodes[o].dtype.torch_name
-                lines.append(f"    t{o} = torch.empty({tuple(program.concrete_shape(o))}, dtype=torch.{dt}, device=dev)")
-            buf[o] = target.get(o, f"t{o}")
-            lines.extend(blas.source(program, k, reads, buf[o], isa.get(gi)))
+            lines.extend(blas.source(program, k, reads, written(k.out), isa.get(gi)))
             continue
         if isinstance(k, sdpa.Call):  # the library's attention, copied into the group's output buffer
             bufs = {j: ensure(j) for j in plan.inputs_of(gi)}
-            o = k.out
-            if o not in target:
-                dt = program.nodes[o].dtype.torch_name
-                lines.append(f"    t{o} = torch.empty({tuple(program.concrete_shape(o))}, dtype=torch.{dt}, device=dev)")
-            buf[o] = target.get(o, f"t{o}")
-            lines.extend(sdpa.source(k, bufs, buf[o]))
+            lines.extend(sdpa.source(k, bufs, written(k.out)))
             continue
         if isinstance(k, GroupKernel):
-            args = [ensure(j) for j in k.reads]
-            for o in k.writes:
-                if o in target:
-                    buf[o] = target[o]
-                else:
-                    dt = program.nodes[o].dtype.torch_name
-                    lines.append(f"    t{o} = torch.empty({tuple(program.concrete_shape(o))}, dtype=torch.{dt}, device=dev)")
-                    buf[o] = f"t{o}"
-                args.append(buf[o])
+            args = [ensure(j) for j in k.reads] + [written(o) for o in k.writes]
             if k.host:  # the group's own host function allocates scratch and launches its kernels
                 kw = [f"{c}={v!r}" for c, v in k.launch if c != "num_stages"]
                 lines.append(f"    {k.name}({', '.join(args + kw)})")
