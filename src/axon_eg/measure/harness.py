@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import inspect
 import statistics
+import time
 import traceback
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -349,10 +350,13 @@ def check_correctness(fn: Callable[..., Any], specs: Sequence[Any], reference: A
 def time_candidate(fn: Callable[..., Any], specs: Sequence[Any], *, seed: int = 0, device: str | torch.device = "cuda",
                    mode: str = "auto", out_shapes: Sequence[tuple[int, ...]] = (), out_dtypes: Sequence[str] = (),
                    warmup: int = 10, runs: int = MIN_RUNS) -> dict[str, float | int | None]:
-    """Latency in microseconds on CUDA: warm-up, then batches of ``runs`` (>= 30) timed runs, each run
-    preceded by an L2 flush (writing a 256 MB buffer) and timed with CUDA events. A batch whose spread
-    (IQR) exceeds ``STEADY_IQR`` of its median (clock ramps, a busy neighbour) is followed by another, up
-    to ``MAX_BATCHES``; the statistics are the steadiest batch's (``steadiest``), ``runs`` counts every
+    """Latency in microseconds on CUDA: warm-up (``warmup`` calls and at least ``WARMUP_S`` of back-to-back
+    work, so that the GPU has left its idle clocks: a card that sat idle while a kernel compiled starts at a
+    fraction of its boost clock), then batches of ``runs`` (>= 30) timed runs, each run preceded by an L2
+    flush (writing a 256 MB buffer) and timed with CUDA events; a batch is enqueued whole and synchronized
+    once, so the GPU stays busy (a host round trip per run lets the clocks drop between runs). A batch whose
+    spread (IQR) exceeds ``STEADY_IQR`` of its median (clock ramps, a busy neighbour) is followed by another,
+    up to ``MAX_BATCHES``; the statistics are the steadiest batch's (``steadiest``), ``runs`` counts every
     timed run. On CPU every field is None."""
     device = torch.device(device)
     if device.type != "cuda":
@@ -364,27 +368,36 @@ def time_candidate(fn: Callable[..., Any], specs: Sequence[Any], *, seed: int = 
     outputs = [torch.empty(tuple(s), dtype=TORCH_DTYPES[d], device=device) for s, d in zip(out_shapes, dts)]
     m = resolve_mode(fn, len(inputs), len(outputs), mode)
     flush = torch.empty(L2_FLUSH_BYTES // 4, dtype=torch.int32, device=device)
-    for _ in range(max(1, warmup)):
+    calls, t0 = 0, time.perf_counter()
+    while calls < max(1, warmup) or (time.perf_counter() - t0 < WARMUP_S and calls < WARMUP_MAX_CALLS):
+        flush.zero_()
         _call(fn, m, inputs, outputs)
+        calls += 1
+        if calls % WARMUP_SYNC_EVERY == 0:  # the host clock then measures GPU work, not enqueueing
+            torch.cuda.synchronize(device)
     torch.cuda.synchronize(device)
     batches: list[list[float]] = []
     while len(batches) < MAX_BATCHES and (not batches or _spread(batches[-1]) > STEADY_IQR):
-        times = []
-        for _ in range(runs):
+        events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(runs)]
+        for start, end in events:
             flush.zero_()
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             start.record()
             _call(fn, m, inputs, outputs)
             end.record()
-            end.synchronize()
-            times.append(start.elapsed_time(end) * 1000.0)
-        batches.append(times)
+        torch.cuda.synchronize(device)
+        batches.append([start.elapsed_time(end) * 1000.0 for start, end in events])
     times = steadiest(batches)
     q = statistics.quantiles(times, n=4)
     return {"median_us": statistics.median(times), "iqr_us": q[2] - q[0], "mean_us": statistics.fmean(times),
             "min_us": min(times), "runs": runs * len(batches)}
 
 
+WARMUP_S = 0.3
+"""Seconds of back-to-back calls (each after an L2 flush) before the first timed batch."""
+WARMUP_MAX_CALLS = 20000
+"""Upper bound on warm-up calls (a kernel of a few microseconds reaches ``WARMUP_S`` long before)."""
+WARMUP_SYNC_EVERY = 8
+"""The warm-up synchronizes every this many calls, so that its host clock follows the GPU."""
 STEADY_IQR = 0.05
 """A timing batch is steady when its interquartile range is at most this fraction of its median."""
 MAX_BATCHES = 3
