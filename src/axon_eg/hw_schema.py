@@ -59,6 +59,7 @@ _GPU: dict[str, Field] = {
     "memory.shared.per_block": _q("bytes"),
     "memory.registers.per_sm": _q("bytes"),
     "memory.registers.per_thread": _q("count", required=False),  # 32-bit registers one thread may hold
+    "memory.library_row_alignment": _q("bytes", required=False),  # the vendor GEMM's fast path: rows aligned to this
     "compute.units": _q("count"),  # SMs / Xe cores
     "compute.peak.bf16": _q("flops"),  # dense, tensor cores / XMX
     "compute.peak.fp16": _q("flops"),
@@ -68,6 +69,7 @@ _GPU: dict[str, Field] = {
     "compute.measured_peak.fp32": _q("flops", required=False),  # the vendor library's fp32 GEMM (ieee)
     "compute.measured_peak.tf32": _q("flops", required=False),  # the vendor library's fp32 GEMM on TF32
     "compute.measured_peak.fp32_dot": _q("flops", required=False),  # Triton tl.dot, fp32 ieee (CUDA cores)
+    "compute.measured_peak.library_unaligned": _q("flops", required=False),  # the library on rows off alignment
     "compute.max_warps_per_sm": _q("count", required=False),  # resident warps (Little's law in the cost model)
     "compute.max_blocks_per_sm": _q("count", required=False),
     "knobs.num_warps": Field("list[int]"),

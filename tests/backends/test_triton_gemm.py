@@ -24,7 +24,7 @@ from axon_eg.egraph.nugraph import Variant  # noqa: E402
 from axon_eg.extract.candidates import Candidate, isa_choices  # noqa: E402
 from axon_eg.extract.cost import cost  # noqa: E402
 from axon_eg.extract.fusion import MATMUL, plans  # noqa: E402
-from axon_eg.extract.isa import BLAS, DOT, DOT_PERSISTENT, DOT_TMA, SDPA  # noqa: E402
+from axon_eg.extract.isa import BLAS, BLAS_PADK, DOT, DOT_PERSISTENT, DOT_TMA, SDPA  # noqa: E402
 from axon_eg.extract.tiling import Tiling, space, tilings  # noqa: E402
 from axon_eg.hw import load  # noqa: E402
 from axon_eg.ir.dtypes import bf16, fp16, fp32  # noqa: E402
@@ -117,6 +117,40 @@ def test_the_split_plan_runs_the_rest_of_the_epilogue_as_our_kernel(tmp_path):
     kernel = emit(c, H200, "k")
     assert kernel.meta["lowering"] == "triton:1 blas:1" and "torch.matmul(" not in kernel.source
     assert run_kernel(kernel, program, tmp_path).status == "ok"
+
+
+@settings(max_examples=int(os.environ.get("AXON_EG_GEMM_EXAMPLES", "12")), deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(m=st.sampled_from((1, 3, 17)), k=st.sampled_from((1, 3, 8, 9, 33)), n=st.sampled_from((1, 7, 16)),
+       batch=st.sampled_from(((), (2,))), dtype=st.sampled_from((bf16, fp16, fp32)),
+       epilogue=st.sampled_from(("none", "bias", "bias_relu", "residual", "bias_silu")), transposed=st.booleans())
+def test_the_k_padded_library_gemm_is_offered_exactly_off_alignment_and_matches_float64(
+        m, k, n, batch, dtype, epilogue, transposed, tmp_path):
+    """``blas+padk``: where a row of K elements is not a multiple of 16 bytes, the library call runs on
+    copies with K contiguous and zero-padded to the alignment; it is offered only there."""
+    program = linear(m, k, n, batch, dtype, epilogue, transposed)
+    padded = [c for c in candidates(program) if BLAS_PADK in dict(c.isa).values()]
+    assert bool(padded) == ((k * dtype.itemsize) % 16 != 0)
+    for i, c in enumerate(padded[:2]):
+        kernel = emit(c, H200, f"k{i}")
+        kp = -(-k // (16 // dtype.itemsize)) * (16 // dtype.itemsize)
+        assert f"K {k} -> {kp}" in kernel.source and f"K zero-padded to {kp}" in kernel.source, kernel.source
+        out = run_kernel(kernel, program.expand(), tmp_path)
+        assert out.status == "ok", f"{c.isa} {c.plan.name}: {out.error}\n{kernel.source}"
+
+
+def test_the_cost_model_prices_the_library_off_alignment_at_its_measured_rate():
+    """A K of 2049 bf16 elements: the plain library call at the measured off-alignment rate, the padded one
+    at the aligned rate plus its copies (so it ranks first); an aligned K prices both the same way."""
+    def price(k: int) -> dict[str, float]:
+        program = linear(3001, k, 5000, (), bf16, "none", True).expand()
+        found = candidates(program)
+        return {dict(c.isa)[0]: c.predicted_seconds for c in found if len(c.plan.groups) == 1
+                and dict(c.isa).get(0) in (BLAS, BLAS_PADK)}
+
+    off, on = price(2049), price(2048)
+    assert off[BLAS_PADK] < off[BLAS] / 3 and BLAS_PADK not in on
+    assert on[BLAS] < off[BLAS] / 3
 
 
 def test_persistent_kernel_loops_over_its_tiles(tmp_path):

@@ -18,7 +18,7 @@ from axon_eg.ir import ops as O
 
 from .cost import CostReport, cost
 from .fusion import FusionPlan, plans
-from .isa import BLAS, base
+from .isa import base, is_blas
 from .templates import LAUNCH_KNOBS, Tile, Tiling, knobs, recover, template_for, tile_of
 
 
@@ -172,7 +172,7 @@ def enumerate_candidates(nugraph: NuGraph, target: str | HardwareSpec, k: int = 
                 tiled = tuple(alt if gi == worst else best[gi] for gi in range(len(best)))
                 for isa in isa_choices(plan, hw, precision):
                     # a library call has no tiling of ours: its group keeps the best, so alternatives collapse
-                    chosen = tuple(best[gi] if base(dict(isa).get(gi)) == BLAS else t for gi, t in enumerate(tiled))
+                    chosen = tuple(best[gi] if is_blas(dict(isa).get(gi)) else t for gi, t in enumerate(tiled))
                     chosen = for_isa(plan, chosen, isa, every)
                     report = cost(plan, chosen, hw, isa=isa)
                     penalty, error = torch_penalty(plan, chosen, isa)

@@ -31,7 +31,7 @@ from axon_eg.ir import ops as O
 from axon_eg.semantics.isa.declarations import DMA, TENSOR, declaration
 
 from .fusion import LAYOUT, MATMUL, REDUCTION, FusionPlan, node_kind
-from .isa import BLAS, base, tf32
+from .isa import BLAS_PADK, base, is_blas, tf32
 from .latency import engine_seconds, model_cycles, model_seconds
 from .templates import GpuTile, MatmulTile, RowsTile, Tile, Tiling, TrnMatmulTile, group_dims, streams, tile_of
 
@@ -125,12 +125,18 @@ def gpu_group_cost(plan: FusionPlan, gi: int, t: Tiling | None, hw: HardwareSpec
     c = {"bytes": 1.0, "flops": 1.0, "launch": 1.0, **(coefficients or {})}
     bw = hw.get("memory.hbm.measured_bandwidth") or hw.value("memory.hbm.bandwidth")
     peak_mm = _matmul_peak(plan, gi, hw, isa)
-    if base(isa) == BLAS:
+    if is_blas(isa):
         reads = sum(_nbytes(plan, j) for j in plan.inputs_of(gi))
         nbytes = reads + sum(_nbytes(plan, j) for j in plan.outputs_of(gi))
         _, mm, other = group_traffic(plan, gi, None, math.inf)
+        launches = 1
+        if base(isa) == BLAS_PADK:  # the operands copied once more (read and written), two copies launched
+            mm_node = plan.program.nodes[plan.groups[gi].anchor(plan.program)]
+            nbytes += 2 * sum(_nbytes(plan, j) for j in mm_node.inputs)
+            launches += 4
         roof = max(c["bytes"] * nbytes / bw, c["flops"] * (mm / peak_mm + other / hw.value("compute.peak.fp32")))
-        return GroupCost(gi, plan.groups[gi].kind, nbytes, mm + other, roof + c["launch"] * hw.value("costs.launch"))
+        return GroupCost(gi, plan.groups[gi].kind, nbytes, mm + other,
+                         roof + c["launch"] * launches * hw.value("costs.launch"))
     tile = tile_of(plan, gi, t, hw)
     nbytes, mm, other = group_traffic(plan, gi, t, hw.value("memory.l2.capacity"), int(hw.value("compute.units")), hw)
     nbytes += _extra_passes_bytes(plan, gi, tile, hw)
@@ -152,13 +158,33 @@ def _matmul_peak(plan: FusionPlan, gi: int, hw: HardwareSpec, isa: str | None) -
     program = plan.program
     anchor = program.nodes[plan.groups[gi].anchor(program)]
     fp32 = anchor.op == "matmul" and program.nodes[anchor.inputs[0]].dtype.name == "fp32"
+    if is_blas(isa) and any(library_misaligned(plan, gi, hw, padded=base(isa) == BLAS_PADK)):
+        slow = hw.get("compute.measured_peak.library_unaligned")
+        if slow:
+            return slow
     if not fp32:
         return hw.get("compute.measured_peak.bf16") or hw.value("compute.peak.bf16")
     if tf32(isa):
         return (hw.get("compute.measured_peak.tf32") or hw.get("compute.peak.tf32")
                 or hw.value("compute.peak.fp32"))
-    key = "compute.measured_peak.fp32" if base(isa) == BLAS else "compute.measured_peak.fp32_dot"
+    key = "compute.measured_peak.fp32" if is_blas(isa) else "compute.measured_peak.fp32_dot"
     return hw.get(key) or hw.value("compute.peak.fp32")
+
+
+def library_misaligned(plan: FusionPlan, gi: int, hw: HardwareSpec, padded: bool = False) -> tuple[bool, bool]:
+    """Whether the library GEMM of matmul group ``gi`` reads rows off its alignment
+    (``memory.library_row_alignment``, bytes): ``(k, n)``, K * itemsize (the rows of the operands with K
+    contiguous) and N * itemsize (the output's rows, and the right operand's when it is stored K x N). With
+    ``padded`` (``blas+padk``: both operands copied with K contiguous and zero-padded) only the output's rows
+    count. (False, False) where the hardware file names no alignment."""
+    align = hw.get("memory.library_row_alignment")
+    program = plan.program
+    anchor = program.nodes[plan.groups[gi].anchor(program)]
+    if not align or anchor.op != "matmul":
+        return False, False
+    size = program.nodes[anchor.inputs[0]].dtype.itemsize
+    k, n = program.concrete_shape(anchor.inputs[1])[-2:]
+    return (not padded and (k * size) % align != 0), (n * size) % align != 0
 
 
 def gpu_cost(plan: FusionPlan, tilings: Sequence[Tiling | None], hw: HardwareSpec,

@@ -2,7 +2,9 @@
 
 A matmul group's kernel is ``tl.dot`` (pointer loads), ``tl.dot+tma`` (Hopper tensor descriptors),
 ``tl.dot+tma+persistent`` (the same as one program per SM looping over output tiles),
-``fma_reduce`` (a GEMV on CUDA cores) or ``blas`` (the vendor library through torch); an attention
+``fma_reduce`` (a GEMV on CUDA cores), ``blas`` (the vendor library through torch) or ``blas+padk`` (the
+library on copies of the operands whose reduction dim is zero-padded to the library's row alignment, both
+with K contiguous: a K whose rows are not 16-byte aligned takes the library off its tensor-core path); an attention
 group's is ``tl.dot`` / ``tl.dot+tma`` (our flash kernel) or ``sdpa`` (torch's
 ``scaled_dot_product_attention``); the suffix
 ``/tf32`` lets fp32 operands use TF32 tensor cores (the fp32 precision policy ``tf32``; without it fp32
@@ -13,6 +15,7 @@ from __future__ import annotations
 
 DOT, DOT_TMA, FMA_REDUCE, BLAS = "tl.dot", "tl.dot+tma", "fma_reduce", "blas"
 DOT_PERSISTENT = "tl.dot+tma+persistent"
+BLAS_PADK = "blas+padk"
 SDPA = "sdpa"
 TF32 = "/tf32"
 PRECISIONS = ("ieee", "tf32")
@@ -27,3 +30,8 @@ def base(isa: str | None) -> str | None:
 
 def tf32(isa: str | None) -> bool:
     return isa is not None and isa.endswith(TF32)
+
+
+def is_blas(isa: str | None) -> bool:
+    """A library GEMM choice (``blas`` or ``blas+padk``, either precision)."""
+    return base(isa) in (BLAS, BLAS_PADK)

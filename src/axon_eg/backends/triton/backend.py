@@ -72,10 +72,12 @@ class TritonBackend:
         """A matmul with a single output column (a GEMV after the νGraph's rewrite) may skip ``tl.dot``;
         on Hopper, attention and matmul operand tiles may go through tensor descriptors (TMA), and the
         matmul may be persistent (one program per SM looping over output tiles); a matmul
-        group the vendor library can run whole (``blas.core``) may be that library call, an attention
+        group the vendor library can run whole (``blas.core``) may be that library call (and, where its K rows
+        are off the library's alignment, the call on K-padded copies: ``blas+padk``), an attention
         group torch's ``scaled_dot_product_attention`` (``sdpa.core``). Under the
         ``tf32`` policy the choices of groups with fp32 operands carry ``/tf32`` (TF32 tensor cores)."""
-        from axon_eg.extract.isa import BLAS, DOT, DOT_PERSISTENT, DOT_TMA, FMA_REDUCE, SDPA, TF32
+        from axon_eg.extract.cost import library_misaligned
+        from axon_eg.extract.isa import BLAS, BLAS_PADK, DOT, DOT_PERSISTENT, DOT_TMA, FMA_REDUCE, SDPA, TF32
         from axon_eg.extract.templates import is_gemv
 
         from . import blas, sdpa
@@ -92,6 +94,8 @@ class TritonBackend:
         opts = [FMA_REDUCE] if is_gemv(plan, gi) else [DOT, *tma]
         if blas.core(plan, gi) is not None:
             opts.append(BLAS)
+            if library_misaligned(plan, gi, hw)[0]:  # K rows off the library's alignment: pad them
+                opts.append(BLAS_PADK)
         if precision == "tf32" and _fp32_matmul(plan, gi):
             opts = [o if o == FMA_REDUCE else o + TF32 for o in opts]
         return opts

@@ -12,7 +12,9 @@ flatten into one 2-D call.
 group of a fusion plan into prologue groups, a core the library can run and the remaining epilogue
 (``Backend.derived_plans``), so the candidate space always holds what a library-GEMM compiler does, with
 our own kernels around it and the νGraph's algebra (scales moved past the matmul, folded constants)
-applied first. :func:`source` writes the call into the launcher.
+applied first. :func:`source` writes the call into the launcher; ``blas+padk`` first copies the operands
+with K contiguous and K zero-padded to the library's row alignment (``memory.library_row_alignment``), for
+a K whose rows would take the library off its tensor-core path.
 
 fp32 operands follow the precision policy of the candidate: ``ieee`` (torch's default,
 ``torch.backends.cuda.matmul.allow_tf32`` off) unless the ISA choice carries ``/tf32``; the call sets the
@@ -24,7 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from axon_eg.extract.fusion import MATMUL, FusionPlan, node_kind, regroup
-from axon_eg.extract.isa import tf32
+from axon_eg.extract.isa import BLAS_PADK, base, tf32
 from axon_eg.ir import ops as O
 from axon_eg.ir.program import Program
 
@@ -215,9 +217,20 @@ def _components(program: Program, nodes: set[int]) -> list[set[int]]:
     return sorted(parts, key=min)
 
 
-def source(program: Program, call: Call, expr: dict[int, str], out: str, isa: str | None) -> list[str]:
+def padded_k(program: Program, call: Call, align: int) -> int:
+    """K rounded up so that a row of K elements of the operands' dtype is a multiple of ``align`` bytes."""
+    k = program.concrete_shape(call.b)[-2]
+    step = max(1, align // program.nodes[call.a].dtype.itemsize)
+    return -(-k // step) * step
+
+
+def source(program: Program, call: Call, expr: dict[int, str], out: str, isa: str | None,
+           align: int = 16) -> list[str]:
     """The launcher lines of the call. ``expr`` gives the torch expression of every node the call reads
-    from outside (the operands and the bias below their views); ``out`` is the buffer it writes."""
+    from outside (the operands and the bias below their views); ``out`` is the buffer it writes. Under
+    ``blas+padk`` both operands are first copied with K contiguous into buffers whose K is zero-padded to
+    :func:`padded_k` (the padding adds 0 * 0 terms: the product is the same), so that the library reads
+    rows aligned to ``align`` bytes."""
     from axon_eg.backends.torch.lower import expr as torch_expr
 
     def value(j: int) -> str:
@@ -227,10 +240,23 @@ def source(program: Program, call: Call, expr: dict[int, str], out: str, isa: st
         return torch_expr(program, j, [value(i) for i in node.inputs])
 
     a, b = value(call.a), value(call.b)
+    k = program.concrete_shape(call.b)[-2]
+    pre: list[str] = []
+    if base(isa) == BLAS_PADK:
+        kp = padded_k(program, call, align)
+        sa, sb = tuple(program.concrete_shape(call.a)), tuple(program.concrete_shape(call.b))
+        pa, pb = f"_padk{call.mm}_a", f"_padk{call.mm}_b"
+        pre = [f"    {pa} = {a}.new_empty({(*sa[:-1], kp)!r})  # K {k} -> {kp}: rows of {align}-byte multiples",
+               f"    {pa}[..., :{k}].copy_({a})",
+               f"    {pa}[..., {k}:].zero_()",
+               f"    {pb} = {b}.new_empty({(*sb[:-2], sb[-1], kp)!r})  # the right operand with K contiguous",
+               f"    {pb}[..., :{k}].copy_({b}.transpose(-1, -2))",
+               f"    {pb}[..., {k}:].zero_()"]
+        a, b, k = pa, f"{pb}.transpose(-1, -2)", kp
     if call.op == "torch.matmul":
         line = f"torch.matmul({a}, {b}, out={out})"
     else:
-        k, n = program.concrete_shape(call.b)[-2:]
+        n = program.concrete_shape(call.b)[-1]
         flat = call.flat and len(program.concrete_shape(call.a)) != 2
         if flat:
             a, target = f"{a}.reshape(-1, {k})", f"{out}.view(-1, {n})"
@@ -238,8 +264,8 @@ def source(program: Program, call: Call, expr: dict[int, str], out: str, isa: st
             target = out
         bias = value(call.bias) if call.bias is not None else target
         if flat and call.bias is not None and len(program.concrete_shape(call.bias)) > 1:
-            bias = f"{bias}.reshape(-1, {n})" if program.concrete_shape(call.bias)[-2:-1] != (1,) else \
-                f"{bias}.reshape({n})"
+            same = tuple(program.concrete_shape(call.bias)) == tuple(program.concrete_shape(call.out))
+            bias = f"{bias}.reshape(-1, {n})" if same else f"{bias}.reshape({n})"  # the output's shape, or a row
         beta = call.beta if call.bias is not None else 0.0
         scal = "" if (beta, call.alpha) == (1.0, 1.0) else f", beta={beta!r}, alpha={call.alpha!r}"
         if call.activation:
@@ -251,8 +277,8 @@ def source(program: Program, call: Call, expr: dict[int, str], out: str, isa: st
         else:
             line = f"torch.baddbmm({bias}, {a}, {b}{scal}, out={target})"
     if program.nodes[call.mm].dtype.name == "fp32":
-        return [f"    with _fp32_matmul({tf32(isa)}):", f"        {line}"]
-    return [f"    {line}"]
+        return [*pre, f"    with _fp32_matmul({tf32(isa)}):", f"        {line}"]
+    return [*pre, f"    {line}"]
 
 
 FP32_MATMUL = '''import contextlib
@@ -278,11 +304,13 @@ LIBRARIES = {"nvidia": "cuBLAS", "intel": "oneDNN"}
 """What ``torch.mm`` runs on each GPU vendor of the hardware files (``HardwareSpec.vendor``)."""
 
 
-def describe(program: Program, call: Call, isa: str | None, vendor: str = "nvidia") -> str:
+def describe(program: Program, call: Call, isa: str | None, vendor: str = "nvidia", align: int = 16) -> str:
     """The header line of a library group."""
     shape = "x".join(str(d) for d in program.concrete_shape(call.mm))
     k = program.concrete_shape(call.a)[-1]
-    extra = [f"bias node {call.bias}" if call.bias is not None else "",
+    extra = [f"K zero-padded to {padded_k(program, call, align)} in copies with K contiguous"
+             if base(isa) == BLAS_PADK else "",
+             f"bias node {call.bias}" if call.bias is not None else "",
              f"alpha={call.alpha:g}" if call.alpha != 1.0 else "",
              f"beta={call.beta:g}" if call.bias is not None and call.beta != 1.0 else "",
              call.activation or ""]

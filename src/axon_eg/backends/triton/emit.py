@@ -22,7 +22,7 @@ from axon_eg.backends.kernel import Kernel, call_signature, guard_source, identi
 from axon_eg.backends.torch.lower import expr as torch_expr
 from axon_eg.extract.candidates import Candidate
 from axon_eg.extract.fusion import ATTENTION, ELEMENTWISE, LAYOUT, LIBRARY, MATMUL, REDUCTION, SCAN, FusionPlan, Group, node_kind
-from axon_eg.extract.isa import BLAS, SDPA, base
+from axon_eg.extract.isa import SDPA, is_blas
 from axon_eg.extract.templates import ElementwiseTile, GpuTile, knobs, tile_of
 from axon_eg.hw import HardwareSpec
 
@@ -45,7 +45,7 @@ def lower_group(plan: FusionPlan, gi: int, tiling: Any, name: str, warp_size: in
                 isa: str | None = None) -> GroupKernel | blas.Call | sdpa.Call | str:
     """The group's Triton kernel, its library call (``isa="blas"``), or the reason it stays in torch."""
     kind = plan.groups[gi].kind
-    if base(isa) == BLAS:
+    if is_blas(isa):
         call = blas.core(plan, gi)
         return call if call is not None else "the library cannot run this group whole"
     if isa == SDPA:
@@ -69,7 +69,7 @@ def lowers(plan: FusionPlan, gi: int, tiling: Any, isa: str | None = None, warp_
     lower, matmuls with row statistics or reductions, scans read through an index map) is decided by
     lowering the group and discarding the source."""
     kind = plan.groups[gi].kind
-    if base(isa) == BLAS:
+    if is_blas(isa):
         return blas.core(plan, gi) is not None
     if isa == SDPA:
         return sdpa.core(plan, gi) is not None
@@ -210,7 +210,7 @@ def _file(candidate: Candidate, plan: FusionPlan, hw: HardwareSpec, name: str, l
             f"# rules with e-nodes in this variant: {', '.join(candidate.variant.rules) or 'none (the program as written)'}",
             f"# fusion plan {plan.name}:"]
     for gi, (g, k) in enumerate(zip(plan.groups, lowered)):
-        what = k.note if isinstance(k, GroupKernel) else blas.describe(program, k, isa.get(gi), hw.vendor) \
+        what = k.note if isinstance(k, GroupKernel) else blas.describe(program, k, isa.get(gi), hw.vendor, _align(hw)) \
             if isinstance(k, blas.Call) else sdpa.describe(k) if isinstance(k, sdpa.Call) else f"torch ({k})"
         head.append(f"#   g{gi} {g.kind} nodes {list(g.nodes)}: {what}")
     if _fp32_matmuls(program):
@@ -225,7 +225,12 @@ def _file(candidate: Candidate, plan: FusionPlan, hw: HardwareSpec, name: str, l
         jits.insert(0, tma.ALLOCATOR)
     if any(isinstance(k, blas.Call) and program.nodes[k.mm].dtype.name == "fp32" for k in lowered):
         jits.insert(0, blas.FP32_MATMUL)
-    return "\n".join(head) + "\n\n".join(jits) + ("\n\n" if jits else "") + _launcher(plan, lowered, isa)
+    return "\n".join(head) + "\n\n".join(jits) + ("\n\n" if jits else "") + _launcher(plan, lowered, isa, _align(hw))
+
+
+def _align(hw: HardwareSpec) -> int:
+    """The library's row alignment in bytes (``memory.library_row_alignment``; 16 where not given)."""
+    return int(hw.get("memory.library_row_alignment") or 16)
 
 
 def _fp32_matmuls(program: Any) -> bool:
@@ -242,7 +247,7 @@ def _tuple(names: list[str]) -> str:
     return f"({names[0]},)" if len(names) == 1 else f"({', '.join(names)})"
 
 
-def _launcher(plan: FusionPlan, lowered: list[Any], isa: dict[int, str]) -> str:
+def _launcher(plan: FusionPlan, lowered: list[Any], isa: dict[int, str], align: int = 16) -> str:
     program = plan.program
     params = _params(program)
     buf: dict[int, str] = dict(zip(program.input_ids, params))
@@ -283,7 +288,7 @@ def _launcher(plan: FusionPlan, lowered: list[Any], isa: dict[int, str]) -> str:
         if isinstance(k, blas.Call):  # the library writes the group's output buffer
             inside = set(g.nodes)
             reads = {j: ensure(j) for j in plan.inputs_of(gi) if j not in inside}
-            lines.extend(blas.source(program, k, reads, written(k.out), isa.get(gi)))
+            lines.extend(blas.source(program, k, reads, written(k.out), isa.get(gi), align))
             continue
         if isinstance(k, sdpa.Call):  # the library's attention, copied into the group's output buffer
             bufs = {j: ensure(j) for j in plan.inputs_of(gi)}
