@@ -27,6 +27,11 @@ three measurement-worker runs:
    step 2 (the same kernels, so the two medians differ by timing noise only); where step 2 ran in an earlier,
    interrupted ``measure``, that cache is gone and step 3 autotunes again, also alone.
 
+``measure DIR2 --reproduce DIR1`` (DIR2 a copy of DIR1's bundles without its rows) is the cheaper second
+run the reproduction gate needs: per program only the two baselines (steps 1-2, once: no step 3) and the
+fastest correct candidate of DIR1's rows, i.e. the kernels DIR1's row reports; `report DIR1 --against DIR2`
+then compares them.
+
 A killed run resumes (rows already written are kept). ``--prewarm JOBS`` compiles every program's
 torch.compile baseline JOBS at a time first, in a throw-away Inductor cache: it only fills the shared Triton
 binary cache (``--prewarm 4`` on a 16-core box: ~2.5 min for the 25 baselines), so that step 2 spends its
@@ -242,6 +247,21 @@ def _prewarm(out: Path, index: dict, names: list[str], jobs: int) -> None:
           "Triton binaries only, every baseline is autotuned again alone)", flush=True)
 
 
+def fastest_candidate(rows_path: Path) -> str | None:
+    """The id of the fastest correct candidate (not a baseline) in a rows file, None when there is none."""
+    if not rows_path.exists():
+        return None
+    best: tuple[float, str] | None = None
+    for line in rows_path.read_text().splitlines():
+        try:
+            r = json.loads(line)
+        except json.JSONDecodeError:  # a line cut short by a killed run
+            continue
+        if isinstance(r, dict) and r.get("status") == "ok" and r.get("id") not in BASELINE_IDS and r.get("median_us") is not None:
+            best = min(best or (math.inf, ""), (float(r["median_us"]), r["id"]))
+    return best[1] if best else None
+
+
 def _statuses(rows: list[dict]) -> dict[str, int]:
     counts: dict[str, int] = {}
     for r in rows:
@@ -277,6 +297,12 @@ def cmd_measure(args: argparse.Namespace) -> int:
         bundle = out / index[name]["bundle"]
         ids = [c["id"] for c in load_manifest(bundle)]
         baselines = [i for i in ids if i in BASELINE_IDS]
+        if args.reproduce:  # only what the first run's row reports: its fastest correct candidate
+            best = fastest_candidate(Path(args.reproduce) / "rows" / f"{name}.jsonl")
+            if best is None or best not in ids:
+                print(f"{name:18s} skipped: no correct candidate of this bundle in {args.reproduce}", flush=True)
+                continue
+            ids = baselines + [best]
         rows_path, second_path = out / "rows" / f"{name}.jsonl", out / "rows" / f"{name}.baselines2.jsonl"
         inductor = tempfile.mkdtemp(prefix=f"axon_eg_inductor_{name}_")  # fresh: max-autotune benchmarks again
         previous = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
@@ -287,7 +313,7 @@ def cmd_measure(args: argparse.Namespace) -> int:
             rows += run_bundle(bundle, rows_path, gpus=alone, ids=baselines)
             wall = time.monotonic() - t0
             t1 = time.monotonic()
-            second = run_bundle(bundle, second_path, gpus=alone, ids=baselines)
+            second = [] if args.reproduce else run_bundle(bundle, second_path, gpus=alone, ids=baselines)
             wall2 = time.monotonic() - t1
         finally:
             if previous is None:
@@ -677,6 +703,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--triton-cache", metavar="DIR",
                    help="Triton binary cache shared by the prewarm and every compile (default: $TRITON_CACHE_DIR, "
                    "else axon_eg_suite_triton in the temporary directory); Inductor's caches are fresh per program")
+    p.add_argument("--reproduce", metavar="DIR1",
+                   help="a reproduction run for `report DIR1 --against DIR`: per program only the baselines (once) "
+                   "and the fastest correct candidate of DIR1's rows, from the same bundles")
     p.add_argument("--archive", metavar="FILE.tgz",
                    help="after every program, pack rows/, index.json and probe.json into FILE.tgz (unpack into DIR)")
     p.set_defaults(func=cmd_measure)

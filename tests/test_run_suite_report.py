@@ -197,3 +197,17 @@ def test_no_path_outside_the_repository_in_the_report(runs, tmp_path):
     bench = tmp_path / "BENCHMARKS.md"
     assert _report(a, "--against", b, "--write", bench) == 0
     assert str(tmp_path) not in bench.read_text()
+
+
+def test_the_reproduction_run_measures_the_fastest_correct_candidate_of_the_first(tmp_path):
+    rows = tmp_path / "rows.jsonl"
+    assert run_suite.fastest_candidate(rows) is None
+    lines = [{"id": "torch_eager", "status": "ok", "median_us": 1.0},
+             {"id": "c00", "status": "ok", "median_us": 30.0},
+             {"id": "c01", "status": "wrong_result", "median_us": 5.0},
+             {"id": "c02", "status": "ok", "median_us": 20.0},
+             {"id": "c03", "status": "ok", "median_us": None}]
+    rows.write_text("\n".join(json.dumps(r) for r in lines) + "\n{truncated")
+    assert run_suite.fastest_candidate(rows) == "c02"
+    rows.write_text(json.dumps(lines[0]) + "\n" + json.dumps(lines[2]) + "\n")
+    assert run_suite.fastest_candidate(rows) is None

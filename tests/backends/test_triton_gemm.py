@@ -204,6 +204,27 @@ def test_library_attention_is_a_choice_and_matches_float64(name, tmp_path):
     for c in found[:1]:
         kernel = emit(c, H200, "k")
         assert "F.scaled_dot_product_attention(" in kernel.source and "sdpa:1" in kernel.meta["lowering"]
+        attention_out = any(sdpa.core(c.plan, gi) is not None and sdpa.core(c.plan, gi).out in program.outputs
+                            for gi, i in c.isa if i == SDPA)
+        # the library's result is a program output: the kernel returns torch's tensor, no copy into an argument
+        assert (kernel.mode == "return") == attention_out, kernel.source
+        assert attention_out == (".copy_(F.scaled_dot_product_attention(" not in kernel.source), kernel.source
+        out = run_kernel(kernel, program, tmp_path)
+        assert out.status == "ok", f"{out.error}\n{kernel.source}"
+
+
+def test_library_attention_returned_as_an_output_and_read_by_a_projection(tmp_path):
+    """An attention that is a program output and the operand of a projection: the kernel returns torch's
+    tensor (made row-major, since our kernels read it), with the projection's output."""
+    b = Builder("attention_projection")
+    q, k, v = (b.input(n, (2, 4, s, 16), bf16) for n, s in (("q", 5), ("k", 7), ("v", 7)))
+    a = b.emit("sdpa", q, k, v)
+    program = b.build([b.emit("matmul", a, b.input("w", (16, 8), bf16)), a]).expand()
+    found = [c for c in candidates(program) if SDPA in dict(c.isa).values()]
+    assert found
+    for i, c in enumerate(found):
+        kernel = emit(c, H200, f"k{i}")
+        assert kernel.mode == "return" and ".contiguous()\n" in kernel.source, kernel.source
         out = run_kernel(kernel, program, tmp_path)
         assert out.status == "ok", f"{out.error}\n{kernel.source}"
 

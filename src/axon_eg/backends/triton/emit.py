@@ -146,7 +146,8 @@ def emit(candidate: Candidate, hw: HardwareSpec, name: str, *, autotune: bool = 
             if autotune and k.grid_meta is not None:
                 k = _autotuned(k, plan, gi, hw)
         lowered.append(k)
-    source = _file(candidate, plan, hw, name, lowered, isa)
+    returns = _returns(program, lowered)
+    source = _file(candidate, plan, hw, name, lowered, isa, returns)
     triton_groups = [k for k in lowered if isinstance(k, GroupKernel)]
     gemms, attentions = (sum(isinstance(k, t) for k in lowered) for t in (blas.Call, sdpa.Call))
     worst = max((k.resources for k in triton_groups), key=lambda r: r.get("block_elems", 0), default={})
@@ -159,7 +160,14 @@ def emit(candidate: Candidate, hw: HardwareSpec, name: str, *, autotune: bool = 
                                   ("torch", len(lowered) - len(triton_groups) - gemms - attentions)) if n),
             "plan": plan.name, "groups": len(plan.groups), "rules": list(candidate.variant.rules),
             "predicted_us": candidate.predicted_seconds * 1e6}
-    return Kernel(name, source, "kernel", "dps", "candidate", res, meta)
+    return Kernel(name, source, "kernel", "return" if returns else "dps", "candidate", res, meta)
+
+
+def _returns(program: Any, lowered: list[Any]) -> bool:
+    """Whether the kernel returns its outputs rather than writing them into arguments: where the library's
+    attention computes a program output, which then is torch's own result tensor (writing it into an
+    argument would copy it once more)."""
+    return any(isinstance(k, sdpa.Call) and k.out in program.outputs for k in lowered)
 
 
 def _vendor_knobs(k: GroupKernel, tile: Any, hw: HardwareSpec, warp_size: int) -> GroupKernel:
@@ -202,7 +210,7 @@ def _autotuned(k: GroupKernel, plan: FusionPlan, gi: int, hw: HardwareSpec) -> G
 
 
 def _file(candidate: Candidate, plan: FusionPlan, hw: HardwareSpec, name: str, lowered: list[Any],
-          isa: dict[int, str]) -> str:
+          isa: dict[int, str], returns: bool = False) -> str:
     program = plan.program
     head = [f"# axon_eg kernel {name}: {program.name} on {hw.name} (Triton)",
             f"# variant {candidate.variant.rank} (program {program.hash[:12]}, tree cost {candidate.variant.cost}); "
@@ -218,14 +226,14 @@ def _file(candidate: Candidate, plan: FusionPlan, hw: HardwareSpec, name: str, l
                     + ("TF32 tensor cores allowed" if candidate.precision == "tf32" else
                        "IEEE fp32, as torch.backends.cuda.matmul.allow_tf32 off") + ")")
     head += ["", "import math  # noqa: F401", "", "import torch", "import torch.nn.functional as F  # noqa: F401",
-             "import triton", "import triton.language as tl", "", "", guard_source(call_signature(program, _params(program))),
+             "import triton", "import triton.language as tl", "", "", guard_source(call_signature(program, _params(program), outputs=not returns)),
              "", ""]
     jits = [k.source for k in lowered if isinstance(k, GroupKernel)]
     if any("tl.make_tensor_descriptor" in j for j in jits):
         jits.insert(0, tma.ALLOCATOR)
     if any(isinstance(k, blas.Call) and program.nodes[k.mm].dtype.name == "fp32" for k in lowered):
         jits.insert(0, blas.FP32_MATMUL)
-    return "\n".join(head) + "\n\n".join(jits) + ("\n\n" if jits else "") + _launcher(plan, lowered, isa, _align(hw))
+    return "\n".join(head) + "\n\n".join(jits) + ("\n\n" if jits else "") + _launcher(plan, lowered, isa, _align(hw), returns)
 
 
 def _align(hw: HardwareSpec) -> int:
@@ -247,19 +255,25 @@ def _tuple(names: list[str]) -> str:
     return f"({names[0]},)" if len(names) == 1 else f"({', '.join(names)})"
 
 
-def _launcher(plan: FusionPlan, lowered: list[Any], isa: dict[int, str], align: int = 16) -> str:
+def _launcher(plan: FusionPlan, lowered: list[Any], isa: dict[int, str], align: int = 16,
+              returns: bool = False) -> str:
+    """The launcher ``kernel``: destination passing (``kernel(*inputs, *outputs)``), or with ``returns``
+    ``kernel(*inputs)`` returning the outputs (one tensor, or a tuple)."""
     program = plan.program
     params = _params(program)
     buf: dict[int, str] = dict(zip(program.input_ids, params))
-    outs = [f"out{k}" for k in range(len(program.outputs))]
+    outs = [] if returns else [f"out{k}" for k in range(len(program.outputs))]
     target: dict[int, str] = {}
-    for k, o in enumerate(program.outputs):
+    for k, o in enumerate(outs and program.outputs):
         target.setdefault(o, outs[k])
-    first_in = buf[program.input_ids[0]] if program.input_ids else outs[0]
+    first_in = buf[program.input_ids[0]] if program.input_ids else "torch.empty(0)"
     lines = [f"def kernel({''.join(f'{p}=None, ' for p in params + outs)}*extra):",
              "    # the arguments must be what the kernel was built for (SIGNATURE): sizes, dtypes and layout are baked in",
              f"    check_call({_tuple(params + outs)}, extra, SIGNATURE, 'kernel', KernelCallError, torch.Tensor)",
              f"    dev = {first_in}.device"]
+
+    made: set[int] = set()  # nodes a group wrote into a buffer of their own
+    users = program.users()
 
     def ensure(j: int) -> str:
         """A contiguous tensor holding node j (views and constants are built with torch)."""
@@ -281,6 +295,7 @@ def _launcher(plan: FusionPlan, lowered: list[Any], isa: dict[int, str], align: 
             dt = program.nodes[o].dtype.torch_name
             lines.append(f"    t{o} = torch.empty({tuple(program.concrete_shape(o))}, dtype=torch.{dt}, device=dev)")
         buf[o] = target.get(o, f"t{o}")
+        made.add(o)
         return buf[o]
 
     for gi, (g, k) in enumerate(zip(plan.groups, lowered)):
@@ -292,7 +307,13 @@ def _launcher(plan: FusionPlan, lowered: list[Any], isa: dict[int, str], align: 
             continue
         if isinstance(k, sdpa.Call):  # the library's attention, copied into the group's output buffer
             bufs = {j: ensure(j) for j in plan.inputs_of(gi)}
-            lines.extend(sdpa.source(k, bufs, written(k.out)))
+            if returns and k.out in program.outputs:  # returned as torch made it (row-major where read on)
+                buf[k.out] = f"t{k.out}"
+                made.add(k.out)
+                lines.extend(sdpa.bound(k, bufs, buf[k.out], tuple(program.concrete_shape(k.out)),
+                                        contiguous=bool(users[k.out])))
+            else:
+                lines.extend(sdpa.source(k, bufs, written(k.out)))
             continue
         if isinstance(k, GroupKernel):
             args = [ensure(j) for j in k.reads] + [written(o) for o in k.writes]
@@ -309,6 +330,11 @@ def _launcher(plan: FusionPlan, lowered: list[Any], isa: dict[int, str], align: 
             lines.append(f"    {k.name}[({k.grid},)]({', '.join(args)}, {kw})")
             continue
         _torch_group(program, plan, gi, ensure, target, buf, lines)
+        made.update(plan.outputs_of(gi))
+    if returns:  # an input (or a view of one) returned as an output is a copy of its own
+        results = [ensure(o) + ("" if o in made else ".clone()") for o in program.outputs]
+        lines.append(f"    return {results[0] if len(results) == 1 else _tuple(results)}")
+        return "\n".join(lines) + "\n"
     for k, o in enumerate(program.outputs):  # outputs that are inputs, views, repeats
         if buf.get(o) != outs[k]:
             lines.append(f"    {outs[k]}.copy_({ensure(o)})")

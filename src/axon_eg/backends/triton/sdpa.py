@@ -82,7 +82,23 @@ def _view(buf: str, call: Call, role: str, o: Operand, rows: int, cols: int) -> 
 
 
 def source(call: Call, bufs: dict[int, str], out: str) -> list[str]:
-    """The launcher lines; ``bufs`` names the buffer of every operand node."""
+    """The launcher lines copying the attention into the buffer ``out``; ``bufs`` names the buffer of every
+    operand node."""
+    shape = (*call.heads, call.attention.s, call.attention.dv)
+    return [f"    {out}.view{shape}.copy_({expression(call, bufs)})"]
+
+
+def bound(call: Call, bufs: dict[int, str], name: str, shape: tuple[int, ...], contiguous: bool = False) -> list[str]:
+    """The launcher line binding ``name`` to the library's own result tensor, of the node's ``shape``
+    (no copy where the shapes agree; torch's result may be strided, as eager's is): for a kernel that
+    returns its outputs. ``contiguous``: other kernels read it too, as a row-major buffer."""
+    four = (*call.heads, call.attention.s, call.attention.dv)
+    tail = ("" if tuple(shape) == four else f".reshape{tuple(shape)}") + (".contiguous()" if contiguous else "")
+    return [f"    {name} = {expression(call, bufs)}{tail}"]
+
+
+def expression(call: Call, bufs: dict[int, str]) -> str:
+    """The ``F.scaled_dot_product_attention`` call on 4-D views of the operands."""
     a = call.attention
     q = _view(bufs[a.q.node], call, "q", a.q, a.s, a.d)
     k = _view(bufs[a.k.node], call, "k", a.k, a.t, a.d)
@@ -94,8 +110,7 @@ def source(call: Call, bufs: dict[int, str], out: str) -> list[str]:
         extra.append("is_causal=True")
     if call.kv_heads != call.heads[1]:
         extra.append("enable_gqa=True")
-    shape = (*call.heads, a.s, a.dv)
-    return [f"    {out}.view{shape}.copy_(F.scaled_dot_product_attention({q}, {k}, {v}, {', '.join(extra)}))"]
+    return f"F.scaled_dot_product_attention({q}, {k}, {v}, {', '.join(extra)})"
 
 
 def describe(call: Call) -> str:
