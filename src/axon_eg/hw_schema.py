@@ -69,6 +69,7 @@ _GPU: dict[str, Field] = {
     "compute.measured_peak.fp32": _q("flops", required=False),  # the vendor library's fp32 GEMM (ieee)
     "compute.measured_peak.tf32": _q("flops", required=False),  # the vendor library's fp32 GEMM on TF32
     "compute.measured_peak.fp32_dot": _q("flops", required=False),  # Triton tl.dot, fp32 ieee (CUDA cores)
+    "compute.measured_peak.fp32_dot_tma": _q("flops", required=False),  # the same with TMA loads
     "compute.measured_peak.library_unaligned": _q("flops", required=False),  # the library on rows off alignment
     "compute.max_warps_per_sm": _q("count", required=False),  # resident warps (Little's law in the cost model)
     "compute.max_blocks_per_sm": _q("count", required=False),

@@ -219,3 +219,24 @@ def test_rmsnorm_matmul_on_trn2_overlaps_the_norm_with_the_tensor_engine() -> No
     assert any(a.start < b.end and b.start < a.end for a in tensor for b in norm), "norm and matmul never overlap"
     unfused = [c for c in candidates if c.plan.name == "reduction+matmul"]
     assert unfused and best.predicted_seconds < unfused[0].predicted_seconds
+
+
+def test_hopeless_candidates_get_no_measured_slot() -> None:
+    """An fp32 Linear at KernelBench's size: the library GEMM runs at 50 TFLOP/s, our ieee kernels with TMA
+    loads at 0.5 (measured): predicted beyond ``HOPELESS`` times the fastest, they are not measured, while
+    the pointer-load kernel (9 TFLOP/s) still is."""
+    from axon_eg.extract.candidates import HOPELESS
+    from axon_eg.extract.isa import DOT, DOT_PERSISTENT, DOT_TMA, base
+    from axon_eg.ir.dtypes import fp32
+    from axon_eg.ir.program import Builder
+
+    b = Builder("fp32_linear_relu")
+    x, w = b.input("x", (1024, 8192), fp32), b.input("w", (8192, 8192), fp32)
+    program = b.build([b.emit("relu", b.emit("matmul", x, b.emit("transpose", w, perm=(1, 0))))])
+    graph = NuGraph(program, load_rules())
+    graph.saturate(Limits(iterations=4))
+    cands, summary = enumerate_candidates(graph, "h200", k=6)
+    kinds = {base(i) for c in cands for _, i in c.isa}
+    fastest = min(c.predicted_seconds for c in cands)
+    assert summary.hopeless > 0 and not kinds & {DOT_TMA, DOT_PERSISTENT} and DOT in kinds, kinds
+    assert all(c.predicted_seconds <= HOPELESS * fastest for c in cands)

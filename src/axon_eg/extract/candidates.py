@@ -47,6 +47,8 @@ class EnumerationSummary:
     tilings_kept: int = 0
     candidates: int = 0
     kept: int = 0
+    hopeless: int = 0
+    """Candidates predicted more than ``HOPELESS`` times the fastest prediction: not measured."""
     errors: dict[tuple, str] = field(default_factory=dict)
     """Candidate key -> the error of the backend's ``fallback`` probe that raised on one of its groups
     (``error_line``); the candidate is ranked as if that group ran as torch, and must not be emitted."""
@@ -79,6 +81,10 @@ def isa_choices(plan: FusionPlan, hw: HardwareSpec, precision: str = "ieee") -> 
 Fallback = BackendFallback
 """``(plan, group, tiling, isa choice) -> True`` when the backend cannot lower the group and would run it
 as fp32 torch code (one kernel per op): ``Backend.fallback``."""
+HOPELESS = 8.0
+"""A candidate predicted more than this many times the fastest prediction gets no measured slot, not even
+as the only one of its instruction kinds (measured: fp32 Triton kernels with TMA loads at 264 ms next to a
+2.7 ms library GEMM, 30 s of timing for nothing)."""
 COST_BUCKET = 1.03
 """Predicted costs within 3% of each other rank as equal (the model is not that accurate); the
 tie-break (measured habits of the target) orders them."""
@@ -200,7 +206,10 @@ def enumerate_candidates(nugraph: NuGraph, target: str | HardwareSpec, k: int = 
                 _ops(c), best[_family(c)], order[first.key], order[c.key])
 
     ranked = sorted(found.values(), key=rank)
-    chosen = _diverse(ranked, k)
+    fastest = min((c.predicted_seconds for c in ranked), default=math.inf)
+    hopeful = [c for c in ranked if c.predicted_seconds <= HOPELESS * fastest]
+    summary.hopeless = len(ranked) - len(hopeful)
+    chosen = _diverse(hopeful or ranked, k)
     summary.kept = len(chosen)
     return chosen, summary
 

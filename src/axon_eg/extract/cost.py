@@ -31,7 +31,7 @@ from axon_eg.ir import ops as O
 from axon_eg.semantics.isa.declarations import DMA, TENSOR, declaration
 
 from .fusion import LAYOUT, MATMUL, REDUCTION, FusionPlan, node_kind
-from .isa import BLAS_PADK, base, is_blas, tf32
+from .isa import BLAS_PADK, DOT_PERSISTENT, DOT_TMA, base, is_blas, tf32
 from .latency import engine_seconds, model_cycles, model_seconds
 from .templates import GpuTile, MatmulTile, RowsTile, Tile, Tiling, TrnMatmulTile, group_dims, streams, tile_of
 
@@ -153,8 +153,9 @@ def gpu_group_cost(plan: FusionPlan, gi: int, t: Tiling | None, hw: HardwareSpec
 
 def _matmul_peak(plan: FusionPlan, gi: int, hw: HardwareSpec, isa: str | None) -> float:
     """The matmul rate of group ``gi``: 16-bit operands on tensor cores (the measured library rate, which
-    a Triton kernel at parity reaches), fp32 at the library's ieee rate (``blas``), Triton's ieee rate, or
-    TF32 (``/tf32``)."""
+    a Triton kernel at parity reaches), fp32 at the library's ieee rate (``blas``), Triton's ieee rate
+    (pointer loads; far lower with TMA loads), or TF32 (``/tf32``); the library's measured rate off its
+    row alignment where its rows are (``library_misaligned``)."""
     program = plan.program
     anchor = program.nodes[plan.groups[gi].anchor(program)]
     fp32 = anchor.op == "matmul" and program.nodes[anchor.inputs[0]].dtype.name == "fp32"
@@ -167,8 +168,11 @@ def _matmul_peak(plan: FusionPlan, gi: int, hw: HardwareSpec, isa: str | None) -
     if tf32(isa):
         return (hw.get("compute.measured_peak.tf32") or hw.get("compute.peak.tf32")
                 or hw.value("compute.peak.fp32"))
-    key = "compute.measured_peak.fp32" if is_blas(isa) else "compute.measured_peak.fp32_dot"
-    return hw.get(key) or hw.value("compute.peak.fp32")
+    if is_blas(isa):
+        return hw.get("compute.measured_peak.fp32") or hw.value("compute.peak.fp32")
+    if base(isa) in (DOT_TMA, DOT_PERSISTENT) and hw.get("compute.measured_peak.fp32_dot_tma"):
+        return hw.get("compute.measured_peak.fp32_dot_tma")
+    return hw.get("compute.measured_peak.fp32_dot") or hw.value("compute.peak.fp32")
 
 
 def library_misaligned(plan: FusionPlan, gi: int, hw: HardwareSpec, padded: bool = False) -> tuple[bool, bool]:

@@ -226,7 +226,8 @@ def _file(candidate: Candidate, plan: FusionPlan, hw: HardwareSpec, name: str, l
                     + ("TF32 tensor cores allowed" if candidate.precision == "tf32" else
                        "IEEE fp32, as torch.backends.cuda.matmul.allow_tf32 off") + ")")
     head += ["", "import math  # noqa: F401", "", "import torch", "import torch.nn.functional as F  # noqa: F401",
-             "import triton", "import triton.language as tl", "", "", guard_source(call_signature(program, _params(program), outputs=not returns)),
+             "import triton", "import triton.language as tl", "", "",
+             guard_source(call_signature(program, _params(program), outputs=not returns)),
              "", ""]
     jits = [k.source for k in lowered if isinstance(k, GroupKernel)]
     if any("tl.make_tensor_descriptor" in j for j in jits):
