@@ -13,7 +13,7 @@ these kernel designs, each swept over ``CONFIGS`` (tile shape, warps, pipeline s
   installed Triton rejects that for the GPU, its rows say ``unsupported: <error>``.
 
 Each (shape, design, config) is checked against ``torch.matmul(a.float(), b.float())``
-(max abs error / max abs reference < 1e-2) and timed with CUDA events: 10 warm-up runs, then 30
+(max abs error / max abs reference < 1e-2) and timed with CUDA events: >= 10 warm-up runs and >= 0.3 s of them, then 30
 timed runs, each after an L2 flush (writing a 256 MB buffer); the median is reported. cuBLAS
 (``torch.matmul`` on the bf16 tensors) is timed the same way before and after each shape's sweep;
 ``x_cublas`` is the mean of those two times over the kernel's time (above 1: faster than cuBLAS).
@@ -59,6 +59,7 @@ QUICK = [(128, 256, 64, 8, 3), (128, 128, 64, 4, 4), (128, 256, 64, 8, 4)]  # BM
 QUICK_CONFIGS = [c for c in CONFIGS if (c["BM"], c["BN"], c["BK"], c["num_warps"], c["num_stages"]) in QUICK]
 SMEM_LIMIT = 227 * 1024  # bytes of shared memory one H100/H200 block may use
 WARMUP, REPS = 10, 30
+WARMUP_S = 0.3  # seconds of back-to-back warm-up runs (each after the L2 flush)
 TOLERANCE = 1e-2  # max abs error / max abs reference, for bf16 outputs
 FLUSH_BYTES = 256 * 1024 * 1024
 
@@ -194,9 +195,17 @@ def rel_error(out: torch.Tensor, ref: torch.Tensor) -> float:
 
 
 def time_us(fn, flush: torch.Tensor) -> float:
-    """Median of REPS CUDA-event timings of fn(), each after an L2 flush, after WARMUP untimed runs."""
-    for _ in range(WARMUP):
+    """Median of REPS CUDA-event timings of fn(), each after an L2 flush, after at least WARMUP untimed runs
+    and WARMUP_S seconds of them (a GPU left idle while a config compiled starts at a fraction of its clock;
+    the measurement harness does the same)."""
+    calls, t0 = 0, time.perf_counter()
+    while calls < WARMUP or time.perf_counter() - t0 < WARMUP_S:
+        flush.zero_()
         fn()
+        calls += 1
+        if calls % 8 == 0:
+            torch.cuda.synchronize()
+    torch.cuda.synchronize()
     starts = [torch.cuda.Event(enable_timing=True) for _ in range(REPS)]
     ends = [torch.cuda.Event(enable_timing=True) for _ in range(REPS)]
     for start, end in zip(starts, ends):
@@ -258,7 +267,8 @@ def benchmark(shapes, configs, out_path):
             out.flush()
 
         meta = {"kind": "meta", "device": props.name, "num_sms": num_sms, "torch": torch.__version__,
-                "triton": triton.__version__, "warmup": WARMUP, "reps": REPS, "tolerance": TOLERANCE}  # fmt: skip
+                "triton": triton.__version__, "warmup": WARMUP, "warmup_s": WARMUP_S, "reps": REPS,
+                "tolerance": TOLERANCE}
         emit(meta)
         print(json.dumps(meta))
         for M, N, K in shapes:
