@@ -71,6 +71,8 @@ _GPU: dict[str, Field] = {
     "compute.measured_peak.fp32_dot": _q("flops", required=False),  # Triton tl.dot, fp32 ieee (CUDA cores)
     "compute.measured_peak.fp32_dot_tma": _q("flops", required=False),  # the same with TMA loads
     "compute.measured_peak.library_unaligned": _q("flops", required=False),  # the library on rows off alignment
+    "compute.measured_peak.dot_misaligned_one": _q("flops", required=False),  # tl.dot, one operand's rows off it
+    "compute.measured_peak.dot_misaligned_two": _q("flops", required=False),  # tl.dot, both operands' rows off it
     "compute.max_warps_per_sm": _q("count", required=False),  # resident warps (Little's law in the cost model)
     "compute.max_blocks_per_sm": _q("count", required=False),
     "knobs.num_warps": Field("list[int]"),

@@ -146,11 +146,24 @@ def test_the_cost_model_prices_the_library_off_alignment_at_its_measured_rate():
         program = linear(3001, k, 5000, (), bf16, "none", True).expand()
         found = candidates(program)
         return {dict(c.isa)[0]: c.predicted_seconds for c in found if len(c.plan.groups) == 1
-                and dict(c.isa).get(0) in (BLAS, BLAS_PADK)}
+                and dict(c.isa).get(0) in (BLAS, BLAS_PADK, DOT)}
 
     off, on = price(2049), price(2048)
     assert off[BLAS_PADK] < off[BLAS] / 3 and BLAS_PADK not in on
     assert on[BLAS] < off[BLAS] / 3
+    # our pointer-load kernel reading both operands' misaligned rows in place (measured 20.6 TFLOP/s)
+    assert off[DOT] > 8 * off[BLAS_PADK] and on[DOT] < 1.5 * on[BLAS]
+
+
+def test_misaligned_operands_are_counted_through_views_and_not_when_computed_inside():
+    from axon_eg.extract.cost import misaligned_operands
+
+    for k, transposed, want in ((2049, True, 2), (2049, False, 1), (2048, True, 0), (8, False, 0)):
+        program = linear(33, k, 40, (), bf16, "bias", transposed).expand()
+        plan = plans(program)[-1]
+        gi = next(i for i, g in enumerate(plan.groups) if g.kind == MATMUL)
+        assert misaligned_operands(plan, gi, H200) == want, (k, transposed)
+    # the right operand of [K, N] = [2049, 40]: its rows (40 x 2 B) are aligned, the left's are not
 
 
 def test_persistent_kernel_loops_over_its_tiles(tmp_path):

@@ -31,7 +31,7 @@ from axon_eg.ir import ops as O
 from axon_eg.semantics.isa.declarations import DMA, TENSOR, declaration
 
 from .fusion import LAYOUT, MATMUL, REDUCTION, FusionPlan, node_kind
-from .isa import BLAS_PADK, DOT_PERSISTENT, DOT_TMA, base, is_blas, tf32
+from .isa import BLAS_PADK, DOT_PERSISTENT, DOT_TMA, FMA_REDUCE, base, is_blas, tf32
 from .latency import engine_seconds, model_cycles, model_seconds
 from .templates import GpuTile, MatmulTile, RowsTile, Tile, Tiling, TrnMatmulTile, group_dims, streams, tile_of
 
@@ -163,6 +163,11 @@ def _matmul_peak(plan: FusionPlan, gi: int, hw: HardwareSpec, isa: str | None) -
         slow = hw.get("compute.measured_peak.library_unaligned")
         if slow:
             return slow
+    if not is_blas(isa) and base(isa) != FMA_REDUCE and not fp32:
+        off = misaligned_operands(plan, gi, hw)
+        slow = hw.get(f"compute.measured_peak.dot_misaligned_{('one', 'two')[min(off, 2) - 1]}") if off else None
+        if slow:
+            return slow
     if not fp32:
         return hw.get("compute.measured_peak.bf16") or hw.value("compute.peak.bf16")
     if tf32(isa):
@@ -173,6 +178,29 @@ def _matmul_peak(plan: FusionPlan, gi: int, hw: HardwareSpec, isa: str | None) -
     if base(isa) in (DOT_TMA, DOT_PERSISTENT) and hw.get("compute.measured_peak.fp32_dot_tma"):
         return hw.get("compute.measured_peak.fp32_dot_tma")
     return hw.get("compute.measured_peak.fp32_dot") or hw.value("compute.peak.fp32")
+
+
+def misaligned_operands(plan: FusionPlan, gi: int, hw: HardwareSpec) -> int:
+    """How many operands the matmul of group ``gi`` loads from a buffer whose rows are not a multiple of
+    ``memory.library_row_alignment`` bytes (through the views and layout ops inside the group; an operand
+    computed inside is not loaded): such rows cannot be read with 16-byte vector loads. 0 where the
+    hardware file names no alignment."""
+    align = hw.get("memory.library_row_alignment")
+    program = plan.program
+    group = plan.groups[gi]
+    anchor = program.nodes[group.anchor(program)]
+    if not align or anchor.op != "matmul":
+        return 0
+    inside = set(group.nodes)
+    count = 0
+    for j in anchor.inputs:
+        while j in inside and (O.is_view(program.nodes[j].op) or node_kind(program.nodes[j].op) == LAYOUT):
+            j = program.nodes[j].inputs[0]
+        if j in inside or program.nodes[j].op == "constant":
+            continue
+        last = program.concrete_shape(j)[-1] if program.concrete_shape(j) else 1
+        count += last > 1 and (last * program.nodes[j].dtype.itemsize) % align != 0
+    return count
 
 
 def library_misaligned(plan: FusionPlan, gi: int, hw: HardwareSpec, padded: bool = False) -> tuple[bool, bool]:
