@@ -1,4 +1,5 @@
-"""KernelBench-format problems: every benchmarks/problems file loads and its reference is torch's, in float64."""
+"""KernelBench-format problems: every benchmarks/problems file (its subfolders too: the held-out sets) loads
+and its reference is torch's, in float64."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from axon_eg.ir.torch_import import import_torch, load_problem
 from axon_eg.ir.torch_import import small_sizes as read_small_sizes
 
 ROOT = Path(__file__).resolve().parents[2]
-PROBLEMS = sorted((ROOT / "benchmarks" / "problems").glob("*.py"))
+PROBLEMS = sorted((ROOT / "benchmarks" / "problems").rglob("*.py"))
 
 
 def small_sizes(path: Path) -> dict[str, int]:
@@ -40,7 +41,7 @@ def test_the_problem_set():
     for path in PROBLEMS:
         tree = ast.parse(path.read_text())
         doc = ast.get_docstring(tree)
-        assert re.fullmatch(r"\d\d_\w+\.py", path.name), path.name
+        assert re.fullmatch(r"[a-z]?\d\d_\w+\.py", path.name), path.name
         assert doc and "\n" not in doc.strip(), f"{path.name}: needs a one-line docstring"
         imports = {alias.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom))
                    for alias in (n.names if isinstance(n, ast.Import) else [ast.alias(n.module or "")])}
@@ -48,7 +49,7 @@ def test_the_problem_set():
         assert small_sizes(path), f"{path.name}: define SMALL_SIZES for the float64 equality check"
 
 
-@pytest.mark.parametrize("path", PROBLEMS, ids=lambda p: p.stem)
+@pytest.mark.parametrize("path", PROBLEMS, ids=lambda p: str(p.relative_to(ROOT / "benchmarks" / "problems")))
 def test_loads_as_is(path):
     problem = load_problem(path)
     program = problem.program
@@ -67,7 +68,7 @@ def test_loads_as_is(path):
     assert all(drawn[s.name].shape == s.shape and np.all(drawn[s.name] != 0) for s in users)
 
 
-@pytest.mark.parametrize("path", PROBLEMS, ids=lambda p: p.stem)
+@pytest.mark.parametrize("path", PROBLEMS, ids=lambda p: str(p.relative_to(ROOT / "benchmarks" / "problems")))
 def test_reference_matches_torch_float64(path):
     problem = load_problem(path, sizes=small_sizes(path))
     users = [s.name for s in problem.inputs if s.role == "input"]
@@ -208,7 +209,7 @@ def test_suite_torch_modules_import_to_the_same_function(entry):
 # ------------------------------------------------------------------------------------------------
 # SMALL_SIZES, read without running the file; and what a problem file may not do
 # ------------------------------------------------------------------------------------------------
-@pytest.mark.parametrize("path", PROBLEMS, ids=lambda p: p.stem)
+@pytest.mark.parametrize("path", PROBLEMS, ids=lambda p: str(p.relative_to(ROOT / "benchmarks" / "problems")))
 def test_small_sizes_are_read_without_running_the_file(path):
     assert read_small_sizes(path) == small_sizes(path)
 
