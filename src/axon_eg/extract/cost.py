@@ -251,8 +251,9 @@ def _latency_efficiency(plan: FusionPlan, gi: int, tile: Tile | None, hw: Hardwa
 
 
 def _extra_passes_bytes(plan: FusionPlan, gi: int, tile: Tile | None, hw: HardwareSpec) -> float:
-    """A row reduction whose row does not fit one block reads its rows once per reduction plus once
-    to store; the re-reads come from L2 when the rows in flight fit it, else from HBM."""
+    """A row reduction whose row does not fit one block reads its rows once per reduction, and once more to
+    store full-width outputs: all passes after the first are extra; they come from L2 when the rows in
+    flight fit it, else from HBM."""
     if not isinstance(tile, RowsTile) or hw.get("compute.max_warps_per_sm") is None:
         return 0.0
     cols = group_dims(plan, gi)["COLS"]
@@ -265,8 +266,9 @@ def _extra_passes_bytes(plan: FusionPlan, gi: int, tile: Tile | None, hw: Hardwa
     rows_in_flight = _resident(tile, tile.programs(plan, gi), hw) * hw.value("compute.units") * tile.ROWS_PER_PROGRAM
     if rows_in_flight * cols * item * n_streams <= hw.value("memory.l2.capacity") / 2:
         return 0.0
-    rows = math.prod(program.concrete_shape(program.nodes[plan.groups[gi].anchor(program)].inputs[0])[:-1])
-    return float(reductions * rows * cols * item * n_streams)
+    rows = group_dims(plan, gi)["ROWS"]
+    full = any(math.prod(program.concrete_shape(o)) == rows * cols for o in plan.outputs_of(gi))
+    return float((reductions - 1 + full) * rows * cols * item * n_streams)
 
 
 def _wave_efficiency(plan: FusionPlan, gi: int, tile: Tile | None, hw: HardwareSpec, units: float) -> float:

@@ -25,6 +25,7 @@ import math
 
 from axon_eg.extract.fusion import FusionPlan
 from axon_eg.extract.templates import RowsTile, Tiling
+from axon_eg.extract.templates.base import next_pow2
 from axon_eg.ir import ops as O
 
 from .base import GroupKernel, NotLowerable, attr, contiguous_strides, resources, unflat
@@ -41,10 +42,14 @@ def _flat(idx: Index, shape: tuple[int, ...]) -> str:
 
 
 class _Rows:
-    def __init__(self, plan: FusionPlan, gi: int, block_n: int, dry: bool = False):
+    def __init__(self, plan: FusionPlan, gi: int, block_n: int, dry: bool = False, split: int = 1, stage: int = 0,
+                 slice_cols: int = 0):
         """``dry``: walk the group exactly as the lowering does (the same index maps, names, memos and
-        chunk loops, so the same refusals in the same order) without building the expressions (``check``)."""
+        chunk loops, so the same refusals in the same order) without building the expressions (``check``).
+        ``stage`` 1 / 2 of a split reduction (``split`` programs per row block): 1 reduces the program's
+        slice of ``slice_cols`` columns of each row; 2 reads the reductions from the partials of stage 1."""
         self.dry = dry
+        self.split, self.stage, self.slice = split, stage, slice_cols
         self.program = plan.program
         self.inside = set(plan.groups[gi].nodes)
         reductions = [n for n in sorted(self.inside) if O.get(self.program.nodes[n].op).kind is O.OpKind.REDUCE]
@@ -58,7 +63,8 @@ class _Rows:
         self.lead = unflat("rows", self.domain[:k])
         self.trail = unflat("cols", self.domain[k:])
         self.dom: Index = self.lead + self.trail
-        self.looped = block_n < self.n
+        self.looped = block_n < self.n if stage == 0 else stage == 1
+        self.slots = reductions  # stage 2: reduction n's partials are slot slots.index(n) of the scratch buffer
         self.top: list[str] = []  # straight-line code of the program
         self.body: list[str] | None = None  # the chunk loop being generated (multi-pass only)
         self.memo_top: dict[tuple, str] = {}
@@ -172,6 +178,16 @@ class _Rows:
         node = self.program.nodes[n]
         x = node.inputs[0]
         at = self.unflat(DOMAIN_FLAT, self.program.concrete_shape(x))
+        if self.stage == 2:  # the slices' partials, combined in slice order
+            fill, fn = REDUCTIONS[node.op]
+            base = self.slots.index(n) * self.r * self.split
+            self.top.append(f"acc{n} = {fn}(tl.load(part + {base} + rows * {self.split} + sidx, mask=rmask & smask, "
+                            f"other={fill}), axis=1)[:, None]")
+            expr = f"acc{n} * {1.0 / self.n!r}" if node.op == "mean" else f"acc{n}"
+            self.top.append(f"v{n} = {expr}")
+            self.memo_top[key] = f"v{n}"
+            self.row_vars.add(f"v{n}")
+            return f"v{n}"
         if node.op == "logsumexp":
             m = self._reduction(x, at, "max", f"m{n}")
             s = self._reduction(x, at, "sum", f"s{n}", shift=m)
@@ -206,7 +222,8 @@ class _Rows:
 
     def loop(self, body: list[str]) -> list[str]:
         self.loops += 1
-        head = [f"for c0 in range(0, {self.n}, BLOCK_N):", "    cols = c0 + tl.arange(0, BLOCK_N)[None, :]",
+        span = (f"split * {self.slice}, split * {self.slice} + {self.slice}" if self.stage == 1 else f"0, {self.n}")
+        head = [f"for c0 in range({span}, BLOCK_N):", "    cols = c0 + tl.arange(0, BLOCK_N)[None, :]",
                 f"    cmask = cols < {self.n}", "    mask = rmask & cmask", f"    flat = rows * {self.n} + cols"]
         return head + ["    " + ln for ln in body]
 
@@ -236,6 +253,12 @@ def check(plan: FusionPlan, gi: int, tiling: Tiling | None, warp_size: int | Non
     tile = RowsTile.read(tiling)
     probe = _Rows(plan, gi, 1 << 62)  # sizes only
     _output_kinds(plan, gi, probe)
+    if probe.n >= 2**31 and tile.SPLIT == 1:
+        raise NotLowerable(f"a row of {probe.n} columns (2^31 or more) is reduced by a split (RowsTile.SPLIT > 1)")
+    if tile.SPLIT > 1:
+        _split_check(plan, gi, probe)
+        _walk(plan, gi, _Rows(plan, gi, tile.row_block(probe.n), dry=True, split=tile.SPLIT, stage=2))
+        return True
     _walk(plan, gi, _Rows(plan, gi, tile.row_block(probe.n), dry=True))
     return True
 
@@ -266,15 +289,97 @@ def _walk(plan: FusionPlan, gi: int, em: _Rows) -> tuple[list[int], list[str]]:
     return outs, stores
 
 
+def _split_check(plan: FusionPlan, gi: int, rows: _Rows) -> None:
+    """NotLowerable unless the group can be a split reduction: every output one value per row, and every
+    reduction combinable from slices (sum, mean, max, min) of values that need no other reduction."""
+    program = plan.program
+    if any(kind != "row" for kind in _output_kinds(plan, gi, rows).values()):
+        raise NotLowerable("split: a full-width output needs the whole row in one program")
+    for n in rows.slots:
+        op = program.nodes[n].op
+        if op not in ("sum", "mean", "max", "min"):
+            raise NotLowerable(f"split: {op} is not combined from slices")
+        stack, seen = list(program.nodes[n].inputs), set()
+        while stack:
+            j = stack.pop()
+            if j in rows.inside and j not in seen:
+                seen.add(j)
+                if O.get(program.nodes[j].op).kind is O.OpKind.REDUCE:
+                    raise NotLowerable(f"split: {op} reads the reduction {program.nodes[j].op} of the same row")
+                stack.extend(program.nodes[j].inputs)
+
+
+def _split_lower(plan: FusionPlan, gi: int, tile: RowsTile, name: str, warp_size: int | None) -> GroupKernel:
+    """The split reduction as two launches: ``{name}_part`` (``SPLIT`` programs per row block, each reducing
+    a contiguous slice of whole chunks of the row) stores each reduction's fp32 partial; ``{name}_finish``
+    combines a row's partials in slice order (deterministic) and computes and stores the group's outputs.
+    The host function allocates the partials and launches both."""
+    program = plan.program
+    probe = _Rows(plan, gi, 1 << 62)
+    _split_check(plan, gi, probe)
+    block_n, rows_pp, warps, split = tile.row_block(probe.n), tile.ROWS_PER_PROGRAM, tile.num_warps, tile.SPLIT
+    chunk = math.ceil(math.ceil(probe.n / block_n) / split) * block_n  # columns per slice, whole chunks
+    wide = probe.r * probe.n >= 2**31  # 64-bit offsets (rows * N + cols, slice starts)
+    i64 = ".to(tl.int64)" if wide else ""
+    row_head = [f"rows = (pid * ROWS + tl.arange(0, ROWS)){i64}[:, None]", f"rmask = rows < {probe.r}"]
+    one = _Rows(plan, gi, block_n, split=split, stage=1, slice_cols=chunk)
+    stores = []
+    for j, n in enumerate(one.slots):
+        node = program.nodes[n]
+        x = node.inputs[0]
+        acc = one._reduction(x, one.unflat(DOMAIN_FLAT, program.concrete_shape(x)), node.op, f"acc{n}")
+        stores.append(f"tl.store(part + {j * probe.r * split} + rows * {split} + split, {acc}, mask=rmask)")
+    part_body = (["pid = tl.program_id(0) // SPLIT  # the row block",
+                  f"split = (tl.program_id(0) % SPLIT){i64}  # its slice",
+                  *row_head, f"# slice split: columns [{chunk} * split, {chunk} * (split + 1)) of {probe.n}"]
+                 + one.top + stores)
+    two = _Rows(plan, gi, block_n, split=split, stage=2)
+    two.reads = list(one.reads)
+    outs, out_stores = _walk(plan, gi, two)
+    finish_body = (["pid = tl.program_id(0)", *row_head, "sidx = tl.arange(0, SPLIT_P)[None, :]",
+                    f"smask = sidx < {split}", f"# the {split} slices' partials, combined in slice order"]
+                   + two.top + out_stores)
+    reads = tuple(two.reads)
+    params = [f"p{j}" for j in reads] + [f"out{k}" for k in range(len(outs))] + ["part"]
+    consts = (("ROWS", rows_pp), ("BLOCK_N", block_n), ("SPLIT", split), ("SPLIT_P", next_pow2(split)))
+
+    def jit(fn: str, lines: list[str]) -> str:
+        return "@triton.jit\ndef {}({}):\n{}\n".format(
+            fn, ", ".join(params + [f"{c}: tl.constexpr" for c, _ in consts]), "\n".join("    " + ln for ln in lines))
+
+    row_blocks = math.ceil(probe.r / rows_pp)
+    args = ", ".join(params)
+    kw = ", ".join(f"{c}={v}" for c, v in consts)
+    host = f'''def {name}({", ".join(params[:-1])}, **launch):
+    """Both launches of the group; ``launch``: vendor launch knobs (Intel XPU grf_mode, warp_size)."""
+    part = torch.empty(({len(one.slots)}, {probe.r}, {split}), dtype=torch.float32, device=out0.device)
+    {name}_part[({row_blocks * split},)]({args}, {kw}, num_warps={warps}, **launch)
+    {name}_finish[({row_blocks},)]({args}, {kw}, num_warps={warps}, **launch)
+'''
+    src = jit(f"{name}_part", part_body) + "\n\n" + jit(f"{name}_finish", finish_body) + "\n\n" + host
+    live = max(2, len(reads) + len(outs))
+    ops = sorted({program.nodes[n].op for n in plan.groups[gi].nodes})
+    note = (f"row reduction {'/'.join(ops)} over {probe.r} rows x {probe.n}, split: SPLIT={split} slices of {chunk} "
+            f"per row, ROWS={rows_pp}, BLOCK_N={block_n}, num_warps={warps}, {row_blocks * split} programs, then "
+            f"{row_blocks} combine the fp32 partials in order")
+    return GroupKernel(name, src, reads, tuple(outs), row_blocks * split, consts, warps,
+                       resources(f"{name}_part", rows_pp * block_n, warps, row_blocks * split, live,
+                                 smem_bytes=rows_pp * warps * 4, warp_size=warp_size),
+                       note, host=True)
+
+
 def lower(plan: FusionPlan, gi: int, tiling: Tiling | None, name: str, warp_size: int | None = None,
           isa: str | None = None) -> GroupKernel:
     program = plan.program
     check(plan, gi, tiling, warp_size, isa)
     tile = RowsTile.read(tiling)
+    if tile.SPLIT > 1:
+        return _split_lower(plan, gi, tile, name, warp_size)
     probe = _Rows(plan, gi, 1 << 62)  # sizes only
     block_n, rows_pp, warps = tile.row_block(probe.n), tile.ROWS_PER_PROGRAM, tile.num_warps
     em = _Rows(plan, gi, block_n)
-    head = ["pid = tl.program_id(0)", "rows = pid * ROWS + tl.arange(0, ROWS)[:, None]", f"rmask = rows < {em.r}"]
+    i64 = ".to(tl.int64)" if em.r * em.n >= 2**31 else ""  # 64-bit offsets rows * N + cols
+    head = ["pid = tl.program_id(0)", f"rows = (pid * ROWS + tl.arange(0, ROWS)){i64}[:, None]", f"rmask = rows < {em.r}"]
     if not em.looped:
         head += ["cols = tl.arange(0, BLOCK_N)[None, :]", f"cmask = cols < {em.n}", "mask = rmask & cmask",
                  f"flat = rows * {em.n} + cols"]

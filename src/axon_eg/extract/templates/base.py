@@ -307,6 +307,11 @@ def group_dims(plan: FusionPlan, gi: int) -> dict[str, int]:
         return {"M": a[-2], "N": b[-1], "K": a[-1], "BATCH": math.prod(out[:-2])}
     shape = program.concrete_shape(node.inputs[0] if node.inputs and group.kind == REDUCTION else anchor)
     cols = shape[-1] if shape else 1
+    axes = node.attrs.get("axes") if group.kind == REDUCTION and shape else None
+    if axes is not None and all(isinstance(a, int) for a in axes) and axes:
+        k = len(shape) - len(axes)  # a reduction of trailing axes: rows are the kept ones, columns the reduced
+        if sorted(a % len(shape) for a in axes) == list(range(k, len(shape))):
+            return {"ROWS": max(1, math.prod(shape[:k])), "COLS": max(1, math.prod(shape[k:]))}
     return {"ROWS": max(1, math.prod(shape[:-1])) if shape else 1, "COLS": cols}
 
 

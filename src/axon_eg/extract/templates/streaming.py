@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from axon_eg.hw import HardwareSpec
+from axon_eg.ir import ops as O
 
 from ..fusion import ELEMENTWISE, LAYOUT, LIBRARY, REDUCTION, SCAN, FusionPlan
 from .base import FP32, Constraint, GpuTile, GroupFacts, gpu_facts, group_dims, is_gpu, next_pow2, streams, tile_range
@@ -31,6 +32,7 @@ MIN_COLS = 16  # 32 B of bf16: one DRAM sector per row of the tile
 TARGET_PROGRAMS = 256  # a line is one program's sweep, so a column scan needs many strips to fill the SMs
 MIN_TILE = 16  # a transpose tile's smallest edge: one 32 B sector of bf16 per tile row
 MIN_ROW_BLOCK = 16  # a row chunk's smallest size: 32 B of bf16
+SPLIT_MIN_COLS = 65536  # a row this long or longer may be split across programs (RowsTile.SPLIT)
 
 
 def _stream_tie_break(block_n: int | None, elems: int, num_warps: int, warp_size: int) -> tuple[float, ...]:
@@ -143,6 +145,10 @@ class RowsTile(GpuTile):
     kind: ClassVar[str] = "rows"
     BLOCK_N: int | None = None
     ROWS_PER_PROGRAM: int = 1
+    SPLIT: int = 1
+    """Programs per row block, each reducing a contiguous slice of the row's columns (few, long rows: a
+    full reduction to one scalar is one row); a second launch combines their fp32 partials in slice order
+    (deterministic) and computes what the group derives from the reductions."""
 
     @classmethod
     def applies(cls, plan: FusionPlan, gi: int, hw: HardwareSpec | None) -> bool:
@@ -154,6 +160,9 @@ class RowsTile(GpuTile):
         live, ws, regs, pt = facts.live, g.warp_size, g.regs, g.per_thread
         params = [("BLOCK_N", tile_range(hw, "rows.block_n", next_pow2(facts.dims["COLS"]))),
                   ("ROWS_PER_PROGRAM", tile_range(hw, "rows.rows_per_program")), ("num_warps", g.warps), *g.extra]
+        splits = cls.split_values(facts, hw)
+        if splits != (1,):
+            params.append(("SPLIT", splits))
         constraints = [
             Constraint("registers", f"ROWS*BLOCK_N*4 B*{live} live <= {regs} B / 2",
                        lambda t: t["ROWS_PER_PROGRAM"] * t["BLOCK_N"] * FP32 * live <= regs // 2),
@@ -162,7 +171,37 @@ class RowsTile(GpuTile):
             Constraint("threads have work", f"ROWS*BLOCK_N >= num_warps*{ws}",
                        lambda t: t["ROWS_PER_PROGRAM"] * t["BLOCK_N"] >= t["num_warps"] * ws),
         ]
+        if splits != (1,):
+            rows, cols, units = facts.dims["ROWS"], facts.dims["COLS"], int(hw.value("compute.units"))
+            constraints += [
+                Constraint("split slices of at least 4 chunks", f"SPLIT * BLOCK_N * 4 <= COLS={cols}",
+                           lambda t: t.get("SPLIT", 1) == 1 or t["SPLIT"] * t["BLOCK_N"] * 4 <= cols),
+                Constraint("split programs at most 8 waves", f"ceil(ROWS={rows} / ROWS_PER_PROGRAM) * SPLIT <= 8 * {units}",
+                           lambda t: t.get("SPLIT", 1) == 1
+                           or math.ceil(rows / t["ROWS_PER_PROGRAM"]) * t["SPLIT"] <= 8 * units),
+            ]
         return params, constraints
+
+    @staticmethod
+    def split_values(facts: GroupFacts, hw: HardwareSpec) -> tuple[int, ...]:
+        """1, and the hardware file's split range (``tiles.rows.split``) when the group has fewer rows than
+        the GPU has SMs and rows of at least ``SPLIT_MIN_COLS`` columns."""
+        d = facts.dims
+        if hw.get("tiles.rows.split") is None or d["ROWS"] >= hw.value("compute.units") or d["COLS"] < SPLIT_MIN_COLS:
+            return (1,)
+        return (1, *tile_range(hw, "rows.split"))
+
+    @property
+    def launches(self) -> int:  # type: ignore[override]
+        return 2 if self.SPLIT > 1 else 1
+
+    def scratch_bytes(self, plan: FusionPlan, gi: int) -> int:
+        """Split: each reduction's fp32 partials of every slice, written by the first launch, read by the second."""
+        if self.SPLIT == 1:
+            return 0
+        program = plan.program
+        reductions = sum(1 for n in plan.groups[gi].nodes if O.get(program.nodes[n].op).kind is O.OpKind.REDUCE)
+        return reductions * group_dims(plan, gi)["ROWS"] * self.SPLIT * FP32 * 2
 
     def row_block(self, cols: int) -> int:
         """The chunk of a row of ``cols`` columns: ``BLOCK_N``, else the whole row rounded up to a power of
@@ -170,11 +209,7 @@ class RowsTile(GpuTile):
         return self.BLOCK_N if self.BLOCK_N is not None else max(MIN_ROW_BLOCK, next_pow2(cols))
 
     def programs(self, plan: FusionPlan, gi: int) -> int:
-        program = plan.program
-        anchor = plan.groups[gi].anchor(program)
-        node = program.nodes[anchor]
-        src = program.concrete_shape(node.inputs[0]) if node.inputs else program.concrete_shape(anchor)
-        return math.ceil(max(1, math.prod(src[:-1])) / self.ROWS_PER_PROGRAM)
+        return math.ceil(group_dims(plan, gi)["ROWS"] / self.ROWS_PER_PROGRAM) * self.SPLIT
 
     def tie_break(self, warp_size: int) -> tuple[float, ...]:
         elems = (self.BLOCK_N or 1) * self.ROWS_PER_PROGRAM
