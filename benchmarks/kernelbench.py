@@ -1,0 +1,193 @@
+"""KernelBench-style runner: any directories of KernelBench-format files end to end, scored per folder.
+
+    python benchmarks/kernelbench.py bundle  DIR PROBLEMS...   # phase 1 here (CPU): saturate, extract, emit
+    python benchmarks/kernelbench.py measure DIR               # phase 2 on a GPU (run_suite measure)
+    python benchmarks/kernelbench.py report  DIR [--worst 10] [--write FILE.md]
+
+``PROBLEMS`` are KernelBench-format files or directories of them (``benchmarks/problems/reductions``, a
+KernelBench ``level1`` folder, ...). ``bundle`` is resumable: a problem already in ``DIR/index.json``
+(bundled, or skipped with the one-line reason axon_eg gave) is not redone unless ``--force``; it records
+each problem's folder and file in ``DIR/problems.json``. ``measure`` is ``run_suite.py measure`` on the same
+directory (candidates on every visible GPU, each baseline compiled and timed alone, twice; resumable:
+rows already written are kept, one rows file per problem under ``DIR/rows``). ``report`` prints, per folder
+and over all, KernelBench's ``fast_p`` (the fraction of the folder's problems whose kernel is correct and
+more than p times faster; ``fast_0``: correct) against eager and against torch.compile, for axon_eg's best
+candidate alone and for its selection (which falls back to a baseline, so its fast_0 counts what
+axon_eg can run at all), the geomeans over the problems measured, and the worst problems by the best
+candidate's speed over eager with why: its fusion plan, its tilings, predicted against measured. A problem
+axon_eg could not take counts as not correct, with its reason. The torch.compile baseline is
+``mode="max-autotune-no-cudagraphs"`` (what ``run_suite.py`` measures), a stronger bar than
+KernelBench's default mode.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "src"))
+
+from benchmarks import run_suite  # noqa: E402
+
+THRESHOLDS = (0.0, 1.0, 2.0)
+
+
+def problem_files(paths: list[str]) -> list[Path]:
+    """The KernelBench-format files named or held (directly) by ``paths``, in order, each once."""
+    files: list[Path] = []
+    for p in map(Path, paths):
+        found = sorted(p.glob("*.py")) if p.is_dir() else [p]
+        files += [f for f in found if f not in files and not f.name.startswith("_")]
+    return files
+
+
+def cmd_bundle(args: argparse.Namespace) -> int:
+    out = Path(args.dir)
+    out.mkdir(parents=True, exist_ok=True)
+    files = problem_files(args.problems)
+    missing = [str(f) for f in files if not f.exists()]
+    if missing:
+        print(f"kernelbench bundle: no such file: {', '.join(missing)}", file=sys.stderr)
+        return 2
+    folders_path = out / "problems.json"
+    folders = json.loads(folders_path.read_text()) if folders_path.exists() else {}
+    folders.update({f.stem: {"folder": f.parent.name, "path": str(f.resolve())} for f in files})
+    folders_path.write_text(json.dumps(folders, indent=1))
+    index = json.loads((out / "index.json").read_text()) if (out / "index.json").exists() else {}
+    todo = [f for f in files if args.force or f.stem not in index]
+    if not todo:
+        print(f"kernelbench bundle: all {len(files)} problems are in {out / 'index.json'} (--force redoes them)")
+        return 0
+    argv = ["bundle", str(out), "-k", str(args.k), "--hw", args.hw, "--programs", ",".join(str(f) for f in todo)]
+    return run_suite.main(argv)
+
+
+def cmd_measure(args: argparse.Namespace) -> int:
+    argv = ["measure", str(args.dir)] + (["--archive", args.archive] if args.archive else [])
+    return run_suite.main(argv)
+
+
+def fast_p(rows: list[dict], total: int, key: str, p: float) -> float:
+    """KernelBench's fast_p over ``total`` problems: correct and ``key`` (a speedup) above ``p``."""
+    hits = sum(1 for r in rows if r.get(key) is not None and (p == 0.0 or r[key] > p))
+    return hits / total if total else 0.0
+
+
+def geomean(values: list[float]) -> float | None:
+    values = [v for v in values if v]
+    return math.exp(sum(map(math.log, values)) / len(values)) if values else None
+
+
+def why(out: Path, index: dict, row: dict) -> str:
+    """The best candidate's plan and tilings, predicted against measured."""
+    info = index.get(row["program"], {})
+    cands = out / info.get("bundle", "") / "candidates.json"
+    if "bundle" not in info or not cands.exists():
+        return ""
+    best = next((c for c in json.loads(cands.read_text()) if c.get("id") == row.get("best_candidate")), None)
+    if best is None:
+        return ""
+    tilings = "; ".join(",".join(f"{k}={v}" for k, v in t.items()) for t in json.loads(best.get("tilings") or "[]"))
+    return (f"{best.get('plan')} [{tilings}] isa {best.get('isa')}: predicted {best.get('predicted_us', 0):.1f} us, "
+            f"measured {row.get('candidate_us') or float('nan'):.1f} us")
+
+
+def score(out: Path) -> tuple[list[dict], list[dict], dict]:
+    """(one line per folder and one for all, the measured rows, the index)."""
+    index = json.loads((out / "index.json").read_text())
+    folders = json.loads((out / "problems.json").read_text()) if (out / "problems.json").exists() else {}
+    measured = [n for n in index if (out / "rows" / f"{n}.jsonl").exists() and n in folders]
+    paths = [folders[n]["path"] for n in measured if Path(folders[n]["path"]).exists()]
+    rows = run_suite.collect_rows(out, ",".join(paths)) if paths else []
+    by_name = {r["program"]: r for r in rows}
+    groups: dict[str, list[str]] = {}
+    for name in index:
+        groups.setdefault(folders.get(name, {}).get("folder", "-"), []).append(name)
+    lines = []
+    for folder, names in [*sorted(groups.items()), ("all", list(index))]:
+        got = [by_name[n] for n in names if n in by_name]
+        line = {"folder": folder, "problems": len(names), "measured": len(got),
+                "skipped": sum(1 for n in names if "skipped" in index[n])}
+        for who, prefix in (("best candidate", "cand_"), ("selection", "")):
+            for base in ("eager", "compile"):
+                key = f"{prefix}vs_{base}"
+                for p in THRESHOLDS:
+                    line[f"{who} fast_{p:g} vs {base}"] = fast_p(got, len(names), key, p)
+                line[f"{who} geomean vs {base}"] = geomean([r.get(key) for r in got])
+        lines.append(line)
+    return lines, rows, index
+
+
+def render(out: Path, worst: int) -> str:
+    lines, rows, index = score(out)
+    md = ["# KernelBench-style run", "",
+          f"`{out}`: {len(index)} problems, {sum(1 for n in index if 'skipped' in index[n])} axon_eg could not take. "
+          "fast_p: fraction of the folder's problems whose kernel is correct and more than p times faster (fast_0: "
+          "correct). torch.compile is max-autotune-no-cudagraphs, each compiled alone.", ""]
+    for who in ("best candidate", "selection"):
+        cols = [f"{who} fast_{p:g} vs {b}" for b in ("eager", "compile") for p in THRESHOLDS]
+        cols += [f"{who} geomean vs {b}" for b in ("eager", "compile")]
+        md += [f"## {who}", "", "| folder | problems | measured | " + " | ".join(c.replace(f'{who} ', '') for c in cols) + " |",
+               "|---|---:|---:|" + "---:|" * len(cols)]
+        for line in lines:
+            vals = [f"{line[c]:.2f}" if line[c] is not None else "-" for c in cols]
+            md.append(f"| {line['folder']} | {line['problems']} | {line['measured']} | " + " | ".join(vals) + " |")
+        md.append("")
+    ranked = sorted((r for r in rows if r.get("cand_vs_eager")), key=lambda r: r["cand_vs_eager"])[:worst]
+    md += [f"## the {len(ranked)} worst best candidates (vs eager)", "", "| problem | vs eager | vs compile | why |",
+           "|---|---:|---:|---|"]
+    for r in ranked:
+        vc = r.get("cand_vs_compile")
+        md.append(f"| {r['program']} | {r['cand_vs_eager']:.2f} | {vc:.2f} | {why(out, index, r)} |" if vc else
+                  f"| {r['program']} | {r['cand_vs_eager']:.2f} | - | {why(out, index, r)} |")
+    skipped = [(n, index[n]["skipped"]) for n in index if "skipped" in index[n]]
+    if skipped:
+        md += ["", "## not taken", "", "| problem | reason |", "|---|---|"]
+        md += [f"| {n} | {reason} |" for n, reason in skipped]
+    return "\n".join(md) + "\n"
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    out = Path(args.dir)
+    if not (out / "index.json").exists():
+        print(f"kernelbench report: {out / 'index.json'} not found (run `bundle {out} PROBLEMS...` first)", file=sys.stderr)
+        return 2
+    text = render(out, args.worst)
+    print(text)
+    if args.write:
+        Path(args.write).write_text(text)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    p = sub.add_parser("bundle")
+    p.add_argument("dir")
+    p.add_argument("problems", nargs="+")
+    p.add_argument("-k", type=int, default=6)
+    p.add_argument("--hw", default="h200")
+    p.add_argument("--force", action="store_true", help="redo problems already in DIR/index.json")
+    p.set_defaults(func=cmd_bundle)
+    p = sub.add_parser("measure")
+    p.add_argument("dir")
+    p.add_argument("--archive", metavar="FILE.tgz")
+    p.set_defaults(func=cmd_measure)
+    p = sub.add_parser("report")
+    p.add_argument("dir")
+    p.add_argument("--worst", type=int, default=10)
+    p.add_argument("--write", metavar="FILE.md")
+    p.set_defaults(func=cmd_report)
+    args = ap.parse_args(argv)
+    os.environ.setdefault("PYTHONPATH", str(ROOT / "src"))
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,69 @@
+"""benchmarks/kernelbench.py: fast_p per folder (problems axon_eg could not take count as not correct), the
+geomeans over the measured ones, the worst problems with why, and a resumable bundle step."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from benchmarks import kernelbench, run_suite
+
+
+def test_fast_p_counts_over_every_problem_of_the_folder():
+    rows = [{"vs": 0.5}, {"vs": 1.5}, {"vs": 2.5}, {"vs": None}]
+    assert kernelbench.fast_p(rows, 5, "vs", 0.0) == pytest.approx(3 / 5)
+    assert kernelbench.fast_p(rows, 5, "vs", 1.0) == pytest.approx(2 / 5)
+    assert kernelbench.fast_p(rows, 5, "vs", 2.0) == pytest.approx(1 / 5)
+    assert kernelbench.fast_p([], 0, "vs", 1.0) == 0.0
+    assert kernelbench.geomean([1.0, 4.0, None]) == pytest.approx(2.0) and kernelbench.geomean([]) is None
+
+
+def test_report_per_folder_with_skipped_problems_and_the_worst(tmp_path, monkeypatch):
+    out = tmp_path / "run"
+    (out / "rows").mkdir(parents=True)
+    bundle = out / "cache" / "bundles" / "b1"
+    bundle.mkdir(parents=True)
+    (bundle / "candidates.json").write_text(json.dumps([{"id": "c00", "plan": "reduction", "isa": "[]",
+                                                         "tilings": json.dumps([{"BLOCK_N": 1024, "SPLIT": 64}]),
+                                                         "predicted_us": 10.0}]))
+    index = {"r01": {"bundle": "cache/bundles/b1"}, "r02": {"bundle": "cache/bundles/b1"},
+             "l01": {"skipped": "UnsupportedOperation: aten.kl_div.default at l01.py:8: no axon_eg equivalent"}}
+    (out / "index.json").write_text(json.dumps(index))
+    (out / "problems.json").write_text(json.dumps({n: {"folder": f, "path": str(tmp_path / f"{n}.py")}
+                                                   for n, f in (("r01", "reductions"), ("r02", "reductions"),
+                                                                ("l01", "losses"))}))
+    for n in ("r01", "r02"):
+        (out / "rows" / f"{n}.jsonl").write_text("{}\n")
+        (tmp_path / f"{n}.py").write_text("")
+    rows = [{"program": "r01", "best_candidate": "c00", "candidate_us": 20.0, "cand_vs_eager": 0.5, "cand_vs_compile": 0.4,
+             "vs_eager": 1.0, "vs_compile": 1.0},
+            {"program": "r02", "best_candidate": "c00", "candidate_us": 5.0, "cand_vs_eager": 3.0, "cand_vs_compile": 1.5,
+             "vs_eager": 3.0, "vs_compile": 1.5}]
+    monkeypatch.setattr(run_suite, "collect_rows", lambda out, programs: rows)
+    lines, _, _ = kernelbench.score(out)
+    by = {line["folder"]: line for line in lines}
+    assert by["reductions"]["best candidate fast_1 vs eager"] == pytest.approx(0.5)
+    assert by["reductions"]["best candidate fast_2 vs eager"] == pytest.approx(0.5)
+    assert by["losses"]["best candidate fast_0 vs eager"] == 0.0 and by["losses"]["skipped"] == 1
+    assert by["all"]["problems"] == 3 and by["all"]["selection fast_0 vs compile"] == pytest.approx(2 / 3)
+    assert by["all"]["best candidate geomean vs eager"] == pytest.approx((0.5 * 3.0) ** 0.5)
+    text = kernelbench.render(out, worst=1)
+    worst = text.split("worst best candidates")[1]
+    assert "| r01 | 0.50 | 0.40 | reduction [BLOCK_N=1024,SPLIT=64]" in worst and "r02" not in worst.split("not taken")[0]
+    assert "predicted 10.0 us, measured 20.0 us" in text and "aten.kl_div" in text
+
+
+def test_bundle_is_resumable(tmp_path, monkeypatch, capsys):
+    problem = tmp_path / "set" / "x01_A.py"
+    problem.parent.mkdir()
+    problem.write_text("")
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "index.json").write_text(json.dumps({"x01_A": {"bundle": "b"}}))
+    calls = []
+    monkeypatch.setattr(run_suite, "main", lambda argv: calls.append(argv) or 0)
+    assert kernelbench.main(["bundle", str(out), str(problem.parent)]) == 0 and calls == []
+    assert "all 1 problems" in capsys.readouterr().out
+    assert json.loads((out / "problems.json").read_text())["x01_A"]["folder"] == "set"
+    assert kernelbench.main(["bundle", str(out), str(problem.parent), "--force"]) == 0
+    assert calls and calls[0][:2] == ["bundle", str(out)] and str(problem) in calls[0][-1]
