@@ -22,7 +22,9 @@ three measurement-worker runs:
    (``.best_config``). Only the Triton binary cache (``TRITON_CACHE_DIR``, shared, ``--triton-cache``) can
    be warm: it holds compiled kernels keyed by their source, no timing and no choice. Rows go to the same
    ``DIR/rows/<program>.jsonl``;
-3. the same two baselines timed a second time, again alone, in new children
+   With ``--compile-default`` ``torch_compile_default`` (torch.compile in its default mode, KernelBench's
+   bar; in every GPU bundle) is measured here too, alone, and in step 3;
+3. the same baselines timed a second time, again alone, in new children
    (``DIR/rows/<program>.baselines2.jsonl``). ``torch_compile`` is compiled again from the program's cache of
    step 2 (the same kernels, so the two medians differ by timing noise only); where step 2 ran in an earlier,
    interrupted ``measure``, that cache is gone and step 3 autotunes again, also alone.
@@ -203,6 +205,10 @@ torch.cuda.synchronize()
 
 
 BASELINE_IDS = ("torch_eager", "torch_compile")
+COMPILE_DEFAULT = "torch_compile_default"
+"""torch.compile in its default mode (KernelBench's bar): in every GPU bundle, measured only with
+``measure --compile-default`` (alone, like the others)."""
+ALL_BASELINES = (*BASELINE_IDS, COMPILE_DEFAULT)
 """The kernels of a bundle that are baselines (the measurement worker's ids): timed alone, and twice."""
 TOLERANCE = 0.05
 """Two timings of one kernel (the two timings of a baseline in one run, or one row of two runs) that differ by
@@ -269,7 +275,8 @@ def fastest_candidate(rows_path: Path) -> str | None:
             r = json.loads(line)
         except json.JSONDecodeError:  # a line cut short by a killed run
             continue
-        if isinstance(r, dict) and r.get("status") == "ok" and r.get("id") not in BASELINE_IDS and r.get("median_us") is not None:
+        if isinstance(r, dict) and r.get("status") == "ok" and r.get("id") not in ALL_BASELINES \
+                and r.get("median_us") is not None:
             best = min(best or (math.inf, ""), (float(r["median_us"]), r["id"]))
     return best[1] if best else None
 
@@ -311,7 +318,7 @@ def cmd_measure(args: argparse.Namespace) -> int:
     for name in wanted:
         bundle = out / index[name]["bundle"]
         ids = [c["id"] for c in load_manifest(bundle)]
-        baselines = [i for i in ids if i in BASELINE_IDS]
+        baselines = [i for i in ids if i in BASELINE_IDS or (args.compile_default and i == COMPILE_DEFAULT)]
         if args.reproduce:  # only what the first run's row reports: its fastest correct candidate
             best = fastest_candidate(Path(args.reproduce) / "rows" / f"{name}.jsonl")
             if best is None or best not in ids:
@@ -324,7 +331,7 @@ def cmd_measure(args: argparse.Namespace) -> int:
         os.environ["TORCHINDUCTOR_CACHE_DIR"] = inductor  # the children get the parent's current environment
         try:
             t0 = time.monotonic()
-            rows = run_bundle(bundle, rows_path, ids=[i for i in ids if i not in BASELINE_IDS])
+            rows = run_bundle(bundle, rows_path, ids=[i for i in ids if i not in ALL_BASELINES])
             rows += run_bundle(bundle, rows_path, gpus=alone, ids=baselines)
             wall = time.monotonic() - t0
             t1 = time.monotonic()
@@ -426,6 +433,7 @@ def program_row(name: str, kind: str, table: list[dict], floor_us: float, bound:
     by_id = {r["id"]: r for r in reversed(table)}  # the first row of an id wins
     eager = (by_id.get("torch_eager") or {}).get("median_us")
     comp = (by_id.get("torch_compile") or {}).get("median_us")
+    comp_default = (by_id.get(COMPILE_DEFAULT) or {}).get("median_us")
     eager2, comp2 = second.get("torch_eager"), second.get("torch_compile")
     best = next(r for r in table if r.get("verdict") == "selected")
     ours = best.get("median_us")
@@ -443,6 +451,8 @@ def program_row(name: str, kind: str, table: list[dict], floor_us: float, bound:
         "best_candidate": cand.get("id"), "candidate_us": mine,
         "cand_vs_eager": _ratio(eager, mine), "cand_vs_compile": _ratio(comp, mine),
         "cand_roofline": _ratio(floor_us, mine),
+        "compile_default_us": comp_default, "vs_compile_default": _ratio(comp_default, ours),
+        "cand_vs_compile_default": _ratio(comp_default, mine),
         "compile_best_us": comp_best, "vs_compile_best": _ratio(comp_best, ours),
         "compiles": 1 + len(history), "compile": info.get("compile"),
         "ok": sum(1 for r in table if r.get("status") == "ok" and r.get("kind") == "candidate"),
@@ -718,6 +728,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--triton-cache", metavar="DIR",
                    help="Triton binary cache shared by the prewarm and every compile (default: $TRITON_CACHE_DIR, "
                    "else axon_eg_suite_triton in the temporary directory); Inductor's caches are fresh per program")
+    p.add_argument("--compile-default", action="store_true",
+                   help="also measure torch.compile in its default mode (torch_compile_default), alone and twice")
     p.add_argument("--reproduce", metavar="DIR1",
                    help="a reproduction run for `report DIR1 --against DIR`: per program only the baselines (once) "
                    "and the fastest correct candidate of DIR1's rows, from the same bundles")

@@ -46,6 +46,7 @@ def test_report_per_folder_with_skipped_problems_and_the_worst(tmp_path, monkeyp
     assert by["reductions"]["best candidate fast_2 vs eager"] == pytest.approx(0.5)
     assert by["losses"]["best candidate fast_0 vs eager"] == 0.0 and by["losses"]["skipped"] == 1
     assert by["all"]["problems"] == 3 and by["all"]["selection fast_0 vs compile"] == pytest.approx(2 / 3)
+    assert by["all"]["selection fast_0 vs compile_default"] == 0.0  # not measured in this run
     assert by["all"]["best candidate geomean vs eager"] == pytest.approx((0.5 * 3.0) ** 0.5)
     text = kernelbench.render(out, worst=1)
     worst = text.split("worst best candidates")[1]

@@ -27,7 +27,8 @@ from axon_eg.measure.worker import STATUSES
 if TYPE_CHECKING:
     import polars as pl
 
-BASELINES = {"torch_eager": "torch eager", "torch_compile": "torch.compile"}
+BASELINES = {"torch_eager": "torch eager", "torch_compile": "torch.compile",
+             "torch_compile_default": "torch.compile (default mode)"}
 """Baseline ids (rows with ``kind == "baseline"``) and how the report names them."""
 GROUP = ("program", "hw", "cache_key")
 NO_TIMINGS = "correctness only (no GPU timings)"
@@ -193,7 +194,7 @@ def plot(m: pl.DataFrame, cands: pl.DataFrame, plot_dir: Path) -> str:
     base = m.filter((pl.col("kind") == "baseline") & (pl.col("status") == "ok") & pl.col("median_us").is_not_null())
     base = base.with_columns(label=pl.concat_str([pl.col("program").fill_null("-"), pl.col("hw").fill_null("-")],
                                                  separator=" @ "))
-    colors = {"torch_eager": "tab:red", "torch_compile": "tab:green"}
+    colors = {"torch_eager": "tab:red", "torch_compile": "tab:green", "torch_compile_default": "tab:olive"}
     in_legend: set[str] = set()
     for i, label in enumerate(labels):
         ys = timed.filter(pl.col("label") == label)["median_us"].to_list()

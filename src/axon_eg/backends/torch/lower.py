@@ -245,6 +245,18 @@ def compiled(*inputs):
     return _compiled(*inputs)
 
 
+_compiled_default = None
+
+
+def compiled_default(*inputs):
+    """torch.compile(forward) in its default mode (KernelBench's bar), compiled on the first call."""
+    global _compiled_default
+    check_call(inputs, (), SIGNATURE, "compiled_default", KernelCallError, torch.Tensor, False)
+    if _compiled_default is None:
+        _compiled_default = torch.compile(forward)
+    return _compiled_default(*inputs)
+
+
 def reference(*arrays):
     """The program in float64: NumPy arrays in (program input order), NumPy float64 arrays out."""
     device = "cuda" if torch.cuda.is_available() else "cpu"

@@ -150,6 +150,8 @@ class TritonBackend:
         if device != "cpu":  # compiling for the CPU would only time gcc; on a GPU it is the bar to beat
             kernels.append(Kernel("torch_compile", source, "compiled", "return", "baseline", {},
                                   {"lowering": "torch.compile(max-autotune-no-cudagraphs)"}))
+            kernels.append(Kernel("torch_compile_default", source, "compiled_default", "return", "baseline", {},
+                                  {"lowering": "torch.compile(default mode)"}))
         return kernels
 
     def write_bundle(self, bdir: Path, program: Program, kernels: Sequence[Kernel], hw: HardwareSpec) -> None:
