@@ -3,7 +3,8 @@
 Phase 1 (CPU, seconds): the program's νGraph is saturated with the discovered rules, the k best
 Candidates (variants x fusion plans x tilings x ISA choices) are enumerated by predicted cost, and
 each is emitted as a kernel file; torch eager (and, on a GPU, ``torch.compile(mode=
-"max-autotune-no-cudagraphs")`` and ``torch.compile`` in its default mode) are added as baselines. Phase 2: the bundle goes to the measurement
+"max-autotune-no-cudagraphs")`` and ``torch.compile`` in its default mode) are added as baselines.
+Phase 2: the bundle goes to the measurement
 worker (child process per candidate; locally, on every visible GPU, or on a Ray cluster), which runs
 the verification cascade syntax -> structure -> correctness -> timing. Selection then rejects
 correct candidates slower than the best baseline (the performance stage) and returns the fastest

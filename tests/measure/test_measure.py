@@ -278,3 +278,23 @@ def test_syntax_errors_never_start_a_child(tmp_path):
     (row,) = run_bundle(bundle, tmp_path / "o.jsonl", gpus=[])
     assert row["status"] == "syntax_error" and time.monotonic() - t < 1.0
     assert row["error"].startswith("SyntaxError")
+
+
+def test_the_stop_limit_follows_the_fastest_correct_kernel_so_far():
+    from axon_eg.measure.worker import STOP_FACTOR, stop_limit
+
+    assert stop_limit([]) is None and stop_limit([{"status": "wrong_result", "median_us": 1.0}]) is None
+    rows = [{"status": "ok", "median_us": 40.0}, {"status": "ok", "median_us": 25.0},
+            {"status": "performance", "median_us": 900.0}, {"status": "ok", "median_us": None}]
+    assert stop_limit(rows) == pytest.approx(STOP_FACTOR * 25.0) and stop_limit(rows, 3.0) == pytest.approx(75.0)
+
+
+def test_a_stopped_timing_is_recorded_as_performance_with_its_probe(monkeypatch):
+    stats = {"median_us": 5000.0, "iqr_us": None, "mean_us": 5000.0, "min_us": 4900.0, "runs": 3, "stopped": True}
+    monkeypatch.setattr(harness, "time_candidate", lambda *a, **k: dict(stats))
+    res = harness.measure(lambda x: x * 2.0, [("x", (8,), "fp32")], lambda x: x * 2.0, device="cpu", stop_above_us=250.0)
+    assert res.status == "performance" and res.stage == "timing" and res.median_us == 5000.0
+    assert "5000.0 us > 250.0 us" in res.error
+    from axon_eg.measure.table_schemas import is_final
+
+    assert not is_final("performance")  # measured again by a rerun, never cached as final

@@ -14,6 +14,9 @@ from typing import Any
 
 from axon_eg.measure.manifest import load_manifest
 
+LIMIT_FILE = "limit.json"
+"""Written by the worker next to a child's result file: ``{"stop_above_us": x}`` (``harness.measure``)."""
+
 
 def _load_reference(bundle: Path, cand: dict[str, Any]) -> Any:
     import importlib.util
@@ -89,11 +92,13 @@ def _child(bundle: Path, cand_id: str, result_path: Path) -> int:
         fn = getattr(mod, cand.get("entry", "kernel"))
     except BaseException:
         return finish({"status": "compile_error", "stage": "compile", "error": traceback.format_exc()[-4000:]})
+    limit_path = result_path.parent / LIMIT_FILE  # the worker's stop limit for this run, if any
+    limit = json.loads(limit_path.read_text()).get("stop_above_us") if limit_path.exists() else None
     try:
         res = harness.measure(fn, cand["inputs"], reference, seed=int(cand.get("seed", 0)),
                               trials=int(cand.get("trials", harness.MIN_TRIALS)), device=device,
                               mode=cand.get("mode", "auto"), out_dtypes=cand.get("out_dtypes"),
-                              time_wrong=bool(cand.get("time_wrong", False)))
+                              time_wrong=bool(cand.get("time_wrong", False)), stop_above_us=limit)
     except Exception:
         return finish({"status": "crashed", "stage": "harness", "error": traceback.format_exc()[-4000:]})
     return finish(res.as_dict())

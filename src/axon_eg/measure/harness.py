@@ -349,8 +349,11 @@ def check_correctness(fn: Callable[..., Any], specs: Sequence[Any], reference: A
 
 def time_candidate(fn: Callable[..., Any], specs: Sequence[Any], *, seed: int = 0, device: str | torch.device = "cuda",
                    mode: str = "auto", out_shapes: Sequence[tuple[int, ...]] = (), out_dtypes: Sequence[str] = (),
-                   warmup: int = 10, runs: int = MIN_RUNS) -> dict[str, float | int | None]:
-    """Latency in microseconds on CUDA: warm-up (``warmup`` calls and at least ``WARMUP_S`` of back-to-back
+                   warmup: int = 10, runs: int = MIN_RUNS, stop_above_us: float | None = None
+                   ) -> dict[str, float | int | None]:
+    """Latency in microseconds on CUDA: with ``stop_above_us``, first ``PROBE_RUNS`` timed runs, and when
+    their median is above it the timing stops there (``"stopped": True``: a kernel many times slower than
+    one already measured costs a few runs, not minutes); then warm-up (``warmup`` calls and at least ``WARMUP_S`` of back-to-back
     work, so that the GPU has left its idle clocks: a card that sat idle while a kernel compiled starts at a
     fraction of its boost clock), then batches of ``runs`` (>= 30) timed runs, each run preceded by an L2
     flush (writing a 256 MB buffer) and timed with CUDA events; a batch is enqueued whole and synchronized
@@ -368,6 +371,11 @@ def time_candidate(fn: Callable[..., Any], specs: Sequence[Any], *, seed: int = 
     outputs = [torch.empty(tuple(s), dtype=TORCH_DTYPES[d], device=device) for s, d in zip(out_shapes, dts)]
     m = resolve_mode(fn, len(inputs), len(outputs), mode)
     flush = torch.empty(L2_FLUSH_BYTES // 4, dtype=torch.int32, device=device)
+    if stop_above_us is not None:
+        probe = _batch(fn, m, inputs, outputs, flush, PROBE_RUNS)
+        if statistics.median(probe) > stop_above_us:
+            return {"median_us": statistics.median(probe), "iqr_us": None, "mean_us": statistics.fmean(probe),
+                    "min_us": min(probe), "runs": PROBE_RUNS, "stopped": True}
     calls, t0 = 0, time.perf_counter()
     while calls < max(1, warmup) or (time.perf_counter() - t0 < WARMUP_S and calls < WARMUP_MAX_CALLS):
         flush.zero_()
@@ -378,14 +386,7 @@ def time_candidate(fn: Callable[..., Any], specs: Sequence[Any], *, seed: int = 
     torch.cuda.synchronize(device)
     batches: list[list[float]] = []
     while len(batches) < MAX_BATCHES and (not batches or _spread(batches[-1]) > STEADY_IQR):
-        events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(runs)]
-        for start, end in events:
-            flush.zero_()
-            start.record()
-            _call(fn, m, inputs, outputs)
-            end.record()
-        torch.cuda.synchronize(device)
-        batches.append([start.elapsed_time(end) * 1000.0 for start, end in events])
+        batches.append(_batch(fn, m, inputs, outputs, flush, runs))
     times = steadiest(batches)
     q = statistics.quantiles(times, n=4)
     return {"median_us": statistics.median(times), "iqr_us": q[2] - q[0], "mean_us": statistics.fmean(times),
@@ -398,6 +399,20 @@ WARMUP_MAX_CALLS = 20000
 """Upper bound on warm-up calls (a kernel of a few microseconds reaches ``WARMUP_S`` long before)."""
 WARMUP_SYNC_EVERY = 8
 """The warm-up synchronizes every this many calls, so that its host clock follows the GPU."""
+def _batch(fn: Callable[..., Any], m: str, inputs: list, outputs: list, flush: torch.Tensor, runs: int) -> list[float]:
+    """``runs`` timed runs in microseconds, each after an L2 flush, enqueued whole and synchronized once."""
+    events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(runs)]
+    for start, end in events:
+        flush.zero_()
+        start.record()
+        _call(fn, m, inputs, outputs)
+        end.record()
+    torch.cuda.synchronize(flush.device)
+    return [start.elapsed_time(end) * 1000.0 for start, end in events]
+
+
+PROBE_RUNS = 3
+"""Timed runs before the warm-up when a stop limit is given (``time_candidate``'s ``stop_above_us``)."""
 STEADY_IQR = 0.05
 """A timing batch is steady when its interquartile range is at most this fraction of its median."""
 MAX_BATCHES = 3
@@ -415,10 +430,13 @@ def steadiest(batches: Sequence[Sequence[float]]) -> list[float]:
 
 def measure(fn: Callable[..., Any], specs: Sequence[Any], reference: Any, *, seed: int = 0, trials: int = MIN_TRIALS,
             device: str | torch.device | None = None, mode: str = "auto", out_dtypes: Sequence[str] | None = None,
-            warmup: int = 10, runs: int = MIN_RUNS, time_wrong: bool = False) -> Outcome:
+            warmup: int = 10, runs: int = MIN_RUNS, time_wrong: bool = False,
+            stop_above_us: float | None = None) -> Outcome:
     """Correctness gate, then (on CUDA, when correct) timing. ``device`` defaults to CUDA when available.
     ``time_wrong`` times a candidate that ran but missed the tolerance too (baselines: their speed is the
-    bar to beat whatever their numerics; the status stays ``wrong_result``)."""
+    bar to beat whatever their numerics; the status stays ``wrong_result``). ``stop_above_us``: a correct
+    kernel whose first timed runs are slower than that is recorded as ``performance`` (its probe median
+    kept) without the full timing."""
     if device is None:
         device = "cuda" if torch.cuda.is_available() else "cpu"
     res = check_correctness(fn, specs, reference, seed=seed, trials=trials, device=device, mode=mode,
@@ -428,12 +446,16 @@ def measure(fn: Callable[..., Any], specs: Sequence[Any], reference: Any, *, see
     specs = [TensorInput.coerce(s) for s in specs]
     try:
         stats = time_candidate(fn, specs, seed=seed, device=device, mode=mode, out_shapes=res.__dict__["_out_shapes"],
-                               out_dtypes=list(out_dtypes or []), warmup=warmup, runs=runs)
+                               out_dtypes=list(out_dtypes or []), warmup=warmup, runs=runs, stop_above_us=stop_above_us)
     except Exception as exc:
         status, stage = classify(exc)
         res.status, res.stage = status, ("timing" if stage == "run" else stage)
         res.error = "".join(traceback.format_exception(exc))[-4000:]
         return res
+    if stats.pop("stopped", False):
+        res.status, res.stage = "performance", "timing"
+        res.error = (f"stopped after {stats['runs']} timed runs: median {stats['median_us']:.1f} us > "
+                     f"{stop_above_us:.1f} us, the limit from the fastest kernel measured before it")
     for k, v in stats.items():
         setattr(res, k, v)
     return res

@@ -14,7 +14,8 @@ column              dtype      meaning
 id                  Utf8       candidate id (unique within its bundle); required
 status              Utf8       ok / syntax_error / structure_error / compile_error / runtime_error /
                                wrong_result / timeout / crashed (the worker), skipped (not measured:
-                               the budget was spent), interrupted; required. Final or transient: tables' taxonomy
+                               the budget was spent), interrupted, performance (stopped after its first
+                               timed runs: 10x the fastest kernel so far); required. Final or transient: tables' taxonomy
 stage               Utf8       where it stopped: enumerate, emit (phase 1), syntax, structure, startup, compile, run,
                                correctness, timing, reference, harness, ray, budget, done
 error               Utf8       error text (None when ok)
@@ -135,7 +136,7 @@ DERIVED: dict[str, dict[str, pl.DataType]] = {"measurements": {"superseded": pl.
 FINAL_STATUSES = ("ok", "syntax_error", "structure_error", "compile_error", "runtime_error", "wrong_result")
 """Statuses deterministic for a given source + toolchain (compile_error and runtime_error only when their error
 names no environment failure, ``ENVIRONMENT_ERRORS``): the cache keeps them and a rerun does not measure them."""
-TRANSIENT_STATUSES = ("crashed", "timeout", "skipped", "interrupted")
+TRANSIENT_STATUSES = ("crashed", "timeout", "skipped", "interrupted", "performance")
 """Statuses a rerun measures again (so are unknown statuses and environment failures)."""
 ENVIRONMENT_ERRORS = (
     "out of memory", "outofmemoryerror", "memoryerror", "cannot allocate memory", "cudaerrormemoryallocation",

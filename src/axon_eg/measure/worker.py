@@ -82,7 +82,7 @@ from pathlib import Path
 from typing import Any
 
 from axon_eg.measure import forkserver, interrupts
-from axon_eg.measure.child import _child, _interpreter_fixes, _load_reference  # noqa: F401 - re-exported
+from axon_eg.measure.child import LIMIT_FILE, _child, _interpreter_fixes, _load_reference  # noqa: F401 - re-exported
 from axon_eg.measure.forkserver import (  # noqa: F401 - re-exported
     _BOOT,
     _PRELOAD,
@@ -144,8 +144,22 @@ def run_candidate(bundle: Path, cand: dict[str, Any], gpu: int | str | None = No
     return _run_candidate(bundle, cand, gpu, interrupts._EPOCH)
 
 
-def _run_candidate(bundle: Path, cand: dict[str, Any], gpu: int | str | None, epoch: int) -> dict[str, Any]:
-    """:func:`run_candidate` for a run that started in ``epoch``: raises :class:`_Stopped` once it is over."""
+STOP_FACTOR = 10.0
+"""A candidate whose first timed runs are this many times slower than the fastest correct kernel measured
+before it in the run (or the rows file it resumes) is stopped and recorded as ``performance``."""
+
+
+def stop_limit(rows: Iterable[dict[str, Any]], factor: float = STOP_FACTOR) -> float | None:
+    """The stop limit for the next candidate (``harness.measure``'s ``stop_above_us``): ``factor`` times the
+    fastest correct kernel among ``rows`` (baselines included); None before any was timed."""
+    times = [float(r["median_us"]) for r in rows if r.get("status") == "ok" and r.get("median_us")]
+    return factor * min(times) if times else None
+
+
+def _run_candidate(bundle: Path, cand: dict[str, Any], gpu: int | str | None, epoch: int,
+                   limit_us: float | None = None) -> dict[str, Any]:
+    """:func:`run_candidate` for a run that started in ``epoch``: raises :class:`_Stopped` once it is over.
+    ``limit_us``: a candidate (not a baseline) whose first timed runs are slower stops there (``performance``)."""
     t0 = time.monotonic()
     bundle = Path(bundle)
     device = "cpu" if gpu is None else f"cuda:{gpu}"
@@ -156,6 +170,8 @@ def _run_candidate(bundle: Path, cand: dict[str, Any], gpu: int | str | None, ep
     with tempfile.TemporaryDirectory(prefix="axon_eg_child_") as tmp:
         result_path = Path(tmp) / "result.json"
         err_path = Path(tmp) / "stderr.txt"
+        if limit_us is not None and cand.get("kind") == "candidate":
+            (Path(tmp) / LIMIT_FILE).write_text(json.dumps({"stop_above_us": limit_us}))
         server = _server(gpu is None)
         t0 = time.monotonic()  # the child's clock starts at its fork, not while the server preloads
         _check_epoch(epoch)
@@ -210,8 +226,11 @@ def run_bundle(bundle: str | os.PathLike[str], out: str | os.PathLike[str], gpus
     if ids is not None:
         want = set(ids)
         cands = [c for c in cands if c["id"] in want]
-    done = {r.get("id") for r in read_rows(out)}
+    earlier = read_rows(out)
+    done = {r.get("id") for r in earlier}
     todo = [c for c in cands if c["id"] not in done]
+    timed = [r for r in earlier if r.get("status") == "ok"]  # the stop limit follows the fastest so far
+    lock = threading.Lock()
     gpus = _visible_gpus() if gpus is None else list(gpus)
     slots: list[int | None] = list(gpus) or [None]
     new: list[dict[str, Any]] = []
@@ -221,10 +240,14 @@ def run_bundle(bundle: str | os.PathLike[str], out: str | os.PathLike[str], gpus
     def work(k: int) -> None:
         try:
             for c in todo[k::len(slots)]:
-                row = _run_candidate(bundle, c, slots[k], epoch)
+                with lock:
+                    limit = stop_limit(timed)
+                row = _run_candidate(bundle, c, slots[k], epoch, limit)
                 _check_epoch(epoch)  # a child killed by the interrupt is not a crash: no row
                 writer.write(row)
-                new.append(row)
+                with lock:
+                    new.append(row)
+                    timed.append(row)
         except _Stopped:
             stopped.append(True)
 
