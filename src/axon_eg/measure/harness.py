@@ -351,10 +351,11 @@ def time_candidate(fn: Callable[..., Any], specs: Sequence[Any], *, seed: int = 
                    mode: str = "auto", out_shapes: Sequence[tuple[int, ...]] = (), out_dtypes: Sequence[str] = (),
                    warmup: int = 10, runs: int = MIN_RUNS, stop_above_us: float | None = None
                    ) -> dict[str, float | int | None]:
-    """Latency in microseconds on CUDA: with ``stop_above_us``, first ``PROBE_RUNS`` timed runs, and when
-    their median is above it the timing stops there (``"stopped": True``: a kernel many times slower than
-    one already measured costs a few runs, not minutes); then warm-up (``warmup`` calls and at least ``WARMUP_S`` of back-to-back
-    work, so that the GPU has left its idle clocks: a card that sat idle while a kernel compiled starts at a
+    """Latency in microseconds on CUDA: with ``stop_above_us``, after the warm-up (at least one call and
+    ``WARMUP_S``), ``PROBE_RUNS`` timed runs, and when their median is above it the timing stops there
+    (``"stopped": True``: a kernel many times slower than one already measured costs a few runs, not
+    minutes). The warm-up is ``warmup`` calls (one with a stop limit) and at least ``WARMUP_S`` of
+    back-to-back work, so that the GPU has left its idle clocks: a card that sat idle while a kernel compiled starts at a
     fraction of its boost clock), then batches of ``runs`` (>= 30) timed runs, each run preceded by an L2
     flush (writing a 256 MB buffer) and timed with CUDA events; a batch is enqueued whole and synchronized
     once, so the GPU stays busy (a host round trip per run lets the clocks drop between runs). A batch whose
@@ -371,19 +372,20 @@ def time_candidate(fn: Callable[..., Any], specs: Sequence[Any], *, seed: int = 
     outputs = [torch.empty(tuple(s), dtype=TORCH_DTYPES[d], device=device) for s, d in zip(out_shapes, dts)]
     m = resolve_mode(fn, len(inputs), len(outputs), mode)
     flush = torch.empty(L2_FLUSH_BYTES // 4, dtype=torch.int32, device=device)
-    if stop_above_us is not None:
-        probe = _batch(fn, m, inputs, outputs, flush, PROBE_RUNS)
-        if statistics.median(probe) > stop_above_us:
-            return {"median_us": statistics.median(probe), "iqr_us": None, "mean_us": statistics.fmean(probe),
-                    "min_us": min(probe), "runs": PROBE_RUNS, "stopped": True}
     calls, t0 = 0, time.perf_counter()
-    while calls < max(1, warmup) or (time.perf_counter() - t0 < WARMUP_S and calls < WARMUP_MAX_CALLS):
+    while calls < (1 if stop_above_us is not None else max(1, warmup)) or (
+            time.perf_counter() - t0 < WARMUP_S and calls < WARMUP_MAX_CALLS):
         flush.zero_()
         _call(fn, m, inputs, outputs)
         calls += 1
         if calls % WARMUP_SYNC_EVERY == 0:  # the host clock then measures GPU work, not enqueueing
             torch.cuda.synchronize(device)
     torch.cuda.synchronize(device)
+    if stop_above_us is not None:  # after the warm-up: an idle card's clocks would make any kernel look slow
+        probe = _batch(fn, m, inputs, outputs, flush, PROBE_RUNS)
+        if statistics.median(probe) > stop_above_us:
+            return {"median_us": statistics.median(probe), "iqr_us": None, "mean_us": statistics.fmean(probe),
+                    "min_us": min(probe), "runs": PROBE_RUNS, "stopped": True}
     batches: list[list[float]] = []
     while len(batches) < MAX_BATCHES and (not batches or _spread(batches[-1]) > STEADY_IQR):
         batches.append(_batch(fn, m, inputs, outputs, flush, runs))
