@@ -91,6 +91,7 @@ _GPU: dict[str, Field] = {
     "tiles.elementwise.block": _RANGE,  # BLOCK of element-wise, layout and scan groups
     "tiles.rows.block_n": _RANGE,  # row chunk of a row reduction (capped at the row rounded up)
     "tiles.rows.rows_per_program": _RANGE,
+    "tiles.rows.column_rows": Field("list[int]", range=True, required=False),  # rows per program of a column reduction
     "tiles.rows.split": Field("list[int]", range=True, required=False),  # programs per row of a split reduction (few long rows)
     "tiles.matmul.block_m": _RANGE,
     "tiles.matmul.block_n": _RANGE,

@@ -106,3 +106,47 @@ def test_what_a_split_cannot_compute_is_refused_with_its_reason(what, make):
     with pytest.raises(NotLowerable, match="split"):
         check(plan, 0, t)
     assert what
+
+
+def column_candidate(program: Program, rows: int, block_n: int, split: int = 1) -> Candidate:
+    plan = next(p for p in plans(program) if len(p.groups) == 1 and p.groups[0].kind == REDUCTION)
+    t = Tiling(0, (("BLOCK_N", block_n), ("ROWS_PER_PROGRAM", rows), ("num_warps", 1), ("SPLIT", split)))
+    report = cost(plan, (t,), H200)
+    return Candidate(Variant(program, 0, 0, 0), plan, (t,), (), report.seconds, report)
+
+
+@settings(max_examples=int(os.environ.get("AXON_EG_SPLIT_EXAMPLES", "16")), deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(shape=st.sampled_from(((3, 37, 5), (1, 19, 7), (4, 9, 1, 3), (2, 3, 33, 6), (5, 1, 17))),
+       op=st.sampled_from(("sum", "mean", "max", "min")), producer=st.sampled_from(("square", "diff", "none")),
+       consumer=st.sampled_from(("none", "sqrt_abs", "scale")), rows=st.sampled_from((1, 4, 16)),
+       block_n=st.sampled_from((16, 64)), dtype=st.sampled_from((fp32, bf16)), data=st.data())
+def test_column_reduction_of_middle_axes_matches_float64(shape, op, producer, consumer, rows, block_n, dtype, data,
+                                                         tmp_path):
+    """A reduction of a middle block of axes, the axes after it kept (a column reduction): rows are output
+    elements, read without a transpose; chunked (BLOCK_N < reduced size) or in one pass."""
+    k = data.draw(st.integers(0, len(shape) - 2))
+    j = data.draw(st.integers(k + 1, len(shape) - 1))
+    b = Builder(f"col_{op}")
+    x = b.input("x", shape, dtype)
+    v = {"square": lambda: b.emit("mul", x, x), "diff": lambda: b.emit("sub", x, b.input("y", shape, dtype)),
+         "none": lambda: x}[producer]()
+    r = b.emit(op, v, axes=tuple(range(k, j)))
+    r = b.emit("sqrt", b.emit("abs", r)) if consumer == "sqrt_abs" else \
+        b.emit("mul", r, b.constant(0.5, dtype)) if consumer == "scale" else r
+    program = b.build([r]).expand()
+    kernel = emit(column_candidate(program, rows, block_n), H200, "k")
+    assert "torch (" not in kernel.source.split("def kernel")[0].split("# fusion plan")[1], kernel.source
+    out = run_kernel(kernel, program, tmp_path)
+    assert out.status == "ok", f"{out.error}\n{kernel.source}"
+
+
+def test_a_norm_over_dim_0_is_one_fused_kernel_with_its_full_width_output(tmp_path):
+    """F.normalize(x, dim=0): square, sum over the leading axis, sqrt, clamp and divide in one kernel."""
+    b = Builder("normalize_dim0")
+    x = b.input("x", (7, 5, 3), fp32)
+    norm = b.emit("sqrt", b.emit("sum", b.emit("mul", x, x), axes=(0,), keepdims=True))
+    program = b.build([b.emit("div", x, b.emit("maximum", norm, b.constant(1e-12, fp32)))]).expand()
+    kernel = emit(column_candidate(program, 4, 16), H200, "k")
+    out = run_kernel(kernel, program, tmp_path)
+    assert out.status == "ok", f"{out.error}\n{kernel.source}"

@@ -2,12 +2,14 @@
 producers and consumers) as one Triton kernel: ``ROWS`` rows per program, each row in ``BLOCK_N``
 chunks, fp32 accumulation.
 
-The group's anchor reduction reduces trailing axes of its input shape ``S``; that splits ``S`` into
-``R`` rows (the leading axes) by ``N`` columns (the reduced axes), and the program's block is
-``rows [ROWS, 1] x cols [1, BLOCK_N]``. Every value of the group is computed at an index tuple in
-its own shape, mapped backwards through the group as in the element-wise lowering (broadcasting,
-reshapes through the flat index, squeezes), starting from the domain index: the leading axes of
-``S`` decomposed from ``rows``, the trailing ones from ``cols``. So a per-channel parameter of
+The group's anchor reduction reduces one block of consecutive axes of its input shape ``S``; that splits
+``S`` into ``R`` rows (the kept axes: the leading ones, and those after the block, which makes it a column
+reduction whose rows are contiguous output elements, read in place with no transpose through memory) by
+``N`` columns (the reduced axes), and the program's block is ``rows [ROWS, 1] x cols [1, BLOCK_N]``.
+Every value of the group is computed at an index tuple in its own shape, mapped backwards through the
+group as in the element-wise lowering (broadcasting, reshapes through the flat index, squeezes),
+starting from the domain index: the kept axes of ``S`` decomposed from ``rows``, the reduced ones from
+``cols``. So a per-channel parameter of
 group norm, a ``[N]`` gamma, a ``[R, 1]`` statistic or a full ``[R, N]`` tensor are all just
 addresses; a reduction's result is a ``[ROWS, 1]`` block used wherever a consumer asks for it at
 the row's own index.
@@ -15,8 +17,9 @@ the row's own index.
 When the row fits one chunk (``BLOCK_N >= N``) the kernel is one pass and every value stays in
 registers; otherwise each reduction gets its own loop over the chunks (recomputing its element-wise
 producers from HBM, which mostly hit L2) and a final loop stores the full-width outputs. What does
-not fit (a reduction over leading axes, a transpose inside the group, a reduction result used at
-another row) raises ``NotLowerable``.
+not fit (reduced axes that are not one block, a transpose inside the group, a reduction result used at
+another row) raises ``NotLowerable``. Few long rows may be split across programs (``RowsTile.SPLIT``,
+``_split_lower``): two launches, the partials combined in slice order.
 """
 
 from __future__ import annotations
@@ -57,12 +60,18 @@ class _Rows:
             raise NotLowerable("no reduction in the group")
         first = reductions[0]
         self.domain = self.program.concrete_shape(self.program.nodes[first].inputs[0])
-        k = self._split(first)
-        self.r = max(1, math.prod(self.domain[:k]))
-        self.n = max(1, math.prod(self.domain[k:]))
-        self.lead = unflat("rows", self.domain[:k])
-        self.trail = unflat("cols", self.domain[k:])
-        self.dom: Index = self.lead + self.trail
+        k, j = self._split(first)
+        outer, red, inner = self.domain[:k], self.domain[k:j], self.domain[j:]
+        self.inner = max(1, math.prod(inner))  # kept axes after the reduced ones: a column reduction when > 1
+        self.r = max(1, math.prod(outer)) * self.inner
+        self.n = max(1, math.prod(red))
+        kept = unflat("rows", (*outer, *inner))  # a row is one output element: the kept axes in order
+        self.lead = kept[:len(outer)]
+        self.trail = unflat("cols", red)
+        self.dom: Index = self.lead + self.trail + kept[len(outer):]
+        i, n = self.inner, self.n
+        self.flat_expr = f"rows * {n} + cols" if i == 1 else f"(rows // {i}) * {n * i} + cols * {i} + rows % {i}"
+        self.split_axes = (k, j)
         self.looped = block_n < self.n if stage == 0 else stage == 1
         self.slots = reductions  # stage 2: reduction n's partials are slot slots.index(n) of the scratch buffer
         self.top: list[str] = []  # straight-line code of the program
@@ -78,17 +87,18 @@ class _Rows:
         for n in reductions:
             self._split(n)  # every reduction must split its input the same way
 
-    def _split(self, n: int) -> int:
-        """The number of leading (kept) axes of reduction ``n``; checks it reduces R x N like the anchor."""
+    def _split(self, n: int) -> tuple[int, int]:
+        """The reduced axes ``[k, j)`` of reduction ``n`` (one block of consecutive axes: the trailing ones, or
+        a middle block with the axes after it kept, a column reduction); checks it reduces like the anchor."""
         node = self.program.nodes[n]
         src = self.program.concrete_shape(node.inputs[0])
-        axes = tuple(sorted(int(a) for a in attr(self.program, n, "axes")))
-        k = len(src) - len(axes)
-        if node.op not in (*REDUCTIONS, "logsumexp") or axes != tuple(range(k, len(src))) or not src:
-            raise NotLowerable(f"{node.op} over axes {list(axes)} of {list(src)} is not a reduction of trailing axes")
-        if hasattr(self, "r") and (max(1, math.prod(src[:k])), max(1, math.prod(src[k:]))) != (self.r, self.n):
-            raise NotLowerable(f"{node.op} of {list(src)} reduces other rows than the group's {self.r} x {self.n}")
-        return k
+        axes = tuple(sorted(int(a) % max(1, len(src)) for a in attr(self.program, n, "axes")))
+        k, j = (axes[0], axes[-1] + 1) if axes else (len(src), len(src))
+        if node.op not in (*REDUCTIONS, "logsumexp") or axes != tuple(range(k, j)) or not src:
+            raise NotLowerable(f"{node.op} over axes {list(axes)} of {list(src)} is not a reduction of consecutive axes")
+        if hasattr(self, "r") and (src, (k, j)) != (self.domain, self.split_axes):
+            raise NotLowerable(f"{node.op} over axes {list(axes)} of {list(src)} reduces other rows than the group's")
+        return k, j
 
     # -- index maps -------------------------------------------------------------------------------
     def flat(self, idx: Index, shape: tuple[int, ...]) -> str:
@@ -96,7 +106,7 @@ class _Rows:
 
     def unflat(self, flat: str, shape: tuple[int, ...]) -> Index:
         if flat == DOMAIN_FLAT and math.prod(shape) == self.r * self.n:
-            idx = self.dom if shape == self.domain else unflat(f"rows * {self.n} + cols", shape)
+            idx = self.dom if shape == self.domain else unflat(self.flat_expr, shape)
             self.flat_of[(idx, shape)] = DOMAIN_FLAT
             return idx
         return unflat(flat, shape)
@@ -224,7 +234,7 @@ class _Rows:
         self.loops += 1
         span = (f"split * {self.slice}, split * {self.slice} + {self.slice}" if self.stage == 1 else f"0, {self.n}")
         head = [f"for c0 in range({span}, BLOCK_N):", "    cols = c0 + tl.arange(0, BLOCK_N)[None, :]",
-                f"    cmask = cols < {self.n}", "    mask = rmask & cmask", f"    flat = rows * {self.n} + cols"]
+                f"    cmask = cols < {self.n}", "    mask = rmask & cmask", f"    flat = {self.flat_expr}"]
         return head + ["    " + ln for ln in body]
 
 
@@ -382,7 +392,7 @@ def lower(plan: FusionPlan, gi: int, tiling: Tiling | None, name: str, warp_size
     head = ["pid = tl.program_id(0)", f"rows = (pid * ROWS + tl.arange(0, ROWS)){i64}[:, None]", f"rmask = rows < {em.r}"]
     if not em.looped:
         head += ["cols = tl.arange(0, BLOCK_N)[None, :]", f"cmask = cols < {em.n}", "mask = rmask & cmask",
-                 f"flat = rows * {em.n} + cols"]
+                 f"flat = {em.flat_expr}"]
     outs, stores = _walk(plan, gi, em)
     reads = tuple(em.reads)
     params = [f"p{n}" for n in reads] + [f"out{k}" for k in range(len(outs))]

@@ -309,9 +309,11 @@ def group_dims(plan: FusionPlan, gi: int) -> dict[str, int]:
     cols = shape[-1] if shape else 1
     axes = node.attrs.get("axes") if group.kind == REDUCTION and shape else None
     if axes is not None and all(isinstance(a, int) for a in axes) and axes:
-        k = len(shape) - len(axes)  # a reduction of trailing axes: rows are the kept ones, columns the reduced
-        if sorted(a % len(shape) for a in axes) == list(range(k, len(shape))):
-            return {"ROWS": max(1, math.prod(shape[:k])), "COLS": max(1, math.prod(shape[k:]))}
+        red = sorted(a % len(shape) for a in axes)
+        k, j = red[0], red[-1] + 1
+        if red == list(range(k, j)):  # one block of axes: rows are the kept ones (INNER of them after it), columns the reduced
+            inner = max(1, math.prod(shape[j:]))
+            return {"ROWS": max(1, math.prod(shape[:k])) * inner, "COLS": max(1, math.prod(shape[k:j])), "INNER": inner}
     return {"ROWS": max(1, math.prod(shape[:-1])) if shape else 1, "COLS": cols}
 
 

@@ -158,8 +158,11 @@ class RowsTile(GpuTile):
     def params(cls, facts: GroupFacts, hw: HardwareSpec):
         g = gpu_facts(hw)
         live, ws, regs, pt = facts.live, g.warp_size, g.regs, g.per_thread
+        inner = facts.dims.get("INNER", 1)  # a column reduction: a program's rows are contiguous output elements
+        rows = (tile_range(hw, "rows.column_rows", next_pow2(inner)) if inner > 1 and hw.get("tiles.rows.column_rows")
+                else tile_range(hw, "rows.rows_per_program"))
         params = [("BLOCK_N", tile_range(hw, "rows.block_n", next_pow2(facts.dims["COLS"]))),
-                  ("ROWS_PER_PROGRAM", tile_range(hw, "rows.rows_per_program")), ("num_warps", g.warps), *g.extra]
+                  ("ROWS_PER_PROGRAM", rows), ("num_warps", g.warps), *g.extra]
         splits = cls.split_values(facts, hw)
         if splits != (1,):
             params.append(("SPLIT", splits))
