@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import sys
 from pathlib import Path
@@ -82,9 +81,7 @@ def fast_p(rows: list[dict], total: int, key: str, p: float) -> float:
     return hits / total if total else 0.0
 
 
-def geomean(values: list[float]) -> float | None:
-    values = [v for v in values if v]
-    return math.exp(sum(map(math.log, values)) / len(values)) if values else None
+geomean = run_suite.geomean
 
 
 def why(out: Path, index: dict, row: dict) -> str:

@@ -267,18 +267,8 @@ def _prewarm(out: Path, index: dict, names: list[str], jobs: int) -> None:
 
 def fastest_candidate(rows_path: Path) -> str | None:
     """The id of the fastest correct candidate (not a baseline) in a rows file, None when there is none."""
-    if not rows_path.exists():
-        return None
-    best: tuple[float, str] | None = None
-    for line in rows_path.read_text().splitlines():
-        try:
-            r = json.loads(line)
-        except json.JSONDecodeError:  # a line cut short by a killed run
-            continue
-        if isinstance(r, dict) and r.get("status") == "ok" and r.get("id") not in ALL_BASELINES \
-                and r.get("median_us") is not None:
-            best = min(best or (math.inf, ""), (float(r["median_us"]), r["id"]))
-    return best[1] if best else None
+    medians = {i: us for i, us in read_medians(rows_path).items() if i not in ALL_BASELINES}
+    return min(medians, key=lambda i: (medians[i], i)) if medians else None
 
 
 def _statuses(rows: list[dict]) -> dict[str, int]:
