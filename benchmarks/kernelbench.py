@@ -72,6 +72,8 @@ def cmd_bundle(args: argparse.Namespace) -> int:
 
 def cmd_measure(args: argparse.Namespace) -> int:
     argv = ["measure", str(args.dir), "--compile-default"] + (["--archive", args.archive] if args.archive else [])
+    argv += ["--no-max-autotune", "--once"] if args.quick else []
+    argv += ["--programs", args.programs] if args.programs else []
     return run_suite.main(argv)
 
 
@@ -179,6 +181,9 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("measure")
     p.add_argument("dir")
     p.add_argument("--archive", metavar="FILE.tgz")
+    p.add_argument("--programs", help="comma-separated problem names (default: every problem of DIR)")
+    p.add_argument("--quick", action="store_true",
+                   help="exploratory: eager and default-mode torch.compile only, each timed once (not publishable)")
     p.set_defaults(func=cmd_measure)
     p = sub.add_parser("report")
     p.add_argument("dir")

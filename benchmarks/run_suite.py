@@ -309,6 +309,8 @@ def cmd_measure(args: argparse.Namespace) -> int:
         bundle = out / index[name]["bundle"]
         ids = [c["id"] for c in load_manifest(bundle)]
         baselines = [i for i in ids if i in BASELINE_IDS or (args.compile_default and i == COMPILE_DEFAULT)]
+        if args.no_max_autotune:
+            baselines = [i for i in baselines if i != "torch_compile"]
         if args.reproduce:  # only what the first run's row reports: its fastest correct candidate
             best = fastest_candidate(Path(args.reproduce) / "rows" / f"{name}.jsonl")
             if best is None or best not in ids:
@@ -325,7 +327,7 @@ def cmd_measure(args: argparse.Namespace) -> int:
             rows += run_bundle(bundle, rows_path, gpus=alone, ids=baselines)
             wall = time.monotonic() - t0
             t1 = time.monotonic()
-            second = [] if args.reproduce else run_bundle(bundle, second_path, gpus=alone, ids=baselines)
+            second = [] if args.reproduce or args.once else run_bundle(bundle, second_path, gpus=alone, ids=baselines)
             wall2 = time.monotonic() - t1
         finally:
             if previous is None:
@@ -723,6 +725,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--reproduce", metavar="DIR1",
                    help="a reproduction run for `report DIR1 --against DIR`: per program only the baselines (once) "
                    "and the fastest correct candidate of DIR1's rows, from the same bundles")
+    p.add_argument("--no-max-autotune", action="store_true",
+                   help="leave out the max-autotune torch.compile baseline (with --compile-default: KernelBench's bar "
+                   "only; a max-autotune compile of a GEMM costs tens of seconds)")
+    p.add_argument("--once", action="store_true",
+                   help="time the baselines once (an exploratory run: a published table needs them twice)")
     p.add_argument("--archive", metavar="FILE.tgz",
                    help="after every program, pack rows/, index.json and probe.json into FILE.tgz (unpack into DIR)")
     p.set_defaults(func=cmd_measure)

@@ -249,3 +249,25 @@ def test_bundle_skips_a_problem_it_cannot_take_with_one_line_and_goes_on(tmp_pat
     assert "skipped: UnsupportedOperation: aten.einsum" in line and "Traceback" not in err
     index = json.loads((out / "index.json").read_text())
     assert "skipped" in index["x01_Einsum"] and "bundle" in index["x02_Relu"]
+
+
+def test_quick_measure_times_only_the_baselines_asked_for_and_once(tmp_path, monkeypatch):
+    """``--no-max-autotune --once`` (kernelbench ``--quick``): the candidates, eager and default-mode compile,
+    each baseline timed once; without them every baseline of the bundle is timed twice."""
+    from axon_eg.measure import worker
+
+    out = tmp_path / "run"
+    (out / "b").mkdir(parents=True)
+    (out / "index.json").write_text(json.dumps({"p": {"bundle": "b"}}))
+    (out / "probe.json").write_text(json.dumps(PROBE))
+    ids = ["c00", "c01", "torch_eager", "torch_compile", run_suite.COMPILE_DEFAULT]
+    calls: list[tuple[str, list[str]]] = []
+    monkeypatch.setattr(worker, "load_manifest", lambda bundle: [{"id": i} for i in ids])
+    monkeypatch.setattr(worker, "run_bundle", lambda bundle, path, gpus=None, ids=None:
+                        calls.append((path.name, list(ids))) or [])
+    assert run_suite.main(["measure", str(out), "--compile-default", "--no-max-autotune", "--once"]) == 0
+    assert calls == [("p.jsonl", ["c00", "c01"]), ("p.jsonl", ["torch_eager", run_suite.COMPILE_DEFAULT])]
+    calls.clear()
+    assert run_suite.main(["measure", str(out)]) == 0
+    assert calls == [("p.jsonl", ["c00", "c01"]), ("p.jsonl", ["torch_eager", "torch_compile"]),
+                     ("p.baselines2.jsonl", ["torch_eager", "torch_compile"])]
