@@ -59,6 +59,7 @@ _GPU: dict[str, Field] = {
     "memory.shared.per_block": _q("bytes"),
     "memory.registers.per_sm": _q("bytes"),
     "memory.registers.per_thread": _q("count", required=False),  # 32-bit registers one thread may hold
+    "memory.library_pool_bandwidth": _q("bandwidth", required=False),  # torch's pooling kernels' rate
     "memory.library_row_alignment": _q("bytes", required=False),  # the vendor GEMM's fast path: rows aligned to this
     "compute.units": _q("count"),  # SMs / Xe cores
     "compute.peak.bf16": _q("flops"),  # dense, tensor cores / XMX

@@ -10,7 +10,7 @@ os.environ.setdefault("TRITON_INTERPRET", "1")
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 from benchmarks import suite  # noqa: E402
-from hypothesis import assume, given, settings  # noqa: E402
+from hypothesis import HealthCheck, assume, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 import axon_eg as ax  # noqa: E402
@@ -19,7 +19,11 @@ from axon_eg.backends.triton.base import GroupKernel  # noqa: E402
 from axon_eg.backends.triton.emit import emit, lower_group  # noqa: E402
 from axon_eg.bundle import limits, reference_arrays  # noqa: E402
 from axon_eg.egraph.nugraph import Limits, NuGraph  # noqa: E402
-from axon_eg.extract.candidates import enumerate_candidates  # noqa: E402
+from axon_eg.egraph.nugraph import Variant  # noqa: E402
+from axon_eg.extract.candidates import Candidate, enumerate_candidates  # noqa: E402
+from axon_eg.extract.cost import cost  # noqa: E402
+from axon_eg.extract.tiling import Tiling  # noqa: E402
+from axon_eg.ir.program import Builder  # noqa: E402
 from axon_eg.extract.fusion import plans  # noqa: E402
 from axon_eg.hw import load  # noqa: E402
 from axon_eg.ir.dtypes import fp32  # noqa: E402
@@ -100,7 +104,8 @@ def test_shifted_and_broadcast_operands_are_addressed_from_the_flat_offset(sizes
     half, table = sizes["D"] // 2, sizes["S"] * sizes["D"]
     src = kernel.source
     assert f"p0 + offs + {half}," in src and f"p0 + offs - {half}," in src
-    assert src.count(f"(offs % {table})") == 2 and "(offs //" not in src
+    body = src.split("else:")[0]  # the full blocks' branch where a tail block follows them
+    assert body.count(f"(offs % {table})") == 2 and "(offs //" not in src
     out = run_kernel(kernel, program.expand(), tmp_path)
     assert out.status == "ok", f"{out.error}\n{src}"
 
@@ -228,4 +233,25 @@ def test_row_reductions_with_row_operands_lower_in_chunk_loops(tmp_path_factory,
     kernel = emit(candidate(bound, plan_index, {"BLOCK_N": block_n, "ROWS_PER_PROGRAM": rows}), H200, "k")
     assert "torch" not in kernel.meta["lowering"], kernel.source
     out = run_kernel(kernel, bound.expand(), tmp_path_factory.mktemp("k"))
+    assert out.status == "ok", f"{out.error}\n{kernel.source}"
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(n=st.integers(1, 5000), block=st.sampled_from((64, 128, 1024)))
+def test_full_blocks_of_an_elementwise_kernel_compare_with_a_multiple_of_the_block(n, block, tmp_path):
+    """An element count that is not a multiple of BLOCK: the full blocks test ``offs < (full blocks) * BLOCK``
+    (16-byte accesses stay vectorized; an odd bound made LeakyReLU over 16381 x 12007 run at 3.2 of 4.2 TB/s)
+    and only the last block tests the odd bound; every size matches float64."""
+    b = Builder("tail")
+    x = b.input("x", (n,), fp32)
+    program = b.build([b.emit("tanh", b.emit("mul", x, b.constant(0.5, fp32)))])
+    plan = plans(program)[0]
+    cand = Candidate(Variant(program, 0, 0, 0), plan, (Tiling(0, (("BLOCK", block), ("num_warps", 2))),), (), 0.0,
+                     cost(plan, (Tiling(0, (("BLOCK", block), ("num_warps", 2))),), H200))
+    kernel = emit(cand, H200, "k")
+    full = n // block * block
+    if n % block and full:
+        assert f"if pid < {n // block}:" in kernel.source and f"mask = offs < {full}" in kernel.source
+    assert f"mask = offs < {n}" in kernel.source
+    out = run_kernel(kernel, program, tmp_path)
     assert out.status == "ok", f"{out.error}\n{kernel.source}"

@@ -150,3 +150,36 @@ def test_a_norm_over_dim_0_is_one_fused_kernel_with_its_full_width_output(tmp_pa
     kernel = emit(column_candidate(program, 4, 16), H200, "k")
     out = run_kernel(kernel, program, tmp_path)
     assert out.status == "ok", f"{out.error}\n{kernel.source}"
+
+
+def sibling_program(shape: tuple[int, ...], ops: tuple[str, ...], dtype) -> Program:
+    """Several reductions of one row (l1 = sum|x|, l2 = sum x*x, max, ...) combined into one row value, as
+    a Hoyer sparsity or a z-score of the maximum writes it."""
+    b = Builder("siblings")
+    x = b.input("x", shape, dtype)
+    axes = tuple(range(1, len(shape)))
+    prods = {"sum": b.emit("abs", x), "mean": x, "max": x, "min": b.emit("mul", x, x)}
+    rs = [b.emit(op, prods[op], axes=axes) for op in ops]
+    out = rs[0]
+    for r in rs[1:]:
+        out = b.emit("add", out, b.emit("mul", r, b.constant(0.25, dtype)))
+    return b.build([out]).expand()
+
+
+@settings(max_examples=int(os.environ.get("AXON_EG_SPLIT_EXAMPLES", "16")), deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(shape=st.sampled_from(((1, 301), (3, 257), (2, 5, 37), (1, 129), (7, 1, 65))),
+       ops=st.lists(st.sampled_from(("sum", "mean", "max", "min")), min_size=2, max_size=4, unique=True),
+       split=st.sampled_from((1, 3, 8)), dtype=st.sampled_from((fp32, bf16)))
+def test_sibling_reductions_share_one_pass_over_the_row(shape, ops, split, dtype, tmp_path):
+    """Reductions of one row that read no other reduction are computed in one chunk loop (the row is read
+    once, not once per reduction), split or not, with [ROWS, BLOCK_N] accumulators reduced once after the
+    loop; the result matches float64 and the cost model counts one pass."""
+    program = sibling_program(shape, tuple(ops), dtype)
+    cand = split_candidate(program, split)
+    assert cand.plan.row_passes(0) == 1 and len(cand.plan.sibling_reductions(0)) == len(ops)
+    kernel = emit(cand, H200, "k")
+    assert kernel.source.count("for c0 in range(") == 1, kernel.source
+    assert "tl.full([ROWS, BLOCK_N]" in kernel.source
+    out = run_kernel(kernel, program, tmp_path)
+    assert out.status == "ok", f"{out.error}\n{kernel.source}"

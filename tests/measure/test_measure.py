@@ -170,6 +170,25 @@ def test_harness_in_process_modes_and_dtypes():
     assert res.status == "ok" and res.trials >= 3 and res.median_us is None
 
 
+def test_correctness_trials_shrink_with_the_inputs_size():
+    """3 trials on ordinary inputs, 2 above 2^26 input elements, 1 above 2^28: a trial at these sizes costs
+    seconds (inputs, the float64 reference, the comparison) and covers 10^8 random values."""
+    lo, hi = harness.TRIAL_ELEMS
+    assert harness.trials_for([("x", (lo,), "fp32")]) == harness.MIN_TRIALS == 3
+    assert harness.trials_for([("x", (lo,), "fp32"), ("y", (1,), "fp32")]) == 2
+    assert harness.trials_for([("x", (2, hi // 2), "bf16")]) == 2
+    assert harness.trials_for([("x", (hi + 1,), "fp32")]) == 1
+    calls = []
+
+    def ref(seed):
+        calls.append(seed)
+        return harness.make_inputs([("x", (7,), "fp32")], seed)[0].double().numpy()
+
+    ref._takes_seed = True
+    res = harness.check_correctness(lambda x: x.clone(), [("x", (7,), "fp32")], ref, trials=5)
+    assert res.status == "ok" and calls == [0, 1, 2, 3, 4]  # asked for more: more
+
+
 @settings(max_examples=25, deadline=None)
 @given(seed=st.integers(0, 2**16), n=st.integers(1024, 8192), magnitude=st.floats(0.5, 1e5))
 def test_tolerance_passes_rounding_tails_and_fails_bugs(seed, n, magnitude):

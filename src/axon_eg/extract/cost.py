@@ -30,8 +30,8 @@ from axon_eg.hw import HardwareSpec
 from axon_eg.ir import ops as O
 from axon_eg.semantics.isa.declarations import DMA, TENSOR, declaration
 
-from .fusion import LAYOUT, MATMUL, REDUCTION, FusionPlan, node_kind
-from .isa import BLAS_PADK, DOT_PERSISTENT, DOT_TMA, FMA_REDUCE, base, is_blas, tf32
+from .fusion import LAYOUT, LIBRARY, MATMUL, REDUCTION, FusionPlan, node_kind
+from .isa import BLAS_PADK, DOT_PERSISTENT, DOT_TMA, FMA_REDUCE, WINDOW, base, is_blas, tf32
 from .latency import engine_seconds, model_cycles, model_seconds
 from .templates import GpuTile, MatmulTile, RowsTile, Tile, Tiling, TrnMatmulTile, group_dims, streams, tile_of
 
@@ -140,6 +140,8 @@ def gpu_group_cost(plan: FusionPlan, gi: int, t: Tiling | None, hw: HardwareSpec
     tile = tile_of(plan, gi, t, hw)
     nbytes, mm, other = group_traffic(plan, gi, t, hw.value("memory.l2.capacity"), int(hw.value("compute.units")), hw)
     nbytes += _extra_passes_bytes(plan, gi, tile, hw)
+    if plan.groups[gi].kind == LIBRARY and isa != WINDOW:
+        return _library_call_cost(plan, gi, hw, nbytes, mm, other, bw, c)
     launches = 1
     if tile is not None:  # split-K: the fp32 partials written and read back, a second launch
         nbytes += tile.scratch_bytes(plan, gi)
@@ -149,6 +151,36 @@ def gpu_group_cost(plan: FusionPlan, gi: int, t: Tiling | None, hw: HardwareSpec
     seconds = (roof / _wave_efficiency(plan, gi, tile, hw, hw.value("compute.units"))
                + c["launch"] * launches * hw.value("costs.launch"))
     return GroupCost(gi, plan.groups[gi].kind, nbytes, mm + other, seconds)
+
+
+def _library_call_cost(plan: FusionPlan, gi: int, hw: HardwareSpec, nbytes: float, mm: float, other: float,
+                       bw: float, c: dict[str, float]) -> GroupCost:
+    """A library group run as torch's op (conv, or pooling with ISA choice ``library``) then our epilogue
+    kernel: the library's output is written and read back once more where an epilogue follows, two
+    launches; a pooling moves its bytes at torch's measured pooling rate (``memory.library_pool_bandwidth``)."""
+    program = plan.program
+    g = plan.groups[gi]
+    lib = next(n for n in g.nodes if node_kind(program.nodes[n].op) == LIBRARY)
+    tail = any(n != lib and program.nodes[n].op not in O.flat_views() and n not in _feeding(plan, gi, lib)
+               for n in g.nodes)
+    extra = 2 * _nbytes(plan, lib) if tail else 0.0
+    pool = O.get(program.nodes[lib].op).meta.get("shape_family") == "pool"
+    rate = (hw.get("memory.library_pool_bandwidth") or bw) if pool else bw
+    seconds = max(c["bytes"] * (nbytes / rate + extra / bw),
+                  c["flops"] * (mm / _matmul_peak(plan, gi, hw, None) + other / hw.value("compute.peak.fp32")))
+    launches = 2 if tail else 1
+    return GroupCost(gi, g.kind, nbytes + extra, mm + other, seconds + c["launch"] * launches * hw.value("costs.launch"))
+
+
+def _feeding(plan: FusionPlan, gi: int, n: int) -> set[int]:
+    """The nodes of group ``gi`` that node ``n`` reads, directly or not (a library op's prologue)."""
+    inside, out, stack = set(plan.groups[gi].nodes), set(), list(plan.program.nodes[n].inputs)
+    while stack:
+        j = stack.pop()
+        if j in inside and j not in out:
+            out.add(j)
+            stack.extend(plan.program.nodes[j].inputs)
+    return out
 
 
 def _matmul_peak(plan: FusionPlan, gi: int, hw: HardwareSpec, isa: str | None) -> float:
@@ -251,17 +283,16 @@ def _latency_efficiency(plan: FusionPlan, gi: int, tile: Tile | None, hw: Hardwa
 
 
 def _extra_passes_bytes(plan: FusionPlan, gi: int, tile: Tile | None, hw: HardwareSpec) -> float:
-    """A row reduction whose row does not fit one block reads its rows once per reduction, and once more to
-    store full-width outputs: all passes after the first are extra; they come from L2 when the rows in
-    flight fit it, else from HBM."""
+    """A row reduction whose row does not fit one block reads its rows once per pass (``row_passes``: the
+    sibling reductions share one), and once more to store full-width outputs: all passes after the first are
+    extra; they come from L2 when the rows in flight fit it, else from HBM."""
     if not isinstance(tile, RowsTile) or hw.get("compute.max_warps_per_sm") is None:
         return 0.0
     cols = group_dims(plan, gi)["COLS"]
     if tile.row_block(cols) >= cols:
         return 0.0
     program = plan.program
-    reductions = sum(2 if program.nodes[n].op == "logsumexp" else 1 for n in plan.groups[gi].nodes
-                     if O.get(program.nodes[n].op).kind is O.OpKind.REDUCE)
+    reductions = plan.row_passes(gi)
     n_streams, item = streams(plan, gi)
     rows_in_flight = _resident(tile, tile.programs(plan, gi), hw) * hw.value("compute.units") * tile.ROWS_PER_PROGRAM
     if rows_in_flight * cols * item * n_streams <= hw.value("memory.l2.capacity") / 2:

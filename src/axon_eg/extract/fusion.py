@@ -86,6 +86,34 @@ class FusionPlan:
         inside = set(self.groups[gi].nodes)
         return sorted({j for i in inside for j in self.program.nodes[i].inputs if j not in inside})
 
+    def sibling_reductions(self, gi: int) -> list[int]:
+        """Group ``gi``'s sum/mean/max/min reductions whose input reads no other reduction of the group, in
+        node order: a chunked row lowering computes them in one pass over the row (one chunk loop)."""
+        program, inside = self.program, set(self.groups[gi].nodes)
+        out = []
+        for n in sorted(inside):
+            if program.nodes[n].op not in O.simple_reductions():
+                continue
+            stack, seen, free = list(program.nodes[n].inputs), set(), True
+            while stack and free:
+                j = stack.pop()
+                if j in inside and j not in seen:
+                    seen.add(j)
+                    free = O.get(program.nodes[j].op).kind is not O.OpKind.REDUCE
+                    stack.extend(program.nodes[j].inputs)
+            if free:
+                out.append(n)
+        return out
+
+    def row_passes(self, gi: int) -> int:
+        """Passes over the row of a chunked row reduction of group ``gi``: one for the sibling reductions
+        (:meth:`sibling_reductions`), one per other reduction (two for a logsumexp: its max, then its sum)."""
+        program = self.program
+        siblings = set(self.sibling_reductions(gi))
+        rest = sum(2 if program.nodes[n].op == "logsumexp" else 1 for n in self.groups[gi].nodes
+                   if n not in siblings and O.get(program.nodes[n].op).kind is O.OpKind.REDUCE)
+        return (1 if siblings else 0) + rest
+
     def outputs_of(self, gi: int) -> list[int]:
         """Tensors a group writes to HBM: used outside it, or program outputs."""
         inside = set(self.groups[gi].nodes)

@@ -6,7 +6,9 @@ A matmul group's kernel is ``tl.dot`` (pointer loads), ``tl.dot+tma`` (Hopper te
 library on copies of the operands whose reduction dim is zero-padded to the library's row alignment, both
 with K contiguous: a K whose rows are not 16-byte aligned takes the library off its tensor-core path); an attention
 group's is ``tl.dot`` / ``tl.dot+tma`` (our flash kernel) or ``sdpa`` (torch's
-``scaled_dot_product_attention``); the suffix
+``scaled_dot_product_attention``); a library group holding a pooling op is ``library`` (torch's pooling,
+then our kernel for the epilogue) or ``window`` (one kernel of ours computing each output's window,
+with the group's prologue and epilogue fused); the suffix
 ``/tf32`` lets fp32 operands use TF32 tensor cores (the fp32 precision policy ``tf32``; without it fp32
 matmuls are ``ieee``, torch's default).
 """
@@ -17,6 +19,7 @@ DOT, DOT_TMA, FMA_REDUCE, BLAS = "tl.dot", "tl.dot+tma", "fma_reduce", "blas"
 DOT_PERSISTENT = "tl.dot+tma+persistent"
 BLAS_PADK = "blas+padk"
 SDPA = "sdpa"
+LIBRARY_CALL, WINDOW = "library", "window"
 TF32 = "/tf32"
 PRECISIONS = ("ieee", "tf32")
 """The fp32 matmul precision policies: ``ieee`` (torch.backends.cuda.matmul.allow_tf32 off, the default)

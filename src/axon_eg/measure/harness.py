@@ -21,6 +21,7 @@ a mapping ``trial seed -> list of arrays`` (or a callable ``seed -> list of arra
 
 from __future__ import annotations
 
+import math
 import inspect
 import statistics
 import time
@@ -48,6 +49,14 @@ TORCH_DTYPES: dict[str, torch.dtype] = {"fp32": torch.float32, "bf16": torch.bfl
 
 L2_FLUSH_BYTES = 256 * 1024 * 1024
 MIN_TRIALS = 3
+TRIAL_ELEMS = (1 << 26, 1 << 28)
+"""Correctness trials by the elements of a kernel's inputs: ``MIN_TRIALS`` up to the first bound, 2 up to
+the second, 1 beyond (one trial of 2^28 random values covers more than many of small ones, and each costs
+the inputs, the float64 reference and the comparison again: seconds at these sizes)."""
+DEVICE_DRAW_ELEMS = 1 << 24
+"""An input of more elements is drawn on a GPU by the device's own generator (torch's CPU generator takes
+about a second per 10^8 values, paid by every trial of every kernel); smaller ones by the CPU generator,
+the same values on every machine."""
 MIN_RUNS = 30
 GUARD_ELEMS = 4096
 """Guard elements on each side of every dps output (4096 keeps the output 16 KB-aligned for fp32)."""
@@ -124,15 +133,20 @@ def make_inputs(specs: Sequence[Any], seed: int, device: str | torch.device = "c
     """Seeded inputs: standard normal (exact zeros replaced), or uniform in ``POSITIVE`` for positive specs.
 
     Drawn by torch's CPU generator (the same values on every machine, whatever ``device`` is), in
-    float32, then rounded to the spec's dtype and moved to ``device``."""
+    float32, then rounded to the spec's dtype and moved to ``device``; on a GPU an input of more than
+    ``DEVICE_DRAW_ELEMS`` elements by the GPU's generator, seeded alike (the same values on every run)."""
+    device = torch.device(device)
     gen = torch.Generator(device="cpu").manual_seed(int(seed))
+    big = torch.Generator(device=device).manual_seed(int(seed)) if device.type == "cuda" else None
     out = []
     for spec in map(TensorInput.coerce, specs):
+        g = big if big is not None and math.prod(spec.shape) > DEVICE_DRAW_ELEMS else gen
+        where = g.device
         if spec.positive:
             lo, hi = POSITIVE
-            t = torch.rand(spec.shape, generator=gen, dtype=torch.float32) * (hi - lo) + lo
+            t = torch.rand(spec.shape, generator=g, dtype=torch.float32, device=where) * (hi - lo) + lo
         else:
-            t = torch.randn(spec.shape, generator=gen, dtype=torch.float32)
+            t = torch.randn(spec.shape, generator=g, dtype=torch.float32, device=where)
         t = t.to(TORCH_DTYPES[spec.dtype])
         t = torch.where(t == 0, torch.full_like(t, 0.5), t)  # never zeros, also after rounding to 16 bits
         out.append(t.to(device))
@@ -265,6 +279,14 @@ def compare(got: torch.Tensor, ref: Any, tol: float) -> tuple | None:
     return ("ok", 0, (), 0.0, 0.0, abs_err, rel_err)
 
 
+def trials_for(specs: Sequence[Any], asked: int = MIN_TRIALS) -> int:
+    """The correctness trials run on inputs ``specs`` when ``asked`` for: at least ``MIN_TRIALS``, at most 2
+    or 1 above the bounds of ``TRIAL_ELEMS``."""
+    elems = sum(math.prod(TensorInput.coerce(s).shape) for s in specs)
+    trials = max(int(asked), MIN_TRIALS)
+    return trials if elems <= TRIAL_ELEMS[0] else min(trials, 2 if elems <= TRIAL_ELEMS[1] else 1)
+
+
 def check_correctness(fn: Callable[..., Any], specs: Sequence[Any], reference: Any, *, seed: int = 0,
                       trials: int = MIN_TRIALS, device: str | torch.device = "cpu", mode: str = "auto",
                       out_dtypes: Sequence[str] | None = None) -> Outcome:
@@ -272,7 +294,7 @@ def check_correctness(fn: Callable[..., Any], specs: Sequence[Any], reference: A
     float64 reference. Output dtypes default to the first input's dtype."""
     specs = [TensorInput.coerce(s) for s in specs]
     device = torch.device(device)
-    trials = max(int(trials), MIN_TRIALS)
+    trials = trials_for(specs, trials)
     res = Outcome(device=str(device), stage="correctness")
     max_abs = max_rel = 0.0
     for t in range(trials):

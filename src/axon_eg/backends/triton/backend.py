@@ -14,7 +14,7 @@ from typing import Any
 
 from axon_eg.backends.base import Fallback
 from axon_eg.backends.kernel import Kernel
-from axon_eg.extract.fusion import ATTENTION, MATMUL, FusionPlan
+from axon_eg.extract.fusion import ATTENTION, LIBRARY, MATMUL, FusionPlan
 from axon_eg.hw import HardwareSpec
 from axon_eg.ir.program import Program
 
@@ -74,7 +74,8 @@ class TritonBackend:
         matmul may be persistent (one program per SM looping over output tiles); a matmul
         group the vendor library can run whole (``blas.core``) may be that library call (and, where its K rows
         are off the library's alignment, the call on K-padded copies: ``blas+padk``), an attention
-        group torch's ``scaled_dot_product_attention`` (``sdpa.core``). Under the
+        group torch's ``scaled_dot_product_attention`` (``sdpa.core``), a pooling library group torch's pooling
+        or our window kernel (``emit.window_pool``). Under the
         ``tf32`` policy the choices of groups with fp32 operands carry ``/tf32`` (TF32 tensor cores)."""
         from axon_eg.extract.cost import library_misaligned
         from axon_eg.extract.isa import BLAS, BLAS_PADK, DOT, DOT_PERSISTENT, DOT_TMA, FMA_REDUCE, SDPA, TF32
@@ -83,6 +84,12 @@ class TritonBackend:
         from . import blas, sdpa
 
         g = plan.groups[gi]
+        if g.kind == LIBRARY:  # a pooling: torch's, or each output's window computed by our kernel
+            from axon_eg.extract.isa import LIBRARY_CALL, WINDOW
+
+            from .emit import window_pool
+
+            return [LIBRARY_CALL, WINDOW] if window_pool(plan, gi) is not None else None
         if g.kind == ATTENTION:  # Hopper: q/k/v tiles through tensor descriptors; the library's attention
             opts = [DOT, DOT_TMA] if hw.get("features.tma") else []
             return opts + [SDPA] if sdpa.core(plan, gi) is not None else (opts or None)

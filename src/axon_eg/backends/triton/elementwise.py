@@ -12,6 +12,7 @@ no address uses are not computed.
 
 from __future__ import annotations
 
+import itertools
 import math
 import re
 
@@ -23,6 +24,10 @@ from .base import GroupKernel, NotLowerable, attr, contiguous_strides, resources
 from .tl_expressions import ELEMENTWISE, lit
 
 Index = tuple[str, ...]
+POOLS = frozenset(f"{kind}_pool{n}d" for kind in ("max", "avg") for n in (1, 2, 3))
+"""The pooling ops the emitter computes window by window (a library group whose ISA choice is ``window``)."""
+MAX_WINDOW = 64
+"""The most window positions a pooling output unrolls (a 4 x 4 x 4 window; larger ones stay in torch)."""
 _SHIFT = re.compile(r"^\((.+) ([+-]) (\d+)\)$")
 
 
@@ -148,6 +153,8 @@ class _Emitter:
             j = list(idx)
             j[axis] = f"({idx[axis]} * {step} + {start})" if step != 1 else f"({idx[axis]} + {start})"
             return self.value(node.inputs[0], tuple(j), cond)
+        if node.op in POOLS:
+            return self._pool(n, idx, cond)
         if node.op == "concat":
             axis = int(attr(self.program, n, "axis"))
             pieces, offset = [], 0
@@ -164,6 +171,74 @@ class _Emitter:
             return expr
         raise NotLowerable(f"{node.op} has no Triton element-wise lowering")
 
+    def _pool(self, n: int, idx: Index, cond: str | None) -> str:
+        """A max / avg pooling output element as its window, unrolled: per window position the input at
+        ``o * stride - padding + k * dilation`` along each spatial axis, a load masked where that falls in
+        the padding (or past the input, ceil mode) and excluded from the max (-inf) or the sum (0). The avg's
+        divisor as torch counts it: the window clipped to the padded input (``count_include_pad``) or to the
+        input. Bounds a window position always meets are not tested."""
+        node = self.program.nodes[n]
+        x = node.inputs[0]
+        src, out = self.program.concrete_shape(x), self.program.concrete_shape(n)
+        spatial = len(src) - 2
+        ks, st, pad = (tuple(attr(self.program, n, a)) for a in ("kernel_size", "stride", "padding"))
+        dil = tuple(attr(self.program, n, "dilation")) if node.op.startswith("max") else (1,) * spatial
+        if math.prod(ks) > MAX_WINDOW:
+            raise NotLowerable(f"{node.op}: a window of {math.prod(ks)} positions (more than {MAX_WINDOW})")
+        is_max = node.op.startswith("max")
+        fill = "float('-inf')" if is_max else "0.0"
+        tag = f"w{n}_{len(self.memo)}"
+        acc = None
+        for pos in itertools.product(*(range(k) for k in ks)):
+            at, tests = list(idx[:2]), []
+            for a in range(spatial):
+                o, shift = idx[2 + a], pos[a] * dil[a] - pad[a]
+                e = o if st[a] == 1 else f"{o} * {st[a]}"
+                e = f"({e} + {shift})" if shift > 0 else f"({e} - {-shift})" if shift < 0 else f"({e})"
+                if o == "0":  # a size-1 output axis: the position is a number
+                    e = str(shift)
+                    if not 0 <= shift < src[2 + a]:
+                        break
+                else:
+                    if shift < 0:
+                        tests.append(f"({e} >= 0)")
+                    if (out[2 + a] - 1) * st[a] + shift >= src[2 + a]:
+                        tests.append(f"({e} < {src[2 + a]})")
+                at.append(e if src[2 + a] != 1 else "0")
+            else:
+                inside = " & ".join(tests) or None
+                both = inside if cond is None else cond if inside is None else f"({cond}) & {inside}"
+                v = self.value(x, tuple(at), both)
+                term = v if inside is None else f"tl.where({inside}, {v}, {fill})"
+                name = f"{tag}_{len(self.lines)}"
+                self.lines.append(f"{name} = {term}" if acc is None else
+                                  f"{name} = tl.maximum({acc}, {term})" if is_max else f"{name} = {acc} + {term}")
+                acc = name
+        if acc is None:
+            raise NotLowerable(f"{node.op}: a window wholly in the padding")
+        if is_max:
+            return acc
+        include = bool(attr(self.program, n, "count_include_pad"))
+        factors, const = [], 1
+        for a in range(spatial):
+            o, size, k = idx[2 + a], src[2 + a], ks[a]
+            hi = size + pad[a] if include else size
+            if o == "0":
+                lo_v = -pad[a]
+                const *= min(lo_v + k, hi) - (lo_v if include else max(lo_v, 0))
+                continue
+            start = f"({o} * {st[a]} - {pad[a]})" if pad[a] else f"({o} * {st[a]})"
+            clipped_hi = (out[2 + a] - 1) * st[a] - pad[a] + k > hi
+            clipped_lo = not include and pad[a] > 0
+            if not clipped_hi and not clipped_lo:
+                const *= k
+                continue
+            top = f"tl.minimum({start} + {k}, {hi})" if clipped_hi else f"({start} + {k})"
+            bottom = f"tl.maximum({start}, 0)" if clipped_lo else start
+            factors.append(f"({top} - {bottom})")
+        divisor = " * ".join(([str(const)] if const != 1 or not factors else []) + factors)
+        return f"{acc} / ({divisor}).to(tl.float32)" if factors else f"{acc} * {1.0 / const!r}"
+
     @staticmethod
     def _broadcast(idx: Index, out: tuple[int, ...], arg: tuple[int, ...]) -> Index:
         tail = idx[len(idx) - len(arg):] if arg else ()
@@ -172,7 +247,8 @@ class _Emitter:
 
 def handles(op: str) -> bool:
     """Whether the emitter computes ``op`` (``_Emitter._compute``'s cases)."""
-    return op in ELEMENTWISE or op in ("broadcast_to", "transpose", "slice", "concat") or op in O.flat_views()
+    return (op in ELEMENTWISE or op in ("broadcast_to", "transpose", "slice", "concat") or op in O.flat_views()
+            or op in POOLS)
 
 
 def no_fp64(plan: FusionPlan, gi: int) -> None:
@@ -230,11 +306,19 @@ def lower(plan: FusionPlan, gi: int, tiling: Tiling | None, name: str, warp_size
     results = [em.value(o, em.dom) for o in outs]
     reads = tuple(em.reads)
     params = [f"p{n}" for n in reads] + [f"out{k}" for k in range(len(outs))]
-    body = ["pid = tl.program_id(0)", "offs = pid * BLOCK + tl.arange(0, BLOCK)", f"mask = offs < {total}"]
     rest = "\n".join(em.lines)
-    body += [ln for ln in em.lines  # domain indices that no address or condition uses any more
-             if not re.match(r"i\d+ = ", ln) or len(re.findall(rf"\b{ln.split()[0]}\b", rest)) > 1]
-    body += [f"tl.store(out{k} + offs, {r}, mask=mask)" for k, r in enumerate(results)]
+    work = [ln for ln in em.lines  # domain indices that no address or condition uses any more
+            if not re.match(r"i\d+ = ", ln) or len(re.findall(rf"\b{ln.split()[0]}\b", rest)) > 1]
+    work += [f"tl.store(out{k} + offs, {r}, mask=mask)" for k, r in enumerate(results)]
+    body = ["pid = tl.program_id(0)", "offs = pid * BLOCK + tl.arange(0, BLOCK)"]
+    full = total // block * block
+    if total % block and full:
+        # the full blocks' mask compares with a multiple of BLOCK: Triton sees it constant over each vector
+        # and keeps 16-byte accesses, which a bound of odd size (the tail's) turns into scalar ones
+        body += [f"if pid < {full // block}:", f"    mask = offs < {full}", *("    " + ln for ln in work),
+                 "else:", f"    mask = offs < {total}", *("    " + ln for ln in work)]
+    else:
+        body += [f"mask = offs < {total}", *work]
     src = "@triton.jit\ndef {}({}, BLOCK: tl.constexpr):\n{}\n".format(
         name, ", ".join(params), "\n".join("    " + ln for ln in body))
     grid = math.ceil(total / block)

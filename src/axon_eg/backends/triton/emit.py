@@ -15,6 +15,7 @@ group's element-wise tail still gets a Triton epilogue kernel (``_split_library`
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 from typing import Any
 
@@ -22,12 +23,12 @@ from axon_eg.backends.kernel import Kernel, call_signature, guard_source, identi
 from axon_eg.backends.torch.lower import expr as torch_expr
 from axon_eg.extract.candidates import Candidate
 from axon_eg.extract.fusion import ATTENTION, ELEMENTWISE, LAYOUT, LIBRARY, MATMUL, REDUCTION, SCAN, FusionPlan, Group, node_kind
-from axon_eg.extract.isa import SDPA, is_blas
+from axon_eg.extract.isa import SDPA, WINDOW, is_blas
 from axon_eg.extract.templates import ElementwiseTile, GpuTile, knobs, tile_of
 from axon_eg.hw import HardwareSpec
 
 from . import attention, blas, elementwise, layout, matmul, reduction, scan, sdpa, tma
-from .base import GroupKernel, NotLowerable
+from .base import GroupKernel, NotLowerable, attr
 
 LOWERINGS = {ELEMENTWISE: elementwise, LAYOUT: layout, REDUCTION: reduction, MATMUL: matmul, ATTENTION: attention,
              SCAN: scan}
@@ -93,10 +94,27 @@ def runs_as_torch(plan: FusionPlan, gi: int, tiling: Any, isa: str | None = None
     return not lowers(plan, gi, tiling, isa, warp_size)
 
 
+def window_pool(plan: FusionPlan, gi: int) -> int | None:
+    """The pooling node of library group ``gi`` when our element-wise kernel can compute the group whole,
+    each output from its window (ISA choice ``window``): one library op, a max / avg pooling of at most
+    ``elementwise.MAX_WINDOW`` positions, no float64; else None."""
+    program = plan.program
+    g = plan.groups[gi]
+    libs = [n for n in g.nodes if node_kind(program.nodes[n].op) == LIBRARY]
+    if g.kind != LIBRARY or len(libs) != 1 or program.nodes[libs[0]].op not in elementwise.POOLS:
+        return None
+    if any(program.nodes[n].dtype.name == "fp64" for n in g.nodes):
+        return None
+    if math.prod(attr(program, libs[0], "kernel_size")) > elementwise.MAX_WINDOW:
+        return None
+    return libs[0]
+
+
 def _split_library(candidate: Candidate) -> tuple[FusionPlan, list[Any], dict[int, str]]:
     """A library group (conv / pool + epilogue) becomes the library op (torch, with the views feeding
     it) followed by its element-wise epilogue as a group of its own, which the Triton element-wise
-    lowering fuses into one kernel. Returns the plan, a tiling per group and the ISA choice per group."""
+    lowering fuses into one kernel; a pooling group whose ISA choice is ``window`` becomes one element-wise
+    group whole (the emitter computes each output's window). Returns the plan, a tiling per group and the ISA choice per group."""
     plan = candidate.plan
     program = plan.program
     groups: list[Group] = []
@@ -105,6 +123,10 @@ def _split_library(candidate: Candidate) -> tuple[FusionPlan, list[Any], dict[in
     chosen = dict(candidate.isa)
     for gi, g in enumerate(plan.groups):
         t = candidate.tilings[gi] if gi < len(candidate.tilings) else None
+        if g.kind == LIBRARY and chosen.get(gi) == WINDOW and window_pool(plan, gi) is not None:
+            groups.append(Group(ELEMENTWISE, g.nodes))  # the pooling's windows in our kernel, fused whole
+            tilings.append(t)
+            continue
         if g.kind == LIBRARY:
             libs = [n for n in g.nodes if node_kind(program.nodes[n].op) == LIBRARY]
             head: set[int] = set()

@@ -84,6 +84,7 @@ class _Rows:
         self.col_vars: set[str] = set()
         self.loops = 0
         self.count = 0
+        self.vectors = 0  # the most [ROWS, BLOCK_N] accumulators one chunk loop keeps live
         for n in reductions:
             self._split(n)  # every reduction must split its input the same way
 
@@ -217,18 +218,49 @@ class _Rows:
             term = f"tl.exp({v} - {shift})" if shift else v
             self.top.append(f"{acc} = {fn}(tl.where(mask, {term}, {fill}), axis=1)[:, None]")
             return acc
+        return self._looped([(x, at, op, acc, shift)])[0]
+
+    def _looped(self, terms: list[tuple[int, Index, str, str, str | None]]) -> list[str]:
+        """One chunk loop computing every reduction of ``terms`` ((input, its index, op, accumulator name,
+        shift of logsumexp's exp or None)): per reduction a [ROWS, BLOCK_N] accumulator combined element-wise
+        in the loop (no cross-warp reduction per chunk) and reduced across the block once after it; a value
+        two reductions share is computed (and loaded) once per chunk."""
         saved = (self.body, self.memo_loop)
         self.body, self.memo_loop = [], {}
-        v = self.value(x, at)
-        term = f"tl.exp({v} - {shift})" if shift else v
-        part = f"{fn}(tl.where(mask, {term}, {fill}), axis=1)[:, None]"
-        combine = {"tl.sum": f"{acc} + {part}", "tl.max": f"tl.maximum({acc}, {part})",
-                   "tl.min": f"tl.minimum({acc}, {part})"}[fn]
-        self.body.append(f"{acc} = {combine}")
-        self.top.append(f"{acc} = tl.full([ROWS, 1], {fill}, tl.float32)")
+        out = []
+        for x, at, op, acc, shift in terms:
+            fill, fn = REDUCTIONS[op]
+            v = self.value(x, at)
+            term = f"tl.exp({v} - {shift})" if shift else v
+            vec = f"{acc}_v"
+            part = f"tl.where(mask, {term}, {fill})"
+            combine = {"tl.sum": f"{vec} + {part}", "tl.max": f"tl.maximum({vec}, {part})",
+                       "tl.min": f"tl.minimum({vec}, {part})"}[fn]
+            self.body.append(f"{vec} = {combine}")
+            self.top.append(f"{vec} = tl.full([ROWS, BLOCK_N], {fill}, tl.float32)")
+            out.append((vec, fn, acc))
         self.top += self.loop(self.body)
+        self.top += [f"{acc} = {fn}({vec}, axis=1)[:, None]" for vec, fn, acc in out]
+        self.vectors = max(self.vectors, len(out))
         self.body, self.memo_loop = saved
-        return acc
+        return [acc for _, _, acc in out]
+
+    def reduce_together(self, ns: list[int]) -> list[str]:
+        """Reductions ``ns`` (independent of each other: ``FusionPlan.sibling_reductions``) in one chunk loop; their
+        results are then what :meth:`value` returns for them. The accumulators' names."""
+        program = self.program
+        terms = []
+        for n in ns:
+            x = program.nodes[n].inputs[0]
+            terms.append((x, self.unflat(DOMAIN_FLAT, program.concrete_shape(x)), program.nodes[n].op, f"acc{n}", None))
+        accs = self._looped(terms) if self.looped else [self._reduction(*t[:4]) for t in terms]
+        if self.stage != 1:
+            for n, acc in zip(ns, accs):
+                expr = f"{acc} * {1.0 / self.n!r}" if program.nodes[n].op == "mean" else acc
+                self.top.append(f"v{n} = {expr}")
+                self.memo_top[(n, "reduced")] = f"v{n}"
+                self.row_vars.add(f"v{n}")
+        return accs
 
     def loop(self, body: list[str]) -> list[str]:
         self.loops += 1
@@ -280,6 +312,10 @@ def _walk(plan: FusionPlan, gi: int, em: _Rows) -> tuple[list[int], list[str]]:
     outs = plan.outputs_of(gi)
     kinds = _output_kinds(plan, gi, em)
     stores: list[str] = []
+    if em.looped and em.stage == 0:
+        together = plan.sibling_reductions(gi)
+        if len(together) > 1:
+            em.reduce_together(together)
     for k, o in enumerate(outs):
         if kinds[o] == "row":
             v = em.value(o, unflat("rows", program.concrete_shape(o)))
@@ -333,12 +369,8 @@ def _split_lower(plan: FusionPlan, gi: int, tile: RowsTile, name: str, warp_size
     i64 = ".to(tl.int64)" if wide else ""
     row_head = [f"rows = (pid * ROWS + tl.arange(0, ROWS)){i64}[:, None]", f"rmask = rows < {probe.r}"]
     one = _Rows(plan, gi, block_n, split=split, stage=1, slice_cols=chunk)
-    stores = []
-    for j, n in enumerate(one.slots):
-        node = program.nodes[n]
-        x = node.inputs[0]
-        acc = one._reduction(x, one.unflat(DOMAIN_FLAT, program.concrete_shape(x)), node.op, f"acc{n}")
-        stores.append(f"tl.store(part + {j * probe.r * split} + rows * {split} + split, {acc}, mask=rmask)")
+    stores = [f"tl.store(part + {j * probe.r * split} + rows * {split} + split, {acc}, mask=rmask)"
+              for j, acc in enumerate(one.reduce_together(one.slots))]
     part_body = (["pid = tl.program_id(0) // SPLIT  # the row block",
                   f"split = (tl.program_id(0) % SPLIT){i64}  # its slice",
                   *row_head, f"# slice split: columns [{chunk} * split, {chunk} * (split + 1)) of {probe.n}"]
@@ -367,7 +399,7 @@ def _split_lower(plan: FusionPlan, gi: int, tile: RowsTile, name: str, warp_size
     {name}_finish[({row_blocks},)]({args}, {kw}, num_warps={warps}, **launch)
 '''
     src = jit(f"{name}_part", part_body) + "\n\n" + jit(f"{name}_finish", finish_body) + "\n\n" + host
-    live = max(2, len(reads) + len(outs))
+    live = max(2, len(reads) + len(outs)) + one.vectors
     ops = sorted({program.nodes[n].op for n in plan.groups[gi].nodes})
     note = (f"row reduction {'/'.join(ops)} over {probe.r} rows x {probe.n}, split: SPLIT={split} slices of {chunk} "
             f"per row, ROWS={rows_pp}, BLOCK_N={block_n}, num_warps={warps}, {row_blocks * split} programs, then "
@@ -402,7 +434,7 @@ def lower(plan: FusionPlan, gi: int, tiling: Tiling | None, name: str, warp_size
     grid = math.ceil(em.r / rows_pp)
     ops = sorted({program.nodes[n].op for n in plan.groups[gi].nodes})
     passes = f"{em.loops} chunk loops" if em.looped else "one pass"
-    live = max(2, len(reads) + len(outs))
+    live = max(2, len(reads) + len(outs)) + em.vectors
     return GroupKernel(name, src, reads, tuple(outs), grid, (("ROWS", rows_pp), ("BLOCK_N", block_n)), warps,
                        resources(name, rows_pp * block_n, warps, grid, live, smem_bytes=rows_pp * warps * 4,
                                  warp_size=warp_size),
