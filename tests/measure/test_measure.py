@@ -317,3 +317,34 @@ def test_a_stopped_timing_is_recorded_as_performance_with_its_probe(monkeypatch)
     from axon_eg.measure.table_schemas import is_final
 
     assert not is_final("performance")  # measured again by a rerun, never cached as final
+
+
+def test_a_reference_precomputed_from_cpu_draws_gets_the_same_inputs():
+    """Inputs drawn on the device (large ones, ``device_draw``) only where the reference is computed from
+    the tensors themselves: a precomputed (npz) reference was drawn by the CPU generator, and the kernel
+    must see those values (on the CPU both draws are the CPU generator's)."""
+    spec = [("x", (harness.DEVICE_DRAW_ELEMS + 1,), "fp32")]
+    a = harness.make_inputs(spec, 3)[0]
+    b = harness.make_inputs(spec, 3, device_draw=True)[0]
+    assert torch.equal(a, b)  # no GPU here: the CPU generator either way
+
+
+def test_programs_with_fp32_library_convolutions_are_held_to_the_tf32_tolerance():
+    from axon_eg.bundle import library_tolerance
+    from axon_eg.ir.dtypes import bf16, fp32
+    from axon_eg.ir.program import Builder
+
+    for dtype, want in ((fp32, "tf32"), (bf16, None)):
+        b = Builder("c")
+        x, w = b.input("x", (2, 3, 9), dtype), b.input("w", (4, 3, 3), dtype)
+        p = b.build([b.emit("relu", b.emit("conv1d", x, w))])
+        assert library_tolerance(p) == want
+    b = Builder("p")
+    p = b.build([b.emit("max_pool1d", b.input("x", (2, 3, 9), fp32), kernel_size=(2,))])
+    assert library_tolerance(p) is None
+    # the harness holds outputs to the looser of their dtype's and the named tolerance
+    ref = lambda x: x  # noqa: E731 - NumPy float64 in, out
+    off = lambda x: x * (1 + 5e-4)  # noqa: E731
+    spec = [("x", (64,), "fp32")]
+    assert harness.check_correctness(off, spec, ref).status == "wrong_result"
+    assert harness.check_correctness(off, spec, ref, tolerance="tf32").status == "ok"

@@ -98,7 +98,8 @@ def _child(bundle: Path, cand_id: str, result_path: Path) -> int:
         res = harness.measure(fn, cand["inputs"], reference, seed=int(cand.get("seed", 0)),
                               trials=int(cand.get("trials", harness.MIN_TRIALS)), device=device,
                               mode=cand.get("mode", "auto"), out_dtypes=cand.get("out_dtypes"),
-                              time_wrong=bool(cand.get("time_wrong", False)), stop_above_us=limit)
+                              time_wrong=bool(cand.get("time_wrong", False)), stop_above_us=limit,
+                              tolerance=cand.get("tolerance"))
     except Exception:
         return finish({"status": "crashed", "stage": "harness", "error": traceback.format_exc()[-4000:]})
     return finish(res.as_dict())

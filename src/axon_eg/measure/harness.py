@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 import torch
 
-TOLERANCES: dict[str, float] = {"fp64": 1e-9, "fp32": 1e-4, "bf16": 1e-2, "fp16": 1e-2}
+TOLERANCES: dict[str, float] = {"fp64": 1e-9, "fp32": 1e-4, "tf32": 1e-3, "bf16": 1e-2, "fp16": 1e-2}
 """Tolerance per output dtype. An output passes when (1) its norm-wise error is small,
 ``rms(out - ref) <= tol * scale`` with ``scale = max(1, rms(ref))``, and (2) no element is grossly off,
 ``|out - ref| <= GROSS * tol * (scale + |ref|)``. The error of a 16-bit result of an accumulation (a
@@ -129,15 +129,17 @@ POSITIVE = (0.5, 2.0)
 the value is restated; ``tests/test_inputs.py`` ties the two)."""
 
 
-def make_inputs(specs: Sequence[Any], seed: int, device: str | torch.device = "cpu") -> list[torch.Tensor]:
+def make_inputs(specs: Sequence[Any], seed: int, device: str | torch.device = "cpu",
+                device_draw: bool = False) -> list[torch.Tensor]:
     """Seeded inputs: standard normal (exact zeros replaced), or uniform in ``POSITIVE`` for positive specs.
 
     Drawn by torch's CPU generator (the same values on every machine, whatever ``device`` is), in
-    float32, then rounded to the spec's dtype and moved to ``device``; on a GPU an input of more than
-    ``DEVICE_DRAW_ELEMS`` elements by the GPU's generator, seeded alike (the same values on every run)."""
+    float32, then rounded to the spec's dtype and moved to ``device``; with ``device_draw`` (the reference
+    is computed from these very tensors, or none is) on a GPU an input of more than ``DEVICE_DRAW_ELEMS``
+    elements by the GPU's generator, seeded alike (the same values on every run of that GPU type)."""
     device = torch.device(device)
     gen = torch.Generator(device="cpu").manual_seed(int(seed))
-    big = torch.Generator(device=device).manual_seed(int(seed)) if device.type == "cuda" else None
+    big = torch.Generator(device=device).manual_seed(int(seed)) if device_draw and device.type == "cuda" else None
     out = []
     for spec in map(TensorInput.coerce, specs):
         g = big if big is not None and math.prod(spec.shape) > DEVICE_DRAW_ELEMS else gen
@@ -289,9 +291,11 @@ def trials_for(specs: Sequence[Any], asked: int = MIN_TRIALS) -> int:
 
 def check_correctness(fn: Callable[..., Any], specs: Sequence[Any], reference: Any, *, seed: int = 0,
                       trials: int = MIN_TRIALS, device: str | torch.device = "cpu", mode: str = "auto",
-                      out_dtypes: Sequence[str] | None = None) -> Outcome:
+                      out_dtypes: Sequence[str] | None = None, tolerance: str | None = None) -> Outcome:
     """Run ``fn`` on ``trials`` fresh seeded inputs (seeds ``seed, seed+1, ...``) and compare with the
-    float64 reference. Output dtypes default to the first input's dtype."""
+    float64 reference. Output dtypes default to the first input's dtype. ``tolerance``: a key of
+    ``TOLERANCES`` the outputs are held to at least (``tf32``: the program's library convolutions run
+    with TF32 tensor cores, torch's default ``torch.backends.cudnn.allow_tf32``)."""
     specs = [TensorInput.coerce(s) for s in specs]
     device = torch.device(device)
     trials = trials_for(specs, trials)
@@ -299,7 +303,7 @@ def check_correctness(fn: Callable[..., Any], specs: Sequence[Any], reference: A
     max_abs = max_rel = 0.0
     for t in range(trials):
         s = seed + t
-        inputs = make_inputs(specs, s, device)
+        inputs = make_inputs(specs, s, device, device_draw=bool(getattr(reference, "_takes_torch", False)))
         saved = [x.clone() for x in inputs]
         try:
             refs = reference_outputs(reference, s, inputs)
@@ -335,7 +339,7 @@ def check_correctness(fn: Callable[..., Any], specs: Sequence[Any], reference: A
         if len(got) != len(refs):
             res.status, res.error = "wrong_result", f"expected {len(refs)} outputs, got {len(got)}"
             return res
-        tol = max(TOLERANCES[d] for d in dts) if dts else 1e-4
+        tol = max([TOLERANCES[d] for d in dts] + ([TOLERANCES[tolerance]] if tolerance else [])) if dts else 1e-4
         for j, (g, r) in enumerate(zip(got, refs)):
             if not isinstance(g, torch.Tensor):
                 res.status, res.error = "wrong_result", f"output {j} is {type(g).__name__}, not a tensor"
@@ -389,7 +393,7 @@ def time_candidate(fn: Callable[..., Any], specs: Sequence[Any], *, seed: int = 
         return {"median_us": None, "iqr_us": None, "mean_us": None, "min_us": None, "runs": None}
     runs = max(int(runs), MIN_RUNS)
     specs = [TensorInput.coerce(s) for s in specs]
-    inputs = make_inputs(specs, seed, device)
+    inputs = make_inputs(specs, seed, device, device_draw=True)  # timing: the values need no reference
     dts = list(out_dtypes) or [specs[0].dtype] * len(out_shapes)
     outputs = [torch.empty(tuple(s), dtype=TORCH_DTYPES[d], device=device) for s, d in zip(out_shapes, dts)]
     m = resolve_mode(fn, len(inputs), len(outputs), mode)
@@ -455,7 +459,7 @@ def steadiest(batches: Sequence[Sequence[float]]) -> list[float]:
 def measure(fn: Callable[..., Any], specs: Sequence[Any], reference: Any, *, seed: int = 0, trials: int = MIN_TRIALS,
             device: str | torch.device | None = None, mode: str = "auto", out_dtypes: Sequence[str] | None = None,
             warmup: int = 10, runs: int = MIN_RUNS, time_wrong: bool = False,
-            stop_above_us: float | None = None) -> Outcome:
+            stop_above_us: float | None = None, tolerance: str | None = None) -> Outcome:
     """Correctness gate, then (on CUDA, when correct) timing. ``device`` defaults to CUDA when available.
     ``time_wrong`` times a candidate that ran but missed the tolerance too (baselines: their speed is the
     bar to beat whatever their numerics; the status stays ``wrong_result``). ``stop_above_us``: a correct
@@ -464,7 +468,7 @@ def measure(fn: Callable[..., Any], specs: Sequence[Any], reference: Any, *, see
     if device is None:
         device = "cuda" if torch.cuda.is_available() else "cpu"
     res = check_correctness(fn, specs, reference, seed=seed, trials=trials, device=device, mode=mode,
-                            out_dtypes=out_dtypes)
+                            out_dtypes=out_dtypes, tolerance=tolerance)
     if res.status != "ok" and not (time_wrong and res.status == "wrong_result"):
         return res
     specs = [TensorInput.coerce(s) for s in specs]
