@@ -18,16 +18,19 @@ from axon_eg.backends.kernel import input_specs  # noqa: E402
 from axon_eg.backends.triton.base import GroupKernel  # noqa: E402
 from axon_eg.backends.triton.emit import emit, lower_group  # noqa: E402
 from axon_eg.bundle import limits, reference_arrays  # noqa: E402
-from axon_eg.egraph.nugraph import Limits, NuGraph  # noqa: E402
-from axon_eg.egraph.nugraph import Variant  # noqa: E402
+from axon_eg.egraph.nugraph import (  # noqa: E402
+    Limits,
+    NuGraph,
+    Variant,  # noqa: E402
+)
 from axon_eg.extract.candidates import Candidate, enumerate_candidates  # noqa: E402
 from axon_eg.extract.cost import cost  # noqa: E402
-from axon_eg.extract.tiling import Tiling  # noqa: E402
-from axon_eg.ir.program import Builder  # noqa: E402
 from axon_eg.extract.fusion import plans  # noqa: E402
+from axon_eg.extract.tiling import Tiling  # noqa: E402
 from axon_eg.hw import load  # noqa: E402
 from axon_eg.ir.dtypes import fp32  # noqa: E402
 from axon_eg.ir.lowp import interpret_lowp  # noqa: E402
+from axon_eg.ir.program import Builder  # noqa: E402
 from axon_eg.measure import harness  # noqa: E402
 from axon_eg.testing.kernels import candidate_for  # noqa: E402
 from axon_eg.testing.kernels import run_kernel as _run_kernel  # noqa: E402

@@ -21,8 +21,8 @@ a mapping ``trial seed -> list of arrays`` (or a callable ``seed -> list of arra
 
 from __future__ import annotations
 
-import math
 import inspect
+import math
 import statistics
 import time
 import traceback
