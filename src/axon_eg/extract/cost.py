@@ -161,7 +161,7 @@ def _library_call_cost(plan: FusionPlan, gi: int, hw: HardwareSpec, nbytes: floa
     program = plan.program
     g = plan.groups[gi]
     lib = next(n for n in g.nodes if node_kind(program.nodes[n].op) == LIBRARY)
-    tail = any(n != lib and program.nodes[n].op not in O.flat_views() and n not in _feeding(plan, gi, lib)
+    tail = any(n != lib and program.nodes[n].op not in O.flat_views() and n not in plan.feeding(gi, lib)
                for n in g.nodes)
     extra = 2 * _nbytes(plan, lib) if tail else 0.0
     pool = O.get(program.nodes[lib].op).meta.get("shape_family") == "pool"
@@ -170,17 +170,6 @@ def _library_call_cost(plan: FusionPlan, gi: int, hw: HardwareSpec, nbytes: floa
                   c["flops"] * (mm / _matmul_peak(plan, gi, hw, None) + other / hw.value("compute.peak.fp32")))
     launches = 2 if tail else 1
     return GroupCost(gi, g.kind, nbytes + extra, mm + other, seconds + c["launch"] * launches * hw.value("costs.launch"))
-
-
-def _feeding(plan: FusionPlan, gi: int, n: int) -> set[int]:
-    """The nodes of group ``gi`` that node ``n`` reads, directly or not (a library op's prologue)."""
-    inside, out, stack = set(plan.groups[gi].nodes), set(), list(plan.program.nodes[n].inputs)
-    while stack:
-        j = stack.pop()
-        if j in inside and j not in out:
-            out.add(j)
-            stack.extend(plan.program.nodes[j].inputs)
-    return out
 
 
 def _matmul_peak(plan: FusionPlan, gi: int, hw: HardwareSpec, isa: str | None) -> float:

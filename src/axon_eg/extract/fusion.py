@@ -86,24 +86,22 @@ class FusionPlan:
         inside = set(self.groups[gi].nodes)
         return sorted({j for i in inside for j in self.program.nodes[i].inputs if j not in inside})
 
+    def feeding(self, gi: int, n: int) -> set[int]:
+        """The nodes of group ``gi`` that node ``n`` reads, directly or not (e.g. a library op's prologue)."""
+        inside, out, stack = set(self.groups[gi].nodes), set(), list(self.program.nodes[n].inputs)
+        while stack:
+            j = stack.pop()
+            if j in inside and j not in out:
+                out.add(j)
+                stack.extend(self.program.nodes[j].inputs)
+        return out
+
     def sibling_reductions(self, gi: int) -> list[int]:
         """Group ``gi``'s sum/mean/max/min reductions whose input reads no other reduction of the group, in
         node order: a chunked row lowering computes them in one pass over the row (one chunk loop)."""
-        program, inside = self.program, set(self.groups[gi].nodes)
-        out = []
-        for n in sorted(inside):
-            if program.nodes[n].op not in O.simple_reductions():
-                continue
-            stack, seen, free = list(program.nodes[n].inputs), set(), True
-            while stack and free:
-                j = stack.pop()
-                if j in inside and j not in seen:
-                    seen.add(j)
-                    free = O.get(program.nodes[j].op).kind is not O.OpKind.REDUCE
-                    stack.extend(program.nodes[j].inputs)
-            if free:
-                out.append(n)
-        return out
+        program = self.program
+        return [n for n in sorted(self.groups[gi].nodes) if program.nodes[n].op in O.simple_reductions()
+                and not any(O.get(program.nodes[j].op).kind is O.OpKind.REDUCE for j in self.feeding(gi, n))]
 
     def row_passes(self, gi: int) -> int:
         """Passes over the row of a chunked row reduction of group ``gi``: one for the sibling reductions

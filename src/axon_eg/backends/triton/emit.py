@@ -129,13 +129,7 @@ def _split_library(candidate: Candidate) -> tuple[FusionPlan, list[Any], dict[in
             continue
         if g.kind == LIBRARY:
             libs = [n for n in g.nodes if node_kind(program.nodes[n].op) == LIBRARY]
-            head: set[int] = set()
-            stack = list(libs)
-            while stack:  # the library ops and what feeds them inside the group
-                n = stack.pop()
-                if n in g.nodes and n not in head:
-                    head.add(n)
-                    stack.extend(program.nodes[n].inputs)
+            head = set(libs).union(*(plan.feeding(gi, n) for n in libs))  # the library ops and their prologue
             tail = tuple(n for n in g.nodes if n not in head)
             if tail and len(libs) == 1:
                 groups += [Group(LIBRARY, tuple(sorted(head))), Group(ELEMENTWISE, tail)]

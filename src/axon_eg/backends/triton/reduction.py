@@ -341,18 +341,13 @@ def _split_check(plan: FusionPlan, gi: int, rows: _Rows) -> None:
     program = plan.program
     if any(kind != "row" for kind in _output_kinds(plan, gi, rows).values()):
         raise NotLowerable("split: a full-width output needs the whole row in one program")
+    siblings = set(plan.sibling_reductions(gi))
     for n in rows.slots:
         op = program.nodes[n].op
         if op not in ("sum", "mean", "max", "min"):
             raise NotLowerable(f"split: {op} is not combined from slices")
-        stack, seen = list(program.nodes[n].inputs), set()
-        while stack:
-            j = stack.pop()
-            if j in rows.inside and j not in seen:
-                seen.add(j)
-                if O.get(program.nodes[j].op).kind is O.OpKind.REDUCE:
-                    raise NotLowerable(f"split: {op} reads the reduction {program.nodes[j].op} of the same row")
-                stack.extend(program.nodes[j].inputs)
+        if n not in siblings:
+            raise NotLowerable(f"split: {op} reads the reduction result of another reduction of the same row")
 
 
 def _split_lower(plan: FusionPlan, gi: int, tile: RowsTile, name: str, warp_size: int | None) -> GroupKernel:
