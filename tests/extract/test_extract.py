@@ -240,3 +240,29 @@ def test_hopeless_candidates_get_no_measured_slot() -> None:
     fastest = min(c.predicted_seconds for c in cands)
     assert summary.hopeless > 0 and not kinds & {DOT_TMA, DOT_PERSISTENT} and DOT in kinds, kinds
     assert all(c.predicted_seconds <= HOPELESS * fastest for c in cands)
+
+
+@pytest.mark.parametrize("name,k", [("matmul", 4), ("gated_mlp", 8), ("rmsnorm_matmul", 6), ("lora", 8)])
+def test_every_measured_slot_first_teaches_a_new_group_and_isa_pair(name: str, k: int) -> None:
+    """Candidate diversity (issue 17): before a second tiling of anything, each pick measures a (group,
+    instruction choice) pair no earlier pick measured, until k runs out or every pair is measured; the
+    library GEMM is among them for every stand-alone matmul group (gated_mlp's six candidates used to be
+    tl.dot everywhere but its last group, rmsnorm_matmul's split plan on the library went unmeasured)."""
+    from axon_eg.extract.candidates import _teaches
+    from axon_eg.extract.isa import BLAS, DOT, DOT_PERSISTENT, DOT_TMA, base
+
+    program = get(name).bound(small=False)
+    graph = NuGraph(program, load_rules())
+    graph.saturate(Limits(iterations=6))
+    cands, _ = enumerate_candidates(graph, "h200", k=k)
+    assert len(cands) == k
+    pairs = [_teaches(c) for c in cands]
+    new = [c for c, p in zip(cands, pairs) if not p <= set().union(*(q for q in pairs if q is not p))]
+    assert len(new) >= min(k, 4), f"{name}: only {len(new)} of {k} picks teach a pair of their own"
+    measured = set().union(*pairs)
+    lone = {(kind, ops, shape) for kind, ops, shape, _ in measured if ops == ("matmul",)}
+    assert lone, name
+    for group in lone:
+        assert (*group, BLAS) in measured, f"{name}: the library GEMM of {group} is never measured"
+    if name == "matmul":
+        assert {base(i) for c in cands for _, i in c.isa} == {BLAS, DOT, DOT_TMA, DOT_PERSISTENT}

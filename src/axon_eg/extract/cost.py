@@ -30,8 +30,8 @@ from axon_eg.hw import HardwareSpec
 from axon_eg.ir import ops as O
 from axon_eg.semantics.isa.declarations import DMA, TENSOR, declaration
 
-from .fusion import LAYOUT, LIBRARY, MATMUL, REDUCTION, FusionPlan, node_kind
-from .isa import BLAS_PADK, DOT_PERSISTENT, DOT_TMA, FMA_REDUCE, WINDOW, base, is_blas, tf32
+from .fusion import ATTENTION, LAYOUT, LIBRARY, MATMUL, REDUCTION, FusionPlan, node_kind
+from .isa import BLAS_PADK, DOT, DOT_PERSISTENT, DOT_TMA, FMA_REDUCE, SDPA, WINDOW, base, is_blas, tf32
 from .latency import engine_seconds, model_cycles, model_seconds
 from .templates import GpuTile, MatmulTile, RowsTile, Tile, Tiling, TrnMatmulTile, group_dims, streams, tile_of
 
@@ -97,6 +97,8 @@ def group_traffic(plan: FusionPlan, gi: int, tiling: Tiling | None, l2_bytes: fl
             other += math.prod(program.concrete_shape(n.inputs[0]))
         elif kind is not None and kind != LAYOUT:
             other += out
+    if plan.groups[gi].kind == ATTENTION:  # key blocks past a causal diagonal are skipped, not computed
+        mm_flops *= _causal_fraction(plan, gi)
     total_read = sum(reads)
     tile = tile_of(plan, gi, tiling, hw) if mm_flops and total_read > l2_bytes else None
     out_tile = tile.traffic_tile() if tile is not None else None
@@ -114,6 +116,19 @@ def group_traffic(plan: FusionPlan, gi: int, tiling: Tiling | None, l2_bytes: fl
         cols = max(1, math.ceil(max(1, wave) / rows))
         total_read += a_bytes * (math.ceil(tile_cols / cols) - 1) + b_bytes * (math.ceil(tile_rows / rows) - 1)
     return total_read + writes, mm_flops, other
+
+
+def _causal_fraction(plan: FusionPlan, gi: int) -> float:
+    """The fraction of an attention group's (query, key) pairs a causal mask filled with -inf keeps (key
+    j <= query i + diagonal): the flash kernel and the library skip the rest; 1 without such a mask."""
+    program = plan.program
+    for n in plan.groups[gi].nodes:
+        node = program.nodes[n]
+        if node.op == "causal_mask" and float(node.attrs.get("fill", 0.0)) == -math.inf:
+            s, t = program.concrete_shape(n)[-2:]
+            kept = np.clip(np.arange(s) + int(node.attrs.get("diagonal", 0)) + 1, 0, t).sum()
+            return float(kept) / (s * t) if s * t else 1.0
+    return 1.0
 
 
 def gpu_group_cost(plan: FusionPlan, gi: int, t: Tiling | None, hw: HardwareSpec,
@@ -174,9 +189,10 @@ def _library_call_cost(plan: FusionPlan, gi: int, hw: HardwareSpec, nbytes: floa
 
 def _matmul_peak(plan: FusionPlan, gi: int, hw: HardwareSpec, isa: str | None) -> float:
     """The matmul rate of group ``gi``: 16-bit operands on tensor cores (the measured library rate, which
-    a Triton kernel at parity reaches), fp32 at the library's ieee rate (``blas``), Triton's ieee rate
-    (pointer loads; far lower with TMA loads), or TF32 (``/tf32``); the library's measured rate off its
-    row alignment where its rows are (``library_misaligned``)."""
+    the persistent Triton kernel reaches; the non-persistent ones at their measured rates), fp32 at the
+    library's ieee rate (``blas``), Triton's ieee rate (pointer loads; far lower with TMA loads), or TF32
+    (``/tf32``); the library's measured rate off its row alignment where its rows are
+    (``library_misaligned``); the library's attention (``sdpa``) at its own measured rate."""
     program = plan.program
     anchor = program.nodes[plan.groups[gi].anchor(program)]
     fp32 = anchor.op == "matmul" and program.nodes[anchor.inputs[0]].dtype.name == "fp32"
@@ -189,8 +205,14 @@ def _matmul_peak(plan: FusionPlan, gi: int, hw: HardwareSpec, isa: str | None) -
         slow = hw.get(f"compute.measured_peak.dot_misaligned_{('one', 'two')[min(off, 2) - 1]}") if off else None
         if slow:
             return slow
+    if base(isa) == SDPA:  # the library's attention: its own measured rate (fp32: CUDA cores, no TF32)
+        rate = hw.get(f"compute.measured_peak.library_attention_{'fp32' if fp32 else 'bf16'}")
+        if rate:
+            return rate
     if not fp32:
-        return hw.get("compute.measured_peak.bf16") or hw.value("compute.peak.bf16")
+        library = hw.get("compute.measured_peak.bf16") or hw.value("compute.peak.bf16")
+        ours = {DOT: "bf16_dot", DOT_TMA: "bf16_dot_tma"}.get(base(isa) or "")  # Triton below the library
+        return (hw.get(f"compute.measured_peak.{ours}") if ours else None) or library
     if tf32(isa):
         return (hw.get("compute.measured_peak.tf32") or hw.get("compute.peak.tf32")
                 or hw.value("compute.peak.fp32"))
