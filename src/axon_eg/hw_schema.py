@@ -71,6 +71,7 @@ _GPU: dict[str, Field] = {
     "compute.measured_peak.tf32": _q("flops", required=False),  # the vendor library's fp32 GEMM on TF32
     "compute.measured_peak.bf16_dot": _q("flops", required=False),  # Triton tl.dot, 16-bit, pointer loads
     "compute.measured_peak.bf16_dot_tma": _q("flops", required=False),  # the same with TMA loads, not persistent
+    "compute.measured_peak.bf16_dot_prologue": _q("flops", required=False),  # the same, an operand computed in the K loop
     "compute.measured_peak.fp32_dot": _q("flops", required=False),  # Triton tl.dot, fp32 ieee (CUDA cores)
     "compute.measured_peak.library_attention_bf16": _q("flops", required=False),  # torch's sdpa, 16-bit
     "compute.measured_peak.library_attention_fp32": _q("flops", required=False),  # torch's sdpa, fp32

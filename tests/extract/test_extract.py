@@ -266,3 +266,19 @@ def test_every_measured_slot_first_teaches_a_new_group_and_isa_pair(name: str, k
         assert (*group, BLAS) in measured, f"{name}: the library GEMM of {group} is never measured"
     if name == "matmul":
         assert {base(i) for c in cands for _, i in c.isa} == {BLAS, DOT, DOT_TMA, DOT_PERSISTENT}
+
+
+@pytest.mark.parametrize("name", ["rmsnorm_matmul", "layernorm_matmul"])
+def test_a_fused_statistic_prologue_is_charged_its_measured_rate(name: str) -> None:
+    """Measured on the H200 (issue 17): the norm fused into the matmul's K loop takes 273-884 us where the
+    norm kernel then cuBLAS takes 206-210 us; the model charges the fused kernel at
+    ``measured_peak.bf16_dot_prologue``, so the first-ranked candidate is the split plan on the library."""
+    from axon_eg.extract.isa import BLAS, base
+
+    graph = NuGraph(get(name).bound(small=False), load_rules())
+    graph.saturate(Limits(iterations=6))
+    cands, _ = enumerate_candidates(graph, "h200", k=6)
+    first = cands[0]
+    assert first.plan.name == "reduction+matmul" and [base(i) for _, i in first.isa] == [BLAS]
+    fused = [c for c in cands if c.plan.name == "matmul"]
+    assert all(c.predicted_seconds > 1.3 * first.predicted_seconds for c in fused)

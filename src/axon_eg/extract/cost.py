@@ -192,7 +192,8 @@ def _matmul_peak(plan: FusionPlan, gi: int, hw: HardwareSpec, isa: str | None) -
     the persistent Triton kernel reaches; the non-persistent ones at their measured rates), fp32 at the
     library's ieee rate (``blas``), Triton's ieee rate (pointer loads; far lower with TMA loads), or TF32
     (``/tf32``); the library's measured rate off its row alignment where its rows are
-    (``library_misaligned``); the library's attention (``sdpa``) at its own measured rate."""
+    (``library_misaligned``); the library's attention (``sdpa``) at its own measured rate; a 16-bit Triton
+    matmul whose K loop computes an operand (a fused prologue) at most at its measured rate."""
     program = plan.program
     anchor = program.nodes[plan.groups[gi].anchor(program)]
     fp32 = anchor.op == "matmul" and program.nodes[anchor.inputs[0]].dtype.name == "fp32"
@@ -212,7 +213,10 @@ def _matmul_peak(plan: FusionPlan, gi: int, hw: HardwareSpec, isa: str | None) -
     if not fp32:
         library = hw.get("compute.measured_peak.bf16") or hw.value("compute.peak.bf16")
         ours = {DOT: "bf16_dot", DOT_TMA: "bf16_dot_tma"}.get(base(isa) or "")  # Triton below the library
-        return (hw.get(f"compute.measured_peak.{ours}") if ours else None) or library
+        rate = (hw.get(f"compute.measured_peak.{ours}") if ours else None) or library
+        if not is_blas(isa) and anchor.op == "matmul" and _computed_operand(plan, gi):
+            rate = min(rate, hw.get("compute.measured_peak.bf16_dot_prologue") or rate)
+        return rate
     if tf32(isa):
         return (hw.get("compute.measured_peak.tf32") or hw.get("compute.peak.tf32")
                 or hw.value("compute.peak.fp32"))
@@ -221,6 +225,14 @@ def _matmul_peak(plan: FusionPlan, gi: int, hw: HardwareSpec, isa: str | None) -
     if base(isa) in (DOT_TMA, DOT_PERSISTENT) and hw.get("compute.measured_peak.fp32_dot_tma"):
         return hw.get("compute.measured_peak.fp32_dot_tma")
     return hw.get("compute.measured_peak.fp32_dot") or hw.value("compute.peak.fp32")
+
+
+def _computed_operand(plan: FusionPlan, gi: int) -> bool:
+    """Whether the matmul of group ``gi`` multiplies an operand its K loop computes (an element-wise or
+    row-statistic prologue: rmsnorm, layernorm, an activation of x), not one it loads as stored."""
+    program = plan.program
+    anchor = plan.groups[gi].anchor(program)
+    return any(node_kind(program.nodes[j].op) not in (None, LAYOUT) for j in plan.feeding(gi, anchor))
 
 
 def misaligned_operands(plan: FusionPlan, gi: int, hw: HardwareSpec) -> int:
