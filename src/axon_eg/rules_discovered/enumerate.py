@@ -6,6 +6,8 @@ attributes), never from a list of identities:
 
 - ``through_layout``: a unary or binary element-wise op moved through an index map (transpose,
   broadcast, reshape, expand/squeeze, slice, concat);
+- ``distribute_matmul``: a matmul moved through an element-wise binary op of one operand
+  (linearity; read right to left, two matmuls sharing an operand become one);
 - ``scale_matmul``: a scale (mul/div by a scalar, a row or a column vector) moved onto either matmul
   operand; ``transpose_matmul``; ``reduce_matmul``: a reduction of a matmul's output moved onto
   an operand (a GEMM becomes a GEMV);
@@ -160,6 +162,22 @@ def matmul_neighbours() -> Iterator[RuleCandidate]:
                         yield make(f"{prefix}{red}{axis}{'_keep' if keep else ''}_into_matmul_{side}", "reduce_matmul",
                                    ins, lambda b, A, B, red=red, axis=axis, keep=keep:
                                    b.emit(red, _mm(b, A, B), axes=(axis,), keepdims=keep), rhs)
+        # matmul moved through an element-wise binary op of one operand (linearity: add and sub hold, the
+        # others are refuted); read right to left, two matmuls sharing an operand become one (LoRA's
+        # x @ W + x @ (A @ B) = x @ (W + A @ B))
+        for op in binary_ops():
+            for side in ("A", "B"):
+                second = ("A2", sa) if side == "A" else ("B2", sb)
+
+                def lhs(b, A, B, op=op.name, side=side, **other):
+                    (o,) = other.values()
+                    return _mm(b, b.emit(op, A, o), B) if side == "A" else _mm(b, A, b.emit(op, B, o))
+
+                def rhs(b, A, B, op=op.name, side=side, **other):
+                    (o,) = other.values()
+                    return b.emit(op, _mm(b, A, B), _mm(b, o, B) if side == "A" else _mm(b, A, o))
+                yield make(f"{prefix}matmul_{side}_distributes_over_{op.name}", "distribute_matmul",
+                           ins + [second], lhs, rhs)
     # associativity: the second matmul moved into the first's right operand
     yield make("matmul_assoc", "binary_binary", [("A", ("M", "K")), ("B", ("K", "L")), ("C", ("L", "N"))],
                lambda b, A, B, C: _mm(b, _mm(b, A, B), C), lambda b, A, B, C: _mm(b, A, _mm(b, B, C)))
