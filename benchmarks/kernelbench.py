@@ -15,7 +15,9 @@ more than p times faster; ``fast_0``: correct) against eager and against torch.c
 candidate alone and for its selection (which falls back to a baseline, so its fast_0 counts what
 axon_eg can run at all), the geomeans over the problems measured, and the worst problems by the best
 candidate's speed over eager with why: its fusion plan, its tilings, predicted against measured. A problem
-axon_eg could not take counts as not correct, with its reason. torch.compile is measured in its default
+axon_eg could not take counts as not correct, with its reason. The cost model section scores the model per
+plan kind: the share of problems whose first-ranked candidate (lowest prediction) is within 10% of the fastest
+measured one, and the median rank correlation of predicted and measured latency. torch.compile is measured in its default
 mode (KernelBench's bar, ``measure --compile-default`` of ``run_suite.py``) and as
 ``mode="max-autotune-no-cudagraphs"`` (``run_suite.py``'s usual, stronger bar).
 """
@@ -126,6 +128,74 @@ def score(out: Path) -> tuple[list[dict], list[dict], dict]:
     return lines, rows, index
 
 
+KIND_ORDER = ("matmul", "library", "scan", "reduction", "elementwise", "layout")
+"""A plan's group kinds, heaviest first: a problem's kind is its first-ranked plan's heaviest."""
+WITHIN = 1.10
+"""The cost model's target: the first-ranked candidate within 10% of the fastest measured."""
+
+
+def plan_kind(plan: str | None) -> str:
+    kinds = set((plan or "").split("+"))
+    return next((k for k in KIND_ORDER if k in kinds), plan or "-")
+
+
+def cost_model(out: Path, index: dict, folders: dict) -> list[dict]:
+    """Per problem with a correct candidate: is the first-ranked candidate (the model's pick: lowest
+    prediction, ties by rank) within ``WITHIN`` of the fastest measured, and the Spearman rank correlation
+    of predicted and measured latency over the correct candidates. A first-ranked candidate that failed is
+    a miss. The kind is the first-ranked plan's heaviest group kind (``plan_kind``) where the bundle is
+    kept, else the folder."""
+    from axon_eg.extract.cost import spearman
+
+    per = []
+    for name, info in index.items():
+        path = out / "rows" / f"{name}.jsonl"
+        if "skipped" in info or not path.exists():
+            continue
+        rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+        cands = [r for r in rows if r.get("kind") == "candidate" and r.get("predicted_us") is not None]
+        timed = [r for r in cands if r.get("status") == "ok" and r.get("median_us")]
+        if not timed:
+            continue
+        plans = {}
+        if (meta := out / info.get("bundle", "") / "candidates.json").exists() and "bundle" in info:
+            plans = {c["id"]: c for c in json.loads(meta.read_text()) if c.get("kind") == "candidate"}
+        first = min(cands, key=lambda r: (r["predicted_us"], plans.get(r["id"], {}).get("rank", 0), r["id"]))
+        fastest = min(r["median_us"] for r in timed)
+        ratio = first["median_us"] / fastest if first in timed else None
+        kind = plan_kind(plans[first["id"]].get("plan")) if first["id"] in plans else folders.get(name, {}).get(
+            "folder", "-")
+        rho = spearman([r["predicted_us"] for r in timed], [r["median_us"] for r in timed]) if len(timed) > 1 else None
+        per.append({"program": name, "kind": kind, "first": first["id"], "first_vs_fastest": ratio,
+                    "within": ratio is not None and ratio <= WITHIN, "spearman": rho, "candidates": len(timed)})
+    return per
+
+
+def cost_model_table(per: list[dict]) -> list[str]:
+    """Markdown: per kind and over all, the problems, the share whose first-ranked candidate is within
+    ``WITHIN`` of the fastest, and the median rank correlation; then the misses."""
+    import statistics
+
+    md = [f"## cost model: first-ranked candidate within {WITHIN - 1:.0%} of the fastest measured", "",
+          "| kind | problems | first-ranked within | median Spearman (problems with >= 2 correct candidates) |",
+          "|---|---:|---:|---:|"]
+    kinds: dict[str, list[dict]] = {}
+    for p in per:
+        kinds.setdefault(p["kind"], []).append(p)
+    for kind, ps in [*sorted(kinds.items()), ("all", per)]:
+        rhos = [p["spearman"] for p in ps if p["spearman"] is not None]
+        share = sum(p["within"] for p in ps) / len(ps) if ps else 0.0
+        med = f"{statistics.median(rhos):.2f} (n={len(rhos)})" if rhos else "-"
+        md.append(f"| {kind} | {len(ps)} | {share:.0%} | {med} |")
+    misses = [p for p in per if not p["within"]]
+    if misses:
+        md += ["", "| missed | kind | first-ranked | its time / fastest |", "|---|---|---|---:|"]
+        for p in misses:
+            ratio = "failed" if p["first_vs_fastest"] is None else f"{p['first_vs_fastest']:.2f}"
+            md.append(f"| {p['program']} | {p['kind']} | {p['first']} | {ratio} |")
+    return md + [""]
+
+
 def render(out: Path, worst: int) -> str:
     lines, rows, index = score(out)
     md = ["# KernelBench-style run", "",
@@ -142,6 +212,8 @@ def render(out: Path, worst: int) -> str:
             vals = [f"{line[c]:.2f}" if line[c] is not None else "-" for c in cols]
             md.append(f"| {line['folder']} | {line['problems']} | {line['measured']} | " + " | ".join(vals) + " |")
         md.append("")
+    folders = json.loads((out / "problems.json").read_text()) if (out / "problems.json").exists() else {}
+    md += cost_model_table(cost_model(out, index, folders))
     ranked = sorted((r for r in rows if r.get("cand_vs_eager")), key=lambda r: r["cand_vs_eager"])[:worst]
     md += [f"## the {len(ranked)} worst best candidates (vs eager)", "", "| problem | vs eager | vs compile | why |",
            "|---|---:|---:|---|"]

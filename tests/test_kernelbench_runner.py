@@ -68,3 +68,33 @@ def test_bundle_is_resumable(tmp_path, monkeypatch, capsys):
     assert json.loads((out / "problems.json").read_text())["x01_A"]["folder"] == "set"
     assert kernelbench.main(["bundle", str(out), str(problem.parent), "--force"]) == 0
     assert calls and calls[0][:2] == ["bundle", str(out)] and str(problem) in calls[0][-1]
+
+
+def test_cost_model_scores_the_first_ranked_candidate_against_the_fastest(tmp_path):
+    """The model's pick is the lowest prediction; a pick 20% slower than the fastest, or one that failed,
+    is a miss; the kind is the first-ranked plan's heaviest group kind where the bundle is kept."""
+    out = tmp_path / "run"
+    (out / "rows").mkdir(parents=True)
+    bundle = out / "cache" / "bundles" / "b1"
+    bundle.mkdir(parents=True)
+    (bundle / "candidates.json").write_text(json.dumps(
+        [{"id": "c00", "kind": "candidate", "plan": "elementwise+matmul", "rank": 0},
+         {"id": "c01", "kind": "candidate", "plan": "matmul", "rank": 1}]))
+
+    def cand(i, pred, us, status="ok"):
+        return json.dumps({"id": i, "kind": "candidate", "predicted_us": pred, "median_us": us, "status": status})
+    (out / "rows" / "m01.jsonl").write_text("\n".join([cand("c00", 10.0, 12.0), cand("c01", 11.0, 10.0),
+                                                       json.dumps({"id": "torch_eager", "kind": "baseline"})]))
+    (out / "rows" / "r01.jsonl").write_text("\n".join([cand("c00", 5.0, 5.2), cand("c01", 9.0, 9.0),
+                                                       cand("c02", 12.0, 11.0)]))
+    (out / "rows" / "r02.jsonl").write_text("\n".join([cand("c00", 5.0, None, "wrong_result"), cand("c01", 6.0, 6.0)]))
+    index = {"m01": {"bundle": "cache/bundles/b1"}, "r01": {}, "r02": {}, "x": {"skipped": "why"}}
+    folders = {"r01": {"folder": "reductions"}, "r02": {"folder": "reductions"}}
+    per = {p["program"]: p for p in kernelbench.cost_model(out, index, folders)}
+    assert set(per) == {"m01", "r01", "r02"}
+    assert per["m01"]["kind"] == "matmul" and not per["m01"]["within"]
+    assert per["m01"]["first_vs_fastest"] == pytest.approx(1.2) and per["m01"]["spearman"] == pytest.approx(-1.0)
+    assert per["r01"]["within"] and per["r01"]["spearman"] == pytest.approx(1.0) and per["r01"]["kind"] == "reductions"
+    assert not per["r02"]["within"] and per["r02"]["first_vs_fastest"] is None
+    table = "\n".join(kernelbench.cost_model_table(list(per.values())))
+    assert "| all | 3 | 33% |" in table and "| r02 | reductions | c00 | failed |" in table
