@@ -397,6 +397,64 @@ for _n in (1, 2, 3):
 
 
 @case
+def splits(r):
+    a, b = dims(r, 2, 1, 4)
+    n = r.randint(2, 7)  # chunks of ceil(n / k), the last one shorter or missing
+
+    def f(m, x, y):
+        parts = [*x.chunk(r.randint(1, n), dim=1), *torch.split(x, max(1, n // 2), dim=-1),
+                 *torch.split(x, [n - 1, 1], dim=1), *torch.tensor_split(x, r.randint(1, n), dim=1),
+                 *torch.tensor_split(x, [n // 2], dim=1)]
+        x1, y1 = torch.broadcast_tensors(x, y)
+        return sum(p.sum(dim=1) for p in parts) + sum(x.unbind(1)) + (x1 * y1).sum(dim=1)
+
+    return Fn(f), (rand(r, a, n), rand(r, 1, n))
+
+
+def _reduction(r: random.Random) -> str:
+    return r.choice(["mean", "sum", "none"])
+
+
+@case
+def regression_losses(r):
+    a, b = dims(r, 2)
+    red = _reduction(r)
+    delta, beta = r.choice([0.3, 1.0, 2.5]), r.choice([0.0, 0.5, 1.0])
+    return Fn(lambda m, x, y: F.mse_loss(x, y, reduction=red) + F.l1_loss(x, y, reduction=red)
+              + F.huber_loss(x, y, reduction=red, delta=delta) + F.smooth_l1_loss(x, y, reduction=red, beta=beta)), (
+        rand(r, a, b), rand(r, a, b))
+
+
+@case
+def distribution_losses(r):
+    n, c, s = dims(r, 3)
+    red = _reduction(r)
+    smoothing = r.choice([0.0, 0.1])
+
+    def f(m, x, t, logits):
+        kl = F.kl_div(F.log_softmax(x, 1), F.softmax(t, 1), reduction="batchmean") + F.kl_div(
+            x, t, reduction="sum" if red == "mean" else red, log_target=True).sum()
+        ce = F.cross_entropy(logits, F.softmax(t, 1), reduction=red, label_smoothing=smoothing, weight=m.w).sum()
+        bce = F.binary_cross_entropy_with_logits(x, F.sigmoid(t), reduction=red).sum() + \
+            F.binary_cross_entropy_with_logits(x, F.sigmoid(t), weight=m.w.reshape(c, 1), pos_weight=m.p).sum()
+        return kl + ce + bce
+
+    return Fn(f, buffers={"w": rand(r, c, positive=True), "p": rand(r, s, positive=True)}), (
+        rand(r, n, c, s), rand(r, n, c, s), rand(r, n, c, s))
+
+
+@case
+def embedding_losses(r):
+    n, d = dims(r, 2, 1, 6)
+    red = _reduction(r)
+    swap, p = r.random() < 0.5, r.choice([1.0, 2.0, 3.0])
+    return Fn(lambda m, a, b, c: (1 - F.cosine_similarity(a, b, dim=1)).mean() + F.cosine_similarity(
+        a, c[:1], dim=-1, eps=1e-3).sum() + F.triplet_margin_loss(a, b, c, margin=0.7, p=p, swap=swap,
+                                                                   reduction=red).sum()), (
+        rand(r, n, d), rand(r, n, d), rand(r, n, d))
+
+
+@case
 def inplace(r):
     a, b = dims(r, 2)
 
@@ -525,6 +583,8 @@ def test_used_indices_are_unsupported():
     (lambda m, x: F.dropout(x, 0.5, training=True), "random"),
     (lambda m, x: F.conv2d(x, m.w, padding="same"), "unevenly"),
     (lambda m, x: F.adaptive_avg_pool2d(x, 3), "uneven windows"),
+    (lambda m, x: torch.tensor_split(x, [4], dim=2)[1].sum(), r"aten\.tensor_split\.indices.*output 1 is empty"),
+    (lambda m, x: F.cross_entropy(x.flatten(1), m.w.flatten().long()), "class-index targets"),
 ])
 def test_unsupported_variants_say_why(fn, why):
     with pytest.raises(UnsupportedOperation, match=why):

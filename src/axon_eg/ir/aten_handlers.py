@@ -385,3 +385,162 @@ def _adaptive_avg_pool(n: int) -> Handler:
 
     return handle
 
+
+
+# -- multi-output layout -------------------------------------------------------------------------
+def _broadcast_tensors(cx: _Ctx, a: dict[str, Any]) -> tuple[Value, ...]:
+    """Each tensor broadcast to the common shape (torch's own, from the node's metadata)."""
+    out = []
+    for x, val in zip(a["tensors"], cx.node.meta["val"]):
+        shape = tuple(int(d) for d in val.shape)
+        out.append(x if x.shape == shape else cx.emit("broadcast_to", x, shape=shape))
+    return tuple(out)
+
+
+def _split(cx: _Ctx, a: dict[str, Any]) -> tuple[Value, ...]:
+    """``chunk``, ``split``, ``split_with_sizes``, ``tensor_split`` and ``unbind``: consecutive slices along
+    ``dim``, sized as torch sizes them (the node's metadata), squeezed for ``unbind``; an empty piece is None
+    (refused where it is used)."""
+    x = a["self"]
+    axis = a["dim"] % x.ndim
+    squeeze = cx.aten.startswith("aten.unbind")
+    out, start = [], 0
+    for val in cx.node.meta["val"]:
+        size = 1 if squeeze else int(val.shape[axis])
+        if size == 0:  # an empty piece: fine unless used (the IR has no empty tensors)
+            out.append(None)
+            continue
+        part = x if (start, size) == (0, x.shape[axis]) else cx.emit(
+            "slice", x, axis=axis, start=start, stop=start + size, step=1)
+        out.append(cx.emit("squeeze", part, axes=(axis,)) if squeeze else part)
+        start += size
+    return tuple(out)
+
+
+# -- losses: expanded into registry primitives ---------------------------------------------------
+_REDUCTIONS = {0: "none", 1: "mean", 2: "sum"}  # torch's at::Reduction enum
+
+
+def _reduced(cx: _Ctx, loss: Value, reduction: int, mean_over: int | None = None) -> Value:
+    """torch's ``apply_loss_reduction``: none, mean over every element (or the sum over ``mean_over``
+    elements), or sum."""
+    kind = _REDUCTIONS.get(int(reduction))
+    if kind is None:
+        raise cx.unsupported(f"reduction={reduction!r} is not one of torch's (0 none, 1 mean, 2 sum)")
+    if kind == "none":
+        return loss
+    if kind == "mean" and mean_over is None:
+        return cx.emit("mean", loss, axes=())
+    total = cx.emit("sum", loss, axes=())
+    return cx.scale(total, 1.0 / mean_over) if kind == "mean" else total
+
+
+def _difference(cx: _Ctx, a: dict[str, Any]) -> Value:
+    return cx.emit("sub", a["self"], a["target"])
+
+
+def _mse_loss(cx: _Ctx, a: dict[str, Any]) -> Value:
+    return _reduced(cx, cx.emit("square", _difference(cx, a)), a["reduction"])
+
+
+def _l1_loss(cx: _Ctx, a: dict[str, Any]) -> Value:
+    return _reduced(cx, cx.emit("abs", _difference(cx, a)), a["reduction"])
+
+
+def _huber(cx: _Ctx, d: Value, delta: float) -> Value:
+    """0.5 d^2 where |d| < delta, else delta (|d| - 0.5 delta), without a select: with c = min(|d|, delta),
+    0.5 c^2 + delta (|d| - c) (equal on both branches)."""
+    size = cx.emit("abs", d)
+    c = cx.binary("minimum", size, float(delta))
+    quadratic = cx.scale(cx.emit("square", c), 0.5)
+    return cx.emit("add", quadratic, cx.scale(cx.emit("sub", size, c), float(delta)))
+
+
+def _huber_loss(cx: _Ctx, a: dict[str, Any]) -> Value:
+    if a["delta"] <= 0:
+        raise cx.unsupported(f"huber_loss with delta={a['delta']}: torch requires delta > 0")
+    return _reduced(cx, _huber(cx, _difference(cx, a), a["delta"]), a["reduction"])
+
+
+def _smooth_l1_loss(cx: _Ctx, a: dict[str, Any]) -> Value:  # huber(delta=beta) / beta; l1 at beta 0
+    beta = float(a["beta"])
+    d = _difference(cx, a)
+    loss = cx.emit("abs", d) if beta == 0 else cx.scale(_huber(cx, d, beta), 1.0 / beta)
+    return _reduced(cx, loss, a["reduction"])
+
+
+def _xlogx(cx: _Ctx, t: Value) -> Value:
+    """torch's ``xlogy(t, t)`` for t >= 0 (0 at t = 0): t * log(max(t, tiny)), tiny the smallest normal of
+    t's dtype (exact at 0 and at every normal t)."""
+    tiny = float(torch.finfo(getattr(torch, t.dtype.torch_name)).tiny)
+    return cx.emit("mul", t, cx.emit("log", cx.binary("maximum", t, tiny)))
+
+
+def _kl_div(cx: _Ctx, a: dict[str, Any]) -> Value:
+    x, t = a["self"], a["target"]
+    if a["log_target"]:
+        loss = cx.emit("mul", cx.emit("exp", t), cx.emit("sub", t, x))
+    else:
+        loss = cx.emit("sub", _xlogx(cx, t), cx.emit("mul", t, x))
+    return _reduced(cx, loss, a["reduction"])
+
+
+def _cross_entropy(cx: _Ctx, a: dict[str, Any]) -> Value:
+    """Class-probability targets (same shape as the logits): -sum_c w_c t_c log_softmax(x)_c over the class
+    axis (1, or 0 for unbatched input), with label smoothing; mean divides by the elements per class."""
+    x, t, w = a["self"], a["target"], a["weight"]
+    if not isinstance(t, Value) or t.shape != x.shape:
+        raise cx.unsupported("class-index targets (integer tensors) are not supported yet; pass class "
+                             "probabilities of the logits' shape")
+    axis = 0 if x.ndim == 1 else 1
+    classes = int(x.shape[axis])
+    smoothing = float(a["label_smoothing"])
+    if smoothing:
+        t = cx.binary("add", cx.scale(t, 1.0 - smoothing), smoothing / classes)
+    terms = cx.emit("mul", t, cx.emit("log_softmax", x, axis=axis))
+    if w is not None:
+        terms = cx.emit("mul", terms, w if x.ndim == 1 else _channel(cx, w, x.ndim))
+    loss = cx.emit("neg", cx.emit("sum", terms, axes=(axis,)))
+    return _reduced(cx, loss, a["reduction"], mean_over=math.prod(int(d) for d in loss.shape) or 1)
+
+
+def _cosine_similarity(cx: _Ctx, a: dict[str, Any]) -> Value:
+    """torch's: each operand divided by its L2 norm clamped to eps, then the sum of the products."""
+    shape = tuple(int(d) for d in torch.broadcast_shapes(a["x1"].shape, a["x2"].shape))
+    axis = a["dim"] % len(shape)
+    parts = []
+    for x in (a["x1"], a["x2"]):
+        x = x if x.shape == shape else cx.emit("broadcast_to", x, shape=shape)
+        norm = cx.emit("sqrt", cx.emit("sum", cx.emit("square", x), axes=(axis,), keepdims=True))
+        parts.append(cx.emit("div", x, cx.binary("maximum", norm, float(a["eps"]))))
+    return cx.emit("sum", cx.emit("mul", *parts), axes=(axis,))
+
+
+def _pairwise_distance(cx: _Ctx, x1: Value, x2: Value, p: float, eps: float) -> Value:
+    """torch's ``pairwise_distance``: the p-norm of x1 - x2 + eps over the last axis."""
+    d = cx.binary("add", cx.emit("sub", x1, x2), eps)
+    return _vector_norm(cx, {"self": d, "ord": p, "dim": (-1 % d.ndim,), "keepdim": False})
+
+
+def _triplet_margin_loss(cx: _Ctx, a: dict[str, Any]) -> Value:
+    anchor, p, eps = a["anchor"], float(a["p"]), float(a["eps"])
+    positive = _pairwise_distance(cx, anchor, a["positive"], p, eps)
+    negative = _pairwise_distance(cx, anchor, a["negative"], p, eps)
+    if a["swap"]:
+        negative = cx.emit("minimum", negative, _pairwise_distance(cx, a["positive"], a["negative"], p, eps))
+    gap = cx.emit("sub", cx.binary("add", positive, float(a["margin"])), negative)
+    return _reduced(cx, cx.emit("relu", gap), a["reduction"])
+
+
+def _bce_with_logits(cx: _Ctx, a: dict[str, Any]) -> Value:
+    """(1 - t) x + (1 + (pos_weight - 1) t) softplus(-x), times weight (torch's stable form: softplus at
+    threshold 20 returns -x where exp would overflow)."""
+    x, t = a["self"], a["target"]
+    loss_pos = cx.emit("softplus", cx.emit("neg", x), beta=1.0, threshold=20.0)
+    if a["pos_weight"] is not None:
+        scale = cx.binary("add", cx.emit("mul", cx.binary("sub", a["pos_weight"], 1.0), t), 1.0)
+        loss_pos = cx.emit("mul", scale, loss_pos)
+    loss = cx.emit("add", cx.emit("mul", cx.binary("sub", 1.0, t), x), loss_pos)
+    if a["weight"] is not None:
+        loss = cx.emit("mul", loss, a["weight"])
+    return _reduced(cx, loss, a["reduction"])

@@ -17,20 +17,28 @@ from axon_eg.ir.aten_handlers import (
     _adaptive_avg_pool,
     _addmm,
     _batch_norm,
+    _bce_with_logits,
     _binary,
+    _broadcast_tensors,
     _cast,
     _clamp,
     _conv,
+    _cosine_similarity,
+    _cross_entropy,
     _dropout,
     _elu,
     _expand,
     _group_norm,
+    _huber_loss,
     _identity,
     _instance_norm,
     _ints,
+    _kl_div,
+    _l1_loss,
     _layer_norm,
     _linear,
     _matmul,
+    _mse_loss,
     _pool,
     _pow,
     _pow_scalar_base,
@@ -42,12 +50,19 @@ from axon_eg.ir.aten_handlers import (
     _sdpa,
     _select,
     _slice,
+    _smooth_l1_loss,
+    _split,
     _squeeze,
     _swap,
+    _triplet_margin_loss,
     _unary,
     _variance,
     _vector_norm,
 )
+
+_PIECES = tuple(f"aten.{op}" for op in ("chunk.default", "split.Tensor", "split_with_sizes.default",
+                                         "tensor_split.sections", "tensor_split.indices", "unbind.int"))
+"""The ops that cut a tensor into consecutive pieces along one axis (views; an empty piece is refused where used)."""
 
 # ------------------------------------------------------------------------------------------------
 # THE table: aten overload name -> handler. Nothing else decides which aten ops are supported.
@@ -68,6 +83,8 @@ _ATEN: dict[str, Handler] = {
     "aten.squeeze.default": _squeeze, "aten.squeeze.dim": _squeeze, "aten.squeeze.dims": _squeeze,
     "aten.slice.Tensor": _slice, "aten.select.int": _select,
     "aten.cat.default": lambda cx, a: cx.emit("concat", *a["tensors"], axis=a["dim"]),
+    "aten.broadcast_tensors.default": _broadcast_tensors,
+    **dict.fromkeys(_PIECES, _split),
     # identities and casts
     "aten.clone.default": _identity, "aten.contiguous.default": _identity, "aten.alias.default": _identity,
     "aten.detach.default": _identity, "aten.lift_fresh_copy.default": _identity, "aten.dropout.default": _dropout,
@@ -113,6 +130,12 @@ _ATEN: dict[str, Handler] = {
     "aten.layer_norm.default": _layer_norm, "aten.rms_norm.default": _rms_norm,
     "aten.group_norm.default": _group_norm, "aten.instance_norm.default": _instance_norm,
     "aten.batch_norm.default": _batch_norm, "aten._native_batch_norm_legit_no_training.default": _batch_norm,
+    # losses
+    "aten.mse_loss.default": _mse_loss, "aten.l1_loss.default": _l1_loss, "aten.huber_loss.default": _huber_loss,
+    "aten.smooth_l1_loss.default": _smooth_l1_loss, "aten.kl_div.default": _kl_div,
+    "aten.cross_entropy_loss.default": _cross_entropy, "aten.cosine_similarity.default": _cosine_similarity,
+    "aten.triplet_margin_loss.default": _triplet_margin_loss,
+    "aten.binary_cross_entropy_with_logits.default": _bce_with_logits,
     # attention
     "aten.scaled_dot_product_attention.default": _sdpa,
     # convolutions and pooling
@@ -134,7 +157,7 @@ _VIEW_LIKE = frozenset({
     "aten.expand_as.default", "aten.unsqueeze.default", "aten.squeeze.default", "aten.squeeze.dim",
     "aten.squeeze.dims", "aten.slice.Tensor", "aten.select.int", "aten.flatten.using_ints", "aten.unflatten.int",
     "aten.alias.default", "aten.detach.default", "aten.contiguous.default", "aten.to.dtype", "aten.type_as.default",
-    "aten.dropout.default",
+    "aten.dropout.default", "aten.broadcast_tensors.default", *_PIECES,
 })
 
 

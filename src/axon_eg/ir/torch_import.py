@@ -58,6 +58,7 @@ from axon_eg.ir.aten_handlers import (  # noqa: F401 - re-exported
 from axon_eg.ir.aten_table import (  # noqa: F401 - re-exported
     _ATEN,
     _DATA_DEPENDENT,
+    _PIECES,
     _VIEW_LIKE,
     SUPPORTED_ATEN_OPS,
     _bind_schema,
@@ -267,8 +268,10 @@ class _Translator:
             value = args[0][args[1]]
             if value is None:
                 producer = _name(node.args[0].target)  # type: ignore[union-attr]
-                raise _Ctx(self.b, producer, node, location).unsupported(
-                    f"its output {args[1]} (indices) is used; axon_eg imports only the values output")
+                why = (f"its output {args[1]} is empty and used; axon_eg has no empty tensors"
+                       if producer in _PIECES else
+                       f"its output {args[1]} (indices) is used; axon_eg imports only the values output")
+                raise _Ctx(self.b, producer, node, location).unsupported(why)
             return value
         handler = _handler(node.target)
         assert handler is not None  # checked in run()
