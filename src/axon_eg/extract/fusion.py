@@ -158,11 +158,25 @@ def _allowed(program: Program, producer: set[int], consumer: set[int], allowed: 
     pair = (_kind(program, producer), _kind(program, consumer))
     if pair not in allowed:
         return False
+    if MERGES[pair] == REDUCTION and len(_reduction_spaces(program, producer | consumer)) > 1:
+        return False  # one kernel reduces one set of rows: a mean of the row sums is a second kernel
     if pair == (MATMUL, MATMUL):  # attention: the scores reach the second matmul through a row reduction
         has_reduction = any(node_kind(program.nodes[i].op) == REDUCTION for i in producer)
         second = [i for i in consumer if node_kind(program.nodes[i].op) == MATMUL]
         return has_reduction and any(program.nodes[i].inputs[0] in producer for i in second)
     return True
+
+
+def _reduction_spaces(program: Program, nodes: Iterable[int]) -> set[tuple]:
+    """The (input shape, reduced axes) of the group's reductions: a row-reduction kernel has one."""
+    out = set()
+    for i in nodes:
+        n = program.nodes[i]
+        if node_kind(n.op) == REDUCTION:
+            shape = tuple(program.concrete_shape(n.inputs[0]))
+            axes = tuple(sorted(a % len(shape) for a in n.attrs.get("axes", ()))) if shape else ()
+            out.add((shape, axes or tuple(range(len(shape)))))
+    return out
 
 
 def _producers(program: Program, i: int) -> set[int]:

@@ -268,7 +268,11 @@ def source(program: Program, call: Call, expr: dict[int, str], out: str, isa: st
             bias = f"{bias}.reshape(-1, {n})" if same else f"{bias}.reshape({n})"  # the output's shape, or a row
         beta = call.beta if call.bias is not None else 0.0
         scal = "" if (beta, call.alpha) == (1.0, 1.0) else f", beta={beta!r}, alpha={call.alpha!r}"
-        if call.activation:
+        if call.activation == "gelu":  # CUDA's GELU epilogue (cuBLASLt and its fallback) is tanh, the CPU's erf
+            fused = f"torch._addmm_activation({bias}, {a}, {b}{scal}, use_gelu=True, out={target})"
+            line = (f"{fused} if {target}.is_cuda else torch._C._nn.gelu_(torch.addmm({bias}, {a}, {b}{scal}, "
+                    f"out={target}), approximate='tanh')")
+        elif call.activation:
             line = (f"torch._addmm_activation({bias}, {a}, {b}{scal}, "
                     f"use_gelu={_ACTIVATIONS[call.activation]}, out={target})")
         elif call.flat:
