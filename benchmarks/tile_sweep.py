@@ -2,6 +2,7 @@
 ranking's tie-breaks against the GPU instead of guessing.
 
     python benchmarks/tile_sweep.py bundle DIR --program sum [--group G] [--limit 16] [--where EXPR] [--isa all]
+    python benchmarks/tile_sweep.py bundle DIR --problem benchmarks/problems/losses/l07_....py [...]
     python -m axon_eg.measure DIR/<program>-g<G> --out DIR/<program>-g<G>/rows.jsonl     # GPU box
     python benchmarks/tile_sweep.py report DIR                                          # here or there
 
@@ -67,7 +68,12 @@ def cmd_bundle(args: argparse.Namespace) -> int:
     from benchmarks import suite
 
     hw = load(args.hw)
-    program = suite.get(args.program).bound(small=args.small)
+    if args.problem:  # a KernelBench-format file: its module's SMALL_SIZES with --small
+        from axon_eg.ir.torch_import import load_problem, small_sizes
+
+        program = load_problem(args.problem, sizes=small_sizes(args.problem) if args.small else None).program
+    else:
+        program = suite.get(args.program).bound(small=args.small)
     by_group: dict[int, list] = {}
     for gi, rank, c in sweep_candidates(program, hw, args.group, args.limit, args.where, args.isa == "all"):
         by_group.setdefault(gi, []).append((rank, c))
@@ -163,7 +169,9 @@ def main(argv: list[str] | None = None) -> int:
     sub = ap.add_subparsers(dest="cmd", required=True)
     b = sub.add_parser("bundle", help="write one bundle of tilings per swept group")
     b.add_argument("dir")
-    b.add_argument("--program", required=True, help="a suite program")
+    which = b.add_mutually_exclusive_group(required=True)
+    which.add_argument("--program", help="a suite program")
+    which.add_argument("--problem", help="a KernelBench-format file (benchmarks/problems/...)")
     b.add_argument("--group", type=int, help="the group to sweep (default: each group)")
     b.add_argument("--limit", type=int, default=16, help="tilings per group, best ranked first")
     b.add_argument("--where", help="Python filter over the tiling's keys, e.g. 'BLOCK_N >= 1024'")

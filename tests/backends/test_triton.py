@@ -241,10 +241,11 @@ def test_row_reductions_with_row_operands_lower_in_chunk_loops(tmp_path_factory,
 
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(n=st.integers(1, 5000), block=st.sampled_from((64, 128, 1024)))
-def test_full_blocks_of_an_elementwise_kernel_compare_with_a_multiple_of_the_block(n, block, tmp_path):
-    """An element count that is not a multiple of BLOCK: the full blocks test ``offs < (full blocks) * BLOCK``
-    (16-byte accesses stay vectorized; an odd bound made LeakyReLU over 16381 x 12007 run at 3.2 of 4.2 TB/s)
-    and only the last block tests the odd bound; every size matches float64."""
+def test_full_blocks_of_an_elementwise_kernel_load_and_store_unmasked(n, block, tmp_path):
+    """An element count that is not a multiple of BLOCK: the full blocks load and store without a mask
+    (16-byte accesses; an odd bound made LeakyReLU over 16381 x 12007 run at 3.2 of 4.2 TB/s, and a bound
+    that is a multiple of BLOCK did not help: LLVM merged the two branches into one scalar one, 735 against
+    384 us at BLOCK 8192) and only the last block tests the odd bound; every size matches float64."""
     b = Builder("tail")
     x = b.input("x", (n,), fp32)
     program = b.build([b.emit("tanh", b.emit("mul", x, b.constant(0.5, fp32)))])
@@ -254,7 +255,8 @@ def test_full_blocks_of_an_elementwise_kernel_compare_with_a_multiple_of_the_blo
     kernel = emit(cand, H200, "k")
     full = n // block * block
     if n % block and full:
-        assert f"if pid < {n // block}:" in kernel.source and f"mask = offs < {full}" in kernel.source
+        body = kernel.source.split(f"if pid < {n // block}:", 1)[1].split("else:", 1)[0]
+        assert "tl.load" in body and "mask" not in body, kernel.source
     assert f"mask = offs < {n}" in kernel.source
     out = run_kernel(kernel, program, tmp_path)
     assert out.status == "ok", f"{out.error}\n{kernel.source}"

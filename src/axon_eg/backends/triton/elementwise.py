@@ -293,6 +293,13 @@ def computable(plan: FusionPlan, gi: int) -> None:
         visit(o)
 
 
+def _unmasked(line: str) -> str:
+    """A line of the work without the block mask (a full block): loads and stores lose ``mask=mask`` (and a
+    load its ``other``), a load under a condition keeps the condition alone (concats, pooling windows)."""
+    line = line.replace(", mask=mask, other=1.0)", ")").replace(", mask=mask)", ")")
+    return re.sub(r"mask=mask & \(", "mask=(", line)
+
+
 def lower(plan: FusionPlan, gi: int, tiling: Tiling | None, name: str, warp_size: int | None = None,
           isa: str | None = None) -> GroupKernel:
     program = plan.program
@@ -313,9 +320,11 @@ def lower(plan: FusionPlan, gi: int, tiling: Tiling | None, name: str, warp_size
     body = ["pid = tl.program_id(0)", "offs = pid * BLOCK + tl.arange(0, BLOCK)"]
     full = total // block * block
     if total % block and full:
-        # the full blocks' mask compares with a multiple of BLOCK: Triton sees it constant over each vector
-        # and keeps 16-byte accesses, which a bound of odd size (the tail's) turns into scalar ones
-        body += [f"if pid < {full // block}:", f"    mask = offs < {full}", *("    " + ln for ln in work),
+        # the full blocks load and store unmasked: 16-byte accesses, which a bound of odd size (the tail's)
+        # turns into scalar ones. A mask against a multiple of BLOCK is not enough: LLVM merges the two
+        # branches when they differ only in the bound, and the merged code is scalar (measured on the
+        # H200: LeakyReLU over 16381 x 12007 fp32, 735 us merged against 384 us unmasked at BLOCK 8192)
+        body += [f"if pid < {full // block}:", *("    " + _unmasked(ln) for ln in work),
                  "else:", f"    mask = offs < {total}", *("    " + ln for ln in work)]
     else:
         body += [f"mask = offs < {total}", *work]
