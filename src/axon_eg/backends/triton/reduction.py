@@ -70,7 +70,11 @@ class _Rows:
         self.trail = unflat("cols", red)
         self.dom: Index = self.lead + self.trail + kept[len(outer):]
         i, n = self.inner, self.n
-        self.flat_expr = f"rows * {n} + cols" if i == 1 else f"(rows // {i}) * {n * i} + cols * {i} + rows % {i}"
+        self.block_n = block_n
+        # one row (a full reduction): its columns are the address, which Triton then knows 16-byte aligned
+        # (``rows * 0`` keeps the block's shape when a program holds more rows than the one there is)
+        self.flat_expr = ("rows * 0 + cols" if self.r == 1 else f"rows * {n} + cols") if i == 1 else \
+            f"(rows // {i}) * {n * i} + cols * {i} + rows % {i}"
         self.split_axes = (k, j)
         self.looped = block_n < self.n if stage == 0 else stage == 1
         self.slots = reductions  # stage 2: reduction n's partials are slot slots.index(n) of the scratch buffer
@@ -263,11 +267,24 @@ class _Rows:
         return accs
 
     def loop(self, body: list[str]) -> list[str]:
+        """The chunk loop over ``body``. One row whose length is not a multiple of BLOCK_N: a loop over the
+        whole chunks, whose mask bound is a multiple of BLOCK_N (constant over each vector: 16-byte loads),
+        then the last, partial chunk with the row's own bound (scalar loads), in the slice that holds it."""
         self.loops += 1
-        span = (f"split * {self.slice}, split * {self.slice} + {self.slice}" if self.stage == 1 else f"0, {self.n}")
-        head = [f"for c0 in range({span}, BLOCK_N):", "    cols = c0 + tl.arange(0, BLOCK_N)[None, :]",
-                f"    cmask = cols < {self.n}", "    mask = rmask & cmask", f"    flat = {self.flat_expr}"]
-        return head + ["    " + ln for ln in body]
+        n, full = self.n, self.n // self.block_n * self.block_n
+        lo, hi = (f"split * {self.slice}", f"split * {self.slice} + {self.slice}") if self.stage == 1 else ("0", str(n))
+        if self.r == 1 and self.inner == 1 and n % self.block_n and full:
+            spans = ([(f"{lo}, tl.minimum({hi}, {full})", full), (f"tl.maximum({lo}, {full}), tl.minimum({hi}, {n})", n)]
+                     if self.stage == 1 else [(f"0, {full}", full), (f"{full}, {n}", n)])
+        else:
+            spans = [(f"{lo}, {hi}", n)]
+        out: list[str] = []
+        for k, (span, bound) in enumerate(spans):
+            tail = "  # the partial last chunk" if k else ""
+            out += [f"for c0 in range({span}, BLOCK_N):{tail}", "    cols = c0 + tl.arange(0, BLOCK_N)[None, :]",
+                    f"    cmask = cols < {bound}", "    mask = rmask & cmask", f"    flat = {self.flat_expr}",
+                    *("    " + ln for ln in body)]
+        return out
 
 
 def _output_kinds(plan: FusionPlan, gi: int, rows: _Rows) -> dict[int, str]:
