@@ -329,3 +329,14 @@ def test_concat_of_a_tensor_whose_axes_are_all_one_loads_it_as_a_scalar(m, n, tm
     both = b.emit("concat", x0, x1, axis=0)
     program = b.build([b.emit("concat", both, both, axis=1)], dims={"M": m, "N": n})
     check(program, tmp_path)
+
+
+@pytest.mark.parametrize("b", [1, 2, 3])
+def test_a_tiled_transpose_reads_a_flat_view_of_its_own_domain(b, tmp_path):
+    """transpose -> expand_dims as one tiled layout kernel: the flat view's index maps back through the
+    kernel's own domain tuple, which has no flat ``offs`` to stand for it (a random program once read
+    ``offs`` before the store defined it)."""
+    bld = Builder("view_of_transpose")
+    x = bld.input("x0", (b, b, b, b), fp32)
+    t = bld.emit("transpose", bld.emit("transpose", x, perm=(0, 1, 2, 3)), perm=(0, 1, 3, 2))
+    check(bld.build([bld.emit("expand_dims", t, axis=0)]), tmp_path, plan_index=-1, triton_only=False)

@@ -203,3 +203,48 @@ def test_one_odd_row_loads_whole_chunks_unmasked_by_its_odd_bound(n, split, op, 
     assert "flat = rows * 0 + cols" in kernel.source
     out = run_kernel(kernel, program, tmp_path)
     assert out.status == "ok", f"{out.error}\n{kernel.source}"
+
+
+def zscore_of_max(shape: tuple[int, ...], dtype) -> Program:
+    """``(max(x) - mean(x)) / std(x)`` over the whole tensor: the std's squared deviations read the mean."""
+    b = Builder("zscore")
+    x = b.input("x", shape, dtype)
+    axes = tuple(range(len(shape)))
+    mean_kd = b.emit("mean", x, axes=axes, keepdims=True)
+    dev = b.emit("square", b.emit("sub", x, mean_kd))
+    n = 1
+    for d in shape:
+        n *= d
+    var = b.emit("mul", b.emit("sum", dev, axes=axes), b.constant(1.0 / max(1, n - 1), dtype))
+    top = b.emit("sub", b.emit("max", x, axes=axes), b.emit("mean", x, axes=axes))
+    return b.build([b.emit("div", top, b.emit("sqrt", var))]).expand()
+
+
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(shape=st.sampled_from(((301,), (3, 257), (2, 5, 37), (7, 1, 129), (2, 200))), split=st.sampled_from((1, 2, 4)))
+def test_dependent_reductions_of_one_tensor_split_into_levels(shape, split, tmp_path):
+    """A statistic of a whole tensor whose reductions read each other (a std reads its mean) cannot be one
+    split reduction; the plans then hold it cut by dependency level (max and both means in one pass, the
+    squared deviations and the division in a second), each level a split reduction over the GPU, and the
+    kernels match float64 at every slice count."""
+    program = zscore_of_max(shape, fp32)
+    cut = [p for p in plans(program) if [g.kind for g in p.groups] == [REDUCTION, REDUCTION]]
+    assert cut, [p.name for p in plans(program)]
+    plan = cut[0]
+    ops = [sorted(program.nodes[n].op for n in g.nodes if program.nodes[n].op in ("max", "mean", "sum"))
+           for g in plan.groups]
+    assert ops == [["max", "mean", "mean"], ["sum"]], ops
+    n = 1
+    for d in shape:
+        n *= d
+    split = split if split * 16 * 4 <= n else 1
+    chosen = []
+    for gi in range(2):
+        options, _ = tilings(space(plan, gi, H200))
+        base = dict(options[0].values) if options else {}
+        chosen.append(Tiling(gi, tuple({**base, "BLOCK_N": 16, "ROWS_PER_PROGRAM": 1, "num_warps": 1,
+                                        "SPLIT": split}.items())))
+    report = cost(plan, tuple(chosen), H200)
+    kernel = emit(Candidate(Variant(program, 0, 0, 0), plan, tuple(chosen), (), report.seconds, report), H200, "k")
+    out = run_kernel(kernel, program, tmp_path)
+    assert out.status == "ok", f"{out.error}\n{kernel.source}"

@@ -294,7 +294,8 @@ def regroup(program: Program, sets: list[set[int]]) -> FusionPlan | None:
 
 
 def plans(program: Program) -> list[FusionPlan]:
-    """Distinct fusion plans, from unfused to greedily fused (deterministic order)."""
+    """Distinct fusion plans, from unfused to greedily fused (deterministic order; the greedy plan last), with the
+    plans whose reduction groups are cut by dependency level (``_split_by_level``) before the greedy one."""
     program = program.expand()
     strategies = [
         set(),  # unfused: one kernel per compute op
@@ -303,15 +304,76 @@ def plans(program: Program) -> list[FusionPlan]:
         {k for k in MERGES if k != (REDUCTION, MATMUL) and k != (MATMUL, MATMUL)},
         set(MERGES),  # greedy: everything the table allows
     ]
+    fused = [_plan(program, _fuse(program, {k for k in allowed})) for allowed in strategies]
+    # then each plan's reduction groups cut by dependency level, before the greedy plan, which stays last
+    cut = [c for c in map(_split_by_level, fused) if c is not None]
     out: list[FusionPlan] = []
     seen: set[tuple] = set()
-    for allowed in strategies:
-        plan = _plan(program, _fuse(program, {k for k in allowed}))
+    for plan in fused[:-1] + cut + fused[-1:]:
         key = tuple(g.nodes for g in plan.groups)
         if key not in seen:
             seen.add(key)
             out.append(plan)
+    if out[-1] is not fused[-1]:  # the greedy plan equals an earlier one: move it last
+        out.remove(next(p for p in out if tuple(g.nodes for g in p.groups) == tuple(g.nodes for g in fused[-1].groups)))
+        out.append(fused[-1])
     return out
+
+
+def _reduction_levels(program: Program, nodes: Iterable[int]) -> list[set[int]]:
+    """A reduction group's nodes by the dependency level of its reductions: level 0 holds the reductions
+    that read no other reduction of the group (with what feeds them and what reads only their results),
+    level 1 those reading a level-0 result, ... A node that feeds reductions goes with the first of them; one
+    that feeds none with the last level it reads. ``(max(x) - mean(x)) / std(x)``: max, both means and the
+    difference, then the squared deviations, their sum and the division."""
+    inside = set(nodes)
+    users = program.users()
+    after: dict[int, int] = {}  # the highest reduction level a node's value depends on (-1: none)
+    rlevel: dict[int, int] = {}
+    for n in sorted(inside):
+        ins = [j for j in program.nodes[n].inputs if j in inside]
+        after[n] = max((rlevel[j] if j in rlevel else after[j] for j in ins), default=-1)
+        if node_kind(program.nodes[n].op) == REDUCTION:
+            rlevel[n] = after[n] + 1
+    level: dict[int, int] = dict(rlevel)
+    for n in sorted(inside, reverse=True):  # consumers first: a producer goes with the first reduction it feeds
+        if n in rlevel:
+            continue
+        feeds = [level[u] for u in users[n] if u in inside and u in level and _feeds_reduction(u, rlevel, users, inside)]
+        level[n] = min(feeds) if feeds else max(after[n], 0)
+    out: dict[int, set[int]] = {}
+    for n, lv in level.items():
+        out.setdefault(lv, set()).add(n)
+    return [out[k] for k in sorted(out)]
+
+
+def _feeds_reduction(n: int, rlevel: dict[int, int], users: list[list[int]], inside: set[int]) -> bool:
+    """Whether node ``n`` is a reduction of the group or reaches one inside it."""
+    stack, seen = [n], set()
+    while stack:
+        j = stack.pop()
+        if j in rlevel:
+            return True
+        if j in seen:
+            continue
+        seen.add(j)
+        stack.extend(u for u in users[j] if u in inside)
+    return False
+
+
+def _split_by_level(plan: FusionPlan) -> FusionPlan | None:
+    """The plan with each reduction group whose reductions read each other cut into one group per level
+    (``_reduction_levels``): every level's reductions are then siblings, which a split reduction can spread
+    over the GPU when the rows are few (a statistic of a whole tensor), at one more pass over the input.
+    None when no group has two levels, or a cut is not a valid plan."""
+    program = plan.program
+    sets: list[set[int]] = []
+    cut = False
+    for g in plan.groups:
+        levels = _reduction_levels(program, g.nodes) if g.kind == REDUCTION else [set(g.nodes)]
+        cut = cut or len(levels) > 1
+        sets.extend(levels)
+    return regroup(program, sets) if cut else None
 
 
 def check_plan(plan: FusionPlan) -> None:

@@ -43,6 +43,10 @@ def matmul_group(w: Writer, program: Program, group: Group, tiling: Tiling | Til
     # a prologue computes whole rows of A on chip (element-wise ops and row reductions over K, as in rmsnorm)
     layouts = {mm.inputs[1]} | ({mm.inputs[0]} if a_layout == "km" else set())  # transposes read while loading
     prologue = [i for i in group.nodes if i < anchor and i not in layouts and program.nodes[i].op != "constant"]
+    stored = [i for i in prologue if i in outputs]
+    if stored:
+        raise NotLowerable(f"{program.nodes[stored[0]].op} (node {stored[0]}) of the matmul's prologue is also read "
+                           f"outside the group; the NKI emitter computes a prologue in the K loop and stores none")
     if prologue and a not in prologue:
         raise NotLowerable(f"{program.nodes[prologue[0]].op} (node {prologue[0]}) before the matmul does not compute "
                            f"its A operand; the NKI emitter fuses row-wise prologues of A only")

@@ -73,8 +73,8 @@ class _Emitter:
 
     # -- addressing ---------------------------------------------------------------------------
     def flat(self, idx: Index, shape: tuple[int, ...]) -> str:
-        if shape == self.domain and idx == self.dom:
-            return "offs"
+        if self.from_offs and shape == self.domain and idx == self.dom:
+            return "offs"  # (a caller's own domain tuple, a tiled layout's, has no ``offs`` to stand for it)
         near = self._near_offs(idx, shape)
         if near is not None:
             return near
