@@ -7,19 +7,19 @@ For every candidate of each bundle (``manifest.json``): the candidate file is im
 inputs built from its ``SIGNATURE`` (outputs allocated by shape), and each ``@triton.jit`` function of the
 module is read back from Triton's cache: ``n_regs`` and ``n_spills`` per thread, ``shared`` bytes, per
 compiled specialization. The call is then timed twice: by the fixed harness (``axon_eg.measure.harness``,
-as phase 2 times it) and by a bare loop (an L2 flush and a pair of CUDA events per run, 30 runs, median);
+as phase 2 times it) and by a bare loop (``gemm_core_bench.time_us``: an L2 flush and CUDA events per run, median);
 the two should agree: a gap says the harness, not the kernel, is what is slow. Prints one line per kernel.
 """
 from __future__ import annotations
 
 import importlib.util
 import json
-import statistics
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
+sys.path.insert(0, str(ROOT))
 
 
 def _compiled(mod) -> list[dict]:
@@ -41,21 +41,12 @@ def _compiled(mod) -> list[dict]:
     return out
 
 
-def _bare_us(call, runs: int = 30) -> float:
+def _bare_us(call) -> float:
     import torch
 
-    flush = torch.empty(256 * 2**20 // 4, dtype=torch.int32, device="cuda")
-    for _ in range(10):
-        call()
-    torch.cuda.synchronize()
-    events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(runs)]
-    for s, e in events:
-        flush.zero_()
-        s.record()
-        call()
-        e.record()
-    torch.cuda.synchronize()
-    return statistics.median(s.elapsed_time(e) * 1e3 for s, e in events)
+    from benchmarks.gemm_core_bench import time_us
+
+    return time_us(call, torch.empty(256 * 2**20 // 4, dtype=torch.int32, device="cuda"))
 
 
 def candidate_facts(bundle: Path, cand: dict) -> dict:

@@ -5,18 +5,22 @@
 One read and one write per element (LeakyReLU 0.2 over N fp32 elements, default 16381 * 12007, an odd count as
 in the corpus' a02), in the form the element-wise emitter writes (a full-block branch and a tail branch, each
 masked) with every (BLOCK, num_warps) of the template, with and without ``eviction_policy="evict_first"`` on the
-load, against torch's own kernel and a device copy of the same bytes. Medians of 30 runs after an L2 flush
-(CUDA events), as the harness times. Prints a table sorted by time and the bandwidth of each row.
+load, against torch's own kernel and a device copy of the same bytes. Medians of CUDA-event runs, each after
+an L2 flush, after a timed warm-up (``gemm_core_bench.time_us``), as the harness times. Prints a table sorted
+by time and the bandwidth of each row.
 """
 from __future__ import annotations
 
 import json
-import statistics
 import sys
+from pathlib import Path
 
 import torch
 import triton
 import triton.language as tl
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from benchmarks.gemm_core_bench import time_us as _time  # noqa: E402  (the bare timing loop of the benchmarks)
 
 
 @triton.jit
@@ -50,20 +54,6 @@ def _leaky_unmasked(p0, out0, N, FULL, BLOCK: tl.constexpr, EVICT: tl.constexpr)
         mask = offs < N
         v0 = tl.load(p0 + offs, mask=mask, other=1.0)
         tl.store(out0 + offs, tl.where(v0 >= 0.0, v0, 0.2 * v0), mask=mask)
-
-
-def _time(fn, flush: torch.Tensor, runs: int = 30) -> float:
-    for _ in range(10):
-        fn()
-    starts = [torch.cuda.Event(enable_timing=True) for _ in range(runs)]
-    ends = [torch.cuda.Event(enable_timing=True) for _ in range(runs)]
-    for s, e in zip(starts, ends):
-        flush.zero_()
-        s.record()
-        fn()
-        e.record()
-    torch.cuda.synchronize()
-    return statistics.median(s.elapsed_time(e) * 1e3 for s, e in zip(starts, ends))
 
 
 def main(argv: list[str]) -> None:

@@ -308,16 +308,13 @@ def plans(program: Program) -> list[FusionPlan]:
     # then each plan's reduction groups cut by dependency level, before the greedy plan, which stays last
     cut = [c for c in map(_split_by_level, fused) if c is not None]
     out: list[FusionPlan] = []
-    seen: set[tuple] = set()
-    for plan in fused[:-1] + cut + fused[-1:]:
+    seen = {tuple(g.nodes for g in fused[-1].groups)}
+    for plan in fused[:-1] + cut:
         key = tuple(g.nodes for g in plan.groups)
         if key not in seen:
             seen.add(key)
             out.append(plan)
-    if out[-1] is not fused[-1]:  # the greedy plan equals an earlier one: move it last
-        out.remove(next(p for p in out if tuple(g.nodes for g in p.groups) == tuple(g.nodes for g in fused[-1].groups)))
-        out.append(fused[-1])
-    return out
+    return out + fused[-1:]
 
 
 def _reduction_levels(program: Program, nodes: Iterable[int]) -> list[set[int]]:
