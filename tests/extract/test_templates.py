@@ -13,15 +13,17 @@ os.environ.setdefault("TRITON_INTERPRET", "1")
 import pytest  # noqa: E402
 import yaml  # noqa: E402
 from benchmarks.suite import get  # noqa: E402
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
 
 from axon_eg import hw  # noqa: E402
 from axon_eg.egraph.nugraph import DEFAULT_FLOPS_PER_BYTE, flops_per_byte  # noqa: E402
 from axon_eg.extract import cost as cost_module  # noqa: E402
 from axon_eg.extract import templates as T  # noqa: E402
 from axon_eg.extract.candidates import _tie_break, group_cost, isa_choices, rank_tilings  # noqa: E402
-from axon_eg.extract.fusion import MATMUL, FusionPlan, Group, plans  # noqa: E402
+from axon_eg.extract.fusion import MATMUL, REDUCTION, FusionPlan, Group, plans  # noqa: E402
 from axon_eg.extract.tiling import Tiling, space, tilings  # noqa: E402
-from axon_eg.ir.dtypes import bf16  # noqa: E402
+from axon_eg.ir.dtypes import bf16, fp32  # noqa: E402
 from axon_eg.ir.program import Builder  # noqa: E402
 
 TARGETS = ["h200", "h100", "intel-xe2", "trn1", "trn2"]
@@ -134,3 +136,38 @@ def test_nugraph_flops_per_byte_from_the_hardware_file():
     assert flops_per_byte(hw.load("h200")) == DEFAULT_FLOPS_PER_BYTE
     assert flops_per_byte(hw.load("h100")) > flops_per_byte(hw.load("h200"))  # same peak, less bandwidth
     assert all(flops_per_byte(hw.load(t)) >= 1 for t in TARGETS)
+
+
+@settings(max_examples=40, deadline=None)
+@given(outer=st.integers(1, 9), cols=st.integers(2, 60), inner=st.integers(2, 5000), rows_log=st.integers(4, 8),
+       warps_log=st.integers(0, 4), dtype=st.sampled_from([fp32, bf16]))
+def test_one_pass_column_reductions_pay_for_warps_along_the_reduced_axis(outer, cols, inner, rows_log, warps_log,
+                                                                       dtype):
+    """Doubling the warps of a one-pass column reduction past the hardware file's limit along the reduced
+    axis costs more; a chunk loop and a row reduction are not charged; the layout's warps along the axis
+    are the warps the contiguous rows leave over."""
+    spec = hw.load("h200")
+    b = Builder("colsum")
+    x = b.input("x", (outer, cols, inner), dtype)
+    program = b.build(b.emit("sum", x, axes=(1,), keepdims=False)).expand()
+    plan = FusionPlan(program, (Group(REDUCTION, tuple(i for i, n in enumerate(program.nodes) if n.op != "input")),))
+    rows, warps, block = 2 ** rows_log, 2 ** warps_log, T.next_pow2(cols)
+
+    def seconds(**values):
+        return cost_module.gpu_group_cost(plan, 0, Tiling(0, tuple(values.items())), spec).seconds
+
+    tile = T.RowsTile(BLOCK_N=block, ROWS_PER_PROGRAM=rows, num_warps=warps)
+    along = cost_module.reduced_axis_warps(tile, dtype.itemsize)
+    assert along == max(1, warps // max(1, rows // (16 // dtype.itemsize * 32)))
+    one, two = (seconds(BLOCK_N=block, ROWS_PER_PROGRAM=rows, num_warps=w) for w in (warps, 2 * warps))
+    limit = spec.value("costs.column_reduction_warps")
+    if along >= limit and cost_module.reduced_axis_warps(dataclasses.replace(tile, num_warps=2 * warps),
+                                                          dtype.itemsize) > along:
+        assert two > one
+    chunk = T.RowsTile(BLOCK_N=max(1, block // 4), ROWS_PER_PROGRAM=rows, num_warps=16)  # a chunk loop: not charged
+    assert cost_module._cross_warp_efficiency(plan, 0, chunk, spec) == 1.0
+    row = Builder("rowsum")
+    y = row.input("y", (outer, inner, cols), dtype)
+    rp = row.build(row.emit("sum", y, axes=(2,), keepdims=False)).expand()
+    row_plan = FusionPlan(rp, (Group(REDUCTION, tuple(i for i, n in enumerate(rp.nodes) if n.op != "input")),))
+    assert cost_module._cross_warp_efficiency(row_plan, 0, dataclasses.replace(tile, num_warps=16), spec) == 1.0
