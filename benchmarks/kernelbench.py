@@ -76,6 +76,7 @@ def cmd_measure(args: argparse.Namespace) -> int:
     argv = ["measure", str(args.dir), "--compile-default"] + (["--archive", args.archive] if args.archive else [])
     argv += ["--no-max-autotune", "--once"] if args.quick else []
     argv += ["--programs", args.programs] if args.programs else []
+    argv += ["--prewarm", str(args.prewarm), "--prewarm-candidates"] if args.prewarm else []
     return run_suite.main(argv)
 
 
@@ -256,6 +257,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--programs", help="comma-separated problem names (default: every problem of DIR)")
     p.add_argument("--quick", action="store_true",
                    help="exploratory: eager and default-mode torch.compile only, each timed once (not publishable)")
+    p.add_argument("--prewarm", type=int, default=0, metavar="JOBS",
+                   help="first run every problem's torch.compile baselines and candidates once, JOBS at a time, to fill "
+                   "the shared Triton binary cache (nothing timed; each baseline is compiled and autotuned again alone)")
     p.set_defaults(func=cmd_measure)
     p = sub.add_parser("report")
     p.add_argument("dir")

@@ -35,9 +35,10 @@ fastest correct candidate of DIR1's rows, i.e. the kernels DIR1's row reports; `
 then compares them.
 
 A killed run resumes (rows already written are kept). ``--prewarm JOBS`` compiles every program's
-torch.compile baseline JOBS at a time first, in a throw-away Inductor cache: it only fills the shared Triton
-binary cache (``--prewarm 4`` on a 16-core box: ~2.5 min for the 25 baselines), so that step 2 spends its
-time on autotuning and not on compiling Triton kernels; nothing the prewarm autotuned is used. Each program
+torch.compile baselines (with ``--prewarm-candidates`` it also runs the candidates once) JOBS at a time
+first, in a throw-away Inductor cache: it only fills the shared Triton binary cache (``--prewarm 4`` on a
+16-core box: ~2.5 min for the 25 baselines), so that step 2 spends its time on autotuning and not on
+compiling Triton kernels; nothing the prewarm autotuned is used. Each program
 takes ~20-90 s for its candidates (eight kernels, three correctness trials each) plus its baselines twice.
 
 ``report`` imports the rows into the Polars tables under ``DIR/cache`` through
@@ -221,30 +222,36 @@ def _default_triton_cache() -> Path:
     return Path(os.environ.get("TRITON_CACHE_DIR") or Path(tempfile.gettempdir()) / "axon_eg_suite_triton")
 
 
-def _prewarm(out: Path, index: dict, names: list[str], jobs: int) -> None:
-    """Compile every program's torch.compile baseline once, ``jobs`` at a time, to fill the shared Triton binary
-    cache (``TRITON_CACHE_DIR``) only: the compiles share one throw-away ``TORCHINDUCTOR_CACHE_DIR``, deleted
-    afterwards, so that no FX graph and no autotune result of these (perturbed, parallel) compiles reaches
-    the measurement, which autotunes every baseline again alone (see the module docstring)."""
+def _prewarm(out: Path, index: dict, names: list[str], jobs: int, ids: tuple[str, ...] = ("torch_compile",),
+             candidates: bool = False) -> None:
+    """Run every program's kernels ``ids`` (torch.compile baselines) once, and with ``candidates`` its own
+    candidates too, ``jobs`` at a time, to fill the shared Triton binary cache (``TRITON_CACHE_DIR``) only:
+    the compiles share one throw-away ``TORCHINDUCTOR_CACHE_DIR``, deleted afterwards, so that no FX graph
+    and no autotune result of these (perturbed, parallel) runs reaches the measurement, which compiles and
+    autotunes every baseline again alone (see the module docstring) and times nothing of the prewarm. A
+    kernel that fails here is only reported: the measurement records it."""
     import shutil
     import subprocess
     import tempfile
 
-    todo = [(n, out / index[n]["bundle"]) for n in names]
-    todo = [(n, b) for n, b in todo
-            if any(c["id"] == "torch_compile" for c in json.loads((b / "manifest.json").read_text())["candidates"])]
+    todo = []
+    for n in names:
+        bundle = out / index[n]["bundle"]
+        cands = json.loads((bundle / "manifest.json").read_text())["candidates"]
+        todo += [(n, bundle, c["id"]) for c in cands
+                 if c["id"] in ids or (candidates and c["id"] not in ALL_BASELINES)]
     scratch = tempfile.mkdtemp(prefix="axon_eg_prewarm_inductor_")
     env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": scratch}
     running: list[tuple[str, subprocess.Popen, float]] = []
-    t0 = time.monotonic()
+    t0, count = time.monotonic(), len(todo)
     try:
         while todo or running:
             while todo and len(running) < jobs:
-                name, bundle = todo.pop(0)
-                proc = subprocess.Popen([sys.executable, "-c", _PREWARM, str(bundle), "torch_compile"], env=env,
+                name, bundle, cid = todo.pop(0)
+                proc = subprocess.Popen([sys.executable, "-c", _PREWARM, str(bundle), cid], env=env,
                                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-                running.append((name, proc, time.monotonic()))
-            time.sleep(0.5)
+                running.append((f"{name}:{cid}", proc, time.monotonic()))
+            time.sleep(0.2)
             for item in list(running):
                 name, proc, started = item
                 if proc.poll() is None and time.monotonic() - started < 600:
@@ -253,16 +260,16 @@ def _prewarm(out: Path, index: dict, names: list[str], jobs: int) -> None:
                     proc.kill()
                     proc.wait()
                 err = (proc.stderr.read() if proc.stderr else "")[-300:]
-                print(f"  prewarm {name:18s} {time.monotonic() - started:6.1f} s rc={proc.returncode}"
-                      + (f" {err!r}" if proc.returncode else ""), flush=True)
+                if proc.returncode:
+                    print(f"  prewarm {name} {time.monotonic() - started:6.1f} s rc={proc.returncode} {err!r}", flush=True)
                 running.remove(item)
     finally:
         for _, proc, _ in running:
             proc.kill()
             proc.wait()
         shutil.rmtree(scratch, ignore_errors=True)
-    print(f"prewarm: {len(names)} torch.compile baselines in {time.monotonic() - t0:.0f} s ({jobs} at a time; "
-          "Triton binaries only, every baseline is autotuned again alone)", flush=True)
+    print(f"prewarm: {count} kernels of {len(names)} programs in {time.monotonic() - t0:.0f} s ({jobs} at a time; "
+          "Triton binaries only, every baseline is compiled and autotuned again alone)", flush=True)
 
 
 def fastest_candidate(rows_path: Path) -> str | None:
@@ -303,7 +310,10 @@ def cmd_measure(args: argparse.Namespace) -> int:
     if args.archive:
         archive(out, Path(args.archive))
     if args.prewarm:
-        _prewarm(out, index, [n for n in wanted if not (out / "rows" / f"{n}.jsonl").exists()], args.prewarm)
+        ids = ((() if args.no_max_autotune else ("torch_compile",))
+               + ((COMPILE_DEFAULT,) if args.compile_default else ()))
+        _prewarm(out, index, [n for n in wanted if not (out / "rows" / f"{n}.jsonl").exists()], args.prewarm,
+                 ids=ids, candidates=args.prewarm_candidates)
     alone = _visible_gpus()[:1]  # the baselines: this one GPU, one child at a time ([]: the CPU)
     for name in wanted:
         bundle = out / index[name]["bundle"]
@@ -717,6 +727,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--prewarm", type=int, default=0, metavar="JOBS",
                    help="first compile the torch.compile baselines JOBS at a time, in a throw-away Inductor cache: "
                    "fills the shared Triton binary cache only; every baseline is still autotuned alone")
+    p.add_argument("--prewarm-candidates", action="store_true",
+                   help="with --prewarm: run axon_eg's candidates once too (their Triton binaries compiled in parallel)")
     p.add_argument("--triton-cache", metavar="DIR",
                    help="Triton binary cache shared by the prewarm and every compile (default: $TRITON_CACHE_DIR, "
                    "else axon_eg_suite_triton in the temporary directory); Inductor's caches are fresh per program")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 
 os.environ.setdefault("TRITON_INTERPRET", "1")
 
@@ -271,3 +272,45 @@ def test_quick_measure_times_only_the_baselines_asked_for_and_once(tmp_path, mon
     assert run_suite.main(["measure", str(out)]) == 0
     assert calls == [("p.jsonl", ["c00", "c01"]), ("p.jsonl", ["torch_eager", "torch_compile"]),
                      ("p.baselines2.jsonl", ["torch_eager", "torch_compile"])]
+
+
+def test_prewarm_runs_the_baselines_measured_and_the_candidates_once_each(tmp_path, monkeypatch, capsys):
+    """``--prewarm J --prewarm-candidates`` (kernelbench ``--prewarm``) runs each kernel the measurement will
+    compile once beforehand, in a throw-away Inductor cache that is removed afterwards: the default-mode
+    compile when it is measured, max-autotune only when it is, every candidate; never eager."""
+    import subprocess
+
+    from axon_eg.measure import worker
+
+    out = tmp_path / "run"
+    (out / "b").mkdir(parents=True)
+    ids = ["c00", "c01", "torch_eager", "torch_compile", run_suite.COMPILE_DEFAULT]
+    (out / "b" / "manifest.json").write_text(json.dumps({"candidates": [{"id": i} for i in ids]}))
+    (out / "index.json").write_text(json.dumps({"p": {"bundle": "b"}}))
+    (out / "probe.json").write_text(json.dumps(PROBE))
+    started: list[tuple[str, str]] = []
+    real = subprocess.Popen
+
+    class Done:
+        returncode, stderr = 0, None
+
+        def poll(self):
+            return 0
+
+    def popen(argv, *args, **kwargs):
+        if argv[:2] != [sys.executable, "-c"] or argv[2] != run_suite._PREWARM:
+            return real(argv, *args, **kwargs)
+        started.append((argv[-1], kwargs["env"]["TORCHINDUCTOR_CACHE_DIR"]))
+        return Done()
+
+    monkeypatch.setattr(subprocess, "Popen", popen)
+    monkeypatch.setattr(worker, "load_manifest", lambda bundle: [{"id": i} for i in ids])
+    monkeypatch.setattr(worker, "run_bundle", lambda bundle, path, gpus=None, ids=None: [])
+    argv = ["measure", str(out), "--compile-default", "--no-max-autotune", "--once", "--prewarm", "2"]
+    assert run_suite.main([*argv, "--prewarm-candidates"]) == 0
+    assert sorted(cid for cid, _ in started) == sorted(["c00", "c01", run_suite.COMPILE_DEFAULT])
+    assert len({d for _, d in started}) == 1 and not os.path.exists(started[0][1])
+    assert "prewarm: 3 kernels of 1 programs" in capsys.readouterr().out
+    started.clear()
+    assert run_suite.main(argv[:2] + ["--prewarm", "2"]) == 0  # the full run: max-autotune only, no candidates
+    assert [cid for cid, _ in started] == ["torch_compile"]
