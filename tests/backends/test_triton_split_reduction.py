@@ -248,3 +248,30 @@ def test_dependent_reductions_of_one_tensor_split_into_levels(shape, split, tmp_
     kernel = emit(Candidate(Variant(program, 0, 0, 0), plan, tuple(chosen), (), report.seconds, report), H200, "k")
     out = run_kernel(kernel, program, tmp_path)
     assert out.status == "ok", f"{out.error}\n{kernel.source}"
+
+
+@settings(max_examples=int(os.environ.get("AXON_EG_SPLIT_EXAMPLES", "16")), deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(shape=st.sampled_from(((3, 37, 5), (2, 1, 19, 7), (4, 9, 3, 3), (2, 3, 33, 6), (5, 1, 17), (7, 6, 1, 5, 3))),
+       what=st.sampled_from(("sum", "mean", "max", "var")), keepdims=st.booleans(), rows=st.sampled_from((1, 4, 16)),
+       block_n=st.sampled_from((16, 64)), dtype=st.sampled_from((fp32, bf16)), data=st.data())
+def test_reductions_over_any_set_of_axes_read_in_place_and_match_float64(shape, what, keepdims, rows, block_n, dtype,
+                                                                         data, tmp_path):
+    """Reduced axes with kept axes between them (a per-channel variance over (N, L) of [N, C, L], a norm over
+    (0, 2, 3)): one Triton kernel whose rows are the kept axes and whose columns the reduced ones, each axis
+    indexed in place (no transpose through memory), chunked or in one pass; a variance reads its mean back at
+    its own row. The result matches float64."""
+    axes = tuple(sorted(data.draw(st.sets(st.integers(0, len(shape) - 1), min_size=1, max_size=len(shape) - 1))))
+    b = Builder(f"axes_{what}")
+    x = b.input("x", shape, dtype)
+    if what == "var":
+        mean = b.emit("mean", x, axes=axes, keepdims=True)
+        dev = b.emit("sub", x, mean)
+        r = b.emit("mean", b.emit("mul", dev, dev), axes=axes, keepdims=keepdims)
+    else:
+        r = b.emit(what, b.emit("mul", x, b.constant(1.5, dtype)), axes=axes, keepdims=keepdims)
+    program = b.build([b.emit("sqrt", b.emit("abs", r))]).expand()
+    kernel = emit(column_candidate(program, rows, block_n), H200, "k")
+    assert "torch (" not in kernel.source.split("def kernel")[0].split("# fusion plan")[1], kernel.source
+    out = run_kernel(kernel, program, tmp_path)
+    assert out.status == "ok", f"{out.error}\n{kernel.source}"

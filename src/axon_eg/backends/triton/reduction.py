@@ -60,22 +60,30 @@ class _Rows:
             raise NotLowerable("no reduction in the group")
         first = reductions[0]
         self.domain = self.program.concrete_shape(self.program.nodes[first].inputs[0])
-        k, j = self._split(first)
-        outer, red, inner = self.domain[:k], self.domain[k:j], self.domain[j:]
-        self.inner = max(1, math.prod(inner))  # kept axes after the reduced ones: a column reduction when > 1
-        self.r = max(1, math.prod(outer)) * self.inner
-        self.n = max(1, math.prod(red))
-        kept = unflat("rows", (*outer, *inner))  # a row is one output element: the kept axes in order
-        self.lead = kept[:len(outer)]
-        self.trail = unflat("cols", red)
-        self.dom: Index = self.lead + self.trail + kept[len(outer):]
+        axes = self._axes(first)
+        d = self.domain
+        kept_axes = [a for a in range(len(d)) if a not in axes]
+        j = axes[-1] + 1 if axes else len(d)
+        self.inner = max(1, math.prod(d[j:]))  # kept axes after the reduced ones: a column reduction when > 1
+        self.r = max(1, math.prod(d[a] for a in kept_axes))
+        self.n = max(1, math.prod(d[a] for a in axes))
         i, n = self.inner, self.n
         self.block_n = block_n
-        # one row (a full reduction): its columns are the address, which Triton then knows 16-byte aligned
-        # (``rows * 0`` keeps the block's shape when a program holds more rows than the one there is)
-        self.flat_expr = ("rows * 0 + cols" if self.r == 1 else f"rows * {n} + cols") if i == 1 else \
-            f"(rows // {i}) * {n * i} + cols * {i} + rows % {i}"
-        self.split_axes = (k, j)
+        self.axes = axes
+        if axes == tuple(range(axes[0] if axes else len(d), j)):  # one block of consecutive axes
+            k = axes[0] if axes else len(d)
+            outer, red, inner = d[:k], d[k:j], d[j:]
+            kept = unflat("rows", (*outer, *inner))  # a row is one output element: the kept axes in order
+            self.dom: Index = kept[:len(outer)] + unflat("cols", red) + kept[len(outer):]
+            # one row (a full reduction): its columns are the address, which Triton then knows 16-byte aligned
+            # (``rows * 0`` keeps the block's shape when a program holds more rows than the one there is)
+            self.flat_expr = ("rows * 0 + cols" if self.r == 1 else f"rows * {n} + cols") if i == 1 else \
+                f"(rows // {i}) * {n * i} + cols * {i} + rows % {i}"
+        else:  # reduced axes with kept ones between them (a variance over (N, L) of [N, C, L]): each axis's
+            # index from the row (kept axes, row-major) or the column (reduced axes, row-major), read in place
+            kept, red = iter(unflat("rows", tuple(d[a] for a in kept_axes))), iter(unflat("cols", tuple(d[a] for a in axes)))
+            self.dom = tuple(next(red) if a in axes else next(kept) for a in range(len(d)))
+            self.flat_expr = _flat(self.dom, d)
         self.looped = block_n < self.n if stage == 0 else stage == 1
         self.slots = reductions  # stage 2: reduction n's partials are slot slots.index(n) of the scratch buffer
         self.top: list[str] = []  # straight-line code of the program
@@ -90,20 +98,19 @@ class _Rows:
         self.count = 0
         self.vectors = 0  # the most [ROWS, BLOCK_N] accumulators one chunk loop keeps live
         for n in reductions:
-            self._split(n)  # every reduction must split its input the same way
+            self._axes(n)  # every reduction must reduce its input the same way
 
-    def _split(self, n: int) -> tuple[int, int]:
-        """The reduced axes ``[k, j)`` of reduction ``n`` (one block of consecutive axes: the trailing ones, or
-        a middle block with the axes after it kept, a column reduction); checks it reduces like the anchor."""
+    def _axes(self, n: int) -> tuple[int, ...]:
+        """The reduced axes of reduction ``n`` (sorted; any set: the kept ones are the rows, the reduced ones
+        the columns, each read in place); checks it reduces like the anchor."""
         node = self.program.nodes[n]
         src = self.program.concrete_shape(node.inputs[0])
-        axes = tuple(sorted(int(a) % max(1, len(src)) for a in attr(self.program, n, "axes")))
-        k, j = (axes[0], axes[-1] + 1) if axes else (len(src), len(src))
-        if node.op not in (*REDUCTIONS, "logsumexp") or axes != tuple(range(k, j)) or not src:
-            raise NotLowerable(f"{node.op} over axes {list(axes)} of {list(src)} is not a reduction of consecutive axes")
-        if hasattr(self, "r") and (src, (k, j)) != (self.domain, self.split_axes):
+        axes = tuple(sorted({int(a) % max(1, len(src)) for a in attr(self.program, n, "axes")}))
+        if node.op not in (*REDUCTIONS, "logsumexp") or not src:
+            raise NotLowerable(f"{node.op} over axes {list(axes)} of {list(src)} has no row-reduction lowering")
+        if hasattr(self, "axes") and (src, axes) != (self.domain, self.axes):
             raise NotLowerable(f"{node.op} over axes {list(axes)} of {list(src)} reduces other rows than the group's")
-        return k, j
+        return axes
 
     # -- index maps -------------------------------------------------------------------------------
     def flat(self, idx: Index, shape: tuple[int, ...]) -> str:

@@ -309,11 +309,11 @@ def group_dims(plan: FusionPlan, gi: int) -> dict[str, int]:
     cols = shape[-1] if shape else 1
     axes = node.attrs.get("axes") if group.kind == REDUCTION and shape else None
     if axes is not None and all(isinstance(a, int) for a in axes) and axes:
-        red = sorted(a % len(shape) for a in axes)
-        k, j = red[0], red[-1] + 1
-        if red == list(range(k, j)):  # one block of axes: rows are the kept ones (INNER of them after it), columns the reduced
-            inner = max(1, math.prod(shape[j:]))
-            return {"ROWS": max(1, math.prod(shape[:k])) * inner, "COLS": max(1, math.prod(shape[k:j])), "INNER": inner}
+        red = sorted({a % len(shape) for a in axes})
+        # rows are the kept axes (INNER of them after the last reduced one: contiguous rows), columns the reduced
+        inner = max(1, math.prod(shape[red[-1] + 1:]))
+        kept = math.prod(d for a, d in enumerate(shape) if a not in red)
+        return {"ROWS": max(1, kept), "COLS": max(1, math.prod(shape[a] for a in red)), "INNER": inner}
     return {"ROWS": max(1, math.prod(shape[:-1])) if shape else 1, "COLS": cols}
 
 
