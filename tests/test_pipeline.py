@@ -247,3 +247,24 @@ def test_result_best_refuses_arguments_the_kernel_was_not_built_for(tmp_path):
     got = result.best(x, w)
     ref = x.double() * w.double() + 1.0
     assert got.shape == (8, 16) and float((got.double() - ref).abs().max()) <= 1e-2 * (1 + float(ref.abs().max()))
+
+
+@pytest.mark.parametrize("rows, cols", [(3, 5), (2048, 2049)])
+def test_phase1_computes_no_reference_of_large_inputs_even_for_one_scalar_out(rows, cols, tmp_path, monkeypatch):
+    """A loss over big inputs has one scalar output: its float64 reference runs on the measuring device
+    (``reference.py``), phase 1 makes no full-size input and interprets nothing; small programs keep ``ref.npz``."""
+    from axon_eg import bundle
+    from axon_eg.hw import load
+    from axon_eg.ir.dtypes import fp32
+    from axon_eg.ir.program import Builder
+
+    b = Builder("mse")
+    x, y = b.input("x", (rows, cols), fp32), b.input("y", (rows, cols), fp32)
+    d = b.emit("sub", x, y)
+    program = b.build([b.emit("mean", b.emit("mul", d, d), axes=(0, 1))]).expand()
+    big = 2 * rows * cols > bundle.NPZ_MAX_INPUT_ELEMS
+    if big:
+        monkeypatch.setattr(bundle, "reference_arrays", lambda *a: pytest.fail("phase 1 computed a reference"))
+    root = bundle.write_bundle(tmp_path / "b", program, [], load("h200"))
+    assert (root / "reference.py").exists() is big and (root / "ref.npz").exists() is not big
+    assert bundle.reference_fits_npz(program) is not big

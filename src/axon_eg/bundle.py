@@ -3,8 +3,9 @@
 ``write_bundle`` puts one source file per Kernel (candidates and baselines), the float64 reference
 and ``manifest.json`` (input specs, output dtypes, calling mode, the hardware limits of the
 structure stage, per-candidate resources) into a directory. The reference is precomputed by the
-NumPy interpreter on the very inputs the harness makes (``ref.npz``) when the program is small, and
-otherwise shipped as torch float64 code (``reference.py``) that the worker runs on its device.
+NumPy interpreter on the very inputs the harness makes (``ref.npz``) when the program is small (few
+outputs and inputs: ``reference_fits_npz``), and otherwise shipped as torch float64 code
+(``reference.py``) that the worker runs on its device.
 """
 
 from __future__ import annotations
@@ -29,6 +30,9 @@ TRITON_MAX_BLOCK_ELEMS = 1 << 20  # Triton's TRITON_MAX_TENSOR_NUMEL: a block la
 CUDA_MAX_GRID_X = 2**31 - 1
 NPZ_MAX_ELEMS = 1 << 19  # above this many reference elements per trial, ship torch float64 code instead (a
 # bundle travels to the GPU box: three trials of 2^19 float64 outputs are 12 MB)
+NPZ_MAX_INPUT_ELEMS = 1 << 22  # above this many input elements the reference runs on the device too: phase 1
+# would otherwise make the full-size inputs and interpret the program in float64 on the CPU (a loss over two
+# [16381, 7919] tensors, one scalar out: 53 s of phase 1 and 2 GB per trial)
 
 
 def limits(hw: HardwareSpec) -> dict[str, int]:
@@ -58,6 +62,15 @@ def reference_arrays(program: Program, seeds: Sequence[int]) -> dict[str, np.nda
     return out
 
 
+def reference_fits_npz(program: Program) -> bool:
+    """Whether phase 1 computes the reference itself (``ref.npz``): the outputs are few enough to ship and
+    the inputs small enough to make and interpret here; otherwise the worker runs ``reference.py`` (torch,
+    float64) on its device and phase 1 never holds a tensor of the program's size."""
+    outputs = sum(math.prod(program.concrete_shape(o)) for o in program.outputs)
+    inputs = sum(math.prod(program.concrete_shape(i)) for i in program.input_ids)
+    return outputs <= NPZ_MAX_ELEMS and inputs <= NPZ_MAX_INPUT_ELEMS
+
+
 def library_tolerance(program: Program) -> str | None:
     """``tf32`` when the program convolves fp32 values through the library (torch's default
     ``torch.backends.cudnn.allow_tf32`` runs them on TF32 tensor cores, every kernel and baseline alike:
@@ -78,9 +91,8 @@ def write_bundle(directory: str | os.PathLike[str], program: Program, kernels: S
         raise ValueError(f"trials={trials}: the measurement harness runs at least 3 correctness trials")
     root = Path(directory)
     root.mkdir(parents=True, exist_ok=True)
-    elems = sum(math.prod(program.concrete_shape(o)) for o in program.outputs)
     if reference == "auto":
-        reference = "npz" if elems <= NPZ_MAX_ELEMS else "torch"
+        reference = "npz" if reference_fits_npz(program) else "torch"
     if reference == "npz":
         tmp = root / "ref.tmp.npz"
         np.savez(tmp, **reference_arrays(program, range(seed, seed + trials)))
