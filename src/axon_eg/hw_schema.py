@@ -93,6 +93,8 @@ _GPU: dict[str, Field] = {
     "costs.host_launch": _q("time", required=False),  # host-side time to issue one launch
     "costs.hbm_latency": _q("time", required=False),  # load-to-use latency of an HBM access
     "costs.column_reduction_warps": _q("count", required=False),  # warps along a one-pass column reduction's axis at full speed
+    "costs.window_loads_per_thread": _q("count", required=False),  # pooling window loads a thread keeps in flight
+    "costs.window_overflow_slowdown": _q("count", required=False),  # the bandwidth divided by this past that
     "features.tma": Field("bool", required=False),  # Hopper tensor memory accelerator (tensor descriptors)
     # the tile templates' search ranges (extract/templates): elements per program, rows, tile edges
     "tiles.elementwise.block": _RANGE,  # BLOCK of element-wise, layout and scan groups

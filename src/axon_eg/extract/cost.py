@@ -33,7 +33,7 @@ from axon_eg.semantics.isa.declarations import DMA, TENSOR, declaration
 from .fusion import ATTENTION, LAYOUT, LIBRARY, MATMUL, REDUCTION, FusionPlan, node_kind
 from .isa import BLAS_PADK, DOT, DOT_PERSISTENT, DOT_TMA, FMA_REDUCE, SDPA, WINDOW, base, is_blas, tf32
 from .latency import engine_seconds, model_cycles, model_seconds
-from .templates import GpuTile, MatmulTile, RowsTile, Tile, Tiling, TrnMatmulTile, group_dims, streams, tile_of
+from .templates import GpuTile, MatmulTile, RowsTile, Tile, Tiling, TrnMatmulTile, group_dims, knobs, streams, tile_of
 
 GROUP_SIZE_M = MatmulTile.GROUP_SIZE_M  # the matmul template's tile-row swizzle (the re-read model reads the tile's)
 
@@ -161,7 +161,9 @@ def gpu_group_cost(plan: FusionPlan, gi: int, t: Tiling | None, hw: HardwareSpec
     if tile is not None:  # split-K: the fp32 partials written and read back, a second launch
         nbytes += tile.scratch_bytes(plan, gi)
         launches = tile.launches
-    memory = c["bytes"] * nbytes / (bw * _latency_efficiency(plan, gi, tile, hw) * _cross_warp_efficiency(plan, gi, tile, hw))
+    efficiency = (_latency_efficiency(plan, gi, tile, hw) * _cross_warp_efficiency(plan, gi, tile, hw)
+                  * _window_efficiency(plan, gi, tile, hw, isa))
+    memory = c["bytes"] * nbytes / (bw * efficiency)
     roof = max(memory, c["flops"] * (mm / peak_mm + other / hw.value("compute.peak.fp32")))
     seconds = (roof / _wave_efficiency(plan, gi, tile, hw, hw.value("compute.units"))
                + c["launch"] * launches * hw.value("costs.launch"))
@@ -299,6 +301,7 @@ def _latency_efficiency(plan: FusionPlan, gi: int, tile: Tile | None, hw: Hardwa
     if flight is None or not isinstance(tile, GpuTile):
         return 1.0
     per_iter, n_streams, item = flight
+    per_iter *= max(1, window_taps(plan, gi))  # a pooling window's element loads each of its positions
     in_flight = _resident(tile, tile.programs(plan, gi), hw) * per_iter * item * n_streams
     bw = hw.get("memory.hbm.measured_bandwidth") or hw.value("memory.hbm.bandwidth")
     need = bw * hw.value("costs.hbm_latency") / hw.value("compute.units")
@@ -329,6 +332,27 @@ def _cross_warp_efficiency(plan: FusionPlan, gi: int, tile: Tile | None, hw: Har
         return 1.0
     _, item = streams(plan, gi)
     return min(1.0, float(limit) / reduced_axis_warps(tile, item))
+
+
+def window_taps(plan: FusionPlan, gi: int) -> int:
+    """The most window positions one output element of the group's pooling windows reads (0: no window)."""
+    program = plan.program
+    taps = [math.prod(program.nodes[n].attrs.get("kernel_size") or (1,)) for n in plan.groups[gi].nodes
+            if "_pool" in program.nodes[n].op]
+    return max(taps, default=0)
+
+
+def _window_efficiency(plan: FusionPlan, gi: int, tile: Tile | None, hw: HardwareSpec, isa: str | None) -> float:
+    """Pooling windows computed by our kernel (``window``): every output element gathers its window's
+    positions, each a load of its own; past ``costs.window_loads_per_thread`` loads per thread (window
+    positions x elements per thread) the loads no longer stay in flight together and the bandwidth falls to
+    ``1 / costs.window_overflow_slowdown`` (measured on the H200: a 3x3 max pool at 1-2 elements per thread
+    241-259 us, at 4-16 455-487 us; a 3x3x3 one at 1 element 366 us, at 4-16 690-926 us)."""
+    limit, slowdown = hw.get("costs.window_loads_per_thread"), hw.get("costs.window_overflow_slowdown")
+    if isa != WINDOW or limit is None or slowdown is None or not isinstance(tile, GpuTile) or not hasattr(tile, "BLOCK"):
+        return 1.0
+    per_thread = max(1.0, tile.BLOCK / (tile.num_warps * knobs(hw).warp_size))
+    return 1.0 if window_taps(plan, gi) * per_thread <= float(limit) else 1.0 / float(slowdown)
 
 
 def _extra_passes_bytes(plan: FusionPlan, gi: int, tile: Tile | None, hw: HardwareSpec) -> float:
