@@ -215,16 +215,20 @@ def render(out: Path, worst: int) -> str:
         md.append("")
     folders = json.loads((out / "problems.json").read_text()) if (out / "problems.json").exists() else {}
     md += cost_model_table(cost_model(out, index, folders))
-    ranked = sorted((r for r in rows if r.get("cand_vs_eager")), key=lambda r: r["cand_vs_eager"])[:worst]
-    md += [f"## the {len(ranked)} worst best candidates (vs eager)", "", "| problem | vs eager | vs compile | why |",
-           "|---|---:|---:|---|"]
-    for r in ranked:
-        vc = r.get("cand_vs_compile")
-        md.append(f"| {r['program']} | {r['cand_vs_eager']:.2f} | {vc:.2f} | {why(out, index, r)} |" if vc else
-                  f"| {r['program']} | {r['cand_vs_eager']:.2f} | - | {why(out, index, r)} |")
+    def cell(v: float | None) -> str:
+        return f"{v:.2f}" if v else "-"
+
+    for base, title in (("eager", "eager"), ("compile_default", "torch.compile (default)")):
+        key = f"cand_vs_{base}"
+        ranked = sorted((r for r in rows if r.get(key)), key=lambda r: r[key])[:worst]
+        md += [f"## the {len(ranked)} worst best candidates (vs {title})", "",
+               "| problem | vs eager | vs compile_default | vs compile | why |", "|---|---:|---:|---:|---|"]
+        md += [f"| {r['program']} | {cell(r.get('cand_vs_eager'))} | {cell(r.get('cand_vs_compile_default'))} | "
+               f"{cell(r.get('cand_vs_compile'))} | {why(out, index, r)} |" for r in ranked]
+        md.append("")
     skipped = [(n, index[n]["skipped"]) for n in index if "skipped" in index[n]]
     if skipped:
-        md += ["", "## not taken", "", "| problem | reason |", "|---|---|"]
+        md += ["## not taken", "", "| problem | reason |", "|---|---|"]
         md += [f"| {n} | {reason} |" for n, reason in skipped]
     return "\n".join(md) + "\n"
 

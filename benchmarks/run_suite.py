@@ -647,9 +647,11 @@ def collect_rows(out: Path, programs: str | None, history: dict[str, list[float]
         try:
             result = saturate_and_extract(program, "triton", info["hw"], info["k"], cache_dir=out / "cache",
                                           rows=out / "rows" / f"{entry.name}.jsonl", force=True)
-        except PipelineError as exc:  # nothing passed the correctness gate: say so, keep the other rows
+        except PipelineError as exc:  # nothing passed the correctness gate, or the rows' bundle is not this
+            # code's (a hardware file or cost change moves the cache key: report with the commit that bundled)
             print(f"{entry.name}: {exc}", file=sys.stderr)
-            rows.append({"program": entry.name, "kind": entry.kind, "selected": "none passed the correctness gate",
+            why = "no bundle of this code's key" if "no bundle at" in str(exc) else "none passed the correctness gate"
+            rows.append({"program": entry.name, "kind": entry.kind, "selected": why,
                          "phase1_s": info["phase1_s"], "phase2_s": info.get("phase2_wall_s")})
             continue
         floor, bound = floor_seconds(program.expand(), probe)

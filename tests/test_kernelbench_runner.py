@@ -50,7 +50,7 @@ def test_report_per_folder_with_skipped_problems_and_the_worst(tmp_path, monkeyp
     assert by["all"]["best candidate geomean vs eager"] == pytest.approx((0.5 * 3.0) ** 0.5)
     text = kernelbench.render(out, worst=1)
     worst = text.split("worst best candidates")[1]
-    assert "| r01 | 0.50 | 0.40 | reduction [BLOCK_N=1024,SPLIT=64]" in worst and "r02" not in worst.split("not taken")[0]
+    assert "| r01 | 0.50 | - | 0.40 | reduction [BLOCK_N=1024,SPLIT=64]" in worst and "r02" not in worst.split("not taken")[0]
     assert "predicted 10.0 us, measured 20.0 us" in text and "aten.kl_div" in text
 
 
