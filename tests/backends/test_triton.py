@@ -260,3 +260,19 @@ def test_full_blocks_of_an_elementwise_kernel_load_and_store_unmasked(n, block, 
     assert f"mask = offs < {n}" in kernel.source
     out = run_kernel(kernel, program, tmp_path)
     assert out.status == "ok", f"{out.error}\n{kernel.source}"
+
+
+def test_a_torch_group_reads_a_view_of_its_own_value_that_another_group_owns(tmp_path):
+    """A group norm run as torch code whose output's reshape joined its other consumer's group (the view
+    goes with its first consumer) and is read back by a causal mask of the first group: the torch group
+    builds the view from its own value instead of asking for it before it ran (hypothesis found it)."""
+    b = Builder("view_back")
+    b.input("x0", (1,), fp32), b.input("x1", (1, 1), fp32)  # unused: the inputs hypothesis drew
+    x = b.input("x2", (1, 1), fp32)
+    b.input("x7", (), fp32)
+    g = b.emit("groupnorm", b.emit("neg", x), groups=1, eps=1e-5)
+    total = b.emit("sum", g, axes=(0, 1))  # the view's first consumer: emitted before the mask
+    program = b.build([b.emit("causal_mask", g, diagonal=0, fill=-100.0), total])
+    kernel = emit(candidate(program), H200, "k")
+    out = run_kernel(kernel, program.expand(), tmp_path)
+    assert out.status == "ok", f"{out.error}\n{kernel.source}"

@@ -371,14 +371,24 @@ def _torch_group(program: Any, plan: FusionPlan, gi: int, ensure: Any, target: d
     fp32 = all(program.nodes[n].dtype.name in ("bf16", "fp16", "fp32") for n in g.nodes)
     local: dict[int, str] = {}
 
+    def computed_here(i: int) -> bool:
+        """A view (no kernel of its own) of a value this group computes: built here, from the local value."""
+        node = program.nodes[i]
+        return (i not in buf and node_kind(node.op) is None and node.op not in ("input", "constant")
+                and any(k in local or computed_here(k) for k in node.inputs))
+
     def arg(i: int) -> str:
         if i in local:
+            return local[i]
+        if computed_here(i):
+            lines.append(f"    t{i} = {torch_expr(program, i, [arg(k) for k in program.nodes[i].inputs])}")
+            local[i] = f"t{i}"
             return local[i]
         name = ensure(i)
         low = fp32 and program.nodes[i].dtype.name in ("bf16", "fp16") and program.nodes[i].op != "constant"
         return f"{name}.float()" if low else name
 
-    for n in g.nodes:
+    for n in sorted(g.nodes):  # node order is a topological order; a merged group's tuple need not be
         node = program.nodes[n]
         native = fp32 and (node.op in _NATIVE or node_kind(node.op) == LIBRARY)
         args = [arg(i) if not native or i in local else ensure(i) for i in node.inputs]
