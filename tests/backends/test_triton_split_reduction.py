@@ -6,6 +6,7 @@ several trailing axes), sum / mean / max / min with element-wise producers and c
 
 from __future__ import annotations
 
+import math
 import os
 
 os.environ.setdefault("TRITON_INTERPRET", "1")
@@ -275,3 +276,42 @@ def test_reductions_over_any_set_of_axes_read_in_place_and_match_float64(shape, 
     assert "torch (" not in kernel.source.split("def kernel")[0].split("# fusion plan")[1], kernel.source
     out = run_kernel(kernel, program, tmp_path)
     assert out.status == "ok", f"{out.error}\n{kernel.source}"
+
+
+@settings(max_examples=int(os.environ.get("AXON_EG_SPLIT_EXAMPLES", "16")), deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(shape=st.sampled_from(((3, 37), (1, 301), (5, 2, 33), (2, 7, 3, 11), (4, 1, 65))),
+       axes_kind=st.sampled_from(("trailing", "middle", "any")),
+       what=st.sampled_from(("var", "sumsq", "norm")), rows=st.sampled_from((1, 4)), dtype=st.sampled_from((fp32, bf16)),
+       data=st.data())
+def test_a_mean_and_its_squared_deviations_take_one_pass_over_the_row(shape, axes_kind, what, rows, dtype, data,
+                                                                      tmp_path):
+    """``mean(x)`` and ``mean|sum((x - mean(x))**2)`` over the same axes (a variance, a layer / group / instance
+    norm) in one chunk loop by Welford's update, not one loop each (r13's instance norm read its rows three
+    times); a norm's full-width output takes the second loop. Chunked rows of odd length, any axis set; the
+    result matches float64."""
+    n = len(shape)
+    axes = {"trailing": tuple(range(1, n)), "middle": tuple(range(1, n - 1)) or (0,),
+            "any": tuple(sorted(data.draw(st.sets(st.integers(0, n - 1), min_size=1, max_size=n - 1))))}[axes_kind]
+    b = Builder(f"welford_{what}")
+    x = b.input("x", shape, dtype)
+    mean = b.emit("mean", x, axes=axes, keepdims=True)
+    dev = b.emit("sub", x, mean)
+    sq = b.emit("square", dev)
+    if what == "sumsq":
+        out = b.emit("sum", sq, axes=axes, keepdims=False)
+    else:
+        var = b.emit("mean", sq, axes=axes, keepdims=True)
+        out = var if what == "var" else b.emit("mul", dev, b.emit("rsqrt", b.emit("add", var, b.constant(1e-5, dtype))))
+    program = b.build([out]).expand()
+    cand = column_candidate(program, rows, 16)
+    assert len(cand.plan.welford_pairs(0)) == 1
+    assert cand.plan.row_passes(0) == 1
+    kernel = emit(cand, H200, "k")
+    src = kernel.source.split("def kernel")[0]
+    loops = [ln for ln in src.splitlines() if "for c0 in range(" in ln and "partial last chunk" not in ln]
+    cols = math.prod(shape[a] for a in axes)
+    if cols > 16:
+        assert "tl.maximum(n" in src and len(loops) == (2 if what == "norm" else 1), src
+    out_ = run_kernel(kernel, program, tmp_path)
+    assert out_.status == "ok", f"{out_.error}\n{kernel.source}"

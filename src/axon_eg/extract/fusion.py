@@ -103,11 +103,39 @@ class FusionPlan:
         return [n for n in sorted(self.groups[gi].nodes) if program.nodes[n].op in O.simple_reductions()
                 and not any(O.get(program.nodes[j].op).kind is O.OpKind.REDUCE for j in self.feeding(gi, n))]
 
+    def welford_pairs(self, gi: int) -> list[tuple[int, int]]:
+        """(mean, deviation reduction) pairs of group ``gi``: ``m = mean(x)`` one of the sibling reductions and
+        ``s = mean|sum(square(x - m))`` over the same axes of the same ``x`` (a variance, a layer / group /
+        instance norm): a chunked row lowering computes both in the siblings' pass with Welford's update, not
+        in a second pass that re-reads the row."""
+        program = self.program
+        inside = set(self.groups[gi].nodes)
+        means = {n for n in self.sibling_reductions(gi) if program.nodes[n].op == "mean"}
+        pairs = []
+        for n in sorted(inside):
+            node = program.nodes[n]
+            if node.op not in ("mean", "sum") or n in means:
+                continue
+            q = program.nodes[node.inputs[0]]
+            if node.inputs[0] not in inside or not (q.op == "square" or (q.op == "mul" and q.inputs[0] == q.inputs[1])):
+                continue
+            d = program.nodes[q.inputs[0]]
+            if q.inputs[0] not in inside or d.op != "sub" or d.inputs[1] not in means:
+                continue
+            m = program.nodes[d.inputs[1]]
+            same = (m.inputs[0] == d.inputs[0] and m.attrs.get("keepdims")
+                    and tuple(m.attrs.get("axes") or ()) == tuple(node.attrs.get("axes") or ())
+                    and program.concrete_shape(m.inputs[0]) == program.concrete_shape(d.inputs[0]))
+            if same and all(m_ != d.inputs[1] for m_, _ in pairs):
+                pairs.append((d.inputs[1], n))
+        return pairs
+
     def row_passes(self, gi: int) -> int:
         """Passes over the row of a chunked row reduction of group ``gi``: one for the sibling reductions
-        (:meth:`sibling_reductions`), one per other reduction (two for a logsumexp: its max, then its sum)."""
+        (:meth:`sibling_reductions`) and the deviation reductions Welford's update computes with their means
+        (:meth:`welford_pairs`), one per other reduction (two for a logsumexp: its max, then its sum)."""
         program = self.program
-        siblings = set(self.sibling_reductions(gi))
+        siblings = set(self.sibling_reductions(gi)) | {s for _, s in self.welford_pairs(gi)}
         rest = sum(2 if program.nodes[n].op == "logsumexp" else 1 for n in self.groups[gi].nodes
                    if n not in siblings and O.get(program.nodes[n].op).kind is O.OpKind.REDUCE)
         return (1 if siblings else 0) + rest

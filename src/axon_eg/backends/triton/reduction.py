@@ -231,13 +231,29 @@ class _Rows:
             return acc
         return self._looped([(x, at, op, acc, shift)])[0]
 
-    def _looped(self, terms: list[tuple[int, Index, str, str, str | None]]) -> list[str]:
+    def _looped(self, terms: list[tuple[int, Index, str, str, str | None]],
+                welford: list[tuple[int, int, Index]] = ()) -> list[str]:
         """One chunk loop computing every reduction of ``terms`` ((input, its index, op, accumulator name,
         shift of logsumexp's exp or None)): per reduction a [ROWS, BLOCK_N] accumulator combined element-wise
         in the loop (no cross-warp reduction per chunk) and reduced across the block once after it; a value
-        two reductions share is computed (and loaded) once per chunk."""
+        two reductions share is computed (and loaded) once per chunk. ``welford`` ((mean, deviation
+        reduction, the mean's input index) of ``FusionPlan.welford_pairs``) adds per pair Welford's update
+        of a per-lane count, mean and sum of squared deviations, combined across the block after the loop
+        (Chan's formula, in plain sums): the mean and the deviations' sum in this one pass over the row."""
         saved = (self.body, self.memo_loop)
         self.body, self.memo_loop = [], {}
+        program = self.program
+        finals: list[str] = []
+        for m, dev, at in welford:
+            v = self.value(program.nodes[m].inputs[0], at)
+            cnt, mean, m2, delta = f"n{m}_v", f"acc{m}_v", f"m2{dev}_v", f"d{m}_w"
+            self.top += [f"{name} = tl.zeros([ROWS, BLOCK_N], tl.float32)" for name in (cnt, mean, m2)]
+            self.body += [f"{cnt} = {cnt} + tl.where(mask, 1.0, 0.0)", f"{delta} = tl.where(mask, {v} - {mean}, 0.0)",
+                          f"{mean} = {mean} + {delta} / tl.maximum({cnt}, 1.0)",
+                          f"{m2} = {m2} + {delta} * tl.where(mask, {v} - {mean}, 0.0)"]
+            finals += [f"n{m} = tl.sum({cnt}, axis=1)[:, None]",
+                       f"acc{m} = tl.sum({cnt} * {mean}, axis=1)[:, None] / tl.maximum(n{m}, 1.0)",
+                       f"acc{dev} = tl.sum({m2} + {cnt} * ({mean} - acc{m}) * ({mean} - acc{m}), axis=1)[:, None]"]
         out = []
         for x, at, op, acc, shift in terms:
             fill, fn = REDUCTIONS[op]
@@ -251,20 +267,35 @@ class _Rows:
             self.top.append(f"{vec} = tl.full([ROWS, BLOCK_N], {fill}, tl.float32)")
             out.append((vec, fn, acc))
         self.top += self.loop(self.body)
-        self.top += [f"{acc} = {fn}({vec}, axis=1)[:, None]" for vec, fn, acc in out]
-        self.vectors = max(self.vectors, len(out))
+        self.top += [f"{acc} = {fn}({vec}, axis=1)[:, None]" for vec, fn, acc in out] + finals
+        self.vectors = max(self.vectors, len(out) + 3 * len(welford))
         self.body, self.memo_loop = saved
         return [acc for _, _, acc in out]
 
-    def reduce_together(self, ns: list[int]) -> list[str]:
+    def reduce_together(self, ns: list[int], welford: list[tuple[int, int]] = ()) -> list[str]:
         """Reductions ``ns`` (independent of each other: ``FusionPlan.sibling_reductions``) in one chunk loop; their
-        results are then what :meth:`value` returns for them. The accumulators' names."""
+        results are then what :meth:`value` returns for them. With ``welford`` ((mean, deviation reduction) pairs,
+        chunked rows only) the loop also computes each pair by Welford's update (the means leave ``ns``). The
+        accumulators' names of ``ns``."""
         program = self.program
+        welford = list(welford) if self.looped else []
+        paired = {m for m, _ in welford}
         terms = []
         for n in ns:
+            if n in paired:
+                continue
             x = program.nodes[n].inputs[0]
             terms.append((x, self.unflat(DOMAIN_FLAT, program.concrete_shape(x)), program.nodes[n].op, f"acc{n}", None))
-        accs = self._looped(terms) if self.looped else [self._reduction(*t[:4]) for t in terms]
+        pairs = [(m, dev, self.unflat(DOMAIN_FLAT, program.concrete_shape(program.nodes[m].inputs[0])))
+                 for m, dev in welford]
+        accs = self._looped(terms, pairs) if self.looped else [self._reduction(*t[:4]) for t in terms]
+        for m, dev in welford:
+            scale = f" * {1.0 / self.n!r}" if program.nodes[dev].op == "mean" else ""
+            self.top += [f"v{m} = acc{m}", f"v{dev} = acc{dev}{scale}"]
+            for n in (m, dev):
+                self.memo_top[(n, "reduced")] = f"v{n}"
+                self.row_vars.add(f"v{n}")
+        ns = [n for n in ns if n not in paired]
         if self.stage != 1:
             for n, acc in zip(ns, accs):
                 expr = f"{acc} * {1.0 / self.n!r}" if program.nodes[n].op == "mean" else acc
@@ -337,9 +368,9 @@ def _walk(plan: FusionPlan, gi: int, em: _Rows) -> tuple[list[int], list[str]]:
     kinds = _output_kinds(plan, gi, em)
     stores: list[str] = []
     if em.looped and em.stage == 0:
-        together = plan.sibling_reductions(gi)
-        if len(together) > 1:
-            em.reduce_together(together)
+        together, pairs = plan.sibling_reductions(gi), plan.welford_pairs(gi)
+        if len(together) > 1 or pairs:
+            em.reduce_together(together, pairs)
     for k, o in enumerate(outs):
         if kinds[o] == "row":
             v = em.value(o, unflat("rows", program.concrete_shape(o)))
