@@ -181,7 +181,7 @@ def _library_call_cost(plan: FusionPlan, gi: int, hw: HardwareSpec, nbytes: floa
     tail = any(n != lib and program.nodes[n].op not in O.flat_views() and n not in plan.feeding(gi, lib)
                for n in g.nodes)
     extra = 2 * _nbytes(plan, lib) if tail else 0.0
-    pool = O.get(program.nodes[lib].op).meta.get("shape_family") == "pool"
+    pool = _is_pool(program.nodes[lib].op)
     rate = (hw.get("memory.library_pool_bandwidth") or bw) if pool else bw
     seconds = max(c["bytes"] * (nbytes / rate + extra / bw),
                   c["flops"] * (mm / _matmul_peak(plan, gi, hw, None) + other / hw.value("compute.peak.fp32")))
@@ -334,11 +334,16 @@ def _cross_warp_efficiency(plan: FusionPlan, gi: int, tile: Tile | None, hw: Har
     return min(1.0, float(limit) / reduced_axis_warps(tile, item))
 
 
+def _is_pool(op: str) -> bool:
+    """A pooling op (the registry's shape family)."""
+    return O.get(op).meta.get("shape_family") == "pool"
+
+
 def window_taps(plan: FusionPlan, gi: int) -> int:
     """The most window positions one output element of the group's pooling windows reads (0: no window)."""
     program = plan.program
-    taps = [math.prod(program.nodes[n].attrs.get("kernel_size") or (1,)) for n in plan.groups[gi].nodes
-            if "_pool" in program.nodes[n].op]
+    taps = [math.prod(program.nodes[n].attrs["kernel_size"]) for n in plan.groups[gi].nodes
+            if _is_pool(program.nodes[n].op)]
     return max(taps, default=0)
 
 
