@@ -17,7 +17,7 @@ from hypothesis import strategies as st  # noqa: E402
 
 from axon_eg.backends.triton.base import NotLowerable  # noqa: E402
 from axon_eg.backends.triton.emit import emit  # noqa: E402
-from axon_eg.backends.triton.reduction import check  # noqa: E402
+from axon_eg.backends.triton.reduction import CHUNK_WEIGHT, check  # noqa: E402
 from axon_eg.egraph.nugraph import Variant  # noqa: E402
 from axon_eg.extract.candidates import Candidate  # noqa: E402
 from axon_eg.extract.cost import cost  # noqa: E402
@@ -118,14 +118,15 @@ def column_candidate(program: Program, rows: int, block_n: int, split: int = 1) 
 
 @settings(max_examples=int(os.environ.get("AXON_EG_SPLIT_EXAMPLES", "16")), deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
-@given(shape=st.sampled_from(((3, 37, 5), (1, 19, 7), (4, 9, 1, 3), (2, 3, 33, 6), (5, 1, 17))),
+@given(shape=st.sampled_from(((3, 37, 5), (1, 19, 7), (4, 9, 1, 3), (2, 3, 33, 6), (5, 1, 17), (3, 5, 16), (9, 3, 8))),
        op=st.sampled_from(("sum", "mean", "max", "min")), producer=st.sampled_from(("square", "diff", "none")),
        consumer=st.sampled_from(("none", "sqrt_abs", "scale")), rows=st.sampled_from((1, 4, 16)),
        block_n=st.sampled_from((16, 64)), dtype=st.sampled_from((fp32, bf16)), data=st.data())
 def test_column_reduction_of_middle_axes_matches_float64(shape, op, producer, consumer, rows, block_n, dtype, data,
                                                          tmp_path):
     """A reduction of a middle block of axes, the axes after it kept (a column reduction): rows are output
-    elements, read without a transpose; chunked (BLOCK_N < reduced size) or in one pass."""
+    elements, read without a transpose; chunked (BLOCK_N < reduced size) or in one pass. The address shows
+    Triton the rows contiguous where it can (no outer axis, or a program's rows inside one outer index)."""
     k = data.draw(st.integers(0, len(shape) - 2))
     j = data.draw(st.integers(k + 1, len(shape) - 1))
     b = Builder(f"col_{op}")
@@ -138,6 +139,11 @@ def test_column_reduction_of_middle_axes_matches_float64(shape, op, producer, co
     program = b.build([r]).expand()
     kernel = emit(column_candidate(program, rows, block_n), H200, "k")
     assert "torch (" not in kernel.source.split("def kernel")[0].split("# fusion plan")[1], kernel.source
+    inner, outer = math.prod(shape[j:]), math.prod(shape[:k])
+    if inner > 1:
+        form = (f"cols * {inner} + rows" if outer == 1 else "(pid * ROWS) %" if inner % rows == 0 else
+                f"rows % {inner}")
+        assert form in kernel.source, kernel.source
     out = run_kernel(kernel, program, tmp_path)
     assert out.status == "ok", f"{out.error}\n{kernel.source}"
 
@@ -313,5 +319,6 @@ def test_a_mean_and_its_squared_deviations_take_one_pass_over_the_row(shape, axe
     cols = math.prod(shape[a] for a in axes)
     if cols > 16:
         assert "tl.maximum(n" in src and len(loops) == (2 if what == "norm" else 1), src
+        assert f"* {CHUNK_WEIGHT}" in src and "_v, 1.0)" not in src, src  # one weight per chunk, no division per element
     out_ = run_kernel(kernel, program, tmp_path)
     assert out_.status == "ok", f"{out_.error}\n{kernel.source}"

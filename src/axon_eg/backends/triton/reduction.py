@@ -37,6 +37,8 @@ from .tl_expressions import ELEMENTWISE, REDUCTIONS, lit
 Index = tuple[str, ...]
 _VIEWS = O.views()
 DOMAIN_FLAT = "flat"  # rows * N + cols, emitted once per scope
+INT32_OFFSETS = 2**31
+CHUNK_WEIGHT = "w_chunk"  # 1 / the chunk's number in its loop: a Welford update's weight, one scalar per chunk
 
 
 def _flat(idx: Index, shape: tuple[int, ...]) -> str:
@@ -44,13 +46,30 @@ def _flat(idx: Index, shape: tuple[int, ...]) -> str:
     return " + ".join(terms) or "0"
 
 
+def _column_flat(r: int, n: int, i: int, rows_pp: int) -> str:
+    """The address of a column reduction's element (row ``rows``: an output element, ``i`` of them contiguous per
+    outer index; column ``cols``: the reduced index, stride ``i``) written so that Triton sees the rows
+    contiguous: its coalescing pass then lays threads (and 16-byte vectors where ``i`` allows) along them.
+    ``rows % i`` hides that (r03's L2 normalization over dim 0: threads along the 12 MB-strided columns), so
+    with no outer axis (``r == i``) the row is its own offset, and where a program's ``rows_pp`` rows share one
+    outer index (``i % rows_pp == 0``) the outer index and the offset come from the program id (scalars). Past
+    2**31 elements the general form, whose rows are 64-bit."""
+    if r * n < INT32_OFFSETS:
+        if r == i:
+            return f"cols * {i} + rows"
+        if rows_pp and i % rows_pp == 0:
+            return f"((pid * ROWS) // {i}) * {n * i} + cols * {i} + (pid * ROWS) % {i} + tl.arange(0, ROWS)[:, None]"
+    return f"(rows // {i}) * {n * i} + cols * {i} + rows % {i}"
+
+
 class _Rows:
     def __init__(self, plan: FusionPlan, gi: int, block_n: int, dry: bool = False, split: int = 1, stage: int = 0,
-                 slice_cols: int = 0):
+                 slice_cols: int = 0, rows_pp: int = 0):
         """``dry``: walk the group exactly as the lowering does (the same index maps, names, memos and
         chunk loops, so the same refusals in the same order) without building the expressions (``check``).
         ``stage`` 1 / 2 of a split reduction (``split`` programs per row block): 1 reduces the program's
-        slice of ``slice_cols`` columns of each row; 2 reads the reductions from the partials of stage 1."""
+        slice of ``slice_cols`` columns of each row; 2 reads the reductions from the partials of stage 1.
+        ``rows_pp``: the program's rows (``ROWS``; 0: not known), which a column reduction's address uses."""
         self.dry = dry
         self.split, self.stage, self.slice = split, stage, slice_cols
         self.program = plan.program
@@ -78,7 +97,7 @@ class _Rows:
             # one row (a full reduction): its columns are the address, which Triton then knows 16-byte aligned
             # (``rows * 0`` keeps the block's shape when a program holds more rows than the one there is)
             self.flat_expr = ("rows * 0 + cols" if self.r == 1 else f"rows * {n} + cols") if i == 1 else \
-                f"(rows // {i}) * {n * i} + cols * {i} + rows % {i}"
+                _column_flat(self.r, n, i, rows_pp)
         else:  # reduced axes with kept ones between them (a variance over (N, L) of [N, C, L]): each axis's
             # index from the row (kept axes, row-major) or the column (reduced axes, row-major), read in place
             kept, red = iter(unflat("rows", tuple(d[a] for a in kept_axes))), iter(unflat("cols", tuple(d[a] for a in axes)))
@@ -239,7 +258,11 @@ class _Rows:
         two reductions share is computed (and loaded) once per chunk. ``welford`` ((mean, deviation
         reduction, the mean's input index) of ``FusionPlan.welford_pairs``) adds per pair Welford's update
         of a per-lane count, mean and sum of squared deviations, combined across the block after the loop
-        (Chan's formula, in plain sums): the mean and the deviations' sum in this one pass over the row."""
+        (Chan's formula, in plain sums): the mean and the deviations' sum in this one pass over the row. A lane
+        that is in the row at a chunk was in it at every earlier one (the columns only grow), so its count there
+        is the chunk's number: the update multiplies by that chunk's ``1 / count`` (:data:`CHUNK_WEIGHT`, one
+        scalar per chunk) instead of dividing every element (an IEEE fp32 division per element made the one
+        Welford pass slower than two plain ones: r07's variance 568 us against 497 on the H200)."""
         saved = (self.body, self.memo_loop)
         self.body, self.memo_loop = [], {}
         program = self.program
@@ -249,7 +272,7 @@ class _Rows:
             cnt, mean, m2, delta = f"n{m}_v", f"acc{m}_v", f"m2{dev}_v", f"d{m}_w"
             self.top += [f"{name} = tl.zeros([ROWS, BLOCK_N], tl.float32)" for name in (cnt, mean, m2)]
             self.body += [f"{cnt} = {cnt} + tl.where(mask, 1.0, 0.0)", f"{delta} = tl.where(mask, {v} - {mean}, 0.0)",
-                          f"{mean} = {mean} + {delta} / tl.maximum({cnt}, 1.0)",
+                          f"{mean} = {mean} + {delta} * {CHUNK_WEIGHT}",
                           f"{m2} = {m2} + {delta} * tl.where(mask, {v} - {mean}, 0.0)"]
             finals += [f"n{m} = tl.sum({cnt}, axis=1)[:, None]",
                        f"acc{m} = tl.sum({cnt} * {mean}, axis=1)[:, None] / tl.maximum(n{m}, 1.0)",
@@ -316,12 +339,14 @@ class _Rows:
                      if self.stage == 1 else [(f"0, {full}", full), (f"{full}, {n}", n)])
         else:
             spans = [(f"{lo}, {hi}", n)]
+        weight = ([f"    {CHUNK_WEIGHT} = 1.0 / ((c0 - {lo}) // BLOCK_N + 1)"]
+                  if any(CHUNK_WEIGHT in ln for ln in body) else [])  # the chunk's number, from the slice's start
         out: list[str] = []
         for k, (span, bound) in enumerate(spans):
             tail = "  # the partial last chunk" if k else ""
             out += [f"for c0 in range({span}, BLOCK_N):{tail}", "    cols = c0 + tl.arange(0, BLOCK_N)[None, :]",
                     f"    cmask = cols < {bound}", "    mask = rmask & cmask", f"    flat = {self.flat_expr}",
-                    *("    " + ln for ln in body)]
+                    *weight, *("    " + ln for ln in body)]
         return out
 
 
@@ -418,14 +443,14 @@ def _split_lower(plan: FusionPlan, gi: int, tile: RowsTile, name: str, warp_size
     wide = probe.r * probe.n >= 2**31  # 64-bit offsets (rows * N + cols, slice starts)
     i64 = ".to(tl.int64)" if wide else ""
     row_head = [f"rows = (pid * ROWS + tl.arange(0, ROWS)){i64}[:, None]", f"rmask = rows < {probe.r}"]
-    one = _Rows(plan, gi, block_n, split=split, stage=1, slice_cols=chunk)
+    one = _Rows(plan, gi, block_n, split=split, stage=1, slice_cols=chunk, rows_pp=rows_pp)
     stores = [f"tl.store(part + {j * probe.r * split} + rows * {split} + split, {acc}, mask=rmask)"
               for j, acc in enumerate(one.reduce_together(one.slots))]
     part_body = (["pid = tl.program_id(0) // SPLIT  # the row block",
                   f"split = (tl.program_id(0) % SPLIT){i64}  # its slice",
                   *row_head, f"# slice split: columns [{chunk} * split, {chunk} * (split + 1)) of {probe.n}"]
                  + one.top + stores)
-    two = _Rows(plan, gi, block_n, split=split, stage=2)
+    two = _Rows(plan, gi, block_n, split=split, stage=2, rows_pp=rows_pp)
     two.reads = list(one.reads)
     outs, out_stores = _walk(plan, gi, two)
     finish_body = (["pid = tl.program_id(0)", *row_head, "sidx = tl.arange(0, SPLIT_P)[None, :]",
@@ -469,7 +494,7 @@ def lower(plan: FusionPlan, gi: int, tiling: Tiling | None, name: str, warp_size
         return _split_lower(plan, gi, tile, name, warp_size)
     probe = _Rows(plan, gi, 1 << 62)  # sizes only
     block_n, rows_pp, warps = tile.row_block(probe.n), tile.ROWS_PER_PROGRAM, tile.num_warps
-    em = _Rows(plan, gi, block_n)
+    em = _Rows(plan, gi, block_n, rows_pp=rows_pp)
     i64 = ".to(tl.int64)" if em.r * em.n >= 2**31 else ""  # 64-bit offsets rows * N + cols
     head = ["pid = tl.program_id(0)", f"rows = (pid * ROWS + tl.arange(0, ROWS)){i64}[:, None]", f"rmask = rows < {em.r}"]
     if not em.looped:
