@@ -103,13 +103,65 @@ def why(out: Path, index: dict, row: dict) -> str:
             f"measured {row.get('candidate_us') or float('nan'):.1f} us")
 
 
+SCORED = "scored"
+"""DIR/scored/NAME.json: a problem's scored row (its selection and best candidate against the baselines) with the
+digest of the measured rows and the bundle it was scored from. The score runs the pipeline's selection on the
+rows at the code that bundled them (another code's cache key finds no bundle), so it is kept: a run whose
+problems were bundled at several commits (re-bundled after a change) is reported whole by any later code."""
+
+
+def _digest(out: Path, index: dict, name: str) -> str:
+    import hashlib
+
+    h = hashlib.sha256(index[name].get("bundle", "").encode())
+    for suffix in (".jsonl", ".baselines2.jsonl"):
+        path = out / "rows" / f"{name}{suffix}"
+        h.update(path.read_bytes() if path.exists() else b"-")
+    return h.hexdigest()
+
+
+def scored_rows(out: Path, index: dict, folders: dict, measured: list[str]) -> list[dict]:
+    """The scored row of every measured problem: kept ones whose rows and bundle are unchanged, the others
+    scored now (``run_suite.collect_rows``) and kept, except where this code finds no bundle of its key. A row
+    keeps the best candidate's reason (:func:`why`), so that the run's rows report whole without its bundles."""
+    store = out / SCORED
+    rows: dict[str, dict] = {}
+    todo: list[str] = []
+    for name in measured:
+        path = store / f"{name}.json"
+        kept = json.loads(path.read_text()) if path.exists() else {}
+        if kept.get("digest") != _digest(out, index, name):
+            todo.append(name)
+            continue
+        rows[name] = kept["row"]
+        if not kept["row"].get("why") and why(out, index, kept["row"]):  # kept before its bundle was at hand
+            _keep(out, index, {**kept["row"], "why": why(out, index, kept["row"])})
+            rows[name] = {**kept["row"], "why": why(out, index, kept["row"])}
+    paths = [folders[n]["path"] for n in todo if Path(folders[n]["path"]).exists()]
+    for row in run_suite.collect_rows(out, ",".join(paths)) if paths else []:
+        row = {**row, "why": why(out, index, row)}
+        rows[row["program"]] = row
+        if row.get("selected") != "no bundle of this code's key":
+            _keep(out, index, row)
+    return [rows[n] for n in measured if n in rows]
+
+
+def _keep(out: Path, index: dict, row: dict) -> None:
+    """Write a problem's scored row (written to a temporary name, then renamed)."""
+    store = out / SCORED
+    store.mkdir(exist_ok=True)
+    name = row["program"]
+    tmp = store / f"{name}.json.tmp"
+    tmp.write_text(json.dumps({"digest": _digest(out, index, name), "row": row}, indent=1, default=str))
+    os.replace(tmp, store / f"{name}.json")
+
+
 def score(out: Path) -> tuple[list[dict], list[dict], dict]:
     """(one line per folder and one for all, the measured rows, the index)."""
     index = json.loads((out / "index.json").read_text())
     folders = json.loads((out / "problems.json").read_text()) if (out / "problems.json").exists() else {}
     measured = [n for n in index if (out / "rows" / f"{n}.jsonl").exists() and n in folders]
-    paths = [folders[n]["path"] for n in measured if Path(folders[n]["path"]).exists()]
-    rows = run_suite.collect_rows(out, ",".join(paths)) if paths else []
+    rows = scored_rows(out, index, folders, measured)
     by_name = {r["program"]: r for r in rows}
     groups: dict[str, list[str]] = {}
     for name in index:
@@ -224,7 +276,7 @@ def render(out: Path, worst: int) -> str:
         md += [f"## the {len(ranked)} worst best candidates (vs {title})", "",
                "| problem | vs eager | vs compile_default | vs compile | why |", "|---|---:|---:|---:|---|"]
         md += [f"| {r['program']} | {cell(r.get('cand_vs_eager'))} | {cell(r.get('cand_vs_compile_default'))} | "
-               f"{cell(r.get('cand_vs_compile'))} | {why(out, index, r)} |" for r in ranked]
+               f"{cell(r.get('cand_vs_compile'))} | {r.get('why') or why(out, index, r)} |" for r in ranked]
         md.append("")
     skipped = [(n, index[n]["skipped"]) for n in index if "skipped" in index[n]]
     if skipped:

@@ -98,3 +98,40 @@ def test_cost_model_scores_the_first_ranked_candidate_against_the_fastest(tmp_pa
     assert not per["r02"]["within"] and per["r02"]["first_vs_fastest"] is None
     table = "\n".join(kernelbench.cost_model_table(list(per.values())))
     assert "| all | 3 | 33% |" in table and "| r02 | reductions | c00 | failed |" in table
+
+
+def test_scored_rows_are_kept_and_report_without_bundle_or_matching_code(tmp_path, monkeypatch):
+    """A problem's scored row is kept with the digest of its rows and bundle: a later report (other code, the
+    bundles gone) reads it back, reasons included; a problem whose rows changed is scored again, alone."""
+    out = tmp_path / "run"
+    (out / "rows").mkdir(parents=True)
+    bundle = out / "cache" / "bundles" / "b1"
+    bundle.mkdir(parents=True)
+    (bundle / "candidates.json").write_text(json.dumps([{"id": "c00", "plan": "reduction", "isa": "[]",
+                                                         "tilings": json.dumps([{"BLOCK_N": 512}]), "predicted_us": 7.0}]))
+    (out / "index.json").write_text(json.dumps({n: {"bundle": "cache/bundles/b1"} for n in ("r01", "r02")}))
+    (out / "problems.json").write_text(json.dumps({n: {"folder": "reductions", "path": str(tmp_path / f"{n}.py")}
+                                                   for n in ("r01", "r02")}))
+    for n in ("r01", "r02"):
+        (out / "rows" / f"{n}.jsonl").write_text('{"id": "c00"}\n')
+        (tmp_path / f"{n}.py").write_text("")
+    asked: list[str] = []
+
+    def collect(out_, programs):
+        names = [p.rsplit("/", 1)[-1][:-3] for p in programs.split(",")]
+        asked.extend(names)
+        return [{"program": n, "best_candidate": "c00", "candidate_us": 9.0, "cand_vs_eager": 2.0, "vs_eager": 2.0}
+                for n in names]
+
+    monkeypatch.setattr(run_suite, "collect_rows", collect)
+    kernelbench.score(out)
+    assert sorted(asked) == ["r01", "r02"] and len(list((out / kernelbench.SCORED).glob("*.json"))) == 2
+    asked.clear()
+    import shutil
+
+    shutil.rmtree(out / "cache")
+    (out / "rows" / "r02.jsonl").write_text('{"id": "c00"}\n{"id": "c01"}\n')  # r02 measured again
+    _, rows, _ = kernelbench.score(out)
+    assert asked == ["r02"] and len(rows) == 2
+    text = kernelbench.render(out, worst=2)
+    assert "reduction [BLOCK_N=512] isa []: predicted 7.0 us, measured 9.0 us" in text  # r01's kept reason

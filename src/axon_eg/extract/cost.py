@@ -28,6 +28,7 @@ import numpy as np
 
 from axon_eg.hw import HardwareSpec
 from axon_eg.ir import ops as O
+from axon_eg.ir.program import Program
 from axon_eg.semantics.isa.declarations import DMA, TENSOR, declaration
 
 from .fusion import ATTENTION, LAYOUT, LIBRARY, MATMUL, REDUCTION, FusionPlan, node_kind
@@ -78,6 +79,16 @@ def _nbytes(plan: FusionPlan, node: int) -> float:
     return float(math.prod(plan.program.concrete_shape(node)) * n.dtype.itemsize)
 
 
+def _conv_flops(program: Program, i: int, family: str) -> float:
+    """A convolution's multiply-adds, as the νGraph's cost counts them (``egraph.schema._FLOPS``): 2 per output
+    element (conv) or per input element (conv_transpose) per weight element of one output (input) channel."""
+    node = program.nodes[i]
+    w = program.concrete_shape(node.inputs[1])
+    per = math.prod(w) / max(1, w[0])
+    elems = math.prod(program.concrete_shape(i) if family == "conv" else program.concrete_shape(node.inputs[0]))
+    return 2.0 * elems * per
+
+
 def group_traffic(plan: FusionPlan, gi: int, tiling: Tiling | None, l2_bytes: float,
                   wave: int = 1, hw: HardwareSpec | None = None) -> tuple[float, float, float]:
     """(HBM bytes, matmul flops, other flops) of one group. ``wave``: programs running at once; ``hw``
@@ -93,6 +104,8 @@ def group_traffic(plan: FusionPlan, gi: int, tiling: Tiling | None, l2_bytes: fl
         if n.op == "matmul":
             k = program.concrete_shape(n.inputs[0])[-1]
             mm_flops += 2.0 * out * k
+        elif (family := O.get(n.op).meta.get("shape_family")) in ("conv", "conv_transpose"):
+            mm_flops += _conv_flops(program, i, family)
         elif kind in (REDUCTION,) or O.get(n.op).kind is O.OpKind.SCAN:
             other += math.prod(program.concrete_shape(n.inputs[0]))
         elif kind is not None and kind != LAYOUT:
@@ -184,9 +197,21 @@ def _library_call_cost(plan: FusionPlan, gi: int, hw: HardwareSpec, nbytes: floa
     pool = _is_pool(program.nodes[lib].op)
     rate = (hw.get("memory.library_pool_bandwidth") or bw) if pool else bw
     seconds = max(c["bytes"] * (nbytes / rate + extra / bw),
-                  c["flops"] * (mm / _matmul_peak(plan, gi, hw, None) + other / hw.value("compute.peak.fp32")))
+                  c["flops"] * (mm / _library_op_peak(plan, gi, lib, hw) + other / hw.value("compute.peak.fp32")))
     launches = 2 if tail else 1
     return GroupCost(gi, g.kind, nbytes + extra, mm + other, seconds + c["launch"] * launches * hw.value("costs.launch"))
+
+
+def _library_op_peak(plan: FusionPlan, gi: int, lib: int, hw: HardwareSpec) -> float:
+    """The rate of the library op ``lib`` (a convolution): on fp32 operands the library's measured conv rate
+    (``compute.measured_peak.library_conv_fp32``: TF32 tensor cores, about a seventh of the 16-bit GEMM rate
+    a conv was charged before, 4x under its measured times), else the group's matmul rate."""
+    program = plan.program
+    if program.nodes[program.nodes[lib].inputs[0]].dtype.name == "fp32":
+        rate = hw.get("compute.measured_peak.library_conv_fp32")
+        if rate:
+            return rate
+    return _matmul_peak(plan, gi, hw, None)
 
 
 def _matmul_peak(plan: FusionPlan, gi: int, hw: HardwareSpec, isa: str | None) -> float:
