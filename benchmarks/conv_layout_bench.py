@@ -5,8 +5,10 @@ the input and output shapes, the conv alone in NCHW, one element-wise pass over 
 (what a layout copy costs at best), then for 2-d and 3-d convs: the conv on channels-last weights with the
 input converted by torch (``x.contiguous(memory_format=...)``) inside the timing, the same with the output
 converted back to NCHW, the conv on an input already channels-last; then the NCHW and converted-input times
-again with ``torch.backends.cudnn.benchmark`` on. The numbers behind BENCHMARKS.md's conv paragraph (issue 18,
-run 3): what an ISA choice "cuDNN in NHWC" would gain, and what torch's own layout copies would eat of it.
+again with ``torch.backends.cudnn.benchmark`` on; last, for convs with a bias, the conv without it (NCHW, and
+NHWC on the ready input): torch.compile leaves the bias to its fused epilogue. The numbers behind
+BENCHMARKS.md's conv paragraph (issue 18, run 3): what an ISA choice "cuDNN in NHWC" would gain, and what
+torch's own layout copies would eat of it.
 
     python benchmarks/conv_layout_bench.py        # on a GPU; the problems' own sizes and initialization
 """
@@ -52,7 +54,8 @@ def main() -> int:
         print("conv_layout_bench: needs a CUDA GPU", file=sys.stderr)
         return 2
     convs = (nn.Conv1d, nn.Conv2d, nn.Conv3d, nn.ConvTranspose1d, nn.ConvTranspose2d, nn.ConvTranspose3d)
-    print("problem x y nchw x_pass y_pass | nhwc+x_copy nhwc+x_copy+y_copy nhwc_x_ready | benchmark: nchw nhwc+x_copy")
+    print("problem x y nchw x_pass y_pass | nhwc+x_copy nhwc+x_copy+y_copy nhwc_x_ready | benchmark: nchw nhwc+x_copy "
+          "| no bias: nchw nhwc_x_ready")
     for path in sorted(glob.glob(str(ROOT / "benchmarks/problems/conv/v*.py"))):
         mod = _load(path)
         torch.manual_seed(0)
@@ -77,6 +80,16 @@ def main() -> int:
                 row.append(_time(lambda: cl(x.contiguous(memory_format=fmt))))
                 conv.to(memory_format=torch.contiguous_format)
             torch.backends.cudnn.benchmark = False
+            if conv.bias is not None:
+                fn = getattr(torch.nn.functional, type(conv).__name__.replace("ConvTranspose", "conv_transpose")
+                             .replace("Conv", "conv"))
+                kw = {a: getattr(conv, a) for a in ("stride", "padding", "dilation", "groups")}
+                if "transpose" in fn.__name__:
+                    kw["output_padding"] = conv.output_padding
+                row += ["| no bias:", _time(lambda: fn(x, conv.weight, None, **kw))]
+                if fmt is not None:
+                    w = conv.weight.contiguous(memory_format=fmt)
+                    row.append(_time(lambda: fn(ready, w, None, **kw)))
         print(*(f"{v:.1f}" if isinstance(v, float) else v for v in row), flush=True)
     return 0
 
