@@ -3,6 +3,7 @@
     python benchmarks/kernelbench.py bundle  DIR PROBLEMS...   # phase 1 here (CPU): saturate, extract, emit
     python benchmarks/kernelbench.py measure DIR               # phase 2 on a GPU (run_suite measure)
     python benchmarks/kernelbench.py report  DIR [--worst 10] [--write FILE.md]
+    python benchmarks/kernelbench.py reuse   DIR OLD_DIR...    # rows of problems whose kernels did not change
 
 ``PROBLEMS`` are KernelBench-format files or directories of them (``benchmarks/problems/reductions``, a
 KernelBench ``level1`` folder, ...). ``bundle`` is resumable: a problem already in ``DIR/index.json``
@@ -20,6 +21,12 @@ plan kind: the share of problems whose first-ranked candidate (lowest prediction
 measured one, and the median rank correlation of predicted and measured latency. torch.compile is measured in its default
 mode (KernelBench's bar, ``measure --compile-default`` of ``run_suite.py``) and as
 ``mode="max-autotune-no-cudagraphs"`` (``run_suite.py``'s usual, stronger bar).
+
+``reuse`` spends the GPU only on what changed: after a change re-bundled into DIR, a problem none of whose
+kernels changed against an earlier run (every candidate's and baseline's code, the reference, the harness
+settings; comments aside) takes that run's rows, candidate ids and predictions mapped to DIR's bundle, and
+``measure`` then times only the others. A problem is reused whole or not at all, so its candidates and
+baselines stay measured in one run; ``index.json`` records where its rows came from (``rows_from``).
 """
 
 from __future__ import annotations
@@ -78,6 +85,94 @@ def cmd_measure(args: argparse.Namespace) -> int:
     argv += ["--programs", args.programs] if args.programs else []
     argv += ["--prewarm", str(args.prewarm), "--prewarm-candidates"] if args.prewarm else []
     return run_suite.main(argv)
+
+
+def _code(path: Path) -> str:
+    """A kernel file's code: its lines without the comment lines (a candidate's header names its rank and
+    prediction, which a re-ranking changes while the code stays)."""
+    return "\n".join(ln for ln in path.read_text().splitlines() if not ln.lstrip().startswith("#"))
+
+
+HARNESS_KEYS = ("entry", "mode", "kind", "inputs", "out_dtypes", "reference", "seed", "trials", "timeout_s",
+                "time_wrong", "tolerance")
+"""The manifest fields of a kernel that decide what the harness measures (its id, file and prediction aside)."""
+
+
+def same_kernels(new: Path, old: Path) -> dict[str, str] | None:
+    """``{new id: old id}`` when the bundle ``new`` runs exactly the kernels ``old`` ran (the same code under the
+    same harness settings, the same reference and limits), else None."""
+    mn, mo = (json.loads((b / "manifest.json").read_text()) for b in (new, old))
+    if mn.get("limits") != mo.get("limits") or len(mn["candidates"]) != len(mo["candidates"]):
+        return None
+    for ref in {c.get("reference", "").split(":")[0] for c in mn["candidates"]} - {""}:
+        if not (old / ref).exists() or (new / ref).read_bytes() != (old / ref).read_bytes():
+            return None
+    by_code = {}
+    for c in mo["candidates"]:
+        by_code.setdefault((_code(old / c["source"]), json.dumps([c.get(k) for k in HARNESS_KEYS])), []).append(c["id"])
+    mapping = {}
+    for c in mn["candidates"]:
+        ids = by_code.get((_code(new / c["source"]), json.dumps([c.get(k) for k in HARNESS_KEYS])))
+        if not ids:
+            return None
+        mapping[c["id"]] = ids.pop(0)
+    return mapping
+
+
+def cmd_reuse(args: argparse.Namespace) -> int:
+    out = Path(args.dir)
+    if not (out / "index.json").exists():
+        print(f"kernelbench reuse: {out / 'index.json'} not found (run `bundle {out} PROBLEMS...` first)", file=sys.stderr)
+        return 2
+    index = json.loads((out / "index.json").read_text())
+    olds = [(Path(d), json.loads((Path(d) / "index.json").read_text())) for d in args.old
+            if (Path(d) / "index.json").exists()]
+    (out / "rows").mkdir(exist_ok=True)
+    reused, todo = [], []
+    for name, info in index.items():
+        if "bundle" not in info or (out / "rows" / f"{name}.jsonl").exists():
+            continue
+        for old, old_index in olds:
+            was = old_index.get(name, {})
+            rows_path = old / "rows" / f"{name}.jsonl"
+            if "bundle" not in was or not rows_path.exists() or not (old / was["bundle"]).exists():
+                continue
+            mapping = same_kernels(out / info["bundle"], old / was["bundle"])
+            if mapping is None:
+                continue
+            back = {v: k for k, v in mapping.items()}
+            predicted = {c["id"]: c.get("predicted_us") for c in
+                         json.loads((out / info["bundle"] / "candidates.json").read_text())}
+            for suffix in (".jsonl", ".baselines2.jsonl"):
+                src = old / "rows" / f"{name}{suffix}"
+                if not src.exists():
+                    continue
+                lines = []
+                for line in src.read_text().splitlines():
+                    if not line.strip():
+                        continue
+                    row = json.loads(line)
+                    if row.get("id") in back:
+                        new_id = back[row["id"]]
+                        row.update(id=new_id, source=f"{new_id}.py" if row.get("kind") == "candidate" else row.get("source"))
+                        if row.get("predicted_us") is not None and predicted.get(new_id) is not None:
+                            row["predicted_us"] = predicted[new_id]
+                    lines.append(json.dumps(row))
+                tmp = out / "rows" / f"{name}{suffix}.tmp"
+                tmp.write_text("\n".join(lines) + "\n")
+                os.replace(tmp, out / "rows" / f"{name}{suffix}")
+            info.update({k: v for k, v in was.items() if k in ("phase2_wall_s", "baselines2_wall_s", "compile")})
+            info["rows_from"] = str(old)
+            reused.append(name)
+            break
+        else:
+            todo.append(name)
+    (out / "index.json").write_text(json.dumps(index, indent=1))
+    if not todo and olds and (olds[0][0] / "probe.json").exists() and not (out / "probe.json").exists():
+        (out / "probe.json").write_text((olds[0][0] / "probe.json").read_text())
+    print(f"kernelbench reuse: {len(reused)} problems take earlier rows (their kernels did not change); "
+          f"{len(todo)} to measure: {','.join(todo) or '-'}")
+    return 0
 
 
 def fast_p(rows: list[dict], total: int, key: str, p: float) -> float:
@@ -317,6 +412,10 @@ def main(argv: list[str] | None = None) -> int:
                    help="first run every problem's torch.compile baselines and candidates once, JOBS at a time, to fill "
                    "the shared Triton binary cache (nothing timed; each baseline is compiled and autotuned again alone)")
     p.set_defaults(func=cmd_measure)
+    p = sub.add_parser("reuse", help="take earlier runs' rows for the problems whose kernels did not change")
+    p.add_argument("dir")
+    p.add_argument("old", nargs="+", metavar="OLD_DIR")
+    p.set_defaults(func=cmd_reuse)
     p = sub.add_parser("report")
     p.add_argument("dir")
     p.add_argument("--worst", type=int, default=10)

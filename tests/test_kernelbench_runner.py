@@ -135,3 +135,47 @@ def test_scored_rows_are_kept_and_report_without_bundle_or_matching_code(tmp_pat
     assert asked == ["r02"] and len(rows) == 2
     text = kernelbench.render(out, worst=2)
     assert "reduction [BLOCK_N=512] isa []: predicted 7.0 us, measured 9.0 us" in text  # r01's kept reason
+
+
+def _bundle(root, name: str, sources: dict[str, str], predicted: dict[str, float]):
+    b = root / "cache" / "bundles" / name
+    b.mkdir(parents=True)
+    (b / "reference.py").write_text("def reference_torch(*t):\n    return t\n")
+    cands = []
+    for cid, code in sources.items():
+        (b / f"{cid}.py").write_text(code)
+        cands.append({"id": cid, "source": f"{cid}.py", "entry": "kernel", "kind": "candidate" if cid[0] == "c" else
+                      "baseline", "reference": "reference.py:reference_torch", "trials": 3})
+    (b / "manifest.json").write_text(json.dumps({"limits": {"grid": 8}, "candidates": cands}))
+    (b / "candidates.json").write_text(json.dumps([{"id": c, "predicted_us": p} for c, p in predicted.items()]))
+    return f"cache/bundles/{name}"
+
+
+def test_reuse_takes_rows_only_where_every_kernel_is_unchanged(tmp_path, capsys):
+    """After a re-ranking (ids and header comments change, code stays) a problem takes the earlier rows, ids and
+    predictions mapped to the new bundle; a problem with one changed kernel is left to measure, whole."""
+    old, new = tmp_path / "old", tmp_path / "new"
+    code = {"a": "# rank 0, predicted 5 us\ndef kernel(x):\n    return x\n", "b": "# rank 1\ndef kernel(x):\n    return -x\n"}
+    old_index = {"p1": {"bundle": _bundle(old, "o1", {"c00_a": code["a"], "c01_b": code["b"], "torch_eager": "e"},
+                                          {"c00_a": 5.0, "c01_b": 9.0}), "phase2_wall_s": 3.0},
+                 "p2": {"bundle": _bundle(old, "o2", {"c00_a": code["a"], "torch_eager": "e"}, {"c00_a": 5.0})}}
+    (old / "index.json").write_text(json.dumps(old_index))
+    (old / "rows").mkdir()
+    for n, ids in (("p1", ("c00_a", "c01_b", "torch_eager")), ("p2", ("c00_a", "torch_eager"))):
+        (old / "rows" / f"{n}.jsonl").write_text("".join(
+            json.dumps({"id": i, "kind": "baseline" if i.startswith("torch") else "candidate", "median_us": 1.0 + k,
+                        "predicted_us": None if i.startswith("torch") else 5.0, "source": f"{i}.py"}) + "\n"
+            for k, i in enumerate(ids)))
+    ranked_again = {"c00_b": "# rank 0, predicted 4 us\n" + code["b"].split("\n", 1)[1], "c01_a": code["a"], "torch_eager": "e"}
+    new_index = {"p1": {"bundle": _bundle(new, "n1", ranked_again, {"c00_b": 4.0, "c01_a": 6.0})},
+                 "p2": {"bundle": _bundle(new, "n2", {"c00_a": code["a"].replace("x\n", "x + 1\n"), "torch_eager": "e"},
+                                          {"c00_a": 5.0})}}
+    (new / "index.json").write_text(json.dumps(new_index))
+    assert kernelbench.main(["reuse", str(new), str(old)]) == 0
+    assert "1 problems take earlier rows" in capsys.readouterr().out
+    rows = {r["id"]: r for r in map(json.loads, (new / "rows" / "p1.jsonl").read_text().splitlines())}
+    assert rows["c00_b"]["median_us"] == 2.0 and rows["c00_b"]["predicted_us"] == 4.0  # old c01_b, new prediction
+    assert rows["c01_a"]["median_us"] == 1.0 and rows["torch_eager"]["median_us"] == 3.0
+    assert not (new / "rows" / "p2.jsonl").exists()
+    index = json.loads((new / "index.json").read_text())
+    assert index["p1"]["rows_from"] == str(old) and index["p1"]["phase2_wall_s"] == 3.0 and "rows_from" not in index["p2"]

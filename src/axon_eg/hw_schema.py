@@ -77,6 +77,7 @@ _GPU: dict[str, Field] = {
     "compute.measured_peak.library_attention_bf16": _q("flops", required=False),  # torch's sdpa, 16-bit
     "compute.measured_peak.library_attention_fp32": _q("flops", required=False),  # torch's sdpa, fp32
     "compute.measured_peak.library_conv_fp32": _q("flops", required=False),  # cuDNN conv on fp32 (TF32), NCHW
+    "compute.measured_peak.library_conv_grouped_fp32": _q("flops", required=False),  # the same, groups > 1
     "compute.measured_peak.library_unaligned": _q("flops", required=False),  # the library on rows off alignment
     "compute.measured_peak.dot_misaligned_one": _q("flops", required=False),  # tl.dot, one operand's rows off it
     "compute.measured_peak.dot_misaligned_two": _q("flops", required=False),  # tl.dot, both operands' rows off it

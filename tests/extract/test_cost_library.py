@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from torch.utils.flop_counter import FlopCounterMode
 
-from axon_eg.extract.cost import gpu_group_cost, group_traffic
+from axon_eg.extract.cost import _library_op_peak, gpu_group_cost, group_traffic
 from axon_eg.extract.fusion import LIBRARY, plans
 from axon_eg.hw import load
 from axon_eg.ir.dtypes import bf16, fp32
@@ -27,7 +27,7 @@ def test_a_convolution_costs_its_multiply_adds_as_torch_counts_them(n, transpose
                                                                      stride, dtype):
     """Random 1-3 d convolutions and transposed ones, grouped or not, odd sizes: the matmul flops the model
     charges are torch's own count (``FlopCounterMode``), and the group takes at least those flops at the
-    library's rate (fp32: the measured TF32 conv rate, far below the 16-bit GEMM rate it was charged)."""
+    library's rate (fp32: the measured TF32 conv rate, grouped or not, far below the 16-bit GEMM rate)."""
     cin, cout = cin * groups, cout * groups
     x_shape = (batch, cin, *([size] * n))
     w_shape = (cin, cout // groups, *([k] * n)) if transposed else (cout, cin // groups, *([k] * n))
@@ -43,6 +43,9 @@ def test_a_convolution_costs_its_multiply_adds_as_torch_counts_them(n, transpose
     with FlopCounterMode(display=False) as counter:
         fn(torch.empty(x_shape, device="meta"), torch.empty(w_shape, device="meta"), stride=stride, groups=groups)
     assert mm == counter.get_total_flops()
-    rate = H200.value("compute.measured_peak.library_conv_fp32") if dtype is fp32 else H200.value(
-        "compute.measured_peak.bf16")
+    which = ("library_conv_grouped_fp32" if groups > 1 and not transposed else "library_conv_fp32") if dtype is fp32 \
+        else "bf16"
+    rate = H200.value(f"compute.measured_peak.{which}")
+    lib = next(i for i in plan.groups[gi].nodes if plan.program.nodes[i].op == op)
+    assert _library_op_peak(plan, gi, lib, H200) == rate
     assert gpu_group_cost(plan, gi, None, H200).seconds >= mm / rate

@@ -204,11 +204,14 @@ def _library_call_cost(plan: FusionPlan, gi: int, hw: HardwareSpec, nbytes: floa
 
 def _library_op_peak(plan: FusionPlan, gi: int, lib: int, hw: HardwareSpec) -> float:
     """The rate of the library op ``lib`` (a convolution): on fp32 operands the library's measured conv rate
-    (``compute.measured_peak.library_conv_fp32``: TF32 tensor cores, about a seventh of the 16-bit GEMM rate
-    a conv was charged before, 4x under its measured times), else the group's matmul rate."""
+    (``compute.measured_peak.library_conv_fp32``: TF32 tensor cores, about a seventh of the 16-bit GEMM rate;
+    a grouped conv ``library_conv_grouped_fp32``), else the group's matmul rate."""
     program = plan.program
-    if program.nodes[program.nodes[lib].inputs[0]].dtype.name == "fp32":
-        rate = hw.get("compute.measured_peak.library_conv_fp32")
+    node = program.nodes[lib]
+    if program.nodes[node.inputs[0]].dtype.name == "fp32":
+        grouped = node.attrs.get("groups", 1) > 1 and O.get(node.op).meta.get("shape_family") == "conv"
+        rate = (grouped and hw.get("compute.measured_peak.library_conv_grouped_fp32")
+                or hw.get("compute.measured_peak.library_conv_fp32"))
         if rate:
             return rate
     return _matmul_peak(plan, gi, hw, None)
