@@ -229,12 +229,12 @@ def scored_rows(out: Path, index: dict, folders: dict, measured: list[str]) -> l
             todo.append(name)
             continue
         rows[name] = kept["row"]
-        if not kept["row"].get("why") and why(out, index, kept["row"]):  # kept before its bundle was at hand
-            _keep(out, index, {**kept["row"], "why": why(out, index, kept["row"])})
-            rows[name] = {**kept["row"], "why": why(out, index, kept["row"])}
+        if (not kept["row"].get("why") or "plans" not in kept["row"]) and why(out, index, kept["row"]):
+            rows[name] = {**kept["row"], "why": why(out, index, kept["row"]), "plans": _plans(out, index, name)}
+            _keep(out, index, rows[name])  # kept before its bundle was at hand: now with its reason and plans
     paths = [folders[n]["path"] for n in todo if Path(folders[n]["path"]).exists()]
     for row in run_suite.collect_rows(out, ",".join(paths)) if paths else []:
-        row = {**row, "why": why(out, index, row)}
+        row = {**row, "why": why(out, index, row), "plans": _plans(out, index, row["program"])}
         rows[row["program"]] = row
         if row.get("selected") != "no bundle of this code's key":
             _keep(out, index, row)
@@ -305,28 +305,41 @@ def cost_model(out: Path, index: dict, folders: dict) -> list[dict]:
         timed = [r for r in cands if r.get("status") == "ok" and r.get("median_us")]
         if not timed:
             continue
-        plans = {}
-        if (meta := out / info.get("bundle", "") / "candidates.json").exists() and "bundle" in info:
-            plans = {c["id"]: c for c in json.loads(meta.read_text()) if c.get("kind") == "candidate"}
+        plans = _plans(out, index, name)
         first = min(cands, key=lambda r: (r["predicted_us"], plans.get(r["id"], {}).get("rank", 0), r["id"]))
         fastest = min(r["median_us"] for r in timed)
         ratio = first["median_us"] / fastest if first in timed else None
-        kind = plan_kind(plans[first["id"]].get("plan")) if first["id"] in plans else folders.get(name, {}).get(
-            "folder", "-")
+        kind = plans[first["id"]]["kind"] if first["id"] in plans else folders.get(name, {}).get("folder", "-")
         rho = spearman([r["predicted_us"] for r in timed], [r["median_us"] for r in timed]) if len(timed) > 1 else None
         per.append({"program": name, "kind": kind, "first": first["id"], "first_vs_fastest": ratio,
-                    "within": ratio is not None and ratio <= WITHIN, "spearman": rho, "candidates": len(timed)})
+                    "within": ratio is not None and ratio <= WITHIN, "spearman": rho, "candidates": len(timed),
+                    "measured_vs_predicted": first["median_us"] / first["predicted_us"] if first in timed
+                    and first["predicted_us"] else None})
     return per
+
+
+def _plans(out: Path, index: dict, name: str) -> dict[str, dict]:
+    """``{candidate id: {"kind": its plan's heaviest group kind, "rank": its rank}}`` from the bundle, else from the
+    problem's kept scored row (which keeps them for a run reported without its bundles)."""
+    info = index.get(name, {})
+    meta = out / info.get("bundle", "") / "candidates.json"
+    if "bundle" in info and meta.exists():
+        return {c["id"]: {"kind": plan_kind(c.get("plan")), "rank": c.get("rank", 0)}
+                for c in json.loads(meta.read_text()) if c.get("kind") == "candidate"}
+    kept = out / SCORED / f"{name}.json"
+    return json.loads(kept.read_text())["row"].get("plans", {}) if kept.exists() else {}
 
 
 def cost_model_table(per: list[dict]) -> list[str]:
     """Markdown: per kind and over all, the problems, the share whose first-ranked candidate is within
-    ``WITHIN`` of the fastest, and the median rank correlation; then the misses."""
+    ``WITHIN`` of the fastest, the median rank correlation and the median of the first-ranked candidate's
+    measured over predicted time (the model's calibration: 1 is exact); then the misses."""
     import statistics
 
     md = [f"## cost model: first-ranked candidate within {WITHIN - 1:.0%} of the fastest measured", "",
-          "| kind | problems | first-ranked within | median Spearman (problems with >= 2 correct candidates) |",
-          "|---|---:|---:|---:|"]
+          "| kind | problems | first-ranked within | median Spearman (problems with >= 2 correct candidates) | "
+          "median measured / predicted (first-ranked) |",
+          "|---|---:|---:|---:|---:|"]
     kinds: dict[str, list[dict]] = {}
     for p in per:
         kinds.setdefault(p["kind"], []).append(p)
@@ -334,7 +347,9 @@ def cost_model_table(per: list[dict]) -> list[str]:
         rhos = [p["spearman"] for p in ps if p["spearman"] is not None]
         share = sum(p["within"] for p in ps) / len(ps) if ps else 0.0
         med = f"{statistics.median(rhos):.2f} (n={len(rhos)})" if rhos else "-"
-        md.append(f"| {kind} | {len(ps)} | {share:.0%} | {med} |")
+        scale = [p["measured_vs_predicted"] for p in ps if p.get("measured_vs_predicted")]
+        cal = f"{statistics.median(scale):.2f}" if scale else "-"
+        md.append(f"| {kind} | {len(ps)} | {share:.0%} | {med} | {cal} |")
     misses = [p for p in per if not p["within"]]
     if misses:
         md += ["", "| missed | kind | first-ranked | its time / fastest |", "|---|---|---|---:|"]

@@ -107,8 +107,9 @@ def test_scored_rows_are_kept_and_report_without_bundle_or_matching_code(tmp_pat
     (out / "rows").mkdir(parents=True)
     bundle = out / "cache" / "bundles" / "b1"
     bundle.mkdir(parents=True)
-    (bundle / "candidates.json").write_text(json.dumps([{"id": "c00", "plan": "reduction", "isa": "[]",
-                                                         "tilings": json.dumps([{"BLOCK_N": 512}]), "predicted_us": 7.0}]))
+    (bundle / "candidates.json").write_text(json.dumps([{"id": "c00", "kind": "candidate", "plan": "reduction",
+                                                         "isa": "[]", "tilings": json.dumps([{"BLOCK_N": 512}]),
+                                                         "predicted_us": 7.0}]))
     (out / "index.json").write_text(json.dumps({n: {"bundle": "cache/bundles/b1"} for n in ("r01", "r02")}))
     (out / "problems.json").write_text(json.dumps({n: {"folder": "reductions", "path": str(tmp_path / f"{n}.py")}
                                                    for n in ("r01", "r02")}))
@@ -135,6 +136,8 @@ def test_scored_rows_are_kept_and_report_without_bundle_or_matching_code(tmp_pat
     assert asked == ["r02"] and len(rows) == 2
     text = kernelbench.render(out, worst=2)
     assert "reduction [BLOCK_N=512] isa []: predicted 7.0 us, measured 9.0 us" in text  # r01's kept reason
+    index = json.loads((out / "index.json").read_text())
+    assert kernelbench._plans(out, index, "r01") == {"c00": {"kind": "reduction", "rank": 0}}  # the plan's, kept
 
 
 def _bundle(root, name: str, sources: dict[str, str], predicted: dict[str, float]):
