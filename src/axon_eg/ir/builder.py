@@ -18,6 +18,7 @@ from axon_eg.ir import dims as D
 from axon_eg.ir import ops as O
 from axon_eg.ir.dims import Shape
 from axon_eg.ir.dtypes import DType, as_dtype
+from axon_eg.ir.library_ops import BIAS_AFTER
 from axon_eg.ir.program import Node, Program
 
 
@@ -94,6 +95,8 @@ class Builder:
         op = O.get(op_name)
         if op.kind is O.OpKind.COMPOSITE and self.expand_composites:
             return self.expand(op, inputs, attrs)
+        if self.expand_composites and op_name in BIAS_AFTER and len(inputs) == 3:
+            return self._bias_after(op, inputs, attrs)
         for x in inputs:
             if not isinstance(x, Value) or x.builder is not self:
                 raise ProgramError(f"{op_name}: input {x!r} does not belong to this program")
@@ -106,6 +109,18 @@ class Builder:
                                  "empty axis are not supported (every size must be >= 1)")
             dtype = op.dtype(tuple(x.dtype for x in inputs), a)
         return self._add(Node(op_name, tuple(x.id for x in inputs), a, shape, dtype))
+
+    def _bias_after(self, op: O.OpDef, inputs: Sequence[Value], attrs: Mapping[str, Any]) -> Value:
+        """``op(x, w, bias)`` of an op whose bias is a per-channel add after it (a convolution,
+        ``library_ops.BIAS_AFTER``) as ``op(x, w) + bias`` viewed along the channel axis (checked first as
+        ``op`` itself, so a bad bias is named as its)."""
+        with self._checking(op.name, inputs):
+            a = self._attrs(op, inputs, attrs)
+            op.shape(tuple(x.shape for x in inputs), a)
+        y = self.emit(op.name, *inputs[:2], **dict(a))
+        bias = inputs[2]
+        view = self.emit("reshape", bias, shape=(bias.shape[0],) + (1,) * (len(y.shape) - 2))
+        return self.emit("add", y, view)
 
     def expand(self, op: O.OpDef, inputs: Sequence[Value], attrs: Mapping[str, Any]) -> Value:
         """Emit a composite op's primitives directly (checked the same way as ``emit``)."""

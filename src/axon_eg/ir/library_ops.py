@@ -1,5 +1,10 @@
 """Opaque library ops: convolutions and pooling. Later stages fuse around them, never through them.
 
+A convolution's bias is one value per output channel added to its result (:data:`BIAS_AFTER`): an
+expanded program (``Program.expand``) computes ``conv(x, w) + bias`` with the add in the epilogue, where
+the fused kernel adds it for free; torch's cuDNN path adds it in a pass of its own over the output, which
+torch.compile also moves into its epilogue.
+
 Their float64 reference runs through ``torch.nn.functional`` (imported lazily). Spatial attributes
 accept an int or a per-axis tuple and are stored as per-axis tuples.
 """
@@ -56,8 +61,13 @@ def _window(size: Dim, kernel: Dim, stride: int, padding: int, dilation: int, ce
 
 
 # -- convolutions -------------------------------------------------------------------------------
+BIAS_AFTER: set[str] = set()
+"""Library ops whose third input is a per-channel bias added to their result (the convolutions)."""
+
+
 def _conv(n: int) -> None:
     name = f"conv{n}d"
+    BIAS_AFTER.add(name)
 
     def canon(shapes: tuple[Shape, ...], a: Attrs) -> Attrs:
         a = _per_axis(a, n, ("stride", "padding", "dilation"), {})
@@ -93,6 +103,7 @@ def _conv(n: int) -> None:
 
 def _conv_transpose(n: int) -> None:
     name = f"conv_transpose{n}d"
+    BIAS_AFTER.add(name)
 
     def canon(shapes: tuple[Shape, ...], a: Attrs) -> Attrs:
         a = _per_axis(a, n, ("stride", "padding", "output_padding", "dilation"), {})

@@ -22,6 +22,7 @@ from axon_eg.ir import dims as D
 from axon_eg.ir import ops as O
 from axon_eg.ir.dims import Dim, Shape
 from axon_eg.ir.dtypes import DType
+from axon_eg.ir.library_ops import BIAS_AFTER
 
 if TYPE_CHECKING:
     from axon_eg.ir.builder import Builder, Value, as_shape
@@ -194,8 +195,10 @@ class Program:
             shapes.append(want)
 
     def expand(self) -> Program:
-        """The same program with every composite op replaced by its primitives (recursively)."""
-        if not any(O.get(n.op).kind is O.OpKind.COMPOSITE for n in self.nodes):
+        """The same program with every composite op replaced by its primitives (recursively), and a
+        convolution's bias as an add after it (``library_ops``: the fused epilogue adds it)."""
+        if not any(O.get(n.op).kind is O.OpKind.COMPOSITE or (n.op in BIAS_AFTER and len(n.inputs) == 3)
+                   for n in self.nodes):
             return self
         from axon_eg.ir.builder import Builder
 
