@@ -26,7 +26,8 @@ mode (KernelBench's bar, ``measure --compile-default`` of ``run_suite.py``) and 
 kernels changed against an earlier run (every candidate's and baseline's code, the reference, the harness
 settings; comments aside) takes that run's rows, candidate ids and predictions mapped to DIR's bundle, and
 ``measure`` then times only the others. A problem is reused whole or not at all, so its candidates and
-baselines stay measured in one run; ``index.json`` records where its rows came from (``rows_from``).
+baselines stay measured in one run; ``index.json`` records where its rows came from (``rows_from``). The earlier
+run needs its bundles or its scored rows, which keep each bundle's fingerprint (a results directory).
 """
 
 from __future__ import annotations
@@ -98,25 +99,48 @@ HARNESS_KEYS = ("entry", "mode", "kind", "inputs", "out_dtypes", "reference", "s
 """The manifest fields of a kernel that decide what the harness measures (its id, file and prediction aside)."""
 
 
-def same_kernels(new: Path, old: Path) -> dict[str, str] | None:
-    """``{new id: old id}`` when the bundle ``new`` runs exactly the kernels ``old`` ran (the same code under the
-    same harness settings, the same reference and limits), else None."""
-    mn, mo = (json.loads((b / "manifest.json").read_text()) for b in (new, old))
-    if mn.get("limits") != mo.get("limits") or len(mn["candidates"]) != len(mo["candidates"]):
+def fingerprint(bundle: Path) -> dict:
+    """What a bundle measures, without its files: the limits, a digest of each reference file, and per kernel
+    (id) a digest of its code (comments aside) and of the manifest fields that decide what the harness does."""
+    import hashlib
+
+    def sha(data: str | bytes) -> str:
+        return hashlib.sha256(data.encode() if isinstance(data, str) else data).hexdigest()[:32]
+
+    manifest = json.loads((bundle / "manifest.json").read_text())
+    refs = sorted({c.get("reference", "").split(":")[0] for c in manifest["candidates"]} - {""})  # .py or .npz
+    return {"limits": manifest.get("limits"),
+            "references": {r: sha((bundle / r).read_bytes()) if (bundle / r).exists() else None for r in refs},
+            "kernels": {c["id"]: sha(_code(bundle / c["source"]) + json.dumps([c.get(k) for k in HARNESS_KEYS]))
+                        for c in manifest["candidates"]}}
+
+
+def same_kernels(new: dict, old: dict) -> dict[str, str] | None:
+    """``{new id: old id}`` when the bundle of fingerprint ``new`` runs exactly the kernels that of ``old`` ran
+    (:func:`fingerprint`: the same code under the same harness settings, the same references and limits), else
+    None."""
+    if new["limits"] != old["limits"] or new["references"] != old["references"] or len(new["kernels"]) != len(
+            old["kernels"]):
         return None
-    for ref in {c.get("reference", "").split(":")[0] for c in mn["candidates"]} - {""}:
-        if not (old / ref).exists() or (new / ref).read_bytes() != (old / ref).read_bytes():
-            return None
-    by_code = {}
-    for c in mo["candidates"]:
-        by_code.setdefault((_code(old / c["source"]), json.dumps([c.get(k) for k in HARNESS_KEYS])), []).append(c["id"])
+    by_code: dict[str, list[str]] = {}
+    for cid, digest in old["kernels"].items():
+        by_code.setdefault(digest, []).append(cid)
     mapping = {}
-    for c in mn["candidates"]:
-        ids = by_code.get((_code(new / c["source"]), json.dumps([c.get(k) for k in HARNESS_KEYS])))
+    for cid, digest in new["kernels"].items():
+        ids = by_code.get(digest)
         if not ids:
             return None
-        mapping[c["id"]] = ids.pop(0)
+        mapping[cid] = ids.pop(0)
     return mapping
+
+
+def _fingerprint_of(out: Path, index: dict, name: str) -> dict | None:
+    """Problem ``name``'s fingerprint: from its bundle, else from its kept scored row (a run kept without bundles)."""
+    info = index.get(name, {})
+    if "bundle" in info and (out / info["bundle"] / "manifest.json").exists():
+        return fingerprint(out / info["bundle"])
+    kept = out / SCORED / f"{name}.json"
+    return json.loads(kept.read_text())["row"].get("fingerprint") if kept.exists() else None
 
 
 def cmd_reuse(args: argparse.Namespace) -> int:
@@ -135,9 +159,8 @@ def cmd_reuse(args: argparse.Namespace) -> int:
         for old, old_index in olds:
             was = old_index.get(name, {})
             rows_path = old / "rows" / f"{name}.jsonl"
-            if "bundle" not in was or not rows_path.exists() or not (old / was["bundle"]).exists():
-                continue
-            mapping = same_kernels(out / info["bundle"], old / was["bundle"])
+            before = _fingerprint_of(old, old_index, name) if "bundle" in was and rows_path.exists() else None
+            mapping = same_kernels(fingerprint(out / info["bundle"]), before) if before else None
             if mapping is None:
                 continue
             back = {v: k for k, v in mapping.items()}
@@ -229,12 +252,14 @@ def scored_rows(out: Path, index: dict, folders: dict, measured: list[str]) -> l
             todo.append(name)
             continue
         rows[name] = kept["row"]
-        if (not kept["row"].get("why") or "plans" not in kept["row"]) and why(out, index, kept["row"]):
-            rows[name] = {**kept["row"], "why": why(out, index, kept["row"]), "plans": _plans(out, index, name)}
-            _keep(out, index, rows[name])  # kept before its bundle was at hand: now with its reason and plans
+        if any(k not in kept["row"] for k in ("why", "plans", "fingerprint")) and why(out, index, kept["row"]):
+            rows[name] = {**kept["row"], "why": why(out, index, kept["row"]), "plans": _plans(out, index, name),
+                          "fingerprint": _fingerprint_of(out, index, name)}
+            _keep(out, index, rows[name])  # kept before its bundle was at hand: now with what the bundle tells
     paths = [folders[n]["path"] for n in todo if Path(folders[n]["path"]).exists()]
     for row in run_suite.collect_rows(out, ",".join(paths)) if paths else []:
-        row = {**row, "why": why(out, index, row), "plans": _plans(out, index, row["program"])}
+        row = {**row, "why": why(out, index, row), "plans": _plans(out, index, row["program"]),
+               "fingerprint": _fingerprint_of(out, index, row["program"])}
         rows[row["program"]] = row
         if row.get("selected") != "no bundle of this code's key":
             _keep(out, index, row)

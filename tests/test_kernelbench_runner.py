@@ -182,3 +182,14 @@ def test_reuse_takes_rows_only_where_every_kernel_is_unchanged(tmp_path, capsys)
     assert not (new / "rows" / "p2.jsonl").exists()
     index = json.loads((new / "index.json").read_text())
     assert index["p1"]["rows_from"] == str(old) and index["p1"]["phase2_wall_s"] == 3.0 and "rows_from" not in index["p2"]
+    # the earlier run kept without its bundles (a results directory): its scored rows keep the fingerprints
+    import shutil
+
+    kept = tmp_path / "kept"
+    shutil.copytree(old, kept, ignore=shutil.ignore_patterns("cache"))
+    (kept / kernelbench.SCORED).mkdir()
+    (kept / kernelbench.SCORED / "p1.json").write_text(json.dumps(
+        {"digest": "-", "row": {"program": "p1", "fingerprint": kernelbench.fingerprint(old / old_index["p1"]["bundle"])}}))
+    shutil.rmtree(new / "rows")
+    assert kernelbench.main(["reuse", str(new), str(kept)]) == 0
+    assert (new / "rows" / "p1.jsonl").exists() and not (new / "rows" / "p2.jsonl").exists()
