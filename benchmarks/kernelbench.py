@@ -33,6 +33,7 @@ run needs its bundles or its scored rows, which keep each bundle's fingerprint (
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import sys
@@ -42,6 +43,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "src"))
 
+from axon_eg.bundle import atomic_text  # noqa: E402
 from benchmarks import run_suite  # noqa: E402
 
 THRESHOLDS = (0.0, 1.0, 2.0)
@@ -102,8 +104,6 @@ HARNESS_KEYS = ("entry", "mode", "kind", "inputs", "out_dtypes", "reference", "s
 def fingerprint(bundle: Path) -> dict:
     """What a bundle measures, without its files: the limits, a digest of each reference file, and per kernel
     (id) a digest of its code (comments aside) and of the manifest fields that decide what the harness does."""
-    import hashlib
-
     def sha(data: str | bytes) -> str:
         return hashlib.sha256(data.encode() if isinstance(data, str) else data).hexdigest()[:32]
 
@@ -181,9 +181,7 @@ def cmd_reuse(args: argparse.Namespace) -> int:
                         if row.get("predicted_us") is not None and predicted.get(new_id) is not None:
                             row["predicted_us"] = predicted[new_id]
                     lines.append(json.dumps(row))
-                tmp = out / "rows" / f"{name}{suffix}.tmp"
-                tmp.write_text("\n".join(lines) + "\n")
-                os.replace(tmp, out / "rows" / f"{name}{suffix}")
+                atomic_text(out / "rows" / f"{name}{suffix}", "\n".join(lines) + "\n")
             info.update({k: v for k, v in was.items() if k in ("phase2_wall_s", "baselines2_wall_s", "compile")})
             info["rows_from"] = str(old)
             reused.append(name)
@@ -229,8 +227,6 @@ problems were bundled at several commits (re-bundled after a change) is reported
 
 
 def _digest(out: Path, index: dict, name: str) -> str:
-    import hashlib
-
     h = hashlib.sha256(index[name].get("bundle", "").encode())
     for suffix in (".jsonl", ".baselines2.jsonl"):
         path = out / "rows" / f"{name}{suffix}"
@@ -252,28 +248,35 @@ def scored_rows(out: Path, index: dict, folders: dict, measured: list[str]) -> l
             todo.append(name)
             continue
         rows[name] = kept["row"]
-        if any(k not in kept["row"] for k in ("why", "plans", "fingerprint")) and why(out, index, kept["row"]):
-            rows[name] = {**kept["row"], "why": why(out, index, kept["row"]), "plans": _plans(out, index, name),
-                          "fingerprint": _fingerprint_of(out, index, name)}
-            _keep(out, index, rows[name])  # kept before its bundle was at hand: now with what the bundle tells
+        if any(k not in kept["row"] for k in BUNDLE_FACTS) and "bundle" in index[name] and (
+                out / index[name]["bundle"]).exists():  # kept before its bundle was at hand
+            rows[name] = _with_bundle_facts(out, index, kept["row"])
+            _keep(out, index, rows[name])
     paths = [folders[n]["path"] for n in todo if Path(folders[n]["path"]).exists()]
     for row in run_suite.collect_rows(out, ",".join(paths)) if paths else []:
-        row = {**row, "why": why(out, index, row), "plans": _plans(out, index, row["program"]),
-               "fingerprint": _fingerprint_of(out, index, row["program"])}
+        row = _with_bundle_facts(out, index, row)
         rows[row["program"]] = row
         if row.get("selected") != "no bundle of this code's key":
             _keep(out, index, row)
     return [rows[n] for n in measured if n in rows]
 
 
-def _keep(out: Path, index: dict, row: dict) -> None:
-    """Write a problem's scored row (written to a temporary name, then renamed)."""
-    store = out / SCORED
-    store.mkdir(exist_ok=True)
+BUNDLE_FACTS = ("why", "plans", "fingerprint")
+"""What a scored row keeps of its bundle, so that the run reports (and serves ``reuse``) without it."""
+
+
+def _with_bundle_facts(out: Path, index: dict, row: dict) -> dict:
     name = row["program"]
-    tmp = store / f"{name}.json.tmp"
-    tmp.write_text(json.dumps({"digest": _digest(out, index, name), "row": row}, indent=1, default=str))
-    os.replace(tmp, store / f"{name}.json")
+    return {**row, "why": why(out, index, row), "plans": _plans(out, index, name),
+            "fingerprint": _fingerprint_of(out, index, name)}
+
+
+def _keep(out: Path, index: dict, row: dict) -> None:
+    """Write a problem's scored row."""
+    (out / SCORED).mkdir(exist_ok=True)
+    name = row["program"]
+    atomic_text(out / SCORED / f"{name}.json",
+                json.dumps({"digest": _digest(out, index, name), "row": row}, indent=1, default=str))
 
 
 def score(out: Path) -> tuple[list[dict], list[dict], dict]:

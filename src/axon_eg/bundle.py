@@ -99,24 +99,25 @@ def write_bundle(directory: str | os.PathLike[str], program: Program, kernels: S
         os.replace(tmp, root / "ref.npz")
         ref = "ref.npz"
     else:
-        _atomic_text(root / "reference.py", emit_module(program))
+        atomic_text(root / "reference.py", emit_module(program))
         ref = "reference.py:reference_torch"
     specs, dts = input_specs(program), output_dtypes(program)
     tolerance = library_tolerance(program)
     entries: list[dict[str, Any]] = []
     for k in kernels:
-        _atomic_text(root / f"{k.name}.py", k.source)
+        atomic_text(root / f"{k.name}.py", k.source)
         entries.append({"id": k.name, "source": f"{k.name}.py", "entry": k.entry, "mode": k.mode, "kind": k.kind,
                         "inputs": specs, "out_dtypes": dts, "reference": ref, "seed": seed, "trials": trials,
                         "timeout_s": (timeouts or {}).get(k.name, timeout_s), "resources": k.resources, "meta": k.meta,
                         "time_wrong": k.kind == "baseline", **({"tolerance": tolerance} if tolerance else {})})
     manifest = {"program": program.name, "program_hash": program.hash, "hw": hw.name, "limits": limits(hw),
                 "candidates": entries}
-    _atomic_text(root / "manifest.json", json.dumps(manifest, indent=1, default=str))
+    atomic_text(root / "manifest.json", json.dumps(manifest, indent=1, default=str))
     return root
 
 
-def _atomic_text(path: Path, text: str) -> None:
+def atomic_text(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` through a temporary name and a rename: a reader sees the old file or the new one."""
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(text)
     os.replace(tmp, path)

@@ -28,6 +28,7 @@ import numpy as np
 
 from axon_eg.hw import HardwareSpec
 from axon_eg.ir import ops as O
+from axon_eg.ir.library_ops import CONV_FAMILIES
 from axon_eg.ir.program import Program
 from axon_eg.semantics.isa.declarations import DMA, TENSOR, declaration
 
@@ -104,7 +105,7 @@ def group_traffic(plan: FusionPlan, gi: int, tiling: Tiling | None, l2_bytes: fl
         if n.op == "matmul":
             k = program.concrete_shape(n.inputs[0])[-1]
             mm_flops += 2.0 * out * k
-        elif (family := O.get(n.op).meta.get("shape_family")) in ("conv", "conv_transpose"):
+        elif (family := O.get(n.op).meta.get("shape_family")) in CONV_FAMILIES:
             mm_flops += _conv_flops(program, i, family)
         elif kind in (REDUCTION,) or O.get(n.op).kind is O.OpKind.SCAN:
             other += math.prod(program.concrete_shape(n.inputs[0]))
@@ -208,8 +209,9 @@ def _library_op_peak(plan: FusionPlan, gi: int, lib: int, hw: HardwareSpec) -> f
     a grouped conv ``library_conv_grouped_fp32``), else the group's matmul rate."""
     program = plan.program
     node = program.nodes[lib]
-    if program.nodes[node.inputs[0]].dtype.name == "fp32":
-        grouped = node.attrs.get("groups", 1) > 1 and O.get(node.op).meta.get("shape_family") == "conv"
+    family = O.get(node.op).meta.get("shape_family")
+    if family in CONV_FAMILIES and program.nodes[node.inputs[0]].dtype.name == "fp32":
+        grouped = node.attrs.get("groups", 1) > 1 and family == "conv"
         rate = (grouped and hw.get("compute.measured_peak.library_conv_grouped_fp32")
                 or hw.get("compute.measured_peak.library_conv_fp32"))
         if rate:

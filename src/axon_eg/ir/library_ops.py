@@ -61,6 +61,8 @@ def _window(size: Dim, kernel: Dim, stride: int, padding: int, dilation: int, ce
 
 
 # -- convolutions -------------------------------------------------------------------------------
+CONV_FAMILIES = ("conv", "conv_transpose")
+"""The shape families of the convolutions (``meta["shape_family"]``)."""
 BIAS_AFTER: set[str] = set()
 """Library ops whose third input is a per-channel bias added to their result (the convolutions)."""
 

@@ -44,6 +44,10 @@ def attr(program: Program, node: int, key: str) -> Any:
     return v
 
 
+INT32_LIMIT = 2**31
+"""Elements from which a tensor's offsets must be 64-bit (Triton computes them in int32 by default)."""
+
+
 def contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
     return tuple(math.prod(shape[k + 1:]) for k in range(len(shape)))
 

@@ -30,7 +30,7 @@ from axon_eg.extract.fusion import FusionPlan
 from axon_eg.extract.templates import SplitKTile, Tile, Tiling
 from axon_eg.ir import ops as O
 
-from .base import GroupKernel, NotLowerable, attr, resources
+from .base import INT32_LIMIT, GroupKernel, NotLowerable, attr, resources
 from .tl_expressions import lit
 
 _VIEWS = O.flat_views()
@@ -80,7 +80,7 @@ def check(plan: FusionPlan, gi: int, tiling: Tiling | Tile | None, warp_size: in
         raise NotLowerable(f"split-K GEMV: the group writes {len(outs)} tensors, the lowering one")
     m, k = program.concrete_shape(x)
     n = program.concrete_shape(w)[1]
-    if max(m * k, k * n) >= 2**31:
+    if max(m * k, k * n) >= INT32_LIMIT:
         raise NotLowerable("split-K GEMV: 32-bit offsets only")
     SplitKTile.read(tiling)
     return True

@@ -35,10 +35,8 @@ from axon_eg.extract.templates import LayoutTile, Tiling
 from axon_eg.ir import ops as O
 
 from . import elementwise
-from .base import GroupKernel, NotLowerable, attr, contiguous_strides, resources
+from .base import INT32_LIMIT, GroupKernel, NotLowerable, attr, contiguous_strides, resources
 from .elementwise import Index, _Emitter
-
-INT32_LIMIT = 2**31
 
 Sources = tuple[int | None, ...]  # per dim of a value: the output axis its index follows (None: a constant index)
 

@@ -38,7 +38,7 @@ from axon_eg.extract.templates import DOT_MIN, MatmulTile, SplitKTile, Tiling, t
 from axon_eg.ir import ops as O
 
 from . import gemv_splitk, tma
-from .base import GroupKernel, NotLowerable, attr, contiguous_strides, resources
+from .base import INT32_LIMIT, GroupKernel, NotLowerable, attr, contiguous_strides, resources
 from .matmul_operands import _Operands
 from .matmul_terms import _TILE, _VIEWS, ONE, Index, _Ctx, _mul, _NeedPrepass, _sum, _tokens, _tree_tokens
 from .tl_expressions import ELEMENTWISE, lit
@@ -391,7 +391,7 @@ class _Kernel(_Operands):
 def _wide(plan: FusionPlan, gi: int) -> bool:
     """Whether a tensor the group reads or writes needs 64-bit offsets (only then are they used)."""
     sizes = [math.prod(plan.program.concrete_shape(n)) for n in (*plan.inputs_of(gi), *plan.outputs_of(gi))]
-    return max(sizes, default=0) >= 2**31
+    return max(sizes, default=0) >= INT32_LIMIT
 
 
 _LAYOUT = ("broadcast_to", "transpose", "slice", *_VIEWS)

@@ -31,13 +31,12 @@ from axon_eg.extract.templates import RowsTile, Tiling
 from axon_eg.extract.templates.base import next_pow2
 from axon_eg.ir import ops as O
 
-from .base import GroupKernel, NotLowerable, attr, contiguous_strides, resources, unflat
+from .base import INT32_LIMIT, GroupKernel, NotLowerable, attr, contiguous_strides, resources, unflat
 from .tl_expressions import ELEMENTWISE, REDUCTIONS, lit
 
 Index = tuple[str, ...]
 _VIEWS = O.views()
 DOMAIN_FLAT = "flat"  # rows * N + cols, emitted once per scope
-INT32_OFFSETS = 2**31
 CHUNK_WEIGHT = "w_chunk"  # 1 / the chunk's number in its loop: a Welford update's weight, one scalar per chunk
 
 
@@ -54,7 +53,7 @@ def _column_flat(r: int, n: int, i: int, rows_pp: int) -> str:
     with no outer axis (``r == i``) the row is its own offset, and where a program's ``rows_pp`` rows share one
     outer index (``i % rows_pp == 0``) the outer index and the offset come from the program id (scalars). Past
     2**31 elements the general form, whose rows are 64-bit."""
-    if r * n < INT32_OFFSETS:
+    if r * n < INT32_LIMIT:
         if r == i:
             return f"cols * {i} + rows"
         if rows_pp and i % rows_pp == 0:
@@ -375,7 +374,7 @@ def check(plan: FusionPlan, gi: int, tiling: Tiling | None, warp_size: int | Non
     tile = RowsTile.read(tiling)
     probe = _Rows(plan, gi, 1 << 62)  # sizes only
     _output_kinds(plan, gi, probe)
-    if probe.n >= 2**31 and tile.SPLIT == 1:
+    if probe.n >= INT32_LIMIT and tile.SPLIT == 1:
         raise NotLowerable(f"a row of {probe.n} columns (2^31 or more) is reduced by a split (RowsTile.SPLIT > 1)")
     if tile.SPLIT > 1:
         _split_check(plan, gi, probe)
@@ -440,7 +439,7 @@ def _split_lower(plan: FusionPlan, gi: int, tile: RowsTile, name: str, warp_size
     _split_check(plan, gi, probe)
     block_n, rows_pp, warps, split = tile.row_block(probe.n), tile.ROWS_PER_PROGRAM, tile.num_warps, tile.SPLIT
     chunk = math.ceil(math.ceil(probe.n / block_n) / split) * block_n  # columns per slice, whole chunks
-    wide = probe.r * probe.n >= 2**31  # 64-bit offsets (rows * N + cols, slice starts)
+    wide = probe.r * probe.n >= INT32_LIMIT  # 64-bit offsets (rows * N + cols, slice starts)
     i64 = ".to(tl.int64)" if wide else ""
     row_head = [f"rows = (pid * ROWS + tl.arange(0, ROWS)){i64}[:, None]", f"rmask = rows < {probe.r}"]
     one = _Rows(plan, gi, block_n, split=split, stage=1, slice_cols=chunk, rows_pp=rows_pp)
@@ -495,7 +494,7 @@ def lower(plan: FusionPlan, gi: int, tiling: Tiling | None, name: str, warp_size
     probe = _Rows(plan, gi, 1 << 62)  # sizes only
     block_n, rows_pp, warps = tile.row_block(probe.n), tile.ROWS_PER_PROGRAM, tile.num_warps
     em = _Rows(plan, gi, block_n, rows_pp=rows_pp)
-    i64 = ".to(tl.int64)" if em.r * em.n >= 2**31 else ""  # 64-bit offsets rows * N + cols
+    i64 = ".to(tl.int64)" if em.r * em.n >= INT32_LIMIT else ""  # 64-bit offsets rows * N + cols
     head = ["pid = tl.program_id(0)", f"rows = (pid * ROWS + tl.arange(0, ROWS)){i64}[:, None]", f"rmask = rows < {em.r}"]
     if not em.looped:
         head += ["cols = tl.arange(0, BLOCK_N)[None, :]", f"cmask = cols < {em.n}", "mask = rmask & cmask",

@@ -33,11 +33,10 @@ from axon_eg.extract.fusion import FusionPlan
 from axon_eg.extract.templates import ScanTile, Tiling
 from axon_eg.ir import ops as O
 
-from .base import GroupKernel, NotLowerable, attr, contiguous_strides, resources
+from .base import INT32_LIMIT, GroupKernel, NotLowerable, attr, contiguous_strides, resources
 from .elementwise import Index, _Emitter, handles
 from .tl_expressions import ELEMENTWISE
 
-INT32_LIMIT = 2**31
 _FLAT_VIEWS = O.flat_views()
 
 
