@@ -79,9 +79,9 @@ def test_the_precision_policy_is_checked_and_follows_torch():
     from axon_eg import validate
     from axon_eg.errors import InvalidArgument
 
-    with pytest.raises(InvalidArgument, match=r"precision='fp16': the fp32 matmul precision is one of ieee, tf32"):
+    with pytest.raises(InvalidArgument, match=r"precision='fp16': the fp32 matmul precision is one of ieee, strict, tf32"):
         validate.precision("fp16")
-    assert validate.precision("tf32") == "tf32" and validate.precision("ieee") == "ieee"
+    assert [validate.precision(p) for p in ("tf32", "ieee", "strict")] == ["tf32", "ieee", "strict"]
     flags, saved = torch.backends.cuda.matmul, torch.backends.cuda.matmul.allow_tf32
     try:
         flags.allow_tf32 = True

@@ -74,6 +74,10 @@ _GPU: dict[str, Field] = {
     "compute.measured_peak.bf16_dot_prologue": _q("flops", required=False),  # Triton, 16-bit, K loop computes an operand
     "compute.measured_peak.fp32_dot": _q("flops", required=False),  # Triton tl.dot, fp32 ieee (CUDA cores)
     "compute.measured_peak.fp32_dot_tma": _q("flops", required=False),  # the same with TMA loads
+    # Triton tl.dot on fp32 operands through the 3xTF32 split (input_precision="tf32x3"), the right operand
+    # with K contiguous (pointer loads / TMA loads)
+    "compute.measured_peak.fp32_dot_3xtf32": _q("flops", required=False),
+    "compute.measured_peak.fp32_dot_tma_3xtf32": _q("flops", required=False),
     "compute.measured_peak.library_attention_bf16": _q("flops", required=False),  # torch's sdpa, 16-bit
     "compute.measured_peak.library_attention_fp32": _q("flops", required=False),  # torch's sdpa, fp32
     "compute.measured_peak.library_conv_fp32": _q("flops", required=False),  # cuDNN conv on fp32 (TF32), NCHW

@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from axon_eg.errors import InvalidArgument, ProgramError
+from axon_eg.extract.isa import PRECISIONS
 
 PHASES = ("saturate", "extract", "emit", "measure", "select")
 EXIT_ERROR = 2
@@ -71,9 +72,10 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--bundle-only", action="store_true", help="phase 1 only: write the bundle for a remote worker")
     p.add_argument("--rows", default=None, help="measurement rows (JSON lines) made by a remote worker on the bundle")
     p.add_argument("--force", action="store_true", help="measure again even on a cache hit")
-    p.add_argument("--precision", choices=("ieee", "tf32"), default=None,
-                   help="fp32 matmul precision: ieee (exact fp32) or tf32 (TF32 tensor cores); default: torch's "
-                        "torch.backends.cuda.matmul.allow_tf32 (off: ieee)")
+    p.add_argument("--precision", choices=PRECISIONS, default=None,
+                   help="fp32 matmul precision: ieee (fp32 accuracy: fp32 FMAs, the library's fp32 GEMM or the "
+                        "3xTF32 split on tensor cores), strict (no 3xTF32 split) or tf32 (TF32 tensor cores); "
+                        "default: torch's torch.backends.cuda.matmul.allow_tf32 (off: ieee)")
     p.add_argument("--plot", action="store_true", help="also save predicted-vs-measured and latency plots")
     p.add_argument("--require-candidate", action="store_true", help=f"exit with status {EXIT_BASELINE} when the best "
                    "kernel is a baseline (torch eager or torch.compile): no candidate was correct, or none faster")

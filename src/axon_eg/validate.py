@@ -239,7 +239,7 @@ def pipeline_arguments(prog: Any, target: str = "triton", hw: Any = "h200", k: A
 
 
 def precision(value: Any, name: str = "precision") -> str:
-    """The fp32 matmul precision policy: ``ieee`` or ``tf32``; None follows torch's
+    """The fp32 matmul precision policy (``extract.isa.PRECISIONS``); None follows torch's
     ``torch.backends.cuda.matmul.allow_tf32`` (off by default, so ``ieee``)."""
     from axon_eg.extract.isa import PRECISIONS
 

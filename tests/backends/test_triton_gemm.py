@@ -14,7 +14,7 @@ os.environ.setdefault("TRITON_INTERPRET", "1")
 
 import pytest  # noqa: E402
 from benchmarks import suite  # noqa: E402
-from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import HealthCheck, assume, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 from axon_eg.backends.triton import blas, sdpa  # noqa: E402
@@ -24,7 +24,7 @@ from axon_eg.egraph.nugraph import Variant  # noqa: E402
 from axon_eg.extract.candidates import Candidate, isa_choices  # noqa: E402
 from axon_eg.extract.cost import cost  # noqa: E402
 from axon_eg.extract.fusion import MATMUL, plans  # noqa: E402
-from axon_eg.extract.isa import BLAS, BLAS_PADK, DOT, DOT_PERSISTENT, DOT_TMA, SDPA  # noqa: E402
+from axon_eg.extract.isa import BLAS, BLAS_PADK, DOT, DOT_PERSISTENT, DOT_TMA, SDPA, TF32X3  # noqa: E402
 from axon_eg.extract.tiling import Tiling, space, tilings  # noqa: E402
 from axon_eg.hw import load  # noqa: E402
 from axon_eg.ir.dtypes import bf16, fp16, fp32  # noqa: E402
@@ -177,12 +177,55 @@ def test_persistent_kernel_loops_over_its_tiles(tmp_path):
 def test_tf32_is_a_choice_only_under_the_tf32_policy():
     program = linear(16, 16, 16, (), fp32, "bias", True).expand()
     plan = plans(program)[-1]
+    strict = {dict(c)[0] for c in isa_choices(plan, H200, "strict")}
     ieee = {dict(c)[0] for c in isa_choices(plan, H200)}
     tf32 = {dict(c)[0] for c in isa_choices(plan, H200, "tf32")}
-    assert ieee == {DOT, DOT_TMA, DOT_PERSISTENT, BLAS} and tf32 == {o + "/tf32" for o in ieee}
+    dots = {DOT, DOT_TMA, DOT_PERSISTENT}
+    assert strict == dots | {BLAS} and tf32 == {o + "/tf32" for o in strict}
+    assert ieee == strict | {o + TF32X3 for o in dots}  # fp32 accuracy: the 3xTF32 split, not the library's
     c = next(c for c in candidates(program) if dict(c.isa).get(0) == BLAS)
     c = dataclasses.replace(c, isa=((0, BLAS + "/tf32"),), precision="tf32")
     assert "_fp32_matmul(True)" in emit(c, H200, "k").source
+
+
+@settings(max_examples=10, deadline=None)
+@given(m=st.integers(1, 40), k=st.integers(1, 70), n=st.integers(1, 40), transposed=st.booleans(),
+       epilogue=st.sampled_from(["bias", "bias_silu", "none"]), isa=st.sampled_from([DOT, DOT_TMA]))
+def test_the_3xtf32_split_is_emitted_and_matches_float64(m, k, n, transposed, epilogue, isa):
+    """An fp32 matmul at the ``/3xtf32`` choice passes ``input_precision="tf32x3"`` to every tl.dot and equals
+    the float64 reference (random sizes with 1 and odd ones; the interpreter on the CPU)."""
+    import tempfile
+    from pathlib import Path
+
+    program = linear(m, k, n, (), fp32, epilogue, transposed).expand()
+    found = [c for c in candidates(program) if dict(c.isa).get(0) == isa + TF32X3]
+    assume(found)
+    kernel = emit(found[0], H200, "k")
+    assume("tl.dot(" in kernel.source)  # tiny shapes may run as torch code (the backend's fallback)
+    assert 'input_precision="tf32x3"' in kernel.source and 'input_precision="ieee"' not in kernel.source
+    assert "3xTF32 split" in kernel.source  # the header names the policy
+    assert ("_bt[" in kernel.source) is not transposed  # a K x N right operand is read from a transposed copy
+    with tempfile.TemporaryDirectory() as tmp:
+        assert run_kernel(kernel, program, Path(tmp)).status == "ok"
+
+
+def test_a_right_operand_with_n_contiguous_is_copied_transposed_for_3xtf32(tmp_path):
+    """3xTF32 reads the right operand with K contiguous: an nn.Linear weight as stored, a K x N operand from a
+    transposed copy made first (charged to the cost model, run by the kernel's host function)."""
+    from axon_eg.extract.cost import right_copy_seconds, right_k_major
+
+    for transposed in (True, False):
+        program = linear(64, 48, 32, (), fp32, "bias", transposed).expand()
+        plan = plans(program)[-1]
+        gi = next(i for i, g in enumerate(plan.groups) if g.kind == MATMUL)
+        assert right_k_major(plan, gi) is transposed
+        assert (right_copy_seconds(plan, gi, H200, DOT + TF32X3) > 0) is not transposed
+        assert right_copy_seconds(plan, gi, H200, DOT) == 0
+        c = next(c for c in candidates(program) if dict(c.isa).get(gi) == DOT_TMA + TF32X3
+                 and plan.name == c.plan.name)
+        kernel = emit(c, H200, "k")
+        assert ("_bt[" in kernel.source) is not transposed, kernel.source
+        assert run_kernel(kernel, program, tmp_path).status == "ok"
 
 
 @pytest.mark.parametrize("name", [e.name for e in suite.SUITE])

@@ -33,7 +33,7 @@ from axon_eg.ir.program import Program
 from axon_eg.semantics.isa.declarations import DMA, TENSOR, declaration
 
 from .fusion import ATTENTION, LAYOUT, LIBRARY, MATMUL, REDUCTION, FusionPlan, node_kind
-from .isa import BLAS_PADK, DOT, DOT_PERSISTENT, DOT_TMA, FMA_REDUCE, SDPA, WINDOW, base, is_blas, tf32
+from .isa import BLAS_PADK, DOT, DOT_PERSISTENT, DOT_TMA, FMA_REDUCE, SDPA, WINDOW, base, is_blas, tf32, tf32x3
 from .latency import engine_seconds, model_cycles, model_seconds
 from .templates import GpuTile, MatmulTile, RowsTile, Tile, Tiling, TrnMatmulTile, group_dims, knobs, streams, tile_of
 
@@ -180,7 +180,7 @@ def gpu_group_cost(plan: FusionPlan, gi: int, t: Tiling | None, hw: HardwareSpec
     memory = c["bytes"] * nbytes / (bw * efficiency)
     roof = max(memory, c["flops"] * (mm / peak_mm + other / hw.value("compute.peak.fp32")))
     seconds = (roof / _wave_efficiency(plan, gi, tile, hw, hw.value("compute.units"))
-               + c["launch"] * launches * hw.value("costs.launch"))
+               + c["launch"] * launches * hw.value("costs.launch") + right_copy_seconds(plan, gi, hw, isa))
     return GroupCost(gi, plan.groups[gi].kind, nbytes, mm + other, seconds)
 
 
@@ -252,11 +252,49 @@ def _matmul_peak(plan: FusionPlan, gi: int, hw: HardwareSpec, isa: str | None) -
     if tf32(isa):
         return (hw.get("compute.measured_peak.tf32") or hw.get("compute.peak.tf32")
                 or hw.value("compute.peak.fp32"))
+    if tf32x3(isa):  # three TF32 products per term, the right operand with K contiguous (copied so if need be)
+        key = "fp32_dot_tma_3xtf32" if base(isa) in (DOT_TMA, DOT_PERSISTENT) else "fp32_dot_3xtf32"
+        return hw.get(f"compute.measured_peak.{key}") or (hw.get("compute.peak.tf32") or hw.value("compute.peak.fp32")) / 3
     if is_blas(isa):
         return hw.get("compute.measured_peak.fp32") or hw.value("compute.peak.fp32")
     if base(isa) in (DOT_TMA, DOT_PERSISTENT) and hw.get("compute.measured_peak.fp32_dot_tma"):
         return hw.get("compute.measured_peak.fp32_dot_tma")
     return hw.get("compute.measured_peak.fp32_dot") or hw.value("compute.peak.fp32")
+
+
+def right_k_major(plan: FusionPlan, gi: int) -> bool:
+    """Whether the right operand of the matmul of group ``gi`` is read with K contiguous: stored N x K and
+    read through a transpose (a ``linear`` weight). Views are followed to what they read; a transpose of the
+    last two dims flips the order; a computed operand counts as stored row-major."""
+    program = plan.program
+    anchor = program.nodes[plan.groups[gi].anchor(program)]
+    if anchor.op != "matmul":
+        return False
+
+    def flipped(j: int) -> bool | None:
+        flips = False
+        while program.nodes[j].op in O.flat_views() or program.nodes[j].op == "transpose":
+            node = program.nodes[j]
+            if node.op == "transpose":
+                perm = tuple(node.attrs["perm"])
+                if perm[-2:] == (len(perm) - 1, len(perm) - 2):
+                    flips = not flips
+                elif perm[-1] != len(perm) - 1:
+                    return None  # a permutation moving the last dim elsewhere: neither order
+            j = node.inputs[0]
+        return flips
+
+    return flipped(anchor.inputs[1]) is True
+
+
+def right_copy_seconds(plan: FusionPlan, gi: int, hw: HardwareSpec, isa: str | None) -> float:
+    """The transposed copy of the right operand a ``/3xtf32`` matmul reads where it is stored K x N
+    (``matmul._with_right_copy``): the operand read and written once more, one launch."""
+    if not tf32x3(isa) or plan.groups[gi].kind != MATMUL or right_k_major(plan, gi):
+        return 0.0
+    anchor = plan.program.nodes[plan.groups[gi].anchor(plan.program)]
+    bw = hw.get("memory.hbm.measured_bandwidth") or hw.value("memory.hbm.bandwidth")
+    return 2 * _nbytes(plan, anchor.inputs[1]) / bw + hw.value("costs.launch")
 
 
 def _computed_operand(plan: FusionPlan, gi: int) -> bool:

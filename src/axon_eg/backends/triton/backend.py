@@ -76,9 +76,11 @@ class TritonBackend:
         are off the library's alignment, the call on K-padded copies: ``blas+padk``), an attention
         group torch's ``scaled_dot_product_attention`` (``sdpa.core``), a pooling library group torch's pooling
         or our window kernel (``emit.window_pool``). Under the
-        ``tf32`` policy the choices of groups with fp32 operands carry ``/tf32`` (TF32 tensor cores)."""
+        ``tf32`` policy the choices of groups with fp32 operands carry ``/tf32`` (TF32 tensor cores); under
+        ``ieee`` a matmul's ``tl.dot`` choices come also with ``/3xtf32`` (the 3xTF32 split, fp32's accuracy
+        on tensor cores; ``strict`` leaves it out)."""
         from axon_eg.extract.cost import library_misaligned
-        from axon_eg.extract.isa import BLAS, BLAS_PADK, DOT, DOT_PERSISTENT, DOT_TMA, FMA_REDUCE, SDPA, TF32
+        from axon_eg.extract.isa import BLAS, BLAS_PADK, DOT, DOT_PERSISTENT, DOT_TMA, FMA_REDUCE, SDPA, TF32, TF32X3
         from axon_eg.extract.templates import is_gemv
 
         from . import blas, sdpa
@@ -92,6 +94,8 @@ class TritonBackend:
             return [LIBRARY_CALL, WINDOW] if window_pool(plan, gi) is not None else None
         if g.kind == ATTENTION:  # Hopper: q/k/v tiles through tensor descriptors; the library's attention
             opts = [DOT, DOT_TMA] if hw.get("features.tma") else []
+            # (no /3xtf32: the flash kernel with tf32x3 dots measured 46.8 ms on t01_MultiHeadAttention, fp32,
+            # where torch's attention takes 2.0 ms; issue 18, 2026-12-03)
             return opts + [SDPA] if sdpa.core(plan, gi) is not None else (opts or None)
         if g.kind != MATMUL:
             return None
@@ -105,6 +109,8 @@ class TritonBackend:
                 opts.append(BLAS_PADK)
         if precision == "tf32" and _fp32_matmul(plan, gi):
             opts = [o if o == FMA_REDUCE else o + TF32 for o in opts]
+        elif precision == "ieee" and hw.get("compute.peak.tf32") and _fp32_matmul(plan, gi):  # TF32 tensor cores
+            opts += [o + TF32X3 for o in opts if o in (DOT, DOT_TMA, DOT_PERSISTENT)]
         return opts
 
     def derived_plans(self, plan: FusionPlan) -> list[FusionPlan]:

@@ -239,8 +239,10 @@ def _file(candidate: Candidate, plan: FusionPlan, hw: HardwareSpec, name: str, l
         head.append(f"#   g{gi} {g.kind} nodes {list(g.nodes)}: {what}")
     if _fp32_matmuls(program):
         head.append(f"# fp32 matmul precision: {candidate.precision} ("
-                    + ("TF32 tensor cores allowed" if candidate.precision == "tf32" else
-                       "IEEE fp32, as torch.backends.cuda.matmul.allow_tf32 off") + ")")
+                    + {"tf32": "TF32 tensor cores allowed",
+                       "strict": "fp32 FMAs and the library's fp32 GEMM only"}.get(
+                        candidate.precision, "fp32 accuracy (fp32 FMAs, the library's fp32 GEMM or the 3xTF32 split), "
+                                             "as torch.backends.cuda.matmul.allow_tf32 off") + ")")
     head += ["", "import math  # noqa: F401", "", "import torch", "import torch.nn.functional as F  # noqa: F401",
              "import triton", "import triton.language as tl", "", "",
              guard_source(call_signature(program, _params(program), outputs=not returns)),

@@ -30,8 +30,10 @@ GEMV/split-K kernels already live in ``matmul_operands``, ``matmul_terms``, ``tm
 from __future__ import annotations
 
 import math
+import re
 
 from axon_eg.extract import isa as isa_names
+from axon_eg.extract.cost import right_k_major
 from axon_eg.extract.fusion import FusionPlan
 from axon_eg.extract.isa import DOT_PERSISTENT, DOT_TMA
 from axon_eg.extract.templates import DOT_MIN, MatmulTile, SplitKTile, Tiling, template_for, tile_of
@@ -55,7 +57,7 @@ class _Kernel(_Operands):
         self.batch, (self.M, self.N), self.K = out[:-2], out[-2:], p.concrete_shape(self.a)[-1]
         self.bm, self.bn, self.bk = blocks
         self.fma = fma
-        self.tf32 = False  # fp32 operands through TF32 tensor cores (the precision policy; set by ``lower``)
+        self.precision = "ieee"  # tl.dot's input_precision for fp32 operands (``isa.dot_precision``; set by ``lower``)
         self.btok = tuple(f"b{j}" if d != 1 else "0" for j, d in enumerate(self.batch))
         self.dom_out: Index = (*self.btok, "rm", "rn")
         self.dom_a = self._operand_index(self.a, ("rm", "rk"))
@@ -500,12 +502,14 @@ def _blocks(plan: FusionPlan, gi: int, tile: MatmulTile, isa: str | None) -> tup
 
 def check(plan: FusionPlan, gi: int, tiling: Tiling | None, warp_size: int | None = None,
           isa: str | None = None) -> bool:
-    isa = isa_names.base(isa)
     """NotLowerable with :func:`lower`'s reason for what is decided without generating code (float64, the
     tiling's kind, tl.dot's minimum tile, one matmul per group; split-K GEMVs entirely; plain matmuls
     whose operands come through layout chains, ``_plain``); True when that decides it lowers (split-K, a
     plain matmul), False when only building the kernel tells (the prologue and epilogue index analysis of
-    other groups, the TMA rewrite of its loads). :func:`lower` calls it first."""
+    other groups, the TMA rewrite of its loads, a ``/3xtf32`` right operand's transposed copy). :func:`lower`
+    calls it first."""
+    split3 = isa_names.tf32x3(isa) and not right_k_major(plan, gi)  # the right operand needs a transposed copy
+    isa = isa_names.base(isa)
     tile = _tile(plan, gi, tiling)
     if isinstance(tile, SplitKTile):
         return gemv_splitk.check(plan, gi, tile, warp_size)
@@ -521,7 +525,9 @@ def check(plan: FusionPlan, gi: int, tiling: Tiling | None, warp_size: int | Non
         # persistent kernel returned wrong values on the H200 with Triton 3.6 (layernorm_matmul)
         raise NotLowerable("tl.dot+tma+persistent: only a matmul with layout prologues and an element-wise "
                            "epilogue (one K loop per tile)")
-    return plain
+    if split3 and (isa == DOT_PERSISTENT or tile.SPLIT_K > 1):
+        raise NotLowerable(_NO_COPY)
+    return plain and not split3
 
 
 def _one_matmul(plan: FusionPlan, gi: int) -> None:
@@ -535,7 +541,7 @@ def lower(plan: FusionPlan, gi: int, tiling: Tiling | None, name: str, warp_size
           isa: str | None = None) -> GroupKernel:
     program = plan.program
     check(plan, gi, tiling, warp_size, isa)
-    use_tf32, isa = isa_names.tf32(isa), isa_names.base(isa)
+    precision, isa = isa_names.dot_precision(isa), isa_names.base(isa)
     tile = _tile(plan, gi, tiling)
     if isinstance(tile, SplitKTile):
         return gemv_splitk.lower(plan, gi, tile, name, warp_size)
@@ -546,7 +552,7 @@ def lower(plan: FusionPlan, gi: int, tiling: Tiling | None, name: str, warp_size
     pre: frozenset[int] = frozenset()
     while True:
         kernel = _Kernel(plan, gi, (bm, bn, bk), fma, pre)
-        kernel.tf32 = use_tf32
+        kernel.precision = precision
         try:
             body, grid = kernel.build(outs)
             break
@@ -554,9 +560,17 @@ def lower(plan: FusionPlan, gi: int, tiling: Tiling | None, name: str, warp_size
             if exc.reductions <= pre or not exc.reductions:
                 raise NotLowerable("a prologue statistic cannot be computed before the K loop") from None
             pre = pre | exc.reductions
+    shapes = {n: tuple(program.concrete_shape(n)) for n in kernel.reads}
+    copied = None
+    if precision == "tf32x3":  # wgmma multiplies 32-bit operands only with K contiguous in shared memory
+        body, copied = _right_k_contiguous(body, shapes, isa, tile)
+        if copied is not None:
+            shapes[copied] = shapes[copied][::-1]
     if isa in (DOT_TMA, DOT_PERSISTENT):
-        body = tma.rewrite(body, {n: program.concrete_shape(n) for n in kernel.reads},
-                           {n: program.nodes[n].dtype.itemsize for n in kernel.reads}, kernel.looped, kernel.wide)
+        body = tma.rewrite(body, shapes, {n: program.nodes[n].dtype.itemsize for n in kernel.reads}, kernel.looped,
+                           kernel.wide)
+    if copied is not None:
+        return _with_right_copy(plan, gi, kernel, body, grid, tile, name, warp_size, copied, isa == DOT_TMA)
     if tile.SPLIT_K > 1:
         return _split_k(plan, gi, kernel, body, grid, tile, name, warp_size, tma_loads=isa == DOT_TMA)
     if isa == DOT_PERSISTENT:
@@ -574,7 +588,7 @@ def lower(plan: FusionPlan, gi: int, tiling: Tiling | None, name: str, warp_size
     res = resources(name, block, warps, grid, live, smem_bytes=(bm * bk + bk * bn) * item * stages, warp_size=warp_size)
     what = "GEMV (fma_reduce)" if fma else f"tl.dot {kernel.dot_dtype}" + (
         ", TMA loads" if isa == DOT_TMA else ", TMA loads, persistent" if isa == DOT_PERSISTENT else "") \
-        + (" (tf32)" if use_tf32 and kernel.dot_dtype == "fp32" else "")
+        + (f" ({precision})" if precision != "ieee" and kernel.dot_dtype == "fp32" else "")
     extra = [f"{len(kernel.pres)} K pre-passes" if kernel.pres else "",
              f"{kernel.accs['colsum']} column sums" if kernel.accs["colsum"] else "",
              f"{kernel.accs['rowsum']} row sums" if kernel.accs["rowsum"] else "",
@@ -587,6 +601,72 @@ def lower(plan: FusionPlan, gi: int, tiling: Tiling | None, name: str, warp_size
             f"{grid} {'tiles' if isa == DOT_PERSISTENT else 'programs'}" + "".join(f", {e}" for e in extra if e))
     return GroupKernel(name, src, reads, tuple(outs), grid, tuple(consts), warps, res, note, (("num_stages", stages),),
                        persistent=isa == DOT_PERSISTENT)
+
+
+_NO_COPY = ("3xtf32: the right operand has N contiguous and is not one whole 2-D buffer a transposed copy can "
+            "serve (or the kernel is persistent / split-K)")
+_N_MAJOR_RIGHT = re.compile(r"tl\.load\(p(\d+) \+ rkb \* (\d+) \+ rn(, mask=[^)]*)?\)")
+
+
+def _right_k_contiguous(body: list[str], shapes: dict[int, tuple[int, ...]], isa: str | None,
+                        tile: MatmulTile) -> tuple[list[str], int | None]:
+    """``body`` reading its right operand with K contiguous: a whole 2-D buffer stored K x N (loads
+    ``p + rkb * N + rn``) is read from a transposed copy (``p + rn * K + rkb``; the copy's buffer ``j`` is
+    returned, None when the operand already has K contiguous; a masked load keeps its mask, which broadcasts
+    to the same tile). NotLowerable when the right operand has N contiguous and is not such a buffer
+    (batched, a broadcast), or the kernel is persistent or split-K (the copy is a launch of its own before
+    the kernel's)."""
+    found = {int(m[1]) for ln in body for m in _N_MAJOR_RIGHT.finditer(ln)
+             if len(shapes.get(int(m[1]), ())) == 2 and shapes[int(m[1])][1] == int(m[2])}
+    if not found and not any("rkb * " in ln and "+ rn" in ln for ln in body if "tl.load(" in ln):
+        return body, None
+    if len(found) != 1 or isa == DOT_PERSISTENT or tile.SPLIT_K > 1:
+        raise NotLowerable(_NO_COPY)
+    j = found.pop()
+    k, n = shapes[j]
+    swapped = [_N_MAJOR_RIGHT.sub(lambda m: f"tl.load(p{j} + rn * {k} + rkb{m[3] or ''})" if int(m[1]) == j else m[0], ln)
+               for ln in body]
+    use = re.compile(rf"\bp{j}\b")
+    if any(use.search(ln) and f"tl.load(p{j} + rn * {k} + rkb" not in ln for ln in swapped):
+        raise NotLowerable(f"3xtf32: buffer p{j} is read in another form too; a transposed copy cannot serve it")
+    return swapped, j
+
+
+def _with_right_copy(plan: FusionPlan, gi: int, kernel: _Kernel, body: list[str], grid: int, tile: MatmulTile,
+                     name: str, warp_size: int | None, copied: int, tma_loads: bool) -> GroupKernel:
+    """The kernel behind a host function that first writes the right operand ``copied`` (stored K x N)
+    transposed, N x K (``layout.transpose_copy``), and passes the copy in its place."""
+    from .layout import transpose_copy
+
+    program = plan.program
+    bm, bn, bk = tile.BLOCK_M, tile.BLOCK_N, tile.BLOCK_K
+    k, n = program.concrete_shape(copied)
+    consts = [("BLOCK_M", bm), ("BLOCK_N", bn), ("BLOCK_K", bk)]
+    if "GROUP_SIZE_M" in "\n".join(body):
+        consts.append(("GROUP_SIZE_M", tile.GROUP_SIZE_M))
+    reads, outs = tuple(kernel.reads), tuple(plan.outputs_of(gi))
+    params = [f"p{j}" for j in reads] + [f"out{i}" for i in range(len(outs))]
+    jit = "@triton.jit\ndef {}_mm({}):\n{}\n".format(
+        name, ", ".join(params + [f"{c}: tl.constexpr" for c, _ in consts]), "\n".join("    " + ln for ln in body))
+    copy, (gr, gc) = transpose_copy(f"{name}_bt", k, n)
+    args = ", ".join(f"t{copied}" if p == f"p{copied}" else p for p in params)
+    kw = ", ".join(f"{c}={v}" for c, v in consts)
+    host = f'''def {name}({", ".join(params)}, **launch):
+    """The right operand p{copied} ({k} x {n}, N contiguous) copied transposed, then the matmul on the copy."""
+    t{copied} = torch.empty(({n}, {k}), dtype=p{copied}.dtype, device=p{copied}.device)
+    {name}_bt[({gr}, {gc})](p{copied}, t{copied}, num_warps=4)
+    {name}_mm[({grid},)]({args}, {kw}, num_warps={tile.num_warps}, num_stages={tile.num_stages}, **launch)
+'''
+    item = max(program.nodes[j].dtype.itemsize for j in (kernel.a, kernel.b))
+    res = resources(f"{name}_mm", bm * bn, tile.num_warps, grid, max(2, kernel.accs["dot"] + 1),
+                    smem_bytes=(bm * bk + bk * bn) * item * tile.num_stages, warp_size=warp_size)
+    ops = "/".join(sorted({program.nodes[j].op for j in plan.groups[gi].nodes} - {"matmul"}))
+    note = (f"matmul {kernel.M}x{kernel.N}x{kernel.K} (MxNxK){' + ' + ops if ops else ''}, tl.dot {kernel.dot_dtype}"
+            f"{', TMA loads' if tma_loads else ''} ({kernel.precision}) on a transposed copy of the right operand "
+            f"(N x K, K contiguous): BLOCK_M={bm}, BLOCK_N={bn}, BLOCK_K={bk}, num_warps={tile.num_warps}, "
+            f"num_stages={tile.num_stages}, {grid} programs")
+    return GroupKernel(name, copy + "\n\n" + jit + "\n\n" + host, reads, outs, grid, tuple(consts), tile.num_warps,
+                       res, note, host=True)
 
 
 def _split_k(plan: FusionPlan, gi: int, kernel: _Kernel, body: list[str], tiles: int, tile: MatmulTile, name: str,
@@ -637,8 +717,9 @@ def _split_k(plan: FusionPlan, gi: int, kernel: _Kernel, body: list[str], tiles:
     res = resources(f"{name}_part", bm * bn, tile.num_warps, tiles * split, max(2, kernel.accs["dot"] + 1),
                     smem_bytes=(bm * bk + bk * bn) * item * tile.num_stages, warp_size=warp_size)
     ops = "/".join(sorted({program.nodes[j].op for j in plan.groups[gi].nodes} - {"matmul"}))
+    prec = f" ({kernel.precision})" if kernel.precision != "ieee" and kernel.dot_dtype == "fp32" else ""
     note = (f"matmul {m}x{n}x{k} (MxNxK){' + ' + ops if ops else ''}, tl.dot {kernel.dot_dtype}"
-            f"{', TMA loads' if tma_loads else ''}{' (tf32)' if kernel.tf32 and kernel.dot_dtype == 'fp32' else ''}, "
+            f"{', TMA loads' if tma_loads else ''}{prec}, "
             f"split-K: SPLIT_K={split} "
             f"slices of {chunk}, BLOCK_M={bm}, BLOCK_N={bn}, BLOCK_K={bk}, num_warps={tile.num_warps}, "
             f"num_stages={tile.num_stages}, {tiles * split} programs, then {tiles} add the fp32 partials in order "

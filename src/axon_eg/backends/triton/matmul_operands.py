@@ -252,10 +252,9 @@ class _Operands:
                 self.cache[key] = self._gemv(a, acc)
                 return acc
             self.main_init.append(f"{acc} = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)")
-            # tensor cores (wgmma on Hopper); fp32 operands stay exact with ieee (no tf32 rounding) unless
-            # the precision policy allows TF32 (the ISA choice's ``/tf32``)
-            prec = "tf32" if self.tf32 else "ieee"
-            ieee = f', input_precision="{prec}"' if self.dot_dtype == "fp32" else ""
+            # tensor cores (wgmma on Hopper); fp32 operands stay exact with ieee (fp32 FMAs) or the 3xTF32
+            # split (``/3xtf32``), or take TF32 rounding where the precision policy allows it (``/tf32``)
+            ieee = f', input_precision="{self.precision}"' if self.dot_dtype == "fp32" else ""
             self.main.lines.append(f"{acc} = tl.dot({a}, {self.b_tile(False, self.main)}, {acc}{ieee})")
             self.cache[key] = acc
         return self.cache[key]
