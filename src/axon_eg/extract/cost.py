@@ -264,8 +264,8 @@ def _matmul_peak(plan: FusionPlan, gi: int, hw: HardwareSpec, isa: str | None) -
 
 def right_k_major(plan: FusionPlan, gi: int) -> bool:
     """Whether the right operand of the matmul of group ``gi`` is read with K contiguous: stored N x K and
-    read through a transpose (a ``linear`` weight). Views are followed to what they read; a transpose of the
-    last two dims flips the order; a computed operand counts as stored row-major."""
+    read through a transpose (a ``linear`` weight), or K or N of 1. Views are followed to what they read; a
+    transpose of the last two dims flips the order; a computed operand counts as stored row-major."""
     program = plan.program
     anchor = program.nodes[plan.groups[gi].anchor(program)]
     if anchor.op != "matmul":
@@ -284,6 +284,8 @@ def right_k_major(plan: FusionPlan, gi: int) -> bool:
             j = node.inputs[0]
         return flips
 
+    if 1 in tuple(program.concrete_shape(anchor.inputs[1]))[-2:]:
+        return True  # one row or one column: both orders are the same memory
     return flipped(anchor.inputs[1]) is True
 
 
