@@ -530,6 +530,19 @@ def check(plan: FusionPlan, gi: int, tiling: Tiling | None, warp_size: int | Non
     return plain and not split3
 
 
+def _constexprs(blocks: tuple[int, int, int], tile: MatmulTile, body: list[str]) -> list[tuple[str, int]]:
+    """The block sizes (``_blocks``) a matmul kernel body takes as constexprs, and ``GROUP_SIZE_M`` where it
+    swizzles."""
+    consts = [("BLOCK_M", blocks[0]), ("BLOCK_N", blocks[1]), ("BLOCK_K", blocks[2])]
+    if "GROUP_SIZE_M" in "\n".join(body):
+        consts.append(("GROUP_SIZE_M", tile.GROUP_SIZE_M))
+    return consts
+
+
+def _jit(name: str, params: list[str], body: list[str]) -> str:
+    return "@triton.jit\ndef {}({}):\n{}\n".format(name, ", ".join(params), "\n".join("    " + ln for ln in body))
+
+
 def _one_matmul(plan: FusionPlan, gi: int) -> None:
     p = plan.program
     if p.nodes[plan.groups[gi].anchor(p)].op != "matmul" or sum(p.nodes[n].op == "matmul"
@@ -575,12 +588,10 @@ def lower(plan: FusionPlan, gi: int, tiling: Tiling | None, name: str, warp_size
         return _split_k(plan, gi, kernel, body, grid, tile, name, warp_size, tma_loads=isa == DOT_TMA)
     if isa == DOT_PERSISTENT:
         body = _persistent(body, grid, flatten=not kernel.looped)
-    consts = [("BLOCK_M", bm), ("BLOCK_N", bn), ("BLOCK_K", bk)]
-    if "GROUP_SIZE_M" in "\n".join(body):
-        consts.append(("GROUP_SIZE_M", tile.GROUP_SIZE_M))
+    consts = _constexprs((bm, bn, bk), tile, body)
     reads = tuple(kernel.reads)
     params = [f"p{n}" for n in reads] + [f"out{k}" for k in range(len(outs))] + [f"{c}: tl.constexpr" for c, _ in consts]
-    src = "@triton.jit\ndef {}({}):\n{}\n".format(name, ", ".join(params), "\n".join("    " + ln for ln in body))
+    src = _jit(name, params, body)
     item = max(program.nodes[j].dtype.itemsize for j in (kernel.a, kernel.b))
     # the largest tile a thread block holds: the fp32 accumulator (GEMV: the streamed A tile)
     block = max(bm * bk, bm * bn) if fma else bm * bn
@@ -641,13 +652,10 @@ def _with_right_copy(plan: FusionPlan, gi: int, kernel: _Kernel, body: list[str]
     program = plan.program
     bm, bn, bk = tile.BLOCK_M, tile.BLOCK_N, tile.BLOCK_K
     k, n = program.concrete_shape(copied)
-    consts = [("BLOCK_M", bm), ("BLOCK_N", bn), ("BLOCK_K", bk)]
-    if "GROUP_SIZE_M" in "\n".join(body):
-        consts.append(("GROUP_SIZE_M", tile.GROUP_SIZE_M))
+    consts = _constexprs((bm, bn, bk), tile, body)
     reads, outs = tuple(kernel.reads), tuple(plan.outputs_of(gi))
     params = [f"p{j}" for j in reads] + [f"out{i}" for i in range(len(outs))]
-    jit = "@triton.jit\ndef {}_mm({}):\n{}\n".format(
-        name, ", ".join(params + [f"{c}: tl.constexpr" for c, _ in consts]), "\n".join("    " + ln for ln in body))
+    jit = _jit(f"{name}_mm", params + [f"{c}: tl.constexpr" for c, _ in consts], body)
     copy, (gr, gc) = transpose_copy(f"{name}_bt", k, n)
     args = ", ".join(f"t{copied}" if p == f"p{copied}" else p for p in params)
     kw = ", ".join(f"{c}={v}" for c, v in consts)
@@ -696,13 +704,9 @@ def _split_k(plan: FusionPlan, gi: int, kernel: _Kernel, body: list[str], tiles:
     finish_body = head + [f"# the {split} K slices' partials, added in slice order (deterministic)",
                           f"for s in range({split}):", f"    acc0 += {load}"] + epilogue
     reads, outs = tuple(kernel.reads), tuple(plan.outputs_of(gi))
-    consts = [("BLOCK_M", bm), ("BLOCK_N", bn), ("BLOCK_K", bk)] + (
-        [("GROUP_SIZE_M", tile.GROUP_SIZE_M)] if "GROUP_SIZE_M" in "\n".join(body) else [])
+    consts = _constexprs((bm, bn, bk), tile, body)
     params = ([f"p{j}" for j in reads] + [f"out{i}" for i in range(len(outs))] + ["part"]
               + [f"{c}: tl.constexpr" for c, _ in consts])
-
-    def jit(fn: str, lines: list[str]) -> str:
-        return "@triton.jit\ndef {}({}):\n{}\n".format(fn, ", ".join(params), "\n".join("    " + ln for ln in lines))
 
     args = ", ".join([f"p{j}" for j in reads] + [f"out{i}" for i in range(len(outs))] + ["part"])
     kw = ", ".join(f"{c}={v}" for c, v in consts)
@@ -712,7 +716,7 @@ def _split_k(plan: FusionPlan, gi: int, kernel: _Kernel, body: list[str], tiles:
     {name}_part[({tiles * split},)]({args}, {kw}, num_warps={tile.num_warps}, num_stages={tile.num_stages}, **launch)
     {name}_finish[({tiles},)]({args}, {kw}, num_warps={tile.num_warps}, **launch)
 '''
-    src = jit(f"{name}_part", part_body) + "\n\n" + jit(f"{name}_finish", finish_body) + "\n\n" + host
+    src = _jit(f"{name}_part", params, part_body) + "\n\n" + _jit(f"{name}_finish", params, finish_body) + "\n\n" + host
     item = max(program.nodes[j].dtype.itemsize for j in (kernel.a, kernel.b))
     res = resources(f"{name}_part", bm * bn, tile.num_warps, tiles * split, max(2, kernel.accs["dot"] + 1),
                     smem_bytes=(bm * bk + bk * bn) * item * tile.num_stages, warp_size=warp_size)
