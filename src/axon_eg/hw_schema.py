@@ -19,9 +19,10 @@ UNITS: dict[str, tuple[str, Fraction]] = {
     "FLOP/s": ("flops", _F(1)), "TFLOP/s": ("flops", _F(10**12)),
     "Hz": ("frequency", _F(1)), "GHz": ("frequency", _F(10**9)),
     "s": ("time", _F(1)), "us": ("time", _F(1, 10**6)), "ns": ("time", _F(1, 10**9)),
-    "count": ("count", _F(1)),
+    "count": ("count", _F(1)), "ratio": ("ratio", _F(1)),
 }
-BASE_UNIT = {"bytes": "B", "bandwidth": "B/s", "flops": "FLOP/s", "frequency": "Hz", "time": "s", "count": "count"}
+BASE_UNIT = {"bytes": "B", "bandwidth": "B/s", "flops": "FLOP/s", "frequency": "Hz", "time": "s", "count": "count",
+             "ratio": "ratio"}
 INT_FAMILIES = {"bytes", "count"}  # whole numbers in base units
 
 
@@ -82,6 +83,8 @@ _GPU: dict[str, Field] = {
     "compute.measured_peak.library_attention_fp32": _q("flops", required=False),  # torch's sdpa, fp32
     "compute.measured_peak.library_conv_fp32": _q("flops", required=False),  # cuDNN conv on fp32 (TF32), NCHW
     "compute.measured_peak.library_conv_grouped_fp32": _q("flops", required=False),  # the same, groups > 1
+    "compute.measured_peak.library_conv_nhwc_fp32": _q("flops", required=False),  # on channels-last operands
+    "compute.measured_peak.library_conv_nhwc_grouped_fp32": _q("flops", required=False),  # the same, groups > 1
     "compute.measured_peak.library_unaligned": _q("flops", required=False),  # the library on rows off alignment
     "compute.measured_peak.dot_misaligned_one": _q("flops", required=False),  # tl.dot, one operand's rows off it
     "compute.measured_peak.dot_misaligned_two": _q("flops", required=False),  # tl.dot, both operands' rows off it
@@ -99,6 +102,10 @@ _GPU: dict[str, Field] = {
     "costs.host_launch": _q("time", required=False),  # host-side time to issue one launch
     "costs.hbm_latency": _q("time", required=False),  # load-to-use latency of an HBM access
     "costs.column_reduction_warps": _q("count", required=False),  # warps along a one-pass column reduction's axis at full speed
+    "costs.tensor_core_min_rows": _q("count", required=False),  # rows of a tl.dot tile at the full tensor-core rate
+    "costs.column_run_bytes": _q("bytes", required=False),  # a column reduction's contiguous run at full speed
+    "costs.column_run_read_exponent": _q("ratio", required=False),  # reads' bandwidth: (run / that) ** this
+    "costs.column_run_write_exponent": _q("ratio", required=False),  # writes' bandwidth, likewise
     "costs.window_loads_per_thread": _q("count", required=False),  # pooling window loads a thread keeps in flight
     "costs.window_overflow_slowdown": _q("count", required=False),  # the bandwidth divided by this past that
     "features.tma": Field("bool", required=False),  # Hopper tensor memory accelerator (tensor descriptors)

@@ -42,12 +42,25 @@ def pools(draw):
     return kind, spatial, sizes, attrs
 
 
+def _padding_only_window(size: int, k: int, stride: int, pad: int, dilation: int, ceil: bool) -> bool:
+    """Whether some output's window lies wholly in the padding (torch then gives -inf for a max and 0 / 0 for
+    an average without the padding: no finite value to compare)."""
+    span = dilation * (k - 1) + 1
+    out = (size + 2 * pad - span + (stride - 1 if ceil else 0)) // stride + 1
+    if ceil and (out - 1) * stride >= size + pad:
+        out -= 1
+    return any(all(not 0 <= o * stride - pad + j * dilation < size for j in range(k)) for o in range(max(0, out)))
+
+
 @settings(max_examples=int(os.environ.get("AXON_EG_POOL_EXAMPLES", "30")), deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(pool=pools(), batch=st.sampled_from((1, 2)), channels=st.sampled_from((1, 3)),
        dtype=st.sampled_from((fp32, bf16)), prologue=st.booleans(), epilogue=st.booleans())
 def test_window_pooling_matches_float64(pool, batch, channels, dtype, prologue, epilogue, tmp_path):
     kind, spatial, sizes, attrs = pool
+    dil = attrs.get("dilation", (1,) * spatial)
+    assume(not any(_padding_only_window(n, k, st_, p, d, attrs["ceil_mode"]) for n, k, st_, p, d in
+                   zip(sizes, attrs["kernel_size"], attrs["stride"], attrs["padding"], dil)))
     b = Builder("pool")
     x = b.input("x", (batch, channels, *sizes), dtype)
     v = b.emit("tanh", x) if prologue else x

@@ -143,14 +143,21 @@ def test_nugraph_flops_per_byte_from_the_hardware_file():
        warps_log=st.integers(0, 4), dtype=st.sampled_from([fp32, bf16]))
 def test_one_pass_column_reductions_pay_for_warps_along_the_reduced_axis(outer, cols, inner, rows_log, warps_log,
                                                                        dtype):
-    """Doubling the warps of a one-pass column reduction past the hardware file's limit along the reduced
-    axis costs more; a chunk loop and a row reduction are not charged; the layout's warps along the axis
-    are the warps the contiguous rows leave over."""
+    """Doubling the warps of a one-pass column reduction with dependent reductions (a logsumexp: its max,
+    then its sum) past the hardware file's limit along the reduced axis costs more; one level of reductions
+    (a sum), a chunk loop and a row reduction are not charged; the layout's warps along the axis are the
+    warps the contiguous rows leave over."""
     spec = hw.load("h200")
-    b = Builder("colsum")
-    x = b.input("x", (outer, cols, inner), dtype)
-    program = b.build(b.emit("sum", x, axes=(1,), keepdims=False)).expand()
-    plan = FusionPlan(program, (Group(REDUCTION, tuple(i for i, n in enumerate(program.nodes) if n.op != "input")),))
+
+    def column_plan(op: str) -> FusionPlan:
+        b = Builder("col" + op)
+        x = b.input("x", (outer, cols, inner), dtype)
+        program = b.build(b.emit(op, x, axes=(1,), keepdims=False)).expand()
+        return FusionPlan(program, (Group(REDUCTION, tuple(i for i, n in enumerate(program.nodes)
+                                                           if n.op != "input")),))
+
+    plan, single = column_plan("logsumexp"), column_plan("sum")
+    assert plan.row_passes(0) >= 2 and single.row_passes(0) == 1
     rows, warps, block = 2 ** rows_log, 2 ** warps_log, T.next_pow2(cols)
 
     def seconds(**values):
@@ -164,6 +171,7 @@ def test_one_pass_column_reductions_pay_for_warps_along_the_reduced_axis(outer, 
     if along >= limit and cost_module.reduced_axis_warps(dataclasses.replace(tile, num_warps=2 * warps),
                                                           dtype.itemsize) > along:
         assert two > one
+    assert cost_module._cross_warp_efficiency(single, 0, dataclasses.replace(tile, num_warps=16), spec) == 1.0
     chunk = T.RowsTile(BLOCK_N=max(1, block // 4), ROWS_PER_PROGRAM=rows, num_warps=16)  # a chunk loop: not charged
     assert cost_module._cross_warp_efficiency(plan, 0, chunk, spec) == 1.0
     row = Builder("rowsum")
@@ -171,3 +179,59 @@ def test_one_pass_column_reductions_pay_for_warps_along_the_reduced_axis(outer, 
     rp = row.build(row.emit("sum", y, axes=(2,), keepdims=False)).expand()
     row_plan = FusionPlan(rp, (Group(REDUCTION, tuple(i for i, n in enumerate(rp.nodes) if n.op != "input")),))
     assert cost_module._cross_warp_efficiency(row_plan, 0, dataclasses.replace(tile, num_warps=16), spec) == 1.0
+
+
+@settings(max_examples=30, deadline=None)
+@given(outer=st.integers(1, 9), cols=st.integers(2, 300), inner=st.integers(2, 5000), rows_log=st.integers(2, 8),
+       dtype=st.sampled_from([fp32, bf16]))
+def test_column_reductions_pay_for_short_contiguous_runs(outer, cols, inner, rows_log, dtype):
+    """A column reduction's program reads ROWS_PER_PROGRAM contiguous elements per reduced index: below the
+    hardware file's run length the bandwidth falls as the fitted powers, weighted by its reads and writes
+    (never above 1, never for a row reduction); longer runs are never predicted slower on that account."""
+    spec = hw.load("h200")
+    b = Builder("colsum")
+    x = b.input("x", (outer, cols, inner), dtype)
+    program = b.build(b.emit("sum", x, axes=(1,), keepdims=False)).expand()
+    plan = FusionPlan(program, (Group(REDUCTION, tuple(i for i, n in enumerate(program.nodes) if n.op != "input")),))
+    rows = 2 ** rows_log
+    short, long = (cost_module._column_run_efficiency(plan, 0, T.RowsTile(BLOCK_N=16, ROWS_PER_PROGRAM=r, num_warps=4),
+                                                      spec) for r in (rows, 2 * rows))
+    run = min(rows, inner) * dtype.itemsize
+    full = spec.value("costs.column_run_bytes")
+    assert 0 < short <= long <= 1.0
+    ratio = min(1.0, run / full)
+    read, write = (ratio ** spec.value(f"costs.column_run_{k}_exponent") for k in ("read", "write"))
+    written, total = outer * inner * dtype.itemsize, outer * inner * (cols + 1) * dtype.itemsize
+    assert short == pytest.approx(total / ((total - written) / read + written / write))
+    assert write <= short <= read
+    row = Builder("rowsum")
+    y = row.input("y", (outer, inner, cols), dtype)
+    rp = row.build(row.emit("sum", y, axes=(2,), keepdims=False)).expand()
+    row_plan = FusionPlan(rp, (Group(REDUCTION, tuple(i for i, n in enumerate(rp.nodes) if n.op != "input")),))
+    assert cost_module._column_run_efficiency(row_plan, 0, T.RowsTile(BLOCK_N=16, ROWS_PER_PROGRAM=rows,
+                                                                      num_warps=4), spec) == 1.0
+
+
+@settings(max_examples=30, deadline=None)
+@given(m=st.sampled_from([1, 16, 63, 64, 127, 4096]), block_m=st.sampled_from([16, 32, 64, 128]),
+       kind=st.sampled_from(["bf16", "fp32 3xtf32", "fp32 tf32", "fp32 ieee"]))
+def test_tensor_core_tiles_under_64_rows_are_charged_their_fraction(m, block_m, kind):
+    """A tensor-core tl.dot tile of fewer rows than the hardware file's minimum runs at BLOCK_M / minimum of
+    the rate where the matmul has the rows for a full tile (e12: BLOCK_M 16 measured 17x slower than 128);
+    fp32 FMAs, library calls and skinny matmuls are not charged."""
+    from axon_eg.extract.isa import BLAS, DOT, TF32, TF32X3
+
+    spec = hw.load("h200")
+    dtype = bf16 if kind == "bf16" else fp32
+    b = Builder("mm")
+    y = b.emit("matmul", b.input("a", (m, 64), dtype), b.input("b", (64, 96), dtype))
+    plan = FusionPlan(b.build(y).expand(), ())
+    plan = FusionPlan(plan.program, (Group(MATMUL, tuple(i for i, n in enumerate(plan.program.nodes)
+                                                         if n.op != "input")),))
+    isa = DOT + {"bf16": "", "fp32 3xtf32": TF32X3, "fp32 tf32": TF32, "fp32 ieee": ""}[kind]
+    tile = dataclasses.replace(T.MatmulTile.of(), BLOCK_M=block_m)
+    rows = spec.value("costs.tensor_core_min_rows")
+    got = cost_module._short_tile_efficiency(plan, 0, tile, spec, isa)
+    charged = kind != "fp32 ieee" and m >= rows and block_m < rows
+    assert got == (block_m / rows if charged else 1.0)
+    assert cost_module._short_tile_efficiency(plan, 0, tile, spec, BLAS) == 1.0

@@ -33,7 +33,7 @@ from axon_eg.ir.program import Program
 from axon_eg.semantics.isa.declarations import DMA, TENSOR, declaration
 
 from .fusion import ATTENTION, LAYOUT, LIBRARY, MATMUL, REDUCTION, FusionPlan, node_kind
-from .isa import BLAS_PADK, DOT, DOT_PERSISTENT, DOT_TMA, FMA_REDUCE, SDPA, WINDOW, base, is_blas, tf32, tf32x3
+from .isa import BLAS_PADK, DOT, DOT_PERSISTENT, DOT_TMA, FMA_REDUCE, NHWC, SDPA, WINDOW, base, is_blas, tf32, tf32x3
 from .latency import engine_seconds, model_cycles, model_seconds
 from .templates import GpuTile, MatmulTile, RowsTile, Tile, Tiling, TrnMatmulTile, group_dims, knobs, streams, tile_of
 
@@ -170,13 +170,14 @@ def gpu_group_cost(plan: FusionPlan, gi: int, t: Tiling | None, hw: HardwareSpec
     nbytes, mm, other = group_traffic(plan, gi, t, hw.value("memory.l2.capacity"), int(hw.value("compute.units")), hw)
     nbytes += _extra_passes_bytes(plan, gi, tile, hw)
     if plan.groups[gi].kind == LIBRARY and isa != WINDOW:
-        return _library_call_cost(plan, gi, hw, nbytes, mm, other, bw, c)
+        return _library_call_cost(plan, gi, hw, nbytes, mm, other, bw, c, isa)
     launches = 1
     if tile is not None:  # split-K: the fp32 partials written and read back, a second launch
         nbytes += tile.scratch_bytes(plan, gi)
         launches = tile.launches
+    peak_mm *= _short_tile_efficiency(plan, gi, tile, hw, isa)
     efficiency = (_latency_efficiency(plan, gi, tile, hw) * _cross_warp_efficiency(plan, gi, tile, hw)
-                  * _window_efficiency(plan, gi, tile, hw, isa))
+                  * _column_run_efficiency(plan, gi, tile, hw) * _window_efficiency(plan, gi, tile, hw, isa))
     memory = c["bytes"] * nbytes / (bw * efficiency)
     roof = max(memory, c["flops"] * (mm / peak_mm + other / hw.value("compute.peak.fp32")))
     seconds = (roof / _wave_efficiency(plan, gi, tile, hw, hw.value("compute.units"))
@@ -185,35 +186,43 @@ def gpu_group_cost(plan: FusionPlan, gi: int, t: Tiling | None, hw: HardwareSpec
 
 
 def _library_call_cost(plan: FusionPlan, gi: int, hw: HardwareSpec, nbytes: float, mm: float, other: float,
-                       bw: float, c: dict[str, float]) -> GroupCost:
+                       bw: float, c: dict[str, float], isa: str | None = None) -> GroupCost:
     """A library group run as torch's op (conv, or pooling with ISA choice ``library``) then our epilogue
     kernel: the library's output is written and read back once more where an epilogue follows, two
-    launches; a pooling moves its bytes at torch's measured pooling rate (``memory.library_pool_bandwidth``)."""
+    launches; a pooling moves its bytes at torch's measured pooling rate (``memory.library_pool_bandwidth``).
+    A conv on channels-last operands (``library+nhwc``) runs at the library's channels-last rate and pays
+    our transpose of its input (read and written once more, one launch), and without an epilogue (which
+    transposes back as it reads) one of its output."""
     program = plan.program
     g = plan.groups[gi]
     lib = next(n for n in g.nodes if node_kind(program.nodes[n].op) == LIBRARY)
     tail = any(n != lib and program.nodes[n].op not in O.flat_views() and n not in plan.feeding(gi, lib)
                for n in g.nodes)
     extra = 2 * _nbytes(plan, lib) if tail else 0.0
+    launches = 2 if tail else 1
+    if isa == NHWC:
+        extra += 2 * _nbytes(plan, program.nodes[lib].inputs[0]) + (0.0 if tail else 2 * _nbytes(plan, lib))
+        launches += 1 if tail else 2
     pool = _is_pool(program.nodes[lib].op)
     rate = (hw.get("memory.library_pool_bandwidth") or bw) if pool else bw
     seconds = max(c["bytes"] * (nbytes / rate + extra / bw),
-                  c["flops"] * (mm / _library_op_peak(plan, gi, lib, hw) + other / hw.value("compute.peak.fp32")))
-    launches = 2 if tail else 1
+                  c["flops"] * (mm / _library_op_peak(plan, gi, lib, hw, isa) + other / hw.value("compute.peak.fp32")))
     return GroupCost(gi, g.kind, nbytes + extra, mm + other, seconds + c["launch"] * launches * hw.value("costs.launch"))
 
 
-def _library_op_peak(plan: FusionPlan, gi: int, lib: int, hw: HardwareSpec) -> float:
+def _library_op_peak(plan: FusionPlan, gi: int, lib: int, hw: HardwareSpec, isa: str | None = None) -> float:
     """The rate of the library op ``lib`` (a convolution): on fp32 operands the library's measured conv rate
     (``compute.measured_peak.library_conv_fp32``: TF32 tensor cores, about a seventh of the 16-bit GEMM rate;
-    a grouped conv ``library_conv_grouped_fp32``), else the group's matmul rate."""
+    a grouped conv ``library_conv_grouped_fp32``; on channels-last operands, ISA choice ``library+nhwc``,
+    the ``library_conv_nhwc_*`` ones), else the group's matmul rate."""
     program = plan.program
     node = program.nodes[lib]
     family = O.get(node.op).meta.get("shape_family")
     if family in CONV_FAMILIES and program.nodes[node.inputs[0]].dtype.name == "fp32":
         grouped = node.attrs.get("groups", 1) > 1 and family == "conv"
-        rate = (grouped and hw.get("compute.measured_peak.library_conv_grouped_fp32")
-                or hw.get("compute.measured_peak.library_conv_fp32"))
+        layout = "_nhwc" if isa == NHWC else ""
+        rate = (grouped and hw.get(f"compute.measured_peak.library_conv{layout}_grouped_fp32")
+                or hw.get(f"compute.measured_peak.library_conv{layout}_fp32"))
         if rate:
             return rate
     return _matmul_peak(plan, gi, hw, None)
@@ -354,6 +363,26 @@ def gpu_cost(plan: FusionPlan, tilings: Sequence[Tiling | None], hw: HardwareSpe
     return CostReport(sum(g.seconds for g in groups), groups)
 
 
+def _short_tile_efficiency(plan: FusionPlan, gi: int, tile: Tile | None, hw: HardwareSpec, isa: str | None) -> float:
+    """A tensor-core ``tl.dot`` tile of fewer than ``costs.tensor_core_min_rows`` rows (Hopper's wgmma takes 64
+    rows per warpgroup; Triton falls back to smaller instructions) runs at that fraction of the rate, where
+    the matmul has the rows for a full tile (a skinny matmul's every tiling pays alike). fp32 FMAs (no
+    suffix on fp32 operands) are not charged."""
+    rows = hw.get("costs.tensor_core_min_rows")
+    if rows is None or not isinstance(tile, MatmulTile) or is_blas(isa) or base(isa) == FMA_REDUCE:
+        return 1.0
+    program = plan.program
+    anchor = program.nodes[plan.groups[gi].anchor(program)]
+    if anchor.op != "matmul":
+        return 1.0
+    if program.nodes[anchor.inputs[0]].dtype.name == "fp32" and not (tf32(isa) or tf32x3(isa)):
+        return 1.0
+    m = program.concrete_shape(anchor.inputs[0])[-2]
+    if m < rows or tile.BLOCK_M >= rows:
+        return 1.0
+    return tile.BLOCK_M / float(rows)
+
+
 def _resident(tile: GpuTile, programs: int, hw: HardwareSpec) -> int:
     """Programs one SM runs at once (Hopper: at most 64 warps and 32 blocks)."""
     per_sm = min(int(hw.value("compute.max_blocks_per_sm")), int(hw.value("compute.max_warps_per_sm")) // max(1, tile.num_warps))
@@ -389,19 +418,44 @@ def reduced_axis_warps(tile: RowsTile, item: int) -> int:
 
 
 def _cross_warp_efficiency(plan: FusionPlan, gi: int, tile: Tile | None, hw: HardwareSpec) -> float:
-    """A one-pass column reduction (the whole reduced axis in one block, one tile per program) waits on
-    each of its reductions' shared-memory combines and barriers with nothing to overlap them: past
+    """A one-pass column reduction (the whole reduced axis in one block, one tile per program) whose
+    reductions depend on each other (a log-softmax's max, then its sum; ``FusionPlan.row_passes`` >= 2)
+    waits on each level's shared-memory combine and barrier with nothing to overlap them: past
     ``costs.column_reduction_warps`` warps along the reduced axis its bandwidth falls in proportion
     (measured on the H200: a soft cross-entropy over 19 classes, 254 us at 2 warps along them, 420-450 at
-    4, 1380-1410 at 8, 2744 at 16). A chunk loop combines once after many chunks and is not charged."""
+    4, 1380-1410 at 8, 2744 at 16). One level of reductions is not charged (an L2 normalization over 67
+    rows ran fastest with all 16 warps along them, 473 us, against 547 at 8 and 929 at 2), nor a chunk
+    loop, which combines once after many chunks."""
     limit = hw.get("costs.column_reduction_warps")
-    if not isinstance(tile, RowsTile) or limit is None:
+    if not isinstance(tile, RowsTile) or limit is None or plan.row_passes(gi) < 2:
         return 1.0
     d = group_dims(plan, gi)
     if d.get("INNER", 1) <= 1 or tile.row_block(d["COLS"]) < d["COLS"]:
         return 1.0
     _, item = streams(plan, gi)
     return min(1.0, float(limit) / reduced_axis_warps(tile, item))
+
+
+def _column_run_efficiency(plan: FusionPlan, gi: int, tile: Tile | None, hw: HardwareSpec) -> float:
+    """A column reduction's program reads (and for a full-width output writes) ``ROWS_PER_PROGRAM``
+    contiguous elements per reduced index, one short run per DRAM row it touches: below
+    ``costs.column_run_bytes`` per run the bandwidth of its reads falls as ``(run / column_run_bytes) **
+    costs.column_run_read_exponent`` and that of its writes as ``** costs.column_run_write_exponent`` (the
+    hardware file's fit to the H200's sweeps: short written runs cost far more than short read ones). The
+    group's bytes weighted so: ``(R + W) / (R / read + W / write)``. 1.0 for row reductions."""
+    full = hw.get("costs.column_run_bytes")
+    exps = hw.get("costs.column_run_read_exponent"), hw.get("costs.column_run_write_exponent")
+    if not isinstance(tile, RowsTile) or full is None or None in exps:
+        return 1.0
+    inner = group_dims(plan, gi).get("INNER", 1)
+    if inner <= 1:
+        return 1.0
+    _, item = streams(plan, gi)
+    ratio = min(1.0, min(tile.ROWS_PER_PROGRAM, inner) * item / float(full))
+    read, write = (ratio ** float(e) for e in exps)
+    written = sum(_nbytes(plan, o) for o in plan.outputs_of(gi))
+    total = sum(_nbytes(plan, j) for j in plan.inputs_of(gi)) + written
+    return total / ((total - written) / read + written / write) if total > 0 else 1.0
 
 
 def _is_pool(op: str) -> bool:
@@ -433,7 +487,10 @@ def _window_efficiency(plan: FusionPlan, gi: int, tile: Tile | None, hw: Hardwar
 def _extra_passes_bytes(plan: FusionPlan, gi: int, tile: Tile | None, hw: HardwareSpec) -> float:
     """A row reduction whose row does not fit one block reads its rows once per pass (``row_passes``: the
     sibling reductions share one), and once more to store full-width outputs: all passes after the first are
-    extra; they come from L2 when the rows in flight fit it, else from HBM."""
+    extra; they come from L2 when the rows in flight fit it, else from HBM. A column reduction's passes come
+    from HBM whatever its tile (its short runs strided across the tensor do not stay in L2: on the H200 an
+    RMSNorm over 320 channels chunked by 32-256 ran 610-1090 us whose rows in flight fit half the L2, 568 us
+    at best, the time of every pass from HBM; a softmax entropy over 151 classes likewise)."""
     if not isinstance(tile, RowsTile) or hw.get("compute.max_warps_per_sm") is None:
         return 0.0
     cols = group_dims(plan, gi)["COLS"]
@@ -443,7 +500,8 @@ def _extra_passes_bytes(plan: FusionPlan, gi: int, tile: Tile | None, hw: Hardwa
     reductions = plan.row_passes(gi)
     n_streams, item = streams(plan, gi)
     rows_in_flight = _resident(tile, tile.programs(plan, gi), hw) * hw.value("compute.units") * tile.ROWS_PER_PROGRAM
-    if rows_in_flight * cols * item * n_streams <= hw.value("memory.l2.capacity") / 2:
+    column = group_dims(plan, gi).get("INNER", 1) > 1
+    if not column and rows_in_flight * cols * item * n_streams <= hw.value("memory.l2.capacity") / 2:
         return 0.0
     rows = group_dims(plan, gi)["ROWS"]
     full = any(math.prod(program.concrete_shape(o)) == rows * cols for o in plan.outputs_of(gi))

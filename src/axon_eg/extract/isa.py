@@ -8,9 +8,11 @@ with K contiguous: a K whose rows are not 16-byte aligned takes the library off 
 group's is ``tl.dot`` / ``tl.dot+tma`` (our flash kernel) or ``sdpa`` (torch's
 ``scaled_dot_product_attention``); a library group holding a pooling op is ``library`` (torch's pooling,
 then our kernel for the epilogue) or ``window`` (one kernel of ours computing each output's window,
-with the group's prologue and epilogue fused). Two suffixes set how a Triton ``tl.dot`` multiplies fp32
-operands: ``/tf32`` on TF32 tensor cores (10-bit mantissas, the policy ``tf32``), ``/3xtf32`` on TF32
-tensor cores three times (Triton's ``tf32x3``: each operand split into a TF32 high part and a TF32
+with the group's prologue and epilogue fused); one holding a 2-d / 3-d convolution is ``library`` (the
+library on NCHW tensors) or ``library+nhwc`` (the library on channels-last copies made by our tiled
+transposes, the epilogue transposing back; ``backends/triton/conv_nhwc.py``). Two suffixes set how a
+Triton ``tl.dot`` multiplies fp32 operands: ``/tf32`` on TF32 tensor cores (10-bit mantissas, the policy
+``tf32``), ``/3xtf32`` on TF32 tensor cores three times (Triton's ``tf32x3``: each operand split into a TF32 high part and a TF32
 low part, ``hi*hi + hi*lo + lo*hi`` accumulated in fp32), which keeps fp32's accuracy: measured on the
 H200 at 4096^3 on random normal operands, rms error 2.4e-7 of the output's rms against float64, where
 cuBLAS's fp32 GEMM is at 1.1e-6 and TF32 at 2.9e-4; without a suffix, fp32 operands go through
@@ -24,6 +26,7 @@ DOT_PERSISTENT = "tl.dot+tma+persistent"
 BLAS_PADK = "blas+padk"
 SDPA = "sdpa"
 LIBRARY_CALL, WINDOW = "library", "window"
+NHWC = "library+nhwc"
 TF32 = "/tf32"
 TF32X3 = "/3xtf32"
 PRECISIONS = ("ieee", "strict", "tf32")

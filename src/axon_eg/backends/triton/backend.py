@@ -75,7 +75,8 @@ class TritonBackend:
         group the vendor library can run whole (``blas.core``) may be that library call (and, where its K rows
         are off the library's alignment, the call on K-padded copies: ``blas+padk``), an attention
         group torch's ``scaled_dot_product_attention`` (``sdpa.core``), a pooling library group torch's pooling
-        or our window kernel (``emit.window_pool``). Under the
+        or our window kernel (``emit.window_pool``), a 2-d / 3-d fp32 conv the library on NCHW or on
+        channels-last operands (``conv_nhwc.core``, where the hardware file has that rate). Under the
         ``tf32`` policy the choices of groups with fp32 operands carry ``/tf32`` (TF32 tensor cores); under
         ``ieee`` a matmul's ``tl.dot`` choices come also with ``/3xtf32`` (the 3xTF32 split, fp32's accuracy
         on tensor cores; ``strict`` leaves it out)."""
@@ -87,11 +88,16 @@ class TritonBackend:
 
         g = plan.groups[gi]
         if g.kind == LIBRARY:  # a pooling: torch's, or each output's window computed by our kernel
-            from axon_eg.extract.isa import LIBRARY_CALL, WINDOW
+            from axon_eg.extract.isa import LIBRARY_CALL, NHWC, WINDOW
 
+            from . import conv_nhwc
             from .emit import window_pool
 
-            return [LIBRARY_CALL, WINDOW] if window_pool(plan, gi) is not None else None
+            if window_pool(plan, gi) is not None:
+                return [LIBRARY_CALL, WINDOW]
+            if hw.get("compute.measured_peak.library_conv_nhwc_fp32") and conv_nhwc.core(plan, gi) is not None:
+                return [LIBRARY_CALL, NHWC]  # a conv: the library on NCHW, or on channels-last copies
+            return None
         if g.kind == ATTENTION:  # Hopper: q/k/v tiles through tensor descriptors; the library's attention
             opts = [DOT, DOT_TMA] if hw.get("features.tma") else []
             # (no /3xtf32: the flash kernel with tf32x3 dots measured 46.8 ms on t01_MultiHeadAttention, fp32,

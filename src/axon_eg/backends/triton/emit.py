@@ -23,11 +23,12 @@ from axon_eg.backends.kernel import Kernel, call_signature, guard_source, identi
 from axon_eg.backends.torch.lower import expr as torch_expr
 from axon_eg.extract.candidates import Candidate
 from axon_eg.extract.fusion import ATTENTION, ELEMENTWISE, LAYOUT, LIBRARY, MATMUL, REDUCTION, SCAN, FusionPlan, Group, node_kind
-from axon_eg.extract.isa import SDPA, WINDOW, is_blas
+from axon_eg.extract.isa import NHWC, SDPA, WINDOW, is_blas
 from axon_eg.extract.templates import ElementwiseTile, GpuTile, knobs, tile_of
 from axon_eg.hw import HardwareSpec
+from axon_eg.ir import ops as O
 
-from . import attention, blas, elementwise, layout, matmul, reduction, scan, sdpa, tma
+from . import attention, blas, conv_nhwc, elementwise, layout, matmul, reduction, scan, sdpa, tma
 from .base import GroupKernel, NotLowerable, attr
 
 LOWERINGS = {ELEMENTWISE: elementwise, LAYOUT: layout, REDUCTION: reduction, MATMUL: matmul, ATTENTION: attention,
@@ -52,6 +53,19 @@ def lower_group(plan: FusionPlan, gi: int, tiling: Any, name: str, warp_size: in
     if isa == SDPA:
         attn = sdpa.core(plan, gi)
         return attn if attn is not None else "not an attention torch's scaled_dot_product_attention computes"
+    if isa == NHWC and kind == LIBRARY:
+        conv = conv_nhwc.core(plan, gi)
+        if conv is None:
+            return "the library cannot run this conv on channels-last operands"
+        return conv_nhwc.Call(conv, O.get(plan.program.nodes[conv].op).meta["spatial"], keep=False)
+    if isa == NHWC and kind == ELEMENTWISE:  # the epilogue of a channels-last conv, transposing as it reads
+        stored = _channels_last_read(plan, gi)
+        if stored is None:
+            return "no channels-last conv output read"
+        try:
+            return layout.lower_stored(plan, gi, tiling, name, warp_size, *stored)
+        except NotLowerable as exc:
+            return str(exc)
     if kind not in LOWERINGS:
         return f"no Triton lowering for {kind} groups"
     try:
@@ -110,6 +124,28 @@ def window_pool(plan: FusionPlan, gi: int) -> int | None:
     return libs[0]
 
 
+def _channels_last_read(plan: FusionPlan, gi: int) -> tuple[int, tuple[int, ...]] | None:
+    """(conv node, its channels-last axis order) of the 2-d / 3-d conv whose output group ``gi`` reads."""
+    program = plan.program
+    for j in plan.inputs_of(gi):
+        meta = O.get(program.nodes[j].op).meta
+        if meta.get("shape_family") == "conv" and meta.get("spatial") in (2, 3):
+            return j, (0, *range(2, 2 + meta["spatial"]), 1)
+    return None
+
+
+def _keep_channels_last(plan: FusionPlan, lib_gi: int, tail_gi: int) -> bool:
+    """Whether library group ``lib_gi``'s channels-last conv output may stay so: the tail group alone reads
+    it (no other group, not a program output) and reads it as a tiled transpose (``layout.stored_route``)."""
+    program = plan.program
+    conv = next(n for n in plan.groups[lib_gi].nodes if node_kind(program.nodes[n].op) == LIBRARY)
+    users = program.users()[conv]
+    if conv in program.outputs or not users or any(u not in plan.groups[tail_gi].nodes for u in users):
+        return False
+    stored = _channels_last_read(plan, tail_gi)
+    return stored is not None and stored[0] == conv and layout.stored_route(plan, tail_gi, *stored) is not None
+
+
 def _split_library(candidate: Candidate) -> tuple[FusionPlan, list[Any], dict[int, str]]:
     """A library group (conv / pool + epilogue) becomes the library op (torch, with the views feeding
     it) followed by its element-wise epilogue as a group of its own, which the Triton element-wise
@@ -132,6 +168,8 @@ def _split_library(candidate: Candidate) -> tuple[FusionPlan, list[Any], dict[in
             head = set(libs).union(*(plan.feeding(gi, n) for n in libs))  # the library ops and their prologue
             tail = tuple(n for n in g.nodes if n not in head)
             if tail and len(libs) == 1:
+                if chosen.get(gi) == NHWC:  # the conv on channels-last operands; its epilogue transposes back
+                    isa[len(groups)] = isa[len(groups) + 1] = NHWC
                 groups += [Group(LIBRARY, tuple(sorted(head))), Group(ELEMENTWISE, tail)]
                 epilogue = t if isinstance(tile_of(plan, gi, t), ElementwiseTile) else None  # its BLOCK, num_warps
                 tilings += [None, epilogue]
@@ -140,7 +178,11 @@ def _split_library(candidate: Candidate) -> tuple[FusionPlan, list[Any], dict[in
             isa[len(groups)] = chosen[gi]
         groups.append(g)
         tilings.append(t)
-    return FusionPlan(program, tuple(groups)), tilings, isa
+    split = FusionPlan(program, tuple(groups))
+    for gi in [g for g, choice in isa.items() if choice == NHWC and groups[g].kind == ELEMENTWISE]:
+        if not _keep_channels_last(split, gi - 1, gi):  # the library transposes back; a plain epilogue
+            del isa[gi]
+    return split, tilings, isa
 
 
 def emit(candidate: Candidate, hw: HardwareSpec, name: str, *, autotune: bool = False) -> Kernel:
@@ -162,6 +204,15 @@ def emit(candidate: Candidate, hw: HardwareSpec, name: str, *, autotune: bool = 
             if autotune and k.grid_meta is not None:
                 k = _autotuned(k, plan, gi, hw)
         lowered.append(k)
+    for gi, k in enumerate(lowered):  # a channels-last conv stays so where its epilogue lowered transposing
+        if isinstance(k, conv_nhwc.Call) and isa.get(gi + 1) == NHWC:
+            if isinstance(lowered[gi + 1], GroupKernel):
+                lowered[gi] = replace(k, keep=True)
+            else:
+                del isa[gi + 1]
+                ops = "_".join(dict.fromkeys(program.nodes[n].op for n in plan.groups[gi + 1].nodes
+                                             if node_kind(program.nodes[n].op)))[:40]
+                lowered[gi + 1] = lower_group(plan, gi + 1, tilings[gi + 1], f"_g{gi + 1}_{ops}", warp_size)
     returns = _returns(program, lowered)
     source = _file(candidate, plan, hw, name, lowered, isa, returns)
     triton_groups = [k for k in lowered if isinstance(k, GroupKernel)]
@@ -235,7 +286,8 @@ def _file(candidate: Candidate, plan: FusionPlan, hw: HardwareSpec, name: str, l
             f"# fusion plan {plan.name}:"]
     for gi, (g, k) in enumerate(zip(plan.groups, lowered)):
         what = k.note if isinstance(k, GroupKernel) else blas.describe(program, k, isa.get(gi), hw.vendor, _align(hw)) \
-            if isinstance(k, blas.Call) else sdpa.describe(k) if isinstance(k, sdpa.Call) else f"torch ({k})"
+            if isinstance(k, blas.Call) else sdpa.describe(k) if isinstance(k, sdpa.Call) \
+            else conv_nhwc.describe(k) if isinstance(k, conv_nhwc.Call) else f"torch ({k})"
         head.append(f"#   g{gi} {g.kind} nodes {list(g.nodes)}: {what}")
     if _fp32_matmuls(program):
         head.append(f"# fp32 matmul precision: {candidate.precision} ("
@@ -252,6 +304,8 @@ def _file(candidate: Candidate, plan: FusionPlan, hw: HardwareSpec, name: str, l
         jits.insert(0, tma.ALLOCATOR)
     if any(isinstance(k, blas.Call) and program.nodes[k.mm].dtype.name == "fp32" for k in lowered):
         jits.insert(0, blas.FP32_MATMUL)
+    if any(isinstance(k, conv_nhwc.Call) for k in lowered):
+        jits.insert(0, conv_nhwc.TRANSPOSE)
     return "\n".join(head) + "\n\n".join(jits) + ("\n\n" if jits else "") + _launcher(plan, lowered, isa, _align(hw), returns)
 
 
@@ -323,6 +377,14 @@ def _launcher(plan: FusionPlan, lowered: list[Any], isa: dict[int, str], align: 
             inside = set(g.nodes)
             reads = {j: ensure(j) for j in plan.inputs_of(gi) if j not in inside}
             lines.extend(blas.source(program, k, reads, written(k.out), isa.get(gi), align))
+            continue
+        if isinstance(k, conv_nhwc.Call):  # the library conv on channels-last copies (conv_nhwc)
+            args = [ensure(j) for j in program.nodes[k.conv].inputs]
+            conv_lines, name = conv_nhwc.source(program, k, args, lambda a, j=k.conv: torch_expr(program, j, a),
+                                                None if k.keep else target.get(k.conv))
+            lines.extend(conv_lines)
+            buf[k.conv] = name
+            made.add(k.conv)
             continue
         if isinstance(k, sdpa.Call):  # the library's attention, copied into the group's output buffer
             bufs = {j: ensure(j) for j in plan.inputs_of(gi)}

@@ -99,10 +99,23 @@ class _Axes:
 
 
 class _Tile(_Emitter):
-    """The element-wise emitter over a ``[TILE_C, TILE_Q]`` tile, loading values in their own dtype."""
+    """The element-wise emitter over a ``[TILE_C, TILE_Q]`` tile, loading values in their own dtype;
+    ``stored`` maps a read that is not row-major to its physical axis order (a channels-last conv output:
+    ``(0, 2, 3, 1)``, physical dim k holding logical axis ``perm[k]``)."""
 
-    def __init__(self, plan: FusionPlan, gi: int, domain: tuple[int, ...], dom: Index):
+    def __init__(self, plan: FusionPlan, gi: int, domain: tuple[int, ...], dom: Index,
+                 stored: dict[int, tuple[int, ...]] | None = None):
         super().__init__(plan, gi, domain, dom)
+        self.stored = stored or {}
+
+    def flat_stored(self, n: int, idx: Index, shape: tuple[int, ...]) -> str:
+        """The address of logical index ``idx`` of a read stored in ``self.stored[n]``'s axis order."""
+        perm = self.stored[n]
+        physical = contiguous_strides(tuple(shape[p] for p in perm))
+        stride = {p: physical[k] for k, p in enumerate(perm)}
+        terms = [i if stride[a] == 1 else f"{i} * {stride[a]}" for a, (i, d) in enumerate(zip(idx, shape))
+                 if d != 1 and i != "0"]
+        return " + ".join(terms) or "0"
 
     def value(self, n: int, idx: Index, cond: str | None = None) -> str:
         if n in self.inside or self.program.nodes[n].op == "constant":
@@ -113,7 +126,8 @@ class _Tile(_Emitter):
                 self.reads.append(n)
             mask = "mask" if cond is None else f"mask & ({cond})"
             name = f"v{n}" if idx == self.dom and cond is None else f"v{n}_{len(self.memo)}"
-            addr = self.flat(idx, tuple(self.program.concrete_shape(n)))
+            shape = tuple(self.program.concrete_shape(n))
+            addr = self.flat_stored(n, idx, shape) if n in self.stored else self.flat(idx, shape)
             if not re.search(r"\b(offs|i\d+)\b", addr):  # one element for the whole tile (all its axes are 1):
                 # a scalar load; Triton refuses a block mask on a scalar pointer, and the element exists
                 self.lines.append(f"{name} = tl.load(p{n}{'' if addr == '0' else ' + ' + addr})")
@@ -168,8 +182,39 @@ def lower(plan: FusionPlan, gi: int, tiling: Tiling | None, name: str, warp_size
     return _transpose(plan, gi, tiling, name, warp_size, *route)
 
 
+def stored_route(plan: FusionPlan, gi: int, node: int, perm: tuple[int, ...]) -> tuple[tuple[int, ...], int, int] | None:
+    """(domain, c, q) of an element-wise group that reads ``node`` stored in axis order ``perm`` (a
+    channels-last conv output) as a tiled transpose: every output of the group has ``node``'s shape, whose
+    contiguous axis (``perm[-1]``, its longest-strided logical one being the output's innermost) differs
+    from the output's; None otherwise (the caller then makes ``node`` row-major first)."""
+    program = plan.program
+    shape = tuple(program.concrete_shape(node))
+    outs = plan.outputs_of(gi)
+    if not outs or any(tuple(program.concrete_shape(o)) != shape for o in outs):
+        return None
+    if any(program.nodes[n].dtype.name == "fp64" for n in plan.groups[gi].nodes):
+        return None
+    c, q = _innermost(shape), perm[-1]
+    if c is None or shape[q] == 1 or c == q:
+        return None
+    return shape, c, q
+
+
+def lower_stored(plan: FusionPlan, gi: int, tiling: Tiling | None, name: str, warp_size: int,
+                 node: int, perm: tuple[int, ...]) -> GroupKernel:
+    """Element-wise group ``gi`` reading ``node`` stored in axis order ``perm``, as one tiled transpose
+    (``stored_route``; NotLowerable where it does not apply or the element-wise emitter lacks an op)."""
+    route = stored_route(plan, gi, node, perm)
+    if route is None:
+        raise NotLowerable(f"the group does not read node {node} as a tiled transpose of its {list(perm)} layout")
+    LayoutTile.read(tiling)
+    elementwise.computable(plan, gi)
+    return _transpose(plan, gi, tiling, name, warp_size, *route, stored={node: perm})
+
+
 def _transpose(plan: FusionPlan, gi: int, tiling: Tiling | None, name: str, warp_size: int,
-               domain: tuple[int, ...], c: int, q: int) -> GroupKernel:
+               domain: tuple[int, ...], c: int, q: int,
+               stored: dict[int, tuple[int, ...]] | None = None) -> GroupKernel:
     program = plan.program
     outs = plan.outputs_of(gi)
     layout = LayoutTile.read(tiling)
@@ -196,7 +241,7 @@ def _transpose(plan: FusionPlan, gi: int, tiling: Tiling | None, name: str, warp
              f"i{q} = tq * TILE_Q + tl.arange(0, TILE_Q)[None, :]",
              f"mask = (i{c} < {domain[c]}) & (i{q} < {domain[q]})"]
     dom = tuple(f"i{k}" if domain[k] > 1 else "0" for k in range(len(domain)))
-    em = _Tile(plan, gi, domain, dom)
+    em = _Tile(plan, gi, domain, dom, stored)
     results = [em.value(o, dom) for o in outs]
     strides = contiguous_strides(domain)
     base = [f"i{k} * {strides[k]}" for k in batch_dims if domain[k] > 1]

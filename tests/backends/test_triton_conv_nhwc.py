@@ -1,0 +1,105 @@
+"""The library conv on channels-last operands (ISA choice ``library+nhwc``): our tiled transposes to and
+from NHWC around torch's conv, the element-wise epilogue transposing as it reads, under TRITON_INTERPRET=1
+against the float64 reference on random 2-d / 3-d convs with odd and size-1 dims, strides, padding,
+dilation, groups, with and without a bias and an epilogue (then the library transposes back)."""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("TRITON_INTERPRET", "1")
+
+from hypothesis import HealthCheck, assume, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from axon_eg.backends.triton import conv_nhwc  # noqa: E402
+from axon_eg.backends.triton.emit import emit  # noqa: E402
+from axon_eg.errors import AxonError  # noqa: E402
+from axon_eg.extract.candidates import isa_choices  # noqa: E402
+from axon_eg.extract.cost import cost  # noqa: E402
+from axon_eg.extract.fusion import LIBRARY  # noqa: E402
+from axon_eg.extract.isa import LIBRARY_CALL, NHWC  # noqa: E402
+from axon_eg.hw import load  # noqa: E402
+from axon_eg.ir.dtypes import bf16, fp32  # noqa: E402
+from axon_eg.ir.program import Builder  # noqa: E402
+from axon_eg.testing.kernels import candidate_for, run_kernel  # noqa: E402
+
+H200, H100 = load("h200"), load("h100")
+
+
+def _conv_program(spatial: int, batch: int, cin: int, cout: int, sizes: tuple[int, ...], k: int, stride: int,
+                  pad: int, dilation: int, groups: int, bias: bool, epilogue: str, dtype=fp32):
+    b = Builder("conv")
+    x = b.input("x", (batch, cin, *sizes), dtype)
+    w = b.input("w", (cout, cin // groups, *([k] * spatial)), dtype)
+    args = [x, w] + ([b.input("bias", (cout,), dtype)] if bias else [])
+    y = b.emit(f"conv{spatial}d", *args, stride=(stride,) * spatial, padding=(pad,) * spatial,
+               dilation=(dilation,) * spatial, groups=groups)
+    if epilogue == "mish_bias":
+        cb = b.input("cb", (cout, *([1] * spatial)), dtype)
+        y = b.emit("add", b.emit("mish", y), cb)
+    elif epilogue == "residual":
+        y = b.emit("relu", b.emit("mul", y, b.constant(0.5, dtype)))
+    return b.build([y]).expand()
+
+
+@settings(max_examples=int(os.environ.get("AXON_EG_CONV_EXAMPLES", "20")), deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(spatial=st.sampled_from((2, 3)), batch=st.sampled_from((1, 2)), groups=st.sampled_from((1, 2)),
+       cin=st.sampled_from((2, 4)), cout=st.sampled_from((2, 6)), size=st.sampled_from((1, 3, 5, 7)),
+       k=st.integers(1, 3), stride=st.integers(1, 2), dilation=st.integers(1, 2), bias=st.booleans(),
+       epilogue=st.sampled_from(("none", "mish_bias", "residual")))
+def test_channels_last_conv_matches_float64(spatial, batch, groups, cin, cout, size, k, stride, dilation, bias,
+                                            epilogue, tmp_path):
+    sizes = (size, size + 2, 3)[:spatial]
+    pad = k // 2
+    try:
+        program = _conv_program(spatial, batch, cin, cout, sizes, k, stride, pad, dilation, groups, bias, epilogue)
+    except AxonError:  # a window larger than the padded input (torch refuses it alike)
+        assume(False)
+    lib = next(gi for gi, g in enumerate(candidate_for(program).plan.groups) if g.kind == LIBRARY)
+    cand = candidate_for(program, isa=((lib, NHWC),))
+    assert conv_nhwc.core(cand.plan, lib) is not None
+    assert any(dict(c).get(lib) == NHWC for c in isa_choices(cand.plan, H200))
+    kernel = emit(cand, H200, "k")
+    body = kernel.source.split("def kernel(")[1]
+    assert "_nhwc_transpose[" in body and "channels_last" in body, kernel.source
+    if epilogue != "none":  # the epilogue reads the conv's channels-last output as a tiled transpose
+        assert body.count("_nhwc_transpose[") == 1, kernel.source
+        assert "tl.trans" in kernel.source.split("def kernel(")[0].split(conv_nhwc.NAME)[-1], kernel.source
+    out = run_kernel(kernel, program, tmp_path)
+    assert out.status == "ok", f"{out.error}\n{kernel.source}"
+
+
+def test_channels_last_is_a_choice_only_where_it_applies_and_is_measured():
+    """fp32 2-d / 3-d convs on a GPU whose hardware file has the channels-last rate (the H200's; the H100's
+    file has none): 1-d convs, transposed convs and bf16 inputs keep the one library choice."""
+    def choices(program, hw):
+        cand = candidate_for(program)
+        lib = next(gi for gi, g in enumerate(cand.plan.groups) if g.kind == LIBRARY)
+        return {dict(c).get(lib) for c in isa_choices(cand.plan, hw)}
+
+    conv2d = _conv_program(2, 2, 4, 6, (9, 7), 3, 1, 1, 1, 1, True, "mish_bias")
+    assert choices(conv2d, H200) == {LIBRARY_CALL, NHWC}
+    assert NHWC not in choices(conv2d, H100)
+    assert NHWC not in choices(_conv_program(2, 2, 4, 6, (9, 7), 3, 1, 1, 1, 1, True, "mish_bias", bf16), H200)
+    b = Builder("c1")
+    x, w = b.input("x", (2, 4, 33), fp32), b.input("w", (6, 4, 3), fp32)
+    assert NHWC not in choices(b.build([b.emit("relu", b.emit("conv1d", x, w, padding=(1,)))]).expand(), H200)
+
+
+def test_channels_last_cost_trades_the_rate_for_the_input_transpose():
+    """v03's conv (64 x 64 x 96 x 96 -> 128 channels, 3 x 3, then mish and a channel bias): the channels-last
+    rate (214 TFLOP/s measured against 113 on NCHW) outweighs one more pass over the input, so the choice is
+    predicted faster; a conv with a tiny reduction (1 x 1, 2 input channels) on a large input is not."""
+    big = _conv_program(2, 64, 64, 128, (96, 96), 3, 1, 1, 1, 1, True, "mish_bias")
+    cand = candidate_for(big)
+    lib = next(gi for gi, g in enumerate(cand.plan.groups) if g.kind == LIBRARY)
+    nchw = cost(cand.plan, cand.tilings, H200, isa=((lib, LIBRARY_CALL),)).seconds
+    nhwc = cost(cand.plan, cand.tilings, H200, isa=((lib, NHWC),)).seconds
+    assert nhwc < 0.85 * nchw
+    thin = _conv_program(2, 64, 2, 2, (256, 256), 1, 1, 0, 1, 1, False, "residual")
+    cand = candidate_for(thin)
+    lib = next(gi for gi, g in enumerate(cand.plan.groups) if g.kind == LIBRARY)
+    assert cost(cand.plan, cand.tilings, H200, isa=((lib, NHWC),)).seconds > \
+        cost(cand.plan, cand.tilings, H200, isa=((lib, LIBRARY_CALL),)).seconds
