@@ -54,9 +54,10 @@ class Call:
     rank: int  # spatial dims: 2 or 3
     keep: bool  # the output stays channels-last (an epilogue reads it as such), else it is transposed back
 
-    def permutation(self) -> tuple[int, ...]:
-        """The physical order of the output's logical axes: N, the spatial ones, then C."""
-        return (0, *range(2, 2 + self.rank), 1)
+
+def permutation(rank: int) -> tuple[int, ...]:
+    """The physical order of a channels-last tensor's logical axes (N, C, *spatial): N, the spatial ones, C."""
+    return (0, *range(2, 2 + rank), 1)
 
 
 def core(plan: FusionPlan, gi: int) -> int | None:
@@ -105,7 +106,8 @@ def source(program: Program, call: Call, args: list[str], conv_expr, out: str | 
     physical = (n, *shape[2:], c)
     lines = [f"    {t}_x = torch.empty({physical}, dtype=torch.{dt}, device=dev)",
              _launch(args[0], f"{t}_x", n, c, spatial)]
-    perm = (0, call.rank + 1, *range(1, call.rank + 1))  # [N, *S, C] viewed as the logical [N, C, *S]
+    order = permutation(call.rank)
+    perm = tuple(order.index(a) for a in range(len(order)))  # [N, *S, C] viewed as the logical [N, C, *S]
     conv_args = [f"{t}_x.permute{perm}", f"{args[1]}.contiguous(memory_format={_memory_format(call.rank)})", *args[2:]]
     # channels-last, as the library returns it (contiguous() makes sure, a no-op then: with size-1 dims, or on
     # another device, torch may pick the row-major layout)

@@ -130,7 +130,7 @@ def _channels_last_read(plan: FusionPlan, gi: int) -> tuple[int, tuple[int, ...]
     for j in plan.inputs_of(gi):
         meta = O.get(program.nodes[j].op).meta
         if meta.get("shape_family") == "conv" and meta.get("spatial") in (2, 3):
-            return j, (0, *range(2, 2 + meta["spatial"]), 1)
+            return j, conv_nhwc.permutation(meta["spatial"])
     return None
 
 
