@@ -12,7 +12,7 @@ os.environ.setdefault("TRITON_INTERPRET", "1")
 
 import pytest  # noqa: E402
 from benchmarks import suite  # noqa: E402
-from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import HealthCheck, assume, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 import axon_eg as ax  # noqa: E402
@@ -340,3 +340,24 @@ def test_a_tiled_transpose_reads_a_flat_view_of_its_own_domain(b, tmp_path):
     x = bld.input("x0", (b, b, b, b), fp32)
     t = bld.emit("transpose", bld.emit("transpose", x, perm=(0, 1, 2, 3)), perm=(0, 1, 3, 2))
     check(bld.build([bld.emit("expand_dims", t, axis=0)]), tmp_path, plan_index=-1, triton_only=False)
+
+
+@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(shape=st.lists(st.integers(1, 9), min_size=2, max_size=3), data=st.data(), dtype=st.sampled_from(["fp32", "bf16"]))
+def test_a_normalized_cumsum_reads_the_statistic_in_the_scan(tmp_path_factory, shape, data, dtype):
+    """``cumsum(x / max(sum|x|, eps), axis)``: a plan moves the division (the reduction group's full-width
+    tail) into the scan group, which reads ``x`` and the row statistic, so that the normalized tensor never
+    goes through memory; that plan lowers to Triton and equals float64, along each axis."""
+    from axon_eg.extract.fusion import REDUCTION, plans
+
+    axis = data.draw(st.integers(0, len(shape) - 1))
+    assume(shape[axis] > 1)  # a reduced axis of 1: the statistic is as wide as the tensor, nothing to sink
+    b = Builder("l1_cumsum")
+    x = b.input("x", tuple(shape), dtype)
+    norm = b.emit("maximum", b.emit("sum", b.emit("abs", x), axes=(axis,), keepdims=True), b.constant(1e-12, dtype))
+    program = b.build(b.emit("cumsum", b.emit("div", x, norm), axis=axis)).expand()
+    found = [k for k, p in enumerate(plans(program)) if [g.kind for g in p.groups] == [REDUCTION, SCAN]
+             and any(program.nodes[n].op == "div" for n in p.groups[1].nodes)]
+    assert found, [[(g.kind, g.nodes) for g in p.groups] for p in plans(program)]
+    kernel = check(program, tmp_path_factory.mktemp("l1cumsum"), plan_index=found[0])
+    assert kernel.source.count("tl.store(") == 2  # the statistic and the scan: no normalized tensor

@@ -94,9 +94,9 @@ def test_only_few_long_rows_are_split():
 
 
 @pytest.mark.parametrize("what,make", [
-    ("a full-width output", lambda b, x: [b.emit("sub", x, b.emit("max", x, axes=(1,), keepdims=True))]),
     ("reads the reduction", lambda b, x: [b.emit("sum", b.emit("exp", b.emit(
         "sub", x, b.emit("max", x, axes=(1,), keepdims=True))), axes=(1,))]),
+    ("a full-width softmax", lambda b, x: [b.emit("softmax", x, axis=1)]),
 ])
 def test_what_a_split_cannot_compute_is_refused_with_its_reason(what, make):
     b = Builder("refused")
@@ -322,3 +322,53 @@ def test_a_mean_and_its_squared_deviations_take_one_pass_over_the_row(shape, axe
         assert f"* {CHUNK_WEIGHT}" in src and "_v, 1.0)" not in src, src  # one weight per chunk, no division per element
     out_ = run_kernel(kernel, program, tmp_path)
     assert out_.status == "ok", f"{out_.error}\n{kernel.source}"
+
+
+def norm_program(shape: tuple[int, ...], kept: int, dev: str, affine: bool, stats: bool, dtype) -> Program:
+    """A layer / group norm over the trailing axes after ``kept``: ``(x - mean) * rsqrt(var + eps)`` (the
+    variance a ``dev`` = mean or sum of the squared deviations), optionally times a per-column weight, and
+    optionally also the variance itself as a second (row) output."""
+    b = Builder("split_norm")
+    x = b.input("x", shape, dtype)
+    axes = tuple(range(kept, len(shape)))
+    m = b.emit("mean", x, axes=axes, keepdims=True)
+    d = b.emit("sub", x, m)
+    v = b.emit(dev, b.emit("mul", d, d), axes=axes, keepdims=True)
+    y = b.emit("mul", d, b.emit("rsqrt", b.emit("add", v, b.constant(1e-3, dtype))))
+    if affine:
+        y = b.emit("mul", y, b.input("w", shape[kept:], dtype))
+    return b.build([y, v] if stats else [y]).expand()
+
+
+@settings(max_examples=int(os.environ.get("AXON_EG_SPLIT_EXAMPLES", "16")), deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(shape=st.sampled_from(((1, 301), (3, 257), (2, 5, 37), (1, 1, 129), (2, 3, 7, 11))),
+       dev=st.sampled_from(("mean", "sum")), affine=st.booleans(), stats=st.booleans(),
+       split=st.sampled_from((2, 3, 8)), block_n=st.sampled_from((16, 32)), dtype=st.sampled_from((fp32, bf16)),
+       data=st.data())
+def test_a_split_norm_computes_its_variance_by_welford_and_stores_full_width_slices(
+        shape, dev, affine, stats, split, block_n, dtype, data, tmp_path):
+    """A norm of few long rows split across programs: the first launch's slices each keep a Welford count,
+    mean and sum of squared deviations (one pass over the row), the second combines them by Chan's formula
+    in slice order and each of its SPLIT programs per row stores its slice of the normalized output (a row
+    output once per row); the result matches float64. The cost model charges the second read from HBM."""
+    kept = data.draw(st.integers(0, len(shape) - 1))
+    program = norm_program(shape, kept, dev, affine, stats, dtype)
+    cand = split_candidate(program, split, block_n)
+    assert len(cand.plan.welford_pairs(0)) == 1
+    kernel = emit(cand, H200, "k")
+    finish = kernel.source.split("_finish(")[1]
+    assert "m2" in finish and ("split == 0" in finish) == stats, kernel.source
+    assert f"_finish[({split * math.ceil(math.prod(shape[:kept]))},)]" in kernel.source, kernel.source
+    out = run_kernel(kernel, program, tmp_path)
+    assert out.status == "ok", f"{out.error}\n{kernel.source}"
+
+
+def test_a_split_norm_reads_its_rows_twice_from_hbm():
+    """The split norm's bytes: the row once for the statistics, once more (from HBM: the whole tensor went
+    through the first launch in between) for the output, plus the output."""
+    program = norm_program((8, 96, 181, 179), 1, "mean", True, False, fp32)
+    plan = next(p for p in plans(program) if len(p.groups) == 1)
+    t = Tiling(0, (("BLOCK_N", 4096), ("ROWS_PER_PROGRAM", 1), ("num_warps", 16), ("SPLIT", 64)))
+    x = 8 * 96 * 181 * 179 * 4
+    assert cost(plan, (t,), H200).bytes >= 3 * x

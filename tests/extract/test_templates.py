@@ -235,3 +235,74 @@ def test_tensor_core_tiles_under_64_rows_are_charged_their_fraction(m, block_m, 
     charged = kind != "fp32 ieee" and m >= rows and block_m < rows
     assert got == (block_m / rows if charged else 1.0)
     assert cost_module._short_tile_efficiency(plan, 0, tile, spec, BLAS) == 1.0
+
+
+def _one_group(program) -> FusionPlan:
+    return FusionPlan(program, (Group(REDUCTION, tuple(i for i, n in enumerate(program.nodes) if n.op != "input")),))
+
+
+@settings(max_examples=30, deadline=None)
+@given(rows=st.integers(1, 5000), cols=st.integers(2, 4000), warps_log=st.integers(0, 4),
+       rows_pp=st.sampled_from([1, 2, 8]), dtype=st.sampled_from([fp32, bf16]))
+def test_one_pass_dependent_row_reductions_pay_for_their_warps(rows, cols, warps_log, rows_pp, dtype):
+    """A one-pass row reduction whose reductions read each other (a log-softmax: max, then the sum of
+    exponentials) is charged past the hardware file's warps, as the fitted power, more warps never cheaper;
+    a single level (a sum), a chunk loop and a column reduction are not charged by this term."""
+    spec = hw.load("h200")
+    b = Builder("lsm")
+    x = b.input("x", (rows, cols), dtype)
+    plan = _one_group(b.build(b.emit("logsumexp", x, axes=(1,), keepdims=False)).expand())
+    b2 = Builder("s")
+    single = _one_group(b2.build(b2.emit("sum", b2.input("x", (rows, cols), dtype), axes=(1,))).expand())
+    warps = 2 ** warps_log
+    block = T.next_pow2(cols)
+    tile = T.RowsTile(BLOCK_N=block, ROWS_PER_PROGRAM=rows_pp, num_warps=warps)
+    eff = cost_module._row_warp_efficiency(plan, 0, tile, spec)
+    limit, exponent = spec.value("costs.row_reduction_warps"), spec.value("costs.row_reduction_warps_exponent")
+    assert eff == pytest.approx(min(1.0, limit / warps) ** exponent)
+    assert cost_module._row_warp_efficiency(plan, 0, dataclasses.replace(tile, num_warps=2 * warps), spec) <= eff
+    assert cost_module._row_warp_efficiency(single, 0, tile, spec) == 1.0
+    if cols > 16:
+        chunked = T.RowsTile(BLOCK_N=max(1, block // 4), ROWS_PER_PROGRAM=rows_pp, num_warps=16)
+        assert cost_module._row_warp_efficiency(plan, 0, chunked, spec) == 1.0
+
+
+@settings(max_examples=30, deadline=None)
+@given(rows=st.integers(1, 5000), cols=st.integers(300, 100000), warps_log=st.integers(0, 4),
+       block_log=st.integers(5, 8), welford=st.booleans())
+def test_chunk_loops_pay_for_the_accumulators_they_carry(rows, cols, warps_log, block_log, welford):
+    """A chunked row reduction's accumulator registers per thread (ROWS * BLOCK_N / threads, times one per
+    sibling reduction and two more per Welford pair) past the hardware file's limit cost the fitted power:
+    a variance (its mean and squared deviations in one Welford pass) carries three, a sum one; wider chunks
+    per thread are never cheaper; a row in one block is not charged."""
+    spec = hw.load("h200")
+    b = Builder("var" if welford else "sum")
+    x = b.input("x", (rows, cols), fp32)
+    if welford:
+        m = b.emit("mean", x, axes=(1,), keepdims=True)
+        d = b.emit("sub", x, m)
+        out = b.emit("mean", b.emit("mul", d, d), axes=(1,), keepdims=True)
+    else:
+        out = b.emit("sum", x, axes=(1,), keepdims=True)
+    plan = _one_group(b.build(out).expand())
+    assert cost_module.loop_vectors(plan, 0) == (3 if welford else 1)
+    warps, block = 2 ** warps_log, 2 ** block_log
+    tile = T.RowsTile(BLOCK_N=block, ROWS_PER_PROGRAM=1, num_warps=warps)
+    eff = cost_module._loop_register_efficiency(plan, 0, tile, spec)
+    registers = block / (warps * 32) * (3 if welford else 1)
+    limit, exponent = spec.value("costs.loop_accumulator_registers"), spec.value("costs.loop_accumulator_exponent")
+    assert eff == pytest.approx(min(1.0, limit / registers) ** exponent)
+    if 2 * block < cols:  # still a chunk loop
+        assert cost_module._loop_register_efficiency(plan, 0, dataclasses.replace(tile, BLOCK_N=2 * block), spec) <= eff
+    whole = T.RowsTile(BLOCK_N=T.next_pow2(cols), ROWS_PER_PROGRAM=1, num_warps=warps)
+    assert cost_module._loop_register_efficiency(plan, 0, whole, spec) == 1.0
+
+
+@given(block_log=st.integers(7, 14), warps_log=st.integers(0, 4))
+def test_element_wise_blocks_rank_one_vector_per_thread_first(block_log, warps_log):
+    """Among element-wise tilings of equal cost the tie-break puts 4 fp32 elements per thread (one 16-byte
+    vector) first; layout and scan tiles keep their own target."""
+    t = T.ElementwiseTile(BLOCK=2 ** block_log, num_warps=2 ** warps_log)
+    best = T.ElementwiseTile(BLOCK=4 * 32 * 2 ** warps_log, num_warps=2 ** warps_log)
+    assert best.tie_break(32) <= t.tie_break(32) or best.BLOCK == t.BLOCK
+    assert T.LayoutTile(BLOCK=16 * 32, num_warps=1).tie_break(32)[1] == 0

@@ -177,6 +177,7 @@ def gpu_group_cost(plan: FusionPlan, gi: int, t: Tiling | None, hw: HardwareSpec
         launches = tile.launches
     peak_mm *= _short_tile_efficiency(plan, gi, tile, hw, isa)
     efficiency = (_latency_efficiency(plan, gi, tile, hw) * _cross_warp_efficiency(plan, gi, tile, hw)
+                  * _row_warp_efficiency(plan, gi, tile, hw) * _loop_register_efficiency(plan, gi, tile, hw)
                   * _column_run_efficiency(plan, gi, tile, hw) * _window_efficiency(plan, gi, tile, hw, isa))
     memory = c["bytes"] * nbytes / (bw * efficiency)
     roof = max(memory, c["flops"] * (mm / peak_mm + other / hw.value("compute.peak.fp32")))
@@ -436,6 +437,44 @@ def _cross_warp_efficiency(plan: FusionPlan, gi: int, tile: Tile | None, hw: Har
     return min(1.0, float(limit) / reduced_axis_warps(tile, item))
 
 
+def _row_warp_efficiency(plan: FusionPlan, gi: int, tile: Tile | None, hw: HardwareSpec) -> float:
+    """A one-pass row reduction (the whole row in one block) whose reductions depend on each other
+    (``FusionPlan.row_passes`` >= 2: a cosine similarity's norms, then the sum of the normalized products)
+    waits at each level on the cross-warp combine of all its warps: past ``costs.row_reduction_warps`` its
+    bandwidth falls as ``(that / num_warps) ** costs.row_reduction_warps_exponent`` (the hardware file's fit).
+    A chunk loop combines once after many chunks and a column reduction is :func:`_cross_warp_efficiency`'s."""
+    limit, exponent = hw.get("costs.row_reduction_warps"), hw.get("costs.row_reduction_warps_exponent")
+    if not isinstance(tile, RowsTile) or limit is None or exponent is None or plan.row_passes(gi) < 2:
+        return 1.0
+    d = group_dims(plan, gi)
+    if d.get("INNER", 1) > 1 or tile.row_block(d["COLS"]) < d["COLS"]:
+        return 1.0
+    return min(1.0, float(limit) / tile.num_warps) ** float(exponent)
+
+
+def loop_vectors(plan: FusionPlan, gi: int) -> int:
+    """[ROWS, BLOCK_N] accumulators the sibling pass of a chunked row reduction carries from chunk to chunk:
+    one per sibling reduction, two more (count, sum of squared deviations) per Welford pair."""
+    return max(1, len(plan.sibling_reductions(gi)) + 2 * len(plan.welford_pairs(gi)))
+
+
+def _loop_register_efficiency(plan: FusionPlan, gi: int, tile: Tile | None, hw: HardwareSpec) -> float:
+    """A chunked row reduction keeps its accumulators (:func:`loop_vectors` of them, ``ROWS * BLOCK_N /
+    threads`` registers each) live across the chunk loop: past ``costs.loop_accumulator_registers`` per thread
+    fewer programs fit an SM and each iteration's loads wait with nothing to overlap them; the bandwidth falls as
+    ``(that / registers) ** costs.loop_accumulator_exponent`` (the hardware file's fit to the H200's sweeps of
+    group and instance norms: their Welford pass at 4 elements per thread ran 1.9x faster than at 16)."""
+    limit, exponent = hw.get("costs.loop_accumulator_registers"), hw.get("costs.loop_accumulator_exponent")
+    if not isinstance(tile, RowsTile) or limit is None or exponent is None:
+        return 1.0
+    d = group_dims(plan, gi)
+    if tile.row_block(d["COLS"]) >= d["COLS"]:
+        return 1.0
+    threads = tile.num_warps * knobs(hw).warp_size
+    registers = tile.ROWS_PER_PROGRAM * tile.row_block(d["COLS"]) / threads * loop_vectors(plan, gi)
+    return min(1.0, float(limit) / registers) ** float(exponent)
+
+
 def _column_run_efficiency(plan: FusionPlan, gi: int, tile: Tile | None, hw: HardwareSpec) -> float:
     """A column reduction's program reads (and for a full-width output writes) ``ROWS_PER_PROGRAM``
     contiguous elements per reduced index, one short run per DRAM row it touches: below
@@ -501,10 +540,12 @@ def _extra_passes_bytes(plan: FusionPlan, gi: int, tile: Tile | None, hw: Hardwa
     n_streams, item = streams(plan, gi)
     rows_in_flight = _resident(tile, tile.programs(plan, gi), hw) * hw.value("compute.units") * tile.ROWS_PER_PROGRAM
     column = group_dims(plan, gi).get("INNER", 1) > 1
-    if not column and rows_in_flight * cols * item * n_streams <= hw.value("memory.l2.capacity") / 2:
-        return 0.0
     rows = group_dims(plan, gi)["ROWS"]
     full = any(math.prod(program.concrete_shape(o)) == rows * cols for o in plan.outputs_of(gi))
+    # a split's second launch reads its slice again after the whole tensor went through the first: from HBM
+    resident = not column and not (tile.SPLIT > 1 and full)
+    if resident and rows_in_flight * cols * item * n_streams <= hw.value("memory.l2.capacity") / 2:
+        return 0.0
     return float((reductions - 1 + full) * rows * cols * item * n_streams)
 
 

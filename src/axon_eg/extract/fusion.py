@@ -12,6 +12,7 @@ partitions, from unfused to greedily fused.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -335,6 +336,7 @@ def plans(program: Program) -> list[FusionPlan]:
     fused = [_plan(program, _fuse(program, {k for k in allowed})) for allowed in strategies]
     # then each plan's reduction groups cut by dependency level, before the greedy plan, which stays last
     cut = [c for c in map(_split_by_level, fused) if c is not None]
+    cut += [c for c in map(_sink_tails, fused) if c is not None]
     out: list[FusionPlan] = []
     seen = {tuple(g.nodes for g in fused[-1].groups)}
     for plan in fused[:-1] + cut:
@@ -399,6 +401,37 @@ def _split_by_level(plan: FusionPlan) -> FusionPlan | None:
         cut = cut or len(levels) > 1
         sets.extend(levels)
     return regroup(program, sets) if cut else None
+
+
+def _sink_tails(plan: FusionPlan) -> FusionPlan | None:
+    """The plan with each reduction group's full-width tail (element-wise nodes after its reductions, wider
+    than their results, that feed none of them) moved into the one scan group that reads it: the scan then
+    computes ``cumsum(x / norm)`` from ``x`` and the row statistic, instead of the reduction group writing the
+    normalized tensor for the scan to read back (an L1-normalized cumulative sum: two full-size passes less).
+    None when no group has such a tail, or the move is not a valid plan."""
+    program = plan.program
+    users, owner = program.users(), plan.group_of()
+    sets = [set(g.nodes) for g in plan.groups]
+    outputs = set(program.outputs)
+    moved = False
+    for gi, g in enumerate(plan.groups):
+        if g.kind != REDUCTION:
+            continue
+        inside = set(g.nodes)
+        reductions = [n for n in inside if node_kind(program.nodes[n].op) == REDUCTION]
+        fed = set(reductions).union(*(plan.feeding(gi, r) for r in reductions))
+        widest = max(math.prod(program.concrete_shape(r)) for r in reductions)
+        tail = {n for n in inside - fed if math.prod(program.concrete_shape(n)) > widest}
+        if not tail or tail & outputs:
+            continue
+        readers = {owner[u] for n in tail for u in users[n] if u not in inside and u in owner}
+        if len(readers) != 1 or plan.groups[next(iter(readers))].kind != SCAN:
+            continue
+        h = readers.pop()
+        sets[gi] -= tail
+        sets[h] |= tail
+        moved = True
+    return regroup(program, sets) if moved else None
 
 
 def check_plan(plan: FusionPlan) -> None:

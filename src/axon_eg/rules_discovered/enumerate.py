@@ -214,6 +214,14 @@ def reduce_binary() -> Iterator[RuleCandidate]:
         yield make(f"{red}_of_{red}", "reduce_binary", [("x", ("M", "N", "K"))],
                    lambda b, x, red=red: b.emit(red, b.emit(red, x, axes=(2,), keepdims=False), axes=(1,), keepdims=False),
                    lambda b, x, red=red: b.emit(red, x, axes=(1, 2), keepdims=False))
+        for rank in (2, 3, 4):  # a full reduction as the reduction of its rows' reductions (a loss's total of a
+            # row-wise term: the rows' reductions then fuse into the kernel that makes the term, which never
+            # goes through memory at full size)
+            yield make(f"{red}_of_row_{red}s_rank{rank}", "reduce_binary", [("x", ("M", "N", "K", "L")[:rank])],
+                       lambda b, x, red=red, rank=rank: b.emit(
+                           red, b.emit(red, x, axes=(rank - 1,), keepdims=False), axes=tuple(range(rank - 1)),
+                           keepdims=False),
+                       lambda b, x, red=red, rank=rank: b.emit(red, x, axes=tuple(range(rank)), keepdims=False))
         yield make(f"{red}_through_transpose", "reduce_binary", [("x", ("M", "N"))],
                    lambda b, x, red=red: b.emit(red, b.emit("transpose", x, perm=(1, 0)), axes=(0,), keepdims=False),
                    lambda b, x, red=red: b.emit(red, x, axes=(1,), keepdims=False))

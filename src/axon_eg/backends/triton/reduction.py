@@ -102,8 +102,20 @@ class _Rows:
             kept, red = iter(unflat("rows", tuple(d[a] for a in kept_axes))), iter(unflat("cols", tuple(d[a] for a in axes)))
             self.dom = tuple(next(red) if a in axes else next(kept) for a in range(len(d)))
             self.flat_expr = _flat(self.dom, d)
-        self.looped = block_n < self.n if stage == 0 else stage == 1
-        self.slots = reductions  # stage 2: reduction n's partials are slot slots.index(n) of the scratch buffer
+        # a split's second stage loops over its program's slice when the group stores full-width outputs
+        self.full = any(math.prod(self.program.concrete_shape(o)) == self.r * self.n for o in plan.outputs_of(gi))
+        self.looped = block_n < self.n if stage == 0 else stage == 1 or self.full
+        self.slots = reductions
+        self.pairs = plan.welford_pairs(gi) if split > 1 else []
+        paired = {x for pair in self.pairs for x in pair}
+        self.plain = [n for n in reductions if n not in paired]  # a split's reductions with one partial each
+        # the scratch buffer's slots: one per plain reduction, then per Welford pair its count, mean and sum of
+        # squared deviations (stage 2 combines them by Chan's formula)
+        self.slot_of: dict = {n: k for k, n in enumerate(self.plain)}
+        for k, (m, dev) in enumerate(self.pairs):
+            at = len(self.plain) + 3 * k
+            self.slot_of.update({("count", m): at, m: at + 1, dev: at + 2})
+        self.n_slots = len(self.plain) + 3 * len(self.pairs)
         self.top: list[str] = []  # straight-line code of the program
         self.body: list[str] | None = None  # the chunk loop being generated (multi-pass only)
         self.memo_top: dict[tuple, str] = {}
@@ -136,10 +148,48 @@ class _Rows:
 
     def unflat(self, flat: str, shape: tuple[int, ...]) -> Index:
         if flat == DOMAIN_FLAT and math.prod(shape) == self.r * self.n:
-            idx = self.dom if shape == self.domain else unflat(self.flat_expr, shape)
+            idx = self.dom if shape == self.domain else self._digits(shape) or unflat(self.flat_expr, shape)
             self.flat_of[(idx, shape)] = DOMAIN_FLAT
             return idx
         return unflat(flat, shape)
+
+    def _digits(self, shape: tuple[int, ...]) -> Index | None:
+        """The index of ``shape`` (a view of the domain, as many elements) at the domain's position, each axis
+        from the row and column indices themselves rather than through the flat one: per axis, the parts of
+        its stride range that lie in the row's inner axes (``rows % inner``), in the reduced ones (``cols``)
+        and in the outer ones (``rows // inner``). A per-channel parameter of a norm over a reshaped row then
+        reads at ``rows % C`` (one load per row, hoisted out of the chunk loops) instead of dividing every
+        element's flat offset (r13's InstanceNorm: ``((rows * 21903 + cols) // 21903) % 384``, two per-element
+        gathers). Needs every axis boundary of ``shape`` and the domain's (``inner``, ``N * inner``) to divide
+        one another (a chain); None otherwise (the flat decomposition then)."""
+        i, n, total = self.inner, self.n, self.r * self.n
+        strides = contiguous_strides(shape)
+        bounds = {1, i, n * i, total}
+        for s, d in zip(strides, shape):
+            if d != 1:
+                bounds |= {s, s * d}
+        chain = sorted(bounds)
+        if any(b % a for a, b in zip(chain, chain[1:])):
+            return None
+        pieces = ((1, i, f"rows % {i}"), (i, n * i, "cols"), (n * i, total, "rows" if i == 1 else f"rows // {i}"))
+        out = []
+        for s, d in zip(strides, shape):
+            if d == 1:
+                out.append("0")
+                continue
+            terms = []
+            for lo, hi, src in reversed(pieces):  # the most significant part first
+                a, b = max(s, lo), min(s * d, hi)
+                if a >= b:
+                    continue
+                e = src
+                if a // lo > 1:
+                    e = f"({e}) // {a // lo}"
+                if b < hi:
+                    e = f"({e}) % {b // a}"
+                terms.append(e if a == s else f"({e}) * {a // s}")
+            out.append(terms[0] if len(terms) == 1 else "(" + " + ".join(terms) + ")")
+        return tuple(out)
 
     @staticmethod
     def _broadcast(idx: Index, arg: tuple[int, ...]) -> Index:
@@ -218,9 +268,12 @@ class _Rows:
         node = self.program.nodes[n]
         x = node.inputs[0]
         at = self.unflat(DOMAIN_FLAT, self.program.concrete_shape(x))
+        if self.stage == 2 and any(n in pair for pair in self.pairs):
+            self._welford_partials(next(pair for pair in self.pairs if n in pair))
+            return self.memo_top[key]
         if self.stage == 2:  # the slices' partials, combined in slice order
             fill, fn = REDUCTIONS[node.op]
-            base = self.slots.index(n) * self.r * self.split
+            base = self.slot_of[n] * self.r * self.split
             self.top.append(f"acc{n} = {fn}(tl.load(part + {base} + rows * {self.split} + sidx, mask=rmask & smask, "
                             f"other={fill}), axis=1)[:, None]")
             expr = f"acc{n} * {1.0 / self.n!r}" if node.op == "mean" else f"acc{n}"
@@ -239,6 +292,23 @@ class _Rows:
         self.memo_top[key] = f"v{n}"
         self.row_vars.add(f"v{n}")
         return f"v{n}"
+
+    def _welford_partials(self, pair: tuple[int, int]) -> None:
+        """A split's second stage: the Welford pair's mean and deviation reduction from its slices' counts,
+        means and sums of squared deviations (Chan's formula in plain sums, in slice order: the combine the
+        chunk loop's lanes get after the loop)."""
+        m, dev = pair
+        load = "tl.load(part + {} + rows * {} + sidx, mask=rmask & smask, other=0.0)"
+        cnt, mean, m2 = (load.format(self.slot_of[k] * self.r * self.split, self.split) for k in (("count", m), m, dev))
+        scale = f" * {1.0 / self.n!r}" if self.program.nodes[dev].op == "mean" else ""
+        self.top += [f"c{m}_s = {cnt}", f"acc{m}_s = {mean}", f"m2{dev}_s = {m2}",
+                     f"n{m} = tl.sum(c{m}_s, axis=1)[:, None]",
+                     f"acc{m} = tl.sum(c{m}_s * acc{m}_s, axis=1)[:, None] / tl.maximum(n{m}, 1.0)",
+                     f"acc{dev} = tl.sum(m2{dev}_s + c{m}_s * (acc{m}_s - acc{m}) * (acc{m}_s - acc{m}), axis=1)[:, None]",
+                     f"v{m} = acc{m}", f"v{dev} = acc{dev}{scale}"]
+        for k in (m, dev):
+            self.memo_top[(k, "reduced")] = f"v{k}"
+            self.row_vars.add(f"v{k}")
 
     def _reduction(self, x: int, at: Index, op: str, acc: str, shift: str | None = None) -> str:
         fill, fn = REDUCTIONS[op]
@@ -332,10 +402,11 @@ class _Rows:
         then the last, partial chunk with the row's own bound (scalar loads), in the slice that holds it."""
         self.loops += 1
         n, full = self.n, self.n // self.block_n * self.block_n
-        lo, hi = (f"split * {self.slice}", f"split * {self.slice} + {self.slice}") if self.stage == 1 else ("0", str(n))
+        sliced = self.stage in (1, 2)  # a split's program: its slice of the row
+        lo, hi = (f"split * {self.slice}", f"split * {self.slice} + {self.slice}") if sliced else ("0", str(n))
         if self.r == 1 and self.inner == 1 and n % self.block_n and full:
             spans = ([(f"{lo}, tl.minimum({hi}, {full})", full), (f"tl.maximum({lo}, {full}), tl.minimum({hi}, {n})", n)]
-                     if self.stage == 1 else [(f"0, {full}", full), (f"{full}, {n}", n)])
+                     if sliced else [(f"0, {full}", full), (f"{full}, {n}", n)])
         else:
             spans = [(f"{lo}, {hi}", n)]
         weight = ([f"    {CHUNK_WEIGHT} = 1.0 / ((c0 - {lo}) // BLOCK_N + 1)"]
@@ -395,10 +466,11 @@ def _walk(plan: FusionPlan, gi: int, em: _Rows) -> tuple[list[int], list[str]]:
         together, pairs = plan.sibling_reductions(gi), plan.welford_pairs(gi)
         if len(together) > 1 or pairs:
             em.reduce_together(together, pairs)
+    row_mask = "rmask & (rows * 0 + split == 0)" if em.stage == 2 and em.full else "rmask"  # stored once per row
     for k, o in enumerate(outs):
         if kinds[o] == "row":
             v = em.value(o, unflat("rows", program.concrete_shape(o)))
-            stores.append(f"tl.store(out{k} + rows, {v}, mask=rmask)")
+            stores.append(f"tl.store(out{k} + rows, {v}, mask={row_mask})")
     full = [(k, o) for k, o in enumerate(outs) if kinds[o] == "full"]
     if full and em.looped:
         em.body, em.memo_loop = [], {}
@@ -415,12 +487,13 @@ def _walk(plan: FusionPlan, gi: int, em: _Rows) -> tuple[list[int], list[str]]:
 
 
 def _split_check(plan: FusionPlan, gi: int, rows: _Rows) -> None:
-    """NotLowerable unless the group can be a split reduction: every output one value per row, and every
-    reduction combinable from slices (sum, mean, max, min) of values that need no other reduction."""
+    """NotLowerable unless the group can be a split reduction: every reduction combinable from slices (sum,
+    mean, max, min) of values that need no other reduction, or the deviation reduction of a Welford pair
+    (``FusionPlan.welford_pairs``: a variance, combined from the slices' counts, means and squared
+    deviations). Full-width outputs are computed by the second stage, each program over its slice."""
     program = plan.program
-    if any(kind != "row" for kind in _output_kinds(plan, gi, rows).values()):
-        raise NotLowerable("split: a full-width output needs the whole row in one program")
-    siblings = set(plan.sibling_reductions(gi))
+    _output_kinds(plan, gi, rows)
+    siblings = set(plan.sibling_reductions(gi)) | {dev for _, dev in plan.welford_pairs(gi)}
     for n in rows.slots:
         op = program.nodes[n].op
         if op not in ("sum", "mean", "max", "min"):
@@ -443,17 +516,24 @@ def _split_lower(plan: FusionPlan, gi: int, tile: RowsTile, name: str, warp_size
     i64 = ".to(tl.int64)" if wide else ""
     row_head = [f"rows = (pid * ROWS + tl.arange(0, ROWS)){i64}[:, None]", f"rmask = rows < {probe.r}"]
     one = _Rows(plan, gi, block_n, split=split, stage=1, slice_cols=chunk, rows_pp=rows_pp)
+    accs = one.reduce_together(one.plain, one.pairs)
+    for m, dev in one.pairs:
+        accs += [f"n{m}", f"acc{m}", f"acc{dev}"]  # the slice's count, mean and sum of squared deviations
     stores = [f"tl.store(part + {j * probe.r * split} + rows * {split} + split, {acc}, mask=rmask)"
-              for j, acc in enumerate(one.reduce_together(one.slots))]
+              for j, acc in enumerate(accs)]
     part_body = (["pid = tl.program_id(0) // SPLIT  # the row block",
                   f"split = (tl.program_id(0) % SPLIT){i64}  # its slice",
                   *row_head, f"# slice split: columns [{chunk} * split, {chunk} * (split + 1)) of {probe.n}"]
                  + one.top + stores)
-    two = _Rows(plan, gi, block_n, split=split, stage=2, rows_pp=rows_pp)
+    two = _Rows(plan, gi, block_n, split=split, stage=2, slice_cols=chunk, rows_pp=rows_pp)
     two.reads = list(one.reads)
     outs, out_stores = _walk(plan, gi, two)
-    finish_body = (["pid = tl.program_id(0)", *row_head, "sidx = tl.arange(0, SPLIT_P)[None, :]",
-                    f"smask = sidx < {split}", f"# the {split} slices' partials, combined in slice order"]
+    # with full-width outputs the finish has SPLIT programs per row block too, each storing its slice
+    finish_head = (["pid = tl.program_id(0) // SPLIT  # the row block",
+                    f"split = (tl.program_id(0) % SPLIT){i64}  # its slice of the full-width outputs"]
+                   if two.full else ["pid = tl.program_id(0)"])
+    finish_body = (finish_head + [*row_head, "sidx = tl.arange(0, SPLIT_P)[None, :]",
+                                  f"smask = sidx < {split}", f"# the {split} slices' partials, combined in slice order"]
                    + two.top + out_stores)
     reads = tuple(two.reads)
     params = [f"p{j}" for j in reads] + [f"out{k}" for k in range(len(outs))] + ["part"]
@@ -468,16 +548,17 @@ def _split_lower(plan: FusionPlan, gi: int, tile: RowsTile, name: str, warp_size
     kw = ", ".join(f"{c}={v}" for c, v in consts)
     host = f'''def {name}({", ".join(params[:-1])}, **launch):
     """Both launches of the group; ``launch``: vendor launch knobs (Intel XPU grf_mode, warp_size)."""
-    part = torch.empty(({len(one.slots)}, {probe.r}, {split}), dtype=torch.float32, device=out0.device)
+    part = torch.empty(({one.n_slots}, {probe.r}, {split}), dtype=torch.float32, device=out0.device)
     {name}_part[({row_blocks * split},)]({args}, {kw}, num_warps={warps}, **launch)
-    {name}_finish[({row_blocks},)]({args}, {kw}, num_warps={warps}, **launch)
+    {name}_finish[({row_blocks * split if two.full else row_blocks},)]({args}, {kw}, num_warps={warps}, **launch)
 '''
     src = jit(f"{name}_part", part_body) + "\n\n" + jit(f"{name}_finish", finish_body) + "\n\n" + host
     live = max(2, len(reads) + len(outs)) + one.vectors
     ops = sorted({program.nodes[n].op for n in plan.groups[gi].nodes})
     note = (f"row reduction {'/'.join(ops)} over {probe.r} rows x {probe.n}, split: SPLIT={split} slices of {chunk} "
             f"per row, ROWS={rows_pp}, BLOCK_N={block_n}, num_warps={warps}, {row_blocks * split} programs, then "
-            f"{row_blocks} combine the fp32 partials in order")
+            f"{row_blocks * split if two.full else row_blocks} combine the fp32 partials in order"
+            f"{' and store their slices' if two.full else ''}")
     return GroupKernel(name, src, reads, tuple(outs), row_blocks * split, consts, warps,
                        resources(f"{name}_part", rows_pp * block_n, warps, row_blocks * split, live,
                                  smem_bytes=rows_pp * warps * 4, warp_size=warp_size),

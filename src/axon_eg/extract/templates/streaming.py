@@ -35,9 +35,17 @@ MIN_ROW_BLOCK = 16  # a row chunk's smallest size: 32 B of bf16
 SPLIT_MIN_COLS = 65536  # a row this long or longer may be split across programs (RowsTile.SPLIT)
 
 
-def _stream_tie_break(block_n: int | None, elems: int, num_warps: int, warp_size: int) -> tuple[float, ...]:
+def _stream_tie_break(block_n: int | None, elems: int, num_warps: int, warp_size: int,
+                      per_thread_log2: float = 4) -> tuple[float, ...]:
     per_thread = elems / (num_warps * warp_size)
-    return (0 if block_n is None else -block_n, abs(math.log2(max(per_thread, 1e-9)) - 4), -elems)
+    return (0 if block_n is None else -block_n, abs(math.log2(max(per_thread, 1e-9)) - per_thread_log2), -elems)
+
+
+ELEMENTWISE_PER_THREAD = 4
+"""Elements per thread an element-wise block is ranked best at: one 16-byte fp32 vector. Measured on the H200
+(benchmarks/tile_sweep.py, results/2026-12-04-issue18-run6/sweeps): a ReLU over 154M fp32 ran 291-293 us at
+4 per thread (BLOCK 512 / 4 warps, 1024 / 8, 2048 / 16), 299-307 at 8-32 (8192 / 16 warps: 303), a softsign
+370-374 against 380-391."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -73,7 +81,8 @@ class ElementwiseTile(GpuTile):
         return math.ceil(max(1, math.prod(shape)) / self.BLOCK)
 
     def tie_break(self, warp_size: int) -> tuple[float, ...]:
-        return _stream_tie_break(None, self.BLOCK, self.num_warps, warp_size)
+        target = math.log2(ELEMENTWISE_PER_THREAD) if type(self) is ElementwiseTile else 4
+        return _stream_tie_break(None, self.BLOCK, self.num_warps, warp_size, target)
 
     def in_flight(self, plan: FusionPlan, gi: int) -> tuple[int, int, int]:
         return (self.BLOCK, *streams(plan, gi))
@@ -199,12 +208,13 @@ class RowsTile(GpuTile):
         return 2 if self.SPLIT > 1 else 1
 
     def scratch_bytes(self, plan: FusionPlan, gi: int) -> int:
-        """Split: each reduction's fp32 partials of every slice, written by the first launch, read by the second."""
+        """Split: each reduction's fp32 partials of every slice (a Welford pair's three: count, mean, squared
+        deviations), written by the first launch, read by the second."""
         if self.SPLIT == 1:
             return 0
         program = plan.program
         reductions = sum(1 for n in plan.groups[gi].nodes if O.get(program.nodes[n].op).kind is O.OpKind.REDUCE)
-        return reductions * group_dims(plan, gi)["ROWS"] * self.SPLIT * FP32 * 2
+        return (reductions + len(plan.welford_pairs(gi))) * group_dims(plan, gi)["ROWS"] * self.SPLIT * FP32 * 2
 
     def row_block(self, cols: int) -> int:
         """The chunk of a row of ``cols`` columns: ``BLOCK_N``, else the whole row rounded up to a power of
