@@ -199,3 +199,47 @@ def test_rule_errors_name_the_rule() -> None:
         parse_rule("r2", "(frobnicate ?a)", "?a")
     with pytest.raises(Exception, match="rule r3: op sum has no attribute 'axis'"):
         parse_rule("r3", "(sum ?a :axis 1)", "?a")
+
+
+@settings(max_examples=20, deadline=None)
+@given(programs(bound=True), st.sets(st.sampled_from(IDENTITIES), min_size=1, max_size=8),
+       st.integers(1, 4), st.integers(0, 3))
+def test_structural_variants_follow_the_cheapest_with_new_skeletons(program, rules, k, extra) -> None:
+    from axon_eg.egraph.nugraph import skeleton_key
+
+    graph = NuGraph(program, sorted(rules, key=lambda r: r.name))
+    graph.saturate(Limits(iterations=6, nodes=3000, seconds=5))
+    plain = graph.extract(k, modulo_commutativity=True)
+    more = graph.extract(k, modulo_commutativity=True, structural=extra)
+    assert [v.program.hash for v in more[:len(plain)]] == [v.program.hash for v in plain]
+    assert len(more) <= k + extra and (len(more) == len(plain) or len(plain) == k)
+    skeletons = [skeleton_key(v.program) for v in more]
+    for i in range(len(plain), len(more)):  # each extra one brings a skeleton none before it has
+        assert skeletons[i] not in skeletons[:i]
+        assert_same_values(program, more[i].program)
+    assert [v.cost for v in more[len(plain):]] == sorted(v.cost for v in more[len(plain):])
+
+
+def test_a_loss_total_is_extracted_as_the_sum_of_its_row_sums() -> None:
+    """KL divergence of two log-softmaxes: the scalar re-associations of the term fill the 8 cheapest
+    variants; the structural ones bring the total as the sum of the rows' sums, which the row pass fuses."""
+    from pathlib import Path
+
+    from axon_eg.ir.torch_import import load_problem
+    from axon_eg.rules_discovered.store import load_rules
+
+    path = Path(__file__).resolve().parents[2] / "benchmarks/problems/losses/l05_KLDiv_distillation.py"
+    problem = load_problem(path, sizes={"batch_size": 3, "seq_len": 7, "vocab_size": 5})
+    program = problem.program if hasattr(problem, "program") else problem
+    graph = NuGraph(program, load_rules())
+    graph.saturate(Limits(seconds=2))
+
+    def nested(v) -> bool:  # a total over (0, 1) of a sum over the rows' axis 2
+        nodes = v.program.nodes
+        return any(n.op == "sum" and n.attrs["axes"] == (0, 1) and nodes[n.inputs[0]].op == "sum"
+                   and nodes[n.inputs[0]].attrs["axes"] == (2,) for n in nodes)
+
+    variants = graph.extract(8, modulo_commutativity=True, structural=4)
+    assert any(nested(v) for v in variants[8:])
+    for v in variants:
+        assert_same_values(program, v.program, seed=3)

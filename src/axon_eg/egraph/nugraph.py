@@ -291,17 +291,23 @@ class NuGraph:
                               f"together they merge tensors of different shape or dtype ({_first_line(message)})")
 
     # -- extraction ------------------------------------------------------------------------------
-    def extract(self, k: int = 1, *, modulo_commutativity: bool = False) -> list[Variant]:
+    def extract(self, k: int = 1, *, modulo_commutativity: bool = False, structural: int = 0) -> list[Variant]:
         """The k cheapest distinct variants, cheapest first (fewer if fewer exist).
 
         With ``modulo_commutativity`` variants that differ only in the operand order of commutative
-        ops (``mul(g, x)`` vs ``mul(x, g)``) count once, so the k slots go to different algebra."""
+        ops (``mul(g, x)`` vs ``mul(x, g)``) count once, so the k slots go to different algebra.
+        ``structural`` more variants follow them: the cheapest of the rest whose skeleton (its
+        reductions, scans, contractions and library ops, ``skeleton_key``) none of the variants before
+        it has. Re-associations of scalar factors cost the same as the original and can fill every one
+        of the k slots; a loss's total taken as the sum of its rows' sums costs one node more and is the
+        variant whose row sums fuse into the pass that makes the term."""
         g = self.serialized()
         if not hasattr(self, "_original_key"):
             self._original_key = self.program.canonical().hash
         out: list[Variant] = []
         seen: set = set()
-        wanted = k * 8 if modulo_commutativity else k
+        skeletons: set = set()
+        wanted = (k + structural) * 8 if modulo_commutativity else k + structural * 8
         for cost, term in k_best(g, wanted, self._root_class):
             try:
                 program = convert.term_to_program(g, term, self.program)
@@ -313,9 +319,13 @@ class NuGraph:
                 if key in seen:
                     continue
                 seen.add(key)
+            skeleton = skeleton_key(program)
+            if len(out) >= k and skeleton in skeletons:
+                continue
+            skeletons.add(skeleton)
             same = program.canonical().hash == self._original_key
             out.append(Variant(program, cost, dag_cost(g, term), len(out), () if same else _rules_of(g, term)))
-            if len(out) == k:
+            if len(out) == k + structural:
                 break
         return out
 
@@ -378,6 +388,16 @@ def commutative_key(program: Program) -> tuple:
             kids.sort(key=repr)
         keys.append((n.op, tuple(n.attrs.items()) if n.op != "input" else n.attrs["name"], tuple(kids)))
     return tuple(keys[o] for o in program.outputs)
+
+
+def skeleton_key(program: Program) -> tuple:
+    """The program's structure apart from its element-wise and layout algebra: the multiset of its
+    reductions, scans, contractions and library ops, each with its attributes."""
+    from axon_eg.ir import ops as O
+
+    kinds = {O.OpKind.REDUCE, O.OpKind.SCAN, O.OpKind.CONTRACTION, O.OpKind.LIBRARY}
+    return tuple(sorted((repr((n.op, sorted(n.attrs.items()))) for n in program.nodes
+                         if O.get(n.op).kind in kinds)))
 
 
 def _add(table: dict, key: str, value: float) -> None:

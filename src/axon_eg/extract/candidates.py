@@ -91,7 +91,7 @@ tie-break (measured habits of the target) orders them."""
 
 
 def enumerate_candidates(nugraph: NuGraph, target: str | HardwareSpec, k: int = 8, *, variants: int = 8,
-                         tilings_per_group: int = 4, fallback: Fallback | None = None,
+                         structural: int = 4, tilings_per_group: int = 4, fallback: Fallback | None = None,
                          precision: str = "ieee") -> tuple[list[Candidate], EnumerationSummary]:
     """The k candidates to measure. ``fallback`` (from the backend) marks groups it would run as torch
     code; their predicted cost is charged as one fp32 kernel per op, so a plan the backend lowers
@@ -99,7 +99,8 @@ def enumerate_candidates(nugraph: NuGraph, target: str | HardwareSpec, k: int = 
     candidates concerned are listed with the error in ``summary.errors`` (the caller must not emit them).
     ``precision`` is the fp32 matmul policy (``ieee``, or ``tf32`` where the user allows it). The plans are
     the registry's (``fusion.plans``) and the backend's derived ones (``Backend.derived_plans``: a matmul
-    group split around a library GEMM)."""
+    group split around a library GEMM). The variants planned are the ``variants`` cheapest and up to
+    ``structural`` more of skeletons those lack (``NuGraph.extract``)."""
     hw = load(target) if not isinstance(target, HardwareSpec) else target
     backend = backend_for_hw(hw)
     lowers: dict[tuple, bool] = {}
@@ -147,7 +148,7 @@ def enumerate_candidates(nugraph: NuGraph, target: str | HardwareSpec, k: int = 
         return extra, error
     summary = EnumerationSummary()
     found: dict[tuple, Candidate] = {}
-    for variant in nugraph.extract(variants, modulo_commutativity=True):
+    for variant in nugraph.extract(variants, modulo_commutativity=True, structural=structural):
         summary.variants += 1
         base_plans = plans(variant.program)
         derived = [d for p in base_plans for d in backend.derived_plans(p)]
