@@ -396,8 +396,8 @@ def skeleton_key(program: Program) -> tuple:
     from axon_eg.ir import ops as O
 
     kinds = {O.OpKind.REDUCE, O.OpKind.SCAN, O.OpKind.CONTRACTION, O.OpKind.LIBRARY}
-    return tuple(sorted((repr((n.op, sorted(n.attrs.items()))) for n in program.nodes
-                         if O.get(n.op).kind in kinds)))
+    return tuple(sorted(repr((n.op, sorted(n.attrs.items()))) for n in program.nodes
+                         if O.get(n.op).kind in kinds))
 
 
 def _add(table: dict, key: str, value: float) -> None:
