@@ -116,3 +116,47 @@ def test_window_tilings_keep_their_loads_in_flight_per_thread(spatial, k, big, k
     per_thread = [max(1, t.typed.BLOCK // (t.typed.num_warps * 32)) for t in ranked]
     if any(taps * p <= limit for p in per_thread):
         assert taps * per_thread[0] <= limit, (taps, ranked[0].values)
+
+
+@settings(max_examples=int(os.environ.get("AXON_EG_POOL_EXAMPLES", "30")) // 2, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(pool=pools(), batch=st.sampled_from((1, 2)), channels=st.sampled_from((1, 3)),
+       act=st.sampled_from(("mish", "gelu", "relu", "tanh")), shared=st.booleans(), epilogue=st.booleans())
+def test_a_poolings_producers_move_into_its_window(pool, batch, channels, act, shared, epilogue, tmp_path):
+    """A per-channel bias and an activation before a pooling (a conv's epilogue before a max pool): the
+    backend's derived plan moves them into the pooling's group, whose only ISA choice is then our window
+    kernel (it computes them at every window position); read elsewhere too (``shared``: also a program
+    output), they stay where they were. Under TRITON_INTERPRET=1 against float64."""
+    from axon_eg.backends.triton.backend import TritonBackend
+    from axon_eg.extract.fusion import plans, window_producers
+
+    kind, spatial, sizes, attrs = pool
+    dil = attrs.get("dilation", (1,) * spatial)
+    assume(not any(_padding_only_window(n, k, st_, p, d, attrs["ceil_mode"]) for n, k, st_, p, d in
+                   zip(sizes, attrs["kernel_size"], attrs["stride"], attrs["padding"], dil)))
+    b = Builder("pool")
+    x = b.input("x", (batch, channels, *sizes), fp32)
+    bias = b.input("bias", (channels,) + (1,) * spatial, fp32)
+    v = b.emit(act, b.emit("add", x, bias))
+    try:
+        y = b.emit(f"{kind}_pool{spatial}d", v, **attrs)
+    except AxonError:
+        assume(False)
+    if epilogue:
+        y = b.emit("mul", y, b.constant(1.5, fp32))
+    program = b.build([y, v] if shared else [y]).expand()
+    derived = [d for p in plans(program) for d in TritonBackend().derived_plans(p)
+               if any(window_producers(d, gi) for gi in range(len(d.groups)))]
+    if shared:
+        assert not derived
+        return
+    assert derived
+    plan = derived[-1]
+    lib = next(gi for gi, g in enumerate(plan.groups) if g.kind == LIBRARY)
+    assert {program.nodes[n].op for n in window_producers(plan, lib)} == {"add", act}
+    assert [dict(c).get(lib) for c in isa_choices(plan, H200)] == [WINDOW] * len(isa_choices(plan, H200))
+    cand = candidate_for(program, plan=plan, isa=((lib, WINDOW),))
+    kernel = emit(cand, H200, "k")
+    assert kernel.source.count("@triton.jit") == 1, kernel.source
+    out = run_kernel(kernel, program, tmp_path)
+    assert out.status == "ok", f"{out.error}\n{kernel.source}"

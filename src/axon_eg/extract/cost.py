@@ -32,7 +32,7 @@ from axon_eg.ir.library_ops import CONV_FAMILIES
 from axon_eg.ir.program import Program
 from axon_eg.semantics.isa.declarations import DMA, TENSOR, declaration
 
-from .fusion import ATTENTION, LAYOUT, LIBRARY, MATMUL, REDUCTION, FusionPlan, node_kind
+from .fusion import ATTENTION, LAYOUT, LIBRARY, MATMUL, REDUCTION, FusionPlan, is_pool, node_kind, window_producers
 from .isa import BLAS_PADK, DOT, DOT_PERSISTENT, DOT_TMA, FMA_REDUCE, NHWC, SDPA, WINDOW, base, is_blas, tf32, tf32x3
 from .latency import engine_seconds, model_cycles, model_seconds
 from .templates import GpuTile, MatmulTile, RowsTile, Tile, Tiling, TrnMatmulTile, group_dims, knobs, streams, tile_of
@@ -98,9 +98,12 @@ def group_traffic(plan: FusionPlan, gi: int, tiling: Tiling | None, l2_bytes: fl
     reads = [_nbytes(plan, j) for j in plan.inputs_of(gi)]
     writes = sum(_nbytes(plan, j) for j in plan.outputs_of(gi))
     mm_flops = other = 0.0
+    recomputed = window_producers(plan, gi)  # computed again at every window position of each pooled output
+    per_window = max((math.prod(program.nodes[p].attrs["kernel_size"]) * math.prod(program.concrete_shape(p))
+                      for p in plan.groups[gi].nodes if is_pool(program.nodes[p].op)), default=0)
     for i in plan.groups[gi].nodes:
         n = program.nodes[i]
-        out = math.prod(program.concrete_shape(i))
+        out = per_window if i in recomputed else math.prod(program.concrete_shape(i))
         kind = node_kind(n.op)
         if n.op == "matmul":
             k = program.concrete_shape(n.inputs[0])[-1]
@@ -193,7 +196,8 @@ def _library_call_cost(plan: FusionPlan, gi: int, hw: HardwareSpec, nbytes: floa
     launches; a pooling moves its bytes at torch's measured pooling rate (``memory.library_pool_bandwidth``).
     A conv on channels-last operands (``library+nhwc``) runs at the library's channels-last rate and pays
     our transpose of its input (read and written once more, one launch), and without an epilogue (which
-    transposes back as it reads) one of its output."""
+    transposes back as it reads) one of its output. Those passes run as kernels of their own, so their time
+    adds to the library op's, whose bytes and arithmetic overlap."""
     program = plan.program
     g = plan.groups[gi]
     lib = next(n for n in g.nodes if node_kind(program.nodes[n].op) == LIBRARY)
@@ -204,10 +208,13 @@ def _library_call_cost(plan: FusionPlan, gi: int, hw: HardwareSpec, nbytes: floa
     if isa == NHWC:
         extra += 2 * _nbytes(plan, program.nodes[lib].inputs[0]) + (0.0 if tail else 2 * _nbytes(plan, lib))
         launches += 1 if tail else 2
-    pool = _is_pool(program.nodes[lib].op)
+    pool = is_pool(program.nodes[lib].op)
     rate = (hw.get("memory.library_pool_bandwidth") or bw) if pool else bw
-    seconds = max(c["bytes"] * (nbytes / rate + extra / bw),
+    # the library op's bytes hide under its arithmetic (or the other way round); the epilogue's pass over its
+    # output and the channels-last transposes are kernels of their own, run after or before it
+    seconds = max(c["bytes"] * nbytes / rate,
                   c["flops"] * (mm / _library_op_peak(plan, gi, lib, hw, isa) + other / hw.value("compute.peak.fp32")))
+    seconds += c["bytes"] * extra / bw
     return GroupCost(gi, g.kind, nbytes + extra, mm + other, seconds + c["launch"] * launches * hw.value("costs.launch"))
 
 
@@ -497,16 +504,11 @@ def _column_run_efficiency(plan: FusionPlan, gi: int, tile: Tile | None, hw: Har
     return total / ((total - written) / read + written / write) if total > 0 else 1.0
 
 
-def _is_pool(op: str) -> bool:
-    """A pooling op (the registry's shape family)."""
-    return O.get(op).meta.get("shape_family") == "pool"
-
-
 def window_taps(plan: FusionPlan, gi: int) -> int:
     """The most window positions one output element of the group's pooling windows reads (0: no window)."""
     program = plan.program
     taps = [math.prod(program.nodes[n].attrs["kernel_size"]) for n in plan.groups[gi].nodes
-            if _is_pool(program.nodes[n].op)]
+            if is_pool(program.nodes[n].op)]
     return max(taps, default=0)
 
 

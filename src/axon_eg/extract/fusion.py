@@ -13,7 +13,7 @@ partitions, from unfused to greedily fused.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from axon_eg.ir import ops as O
@@ -432,6 +432,61 @@ def _sink_tails(plan: FusionPlan) -> FusionPlan | None:
         sets[h] |= tail
         moved = True
     return regroup(program, sets) if moved else None
+
+
+def is_pool(op: str) -> bool:
+    """A pooling op (the registry's shape family): a window a kernel of ours may compute output by output."""
+    return O.get(op).meta.get("shape_family") == "pool"
+
+
+def window_producers(plan: FusionPlan, gi: int) -> set[int]:
+    """The element-wise nodes of group ``gi`` that feed its pooling (a window kernel computes them again at
+    every window position)."""
+    program = plan.program
+    pools = [n for n in plan.groups[gi].nodes if is_pool(program.nodes[n].op)]
+    return {j for p in pools for j in plan.feeding(gi, p) if node_kind(program.nodes[j].op) == ELEMENTWISE}
+
+
+def into_windows(plan: FusionPlan, windowed: Callable[[FusionPlan, int], bool]) -> FusionPlan | None:
+    """The plan with the element-wise values a pooling reads moved into the pooling's group when nothing else
+    reads them (a conv's bias and activation before a max pool), for the pooling groups a backend computes
+    window by window (``windowed(plan, gi)``, before and after the move): its kernel computes them at each
+    window position from the values they are made of, instead of a kernel of their own writing the activated
+    tensor for the pooling to read back (a full-size write and read less, the producers' arithmetic once per
+    window position). None when no pooling group has such producers, or the move is not a valid plan."""
+    program = plan.program
+    users, owner = program.users(), plan.group_of()
+    sets = [set(g.nodes) for g in plan.groups]
+    outputs = set(program.outputs)
+    targets = []
+    for gi, g in enumerate(plan.groups):
+        libs = [n for n in g.nodes if node_kind(program.nodes[n].op) == LIBRARY]
+        if g.kind != LIBRARY or len(libs) != 1 or not is_pool(program.nodes[libs[0]].op) or not windowed(plan, gi):
+            continue
+        size = len(sets[gi])
+        frontier = list(program.nodes[libs[0]].inputs)
+        while frontier:
+            j = frontier.pop()
+            node = program.nodes[j]
+            if j in sets[gi]:  # a view of the group's own: look through it
+                frontier.extend(node.inputs)
+                continue
+            if O.is_source(node.op) or j in outputs or node_kind(node.op) not in (ELEMENTWISE, None):
+                continue
+            if any(u not in sets[gi] for u in users[j]):
+                continue  # read elsewhere too (or by a node not moved yet: seen again through it)
+            sets[owner[j]].discard(j)
+            sets[gi].add(j)
+            frontier.extend(node.inputs)
+        if len(sets[gi]) > size:
+            targets.append(libs[0])
+    if not targets:
+        return None
+    moved = regroup(program, [s for s in sets if s])
+    if moved is None:
+        return None
+    where = moved.group_of()
+    return moved if all(windowed(moved, where[p]) for p in targets) else None
 
 
 def check_plan(plan: FusionPlan) -> None:

@@ -14,19 +14,21 @@ from axon_eg.backends.kernel import Kernel, input_specs, output_dtypes
 from axon_eg.egraph.nugraph import Variant
 from axon_eg.extract.candidates import Candidate
 from axon_eg.extract.cost import cost
-from axon_eg.extract.fusion import plans
+from axon_eg.extract.fusion import FusionPlan, plans
 from axon_eg.extract.tiling import Tiling, space, tilings
 from axon_eg.hw import HardwareSpec, load
 from axon_eg.ir.program import Program
 
 
 def candidate_for(program: Program, hw: str | HardwareSpec = "h200", plan_index: int = -1,
-                  overrides: Mapping[str, Any] | None = None, isa: tuple[tuple[int, str], ...] = ()) -> Candidate:
+                  overrides: Mapping[str, Any] | None = None, isa: tuple[tuple[int, str], ...] = (),
+                  plan: FusionPlan | None = None) -> Candidate:
     """A Candidate for ``program`` as written: fusion plan ``plan_index`` of ``plans()`` (-1: the most
-    fused), the best feasible tiling per group with ``overrides`` applied to every group."""
+    fused) or the given ``plan`` (a backend's derived one), the best feasible tiling per group with
+    ``overrides`` applied to every group."""
     spec = load(hw) if not isinstance(hw, HardwareSpec) else hw
     program = program.expand()
-    plan = plans(program)[plan_index]
+    plan = plan if plan is not None else plans(program)[plan_index]
     chosen = []
     for gi in range(len(plan.groups)):
         options, _ = tilings(space(plan, gi, spec))

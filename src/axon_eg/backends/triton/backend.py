@@ -75,7 +75,8 @@ class TritonBackend:
         group the vendor library can run whole (``blas.core``) may be that library call (and, where its K rows
         are off the library's alignment, the call on K-padded copies: ``blas+padk``), an attention
         group torch's ``scaled_dot_product_attention`` (``sdpa.core``), a pooling library group torch's pooling
-        or our window kernel (``emit.window_pool``), a 2-d / 3-d fp32 conv the library on NCHW or on
+        or our window kernel (``emit.window_pool``; only ours where the group holds the element-wise values the pooling
+        reads, ``fusion.window_producers``), a 2-d / 3-d fp32 conv the library on NCHW or on
         channels-last operands (``conv_nhwc.core``, where the hardware file has that rate). Under the
         ``tf32`` policy the choices of groups with fp32 operands carry ``/tf32`` (TF32 tensor cores); under
         ``ieee`` a matmul's ``tl.dot`` choices come also with ``/3xtf32`` (the 3xTF32 split, fp32's accuracy
@@ -88,13 +89,14 @@ class TritonBackend:
 
         g = plan.groups[gi]
         if g.kind == LIBRARY:  # a pooling: torch's, or each output's window computed by our kernel
+            from axon_eg.extract.fusion import window_producers
             from axon_eg.extract.isa import LIBRARY_CALL, NHWC, WINDOW
 
             from . import conv_nhwc
             from .emit import window_pool
 
-            if window_pool(plan, gi) is not None:
-                return [LIBRARY_CALL, WINDOW]
+            if window_pool(plan, gi) is not None:  # with producers moved in, only our kernel computes them
+                return [WINDOW] if window_producers(plan, gi) else [LIBRARY_CALL, WINDOW]
             if hw.get("compute.measured_peak.library_conv_nhwc_fp32") and conv_nhwc.core(plan, gi) is not None:
                 return [LIBRARY_CALL, NHWC]  # a conv: the library on NCHW, or on channels-last copies
             return None
@@ -120,11 +122,16 @@ class TritonBackend:
         return opts
 
     def derived_plans(self, plan: FusionPlan) -> list[FusionPlan]:
-        """Every matmul group split into prologue, library core and epilogue (``blas.split``)."""
-        from . import blas
+        """Every matmul group split into prologue, library core and epilogue (``blas.split``); the element-wise
+        values a pooling alone reads moved into its group where our window kernel computes it
+        (``fusion.into_windows``, ``emit.window_pool``)."""
+        from axon_eg.extract.fusion import into_windows
 
-        derived = blas.split(plan)
-        return [derived] if derived is not None else []
+        from . import blas
+        from .emit import window_pool
+
+        derived = [blas.split(plan), into_windows(plan, lambda p, gi: window_pool(p, gi) is not None)]
+        return [d for d in derived if d is not None]
 
     def cost(self, plan: FusionPlan, tilings: Sequence[Any], hw: HardwareSpec,
              coefficients: dict[str, float] | None = None, isa: tuple[tuple[int, str], ...] = ()) -> Any:

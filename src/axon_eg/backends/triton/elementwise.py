@@ -106,6 +106,8 @@ class _Emitter:
 
     # -- values -------------------------------------------------------------------------------
     def value(self, n: int, idx: Index, cond: str | None = None) -> str:
+        if cond is not None and n not in self.inside and self._in_bounds(idx, self.program.concrete_shape(n)):
+            cond = None  # (a per-channel bias read at every window position: one load, not one per position)
         key = (n, idx, cond)
         if key in self.memo:
             return self.memo[key]
@@ -128,6 +130,18 @@ class _Emitter:
         self.lines.append(f"{name} = {expr}")
         self.memo[key] = name
         return name
+
+    def _in_bounds(self, idx: Index, shape: tuple[int, ...]) -> bool:
+        """Whether an operand of ``shape`` read at ``idx`` is in bounds for every element of the domain: each
+        index is a constant 0 or one of the domain's own indices over an axis of the operand's size. Such a
+        load needs no condition (a window position in the padding, a concat's other operand): its value is
+        discarded where the condition fails."""
+        for e, size in zip(idx, shape):
+            if e == "0":
+                continue
+            if e not in self.dom or self.domain[self.dom.index(e)] != size:
+                return False
+        return True
 
     def _compute(self, n: int, idx: Index, cond: str | None) -> str:
         node = self.program.nodes[n]
