@@ -43,9 +43,9 @@ def _stream_tie_break(block_n: int | None, elems: int, num_warps: int, warp_size
 
 ELEMENTWISE_PER_THREAD = 4
 """Elements per thread an element-wise block is ranked best at: one 16-byte fp32 vector. Measured on the H200
-(benchmarks/tile_sweep.py, results/2026-12-04-issue18-run6/sweeps): a ReLU over 154M fp32 ran 291-293 us at
-4 per thread (BLOCK 512 / 4 warps, 1024 / 8, 2048 / 16), 299-307 at 8-32 (8192 / 16 warps: 303), a softsign
-370-374 against 380-391."""
+(benchmarks/tile_sweep.py, 2026-12-04; that session was cut off before its sweep files were committed, the
+numbers are as it recorded them here): a ReLU over 154M fp32 ran 291-293 us at 4 per thread (BLOCK 512 / 4
+warps, 1024 / 8, 2048 / 16), 299-307 at 8-32 (8192 / 16 warps: 303), a softsign 370-374 against 380-391."""
 
 
 @dataclass(frozen=True, kw_only=True)
