@@ -55,6 +55,7 @@ class _Emitter:
         self.memo: dict[tuple, str] = {}
         self.reads: list[int] = []
         self.from_offs = dom is None  # the domain's indices decompose the flat offset ``offs``
+        self.merged: set[str] = set()  # indices over runs of the domain's axes (``_merged``)
         if dom is not None:
             self.dom: Index = dom
             return
@@ -78,9 +79,43 @@ class _Emitter:
         near = self._near_offs(idx, shape)
         if near is not None:
             return near
-        terms = [i if s == 1 else f"{i} * {s}" for i, s, d in zip(idx, contiguous_strides(shape), shape)
-                 if d != 1 and i != "0"]
+        terms, strides, k = [], contiguous_strides(shape), 0
+        while k < len(idx):
+            end = self._run(idx, shape, k)
+            if end > k + 1:  # consecutive axes of the domain's own: one index over them, one term
+                i = self._merged(int(idx[k][1:]), int(idx[end - 1][1:]))
+                k, s = end, strides[end - 1]
+            else:
+                i, s, k = idx[k], strides[k], k + 1
+                if shape[k - 1] == 1 or i == "0":
+                    continue
+            terms.append(i if s == 1 else f"{i} * {s}")
         return " + ".join(terms) or "0"
+
+    def _run(self, idx: Index, shape: tuple[int, ...], k: int) -> int:
+        """The end of the run of the operand's axes from ``k`` that are consecutive axes of the domain read at
+        the domain's own indices (``i2, i3``) with the domain's sizes: their address terms add up to one index
+        over the merged axes times the last one's stride (a pooling's batch and channel axes: ``offs //
+        spatial`` instead of a division and a modulo per axis)."""
+        if not self.from_offs or not re.fullmatch(r"i\d+", idx[k]):
+            return k + 1
+        end, axis = k, int(idx[k][1:])
+        while (end < len(idx) and idx[end] == f"i{axis}" and axis < len(self.domain)
+               and shape[end] == self.domain[axis]):
+            end, axis = end + 1, axis + 1
+        return max(end, k + 1)
+
+    def _merged(self, first: int, last: int) -> str:
+        """The index over the domain's axes ``first..last`` taken as one (from the flat offset ``offs``)."""
+        name = f"i{first}_{last}"
+        if name not in self.merged:
+            stride = contiguous_strides(self.domain)[last]
+            e = "offs" if stride == 1 else f"(offs // {stride})"
+            if first > 0:
+                e = f"({e} % {math.prod(self.domain[first:last + 1])})"
+            self.lines.append(f"{name} = {e}")
+            self.merged.add(name)
+        return name
 
     def _near_offs(self, idx: Index, shape: tuple[int, ...]) -> str | None:
         """The address as ``offs`` itself, shifted by a constant, or modulo the operand's size, when
