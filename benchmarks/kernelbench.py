@@ -423,6 +423,28 @@ def render(out: Path, worst: int) -> str:
     return "\n".join(md) + "\n"
 
 
+def per_problem(out: Path) -> str:
+    """Every measured problem in one table: its best candidate, the baselines, the speedups, what the selection
+    took, and the run its rows come from (``reuse``'s ``rows_from``; this run where it measured them)."""
+    _, rows, index = score(out)
+    folders = json.loads((out / "problems.json").read_text()) if (out / "problems.json").exists() else {}
+
+    def us(v: float | None, digits: int = 1) -> str:
+        return f"{v:.{digits}f}" if v else "-"
+
+    md = ["# Every measured problem (best candidate, selection, baselines; microseconds)", "",
+          "| folder | problem | best candidate us | eager us | compile (default) us | best vs eager | best vs compile "
+          "| selected | rows from |", "|---|---|---:|---:|---:|---:|---:|---|---|"]
+    for r in sorted(rows, key=lambda r: (folders.get(r["program"], {}).get("folder", "-"), r["program"])):
+        name = r["program"]
+        source = index.get(name, {}).get("rows_from")
+        md.append(f"| {folders.get(name, {}).get('folder', '-')} | {name} | {us(r.get('candidate_us'))} | "
+                  f"{us(r.get('eager_us'))} | {us(r.get('compile_default_us'))} | {us(r.get('cand_vs_eager'), 2)} | "
+                  f"{us(r.get('cand_vs_compile_default'), 2)} | {r.get('selected') or '-'} | "
+                  f"{Path(source).name if source else 'this run'} |")
+    return "\n".join(md) + "\n"
+
+
 def cmd_report(args: argparse.Namespace) -> int:
     out = Path(args.dir)
     if not (out / "index.json").exists():
@@ -432,6 +454,8 @@ def cmd_report(args: argparse.Namespace) -> int:
     print(text)
     if args.write:
         Path(args.write).write_text(text)
+    if args.problems:
+        Path(args.problems).write_text(per_problem(out))
     return 0
 
 
@@ -463,6 +487,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("dir")
     p.add_argument("--worst", type=int, default=10)
     p.add_argument("--write", metavar="FILE.md")
+    p.add_argument("--problems", metavar="FILE.md", help="also write every measured problem's row, one table")
     p.set_defaults(func=cmd_report)
     args = ap.parse_args(argv)
     os.environ.setdefault("PYTHONPATH", str(ROOT / "src"))
