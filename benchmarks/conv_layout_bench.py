@@ -10,7 +10,8 @@ NHWC on the ready input): torch.compile leaves the bias to its fused epilogue. T
 BENCHMARKS.md's conv paragraph (issue 18, run 3): what an ISA choice "cuDNN in NHWC" would gain, and what
 torch's own layout copies would eat of it.
 
-    python benchmarks/conv_layout_bench.py        # on a GPU; the problems' own sizes and initialization
+    python benchmarks/conv_layout_bench.py [v10 v11 ...]   # on a GPU; the problems' own sizes and initialization
+                                                           # (named problems only, by prefix; default: all)
 """
 
 from __future__ import annotations
@@ -56,7 +57,10 @@ def main() -> int:
     convs = (nn.Conv1d, nn.Conv2d, nn.Conv3d, nn.ConvTranspose1d, nn.ConvTranspose2d, nn.ConvTranspose3d)
     print("problem x y nchw x_pass y_pass | nhwc+x_copy nhwc+x_copy+y_copy nhwc_x_ready | benchmark: nchw nhwc+x_copy "
           "| no bias: nchw nhwc_x_ready")
+    wanted = sys.argv[1:]
     for path in sorted(glob.glob(str(ROOT / "benchmarks/problems/conv/v*.py"))):
+        if wanted and not any(os.path.basename(path).startswith(w) for w in wanted):
+            continue
         mod = _load(path)
         torch.manual_seed(0)
         model = mod.Model(*mod.get_init_inputs()).cuda()

@@ -1,7 +1,8 @@
 """The library conv on channels-last operands (ISA choice ``library+nhwc``): our tiled transposes to and
 from NHWC around torch's conv, the element-wise epilogue transposing as it reads, under TRITON_INTERPRET=1
-against the float64 reference on random 2-d / 3-d convs with odd and size-1 dims, strides, padding,
-dilation, groups, with and without a bias and an epilogue (then the library transposes back)."""
+against the float64 reference on random 2-d / 3-d convs and transposed convs (output padding too) with odd
+and size-1 dims, strides, padding, dilation, groups, with and without a bias and an epilogue (then the library
+transposes back)."""
 
 from __future__ import annotations
 
@@ -28,13 +29,16 @@ H200, H100 = load("h200"), load("h100")
 
 
 def _conv_program(spatial: int, batch: int, cin: int, cout: int, sizes: tuple[int, ...], k: int, stride: int,
-                  pad: int, dilation: int, groups: int, bias: bool, epilogue: str, dtype=fp32):
+                  pad: int, dilation: int, groups: int, bias: bool, epilogue: str, dtype=fp32,
+                  transposed: bool = False, output_padding: int = 0):
     b = Builder("conv")
     x = b.input("x", (batch, cin, *sizes), dtype)
-    w = b.input("w", (cout, cin // groups, *([k] * spatial)), dtype)
+    weight = (cin, cout // groups) if transposed else (cout, cin // groups)
+    w = b.input("w", (*weight, *([k] * spatial)), dtype)
     args = [x, w] + ([b.input("bias", (cout,), dtype)] if bias else [])
-    y = b.emit(f"conv{spatial}d", *args, stride=(stride,) * spatial, padding=(pad,) * spatial,
-               dilation=(dilation,) * spatial, groups=groups)
+    extra = {"output_padding": (output_padding,) * spatial} if transposed else {}
+    y = b.emit(f"conv{'_transpose' if transposed else ''}{spatial}d", *args, stride=(stride,) * spatial,
+               padding=(pad,) * spatial, dilation=(dilation,) * spatial, groups=groups, **extra)
     if epilogue == "mish_bias":
         cb = b.input("cb", (cout, *([1] * spatial)), dtype)
         y = b.emit("add", b.emit("mish", y), cb)
@@ -48,13 +52,17 @@ def _conv_program(spatial: int, batch: int, cin: int, cout: int, sizes: tuple[in
 @given(spatial=st.sampled_from((2, 3)), batch=st.sampled_from((1, 2)), groups=st.sampled_from((1, 2)),
        cin=st.sampled_from((2, 4)), cout=st.sampled_from((2, 6)), size=st.sampled_from((1, 3, 5, 7)),
        k=st.integers(1, 3), stride=st.integers(1, 2), dilation=st.integers(1, 2), bias=st.booleans(),
-       epilogue=st.sampled_from(("none", "mish_bias", "residual")))
+       epilogue=st.sampled_from(("none", "mish_bias", "residual")), transposed=st.booleans(),
+       output_padding=st.integers(0, 1))
 def test_channels_last_conv_matches_float64(spatial, batch, groups, cin, cout, size, k, stride, dilation, bias,
-                                            epilogue, tmp_path):
+                                            epilogue, transposed, output_padding, tmp_path):
     sizes = (size, size + 2, 3)[:spatial]
     pad = k // 2
+    # torch: a transposed conv's output padding must be smaller than its stride or its dilation
+    output_padding = min(output_padding, max(stride, dilation) - 1) if transposed else 0
     try:
-        program = _conv_program(spatial, batch, cin, cout, sizes, k, stride, pad, dilation, groups, bias, epilogue)
+        program = _conv_program(spatial, batch, cin, cout, sizes, k, stride, pad, dilation, groups, bias, epilogue,
+                                transposed=transposed, output_padding=output_padding)
     except AxonError:  # a window larger than the padded input (torch refuses it alike)
         assume(False)
     lib = next(gi for gi, g in enumerate(candidate_for(program).plan.groups) if g.kind == LIBRARY)
@@ -73,7 +81,7 @@ def test_channels_last_conv_matches_float64(spatial, batch, groups, cin, cout, s
 
 def test_channels_last_is_a_choice_only_where_it_applies_and_is_measured():
     """fp32 2-d / 3-d convs on a GPU whose hardware file has the channels-last rate (the H200's; the H100's
-    file has none): 1-d convs, transposed convs and bf16 inputs keep the one library choice."""
+    file has none), transposed ones too: 1-d convs and bf16 inputs keep the one library choice."""
     def choices(program, hw):
         cand = candidate_for(program)
         lib = next(gi for gi, g in enumerate(cand.plan.groups) if g.kind == LIBRARY)
@@ -82,6 +90,8 @@ def test_channels_last_is_a_choice_only_where_it_applies_and_is_measured():
     conv2d = _conv_program(2, 2, 4, 6, (9, 7), 3, 1, 1, 1, 1, True, "mish_bias")
     assert choices(conv2d, H200) == {LIBRARY_CALL, NHWC}
     assert NHWC not in choices(conv2d, H100)
+    convt3d = _conv_program(3, 2, 4, 6, (5, 7, 3), 3, 2, 1, 1, 2, True, "none", transposed=True, output_padding=1)
+    assert choices(convt3d, H200) == {LIBRARY_CALL, NHWC}
     assert NHWC not in choices(_conv_program(2, 2, 4, 6, (9, 7), 3, 1, 1, 1, 1, True, "mish_bias", bf16), H200)
     b = Builder("c1")
     x, w = b.input("x", (2, 4, 33), fp32), b.input("w", (6, 4, 3), fp32)

@@ -43,8 +43,7 @@ def test_a_convolution_costs_its_multiply_adds_as_torch_counts_them(n, transpose
     with FlopCounterMode(display=False) as counter:
         fn(torch.empty(x_shape, device="meta"), torch.empty(w_shape, device="meta"), stride=stride, groups=groups)
     assert mm == counter.get_total_flops()
-    which = ("library_conv_grouped_fp32" if groups > 1 and not transposed else "library_conv_fp32") if dtype is fp32 \
-        else "bf16"
+    which = ("library_conv_grouped_fp32" if groups > 1 else "library_conv_fp32") if dtype is fp32 else "bf16"
     rate = H200.value(f"compute.measured_peak.{which}")
     lib = next(i for i in plan.groups[gi].nodes if plan.program.nodes[i].op == op)
     assert _library_op_peak(plan, gi, lib, H200) == rate

@@ -3,8 +3,11 @@
 cuDNN runs a 2-d / 3-d convolution on NHWC (NDHWC) tensors much faster than on NCHW ones: measured on the
 H200 (fp32 on TF32 tensor cores, torch's default; ``benchmarks/conv_layout_bench.py``), the corpus' v03
 772.6 us in NCHW against 467.4 us with the input already channels-last, v04 596.4 / 293.8, v08 576.7 /
-271.1. torch's own layout copies eat the gain (``x.contiguous(memory_format=torch.channels_last)`` 188 us
-for v03's input, the output back 515 us), so both conversions are our tiled transposes
+271.1. A transposed convolution alike: on NCHW tensors cuDNN converts inside the call (v11 on an H100,
+``benchmarks/results/2026-12-05-issue18-h100-spot/profiles.txt``: its NHWC kernel 342.3 us between
+conversions of 185.4 us in and 181.7 us out). torch's own layout copies eat the gain
+(``x.contiguous(memory_format=torch.channels_last)`` 188 us for v03's input, the output back 515 us), so both
+conversions are our tiled transposes
 (:data:`TRANSPOSE`: loads along the source's contiguous axis, ``tl.trans`` through shared memory, stores
 along the destination's):
 
@@ -23,6 +26,7 @@ from dataclasses import dataclass
 
 from axon_eg.extract.fusion import LIBRARY, FusionPlan, node_kind
 from axon_eg.ir import ops as O
+from axon_eg.ir.library_ops import CONV_FAMILIES
 from axon_eg.ir.program import Program
 
 from .base import INT32_LIMIT
@@ -62,7 +66,7 @@ def permutation(rank: int) -> tuple[int, ...]:
 
 def core(plan: FusionPlan, gi: int) -> int | None:
     """The conv node of library group ``gi`` when the library can run it on channels-last operands: one
-    2-d or 3-d convolution (not transposed) of an fp32 input (the rate the hardware file measured), with
+    2-d or 3-d convolution or transposed convolution of an fp32 input (the rate the hardware file measured), with
     nothing of the group computed before it (its operands come from HBM as they are), whose transposes'
     grids fit (at most ``MAX_GRID_YZ`` images and tiles of the columns)."""
     program = plan.program
@@ -72,7 +76,7 @@ def core(plan: FusionPlan, gi: int) -> int | None:
         return None
     node = program.nodes[libs[0]]
     meta = O.get(node.op).meta
-    if meta.get("shape_family") != "conv" or meta.get("spatial") not in (2, 3):
+    if meta.get("shape_family") not in CONV_FAMILIES or meta.get("spatial") not in (2, 3):
         return None
     if program.nodes[node.inputs[0]].dtype.name != "fp32" or plan.feeding(gi, libs[0]):
         return None

@@ -27,6 +27,7 @@ from axon_eg.extract.isa import NHWC, SDPA, WINDOW, is_blas
 from axon_eg.extract.templates import ElementwiseTile, GpuTile, knobs, tile_of
 from axon_eg.hw import HardwareSpec
 from axon_eg.ir import ops as O
+from axon_eg.ir.library_ops import CONV_FAMILIES
 
 from . import attention, blas, conv_nhwc, elementwise, layout, matmul, reduction, scan, sdpa, tma
 from .base import GroupKernel, NotLowerable, attr
@@ -129,7 +130,7 @@ def _channels_last_read(plan: FusionPlan, gi: int) -> tuple[int, tuple[int, ...]
     program = plan.program
     for j in plan.inputs_of(gi):
         meta = O.get(program.nodes[j].op).meta
-        if meta.get("shape_family") == "conv" and meta.get("spatial") in (2, 3):
+        if meta.get("shape_family") in CONV_FAMILIES and meta.get("spatial") in (2, 3):
             return j, conv_nhwc.permutation(meta["spatial"])
     return None
 
