@@ -113,3 +113,46 @@ def test_channels_last_cost_trades_the_rate_for_the_input_transpose():
     lib = next(gi for gi, g in enumerate(cand.plan.groups) if g.kind == LIBRARY)
     assert cost(cand.plan, cand.tilings, H200, isa=((lib, NHWC),)).seconds > \
         cost(cand.plan, cand.tilings, H200, isa=((lib, LIBRARY_CALL),)).seconds
+
+
+@settings(max_examples=int(os.environ.get("AXON_EG_CONV_EXAMPLES", "20")) // 2, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(spatial=st.sampled_from((2, 3)), transposed=st.booleans(), cout=st.sampled_from((2, 6)),
+       size=st.sampled_from((3, 5)), kind=st.sampled_from(("max", "avg")), pool_k=st.integers(2, 3),
+       pool_stride=st.integers(1, 2), act=st.sampled_from(("mish", "relu")), epilogue=st.booleans())
+def test_a_window_kernel_reads_the_channels_last_conv_output(spatial, transposed, cout, size, kind, pool_k,
+                                                            pool_stride, act, epilogue, tmp_path):
+    """conv (or transposed conv) -> bias -> activation -> pooling: with the conv on channels-last operands and the
+    pooling computed window by window (its producers moved into its group), the window kernel reads the conv's
+    channels-last output as a tiled transpose (no transpose back: one of our transposes, the input's), and the
+    cost model charges no pass for one. Under TRITON_INTERPRET=1 against float64."""
+    from axon_eg.backends.triton.backend import TritonBackend
+    from axon_eg.extract.fusion import plans, window_reader
+    from axon_eg.extract.isa import WINDOW
+
+    b = Builder("conv_pool")
+    x = b.input("x", (2, 4, *([size] * spatial)), fp32)
+    w = b.input("w", ((4, cout) if transposed else (cout, 4)) + (3,) * spatial, fp32)
+    op = f"conv{'_transpose' if transposed else ''}{spatial}d"
+    y = b.emit(op, x, w, b.input("bias", (cout,), fp32), padding=(1,) * spatial)
+    y = b.emit(f"{kind}_pool{spatial}d", b.emit(act, y), kernel_size=(pool_k,) * spatial,
+               stride=(pool_stride,) * spatial, padding=(pool_k // 2,) * spatial)
+    if epilogue:
+        y = b.emit("mul", y, b.constant(0.5, fp32))
+    program = b.build([y]).expand()
+    found = [(p, gi) for base in plans(program) for p in TritonBackend().derived_plans(base)
+             for gi in range(len(p.groups)) if window_reader(p, gi) is not None]
+    assert found
+    plan, conv_gi = found[-1]
+    choices = ((conv_gi, NHWC), (conv_gi + 1, WINDOW))
+    assert any(set(choices) <= set(c) for c in isa_choices(plan, H200))
+    cand = candidate_for(program, plan=plan, isa=choices)
+    kept = cost(plan, cand.tilings, H200, isa=choices).groups[conv_gi].bytes
+    back = cost(plan, cand.tilings, H200, isa=((conv_gi, NHWC), (conv_gi + 1, LIBRARY_CALL))).groups[conv_gi].bytes
+    assert kept < back  # the output's transpose back is not charged
+    kernel = emit(cand, H200, "k")
+    body = kernel.source.split("def kernel(")[1]
+    assert body.count("_nhwc_transpose[") == 1 and "channels_last" in body, kernel.source
+    assert "tl.trans" in kernel.source.split("def kernel(")[0].split(conv_nhwc.NAME)[-1], kernel.source
+    out = run_kernel(kernel, program, tmp_path)
+    assert out.status == "ok", f"{out.error}\n{kernel.source}"

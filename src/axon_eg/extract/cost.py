@@ -32,7 +32,7 @@ from axon_eg.ir.library_ops import CONV_FAMILIES
 from axon_eg.ir.program import Program
 from axon_eg.semantics.isa.declarations import DMA, TENSOR, declaration
 
-from .fusion import ATTENTION, LAYOUT, LIBRARY, MATMUL, REDUCTION, FusionPlan, is_pool, node_kind, window_producers
+from .fusion import ATTENTION, LAYOUT, LIBRARY, MATMUL, REDUCTION, FusionPlan, is_pool, node_kind, window_producers, window_reader
 from .isa import BLAS_PADK, DOT, DOT_PERSISTENT, DOT_TMA, FMA_REDUCE, NHWC, SDPA, WINDOW, base, is_blas, tf32, tf32x3
 from .latency import engine_seconds, model_cycles, model_seconds
 from .templates import GpuTile, MatmulTile, RowsTile, Tile, Tiling, TrnMatmulTile, group_dims, knobs, streams, tile_of
@@ -149,7 +149,8 @@ def _causal_fraction(plan: FusionPlan, gi: int) -> float:
 
 
 def gpu_group_cost(plan: FusionPlan, gi: int, t: Tiling | None, hw: HardwareSpec,
-                   coefficients: dict[str, float] | None = None, isa: str | None = None) -> GroupCost:
+                   coefficients: dict[str, float] | None = None, isa: str | None = None,
+                   channels_last_kept: bool = False) -> GroupCost:
     """One group's roofline at its tiling and ISA choice. A library GEMM (``blas``) reads its operands
     once and fills the machine (the library tiles and schedules it), at the library's measured rate; a
     Triton ``tl.dot`` on fp32 operands runs at the measured ieee rate (CUDA cores) unless the choice
@@ -173,7 +174,7 @@ def gpu_group_cost(plan: FusionPlan, gi: int, t: Tiling | None, hw: HardwareSpec
     nbytes, mm, other = group_traffic(plan, gi, t, hw.value("memory.l2.capacity"), int(hw.value("compute.units")), hw)
     nbytes += _extra_passes_bytes(plan, gi, tile, hw)
     if plan.groups[gi].kind == LIBRARY and isa != WINDOW:
-        return _library_call_cost(plan, gi, hw, nbytes, mm, other, bw, c, isa)
+        return _library_call_cost(plan, gi, hw, nbytes, mm, other, bw, c, isa, channels_last_kept)
     launches = 1
     if tile is not None:  # split-K: the fp32 partials written and read back, a second launch
         nbytes += tile.scratch_bytes(plan, gi)
@@ -190,13 +191,14 @@ def gpu_group_cost(plan: FusionPlan, gi: int, t: Tiling | None, hw: HardwareSpec
 
 
 def _library_call_cost(plan: FusionPlan, gi: int, hw: HardwareSpec, nbytes: float, mm: float, other: float,
-                       bw: float, c: dict[str, float], isa: str | None = None) -> GroupCost:
+                       bw: float, c: dict[str, float], isa: str | None = None, kept: bool = False) -> GroupCost:
     """A library group run as torch's op (conv, or pooling with ISA choice ``library``) then our epilogue
     kernel: the library's output is written and read back once more where an epilogue follows, two
     launches; a pooling moves its bytes at torch's measured pooling rate (``memory.library_pool_bandwidth``).
     A conv on channels-last operands (``library+nhwc``) runs at the library's channels-last rate and pays
     our transpose of its input (read and written once more, one launch), and without an epilogue (which
-    transposes back as it reads) one of its output. Those passes run as kernels of their own, so their time
+    transposes back as it reads) one of its output, unless the next group's window kernel reads it as it is
+    (``kept``, ``fusion.window_reader``). Those passes run as kernels of their own, so their time
     adds to the library op's, whose bytes and arithmetic overlap."""
     program = plan.program
     g = plan.groups[gi]
@@ -206,8 +208,9 @@ def _library_call_cost(plan: FusionPlan, gi: int, hw: HardwareSpec, nbytes: floa
     extra = 2 * _nbytes(plan, lib) if tail else 0.0
     launches = 2 if tail else 1
     if isa == NHWC:
-        extra += 2 * _nbytes(plan, program.nodes[lib].inputs[0]) + (0.0 if tail else 2 * _nbytes(plan, lib))
-        launches += 1 if tail else 2
+        back = not tail and not kept  # ``kept``: the next group's window kernel reads the output channels-last
+        extra += 2 * _nbytes(plan, program.nodes[lib].inputs[0]) + (2 * _nbytes(plan, lib) if back else 0.0)
+        launches += 2 if back else 1
     pool = is_pool(program.nodes[lib].op)
     rate = (hw.get("memory.library_pool_bandwidth") or bw) if pool else bw
     # the library op's bytes hide under its arithmetic (or the other way round); the epilogue's pass over its
@@ -367,7 +370,11 @@ def library_misaligned(plan: FusionPlan, gi: int, hw: HardwareSpec, padded: bool
 def gpu_cost(plan: FusionPlan, tilings: Sequence[Tiling | None], hw: HardwareSpec,
              coefficients: dict[str, float] | None = None, isa: dict[int, str] | None = None) -> CostReport:
     isa = isa or {}
-    groups = [gpu_group_cost(plan, gi, tilings[gi] if gi < len(tilings) else None, hw, coefficients, isa.get(gi))
+    # a channels-last conv whose output the next group's window kernel reads as it is: not transposed back
+    kept = {gi for gi, choice in isa.items() if choice == NHWC and (r := window_reader(plan, gi)) is not None
+            and isa.get(r) == WINDOW}
+    groups = [gpu_group_cost(plan, gi, tilings[gi] if gi < len(tilings) else None, hw, coefficients, isa.get(gi),
+                             channels_last_kept=gi in kept)
               for gi in range(len(plan.groups))]
     return CostReport(sum(g.seconds for g in groups), groups)
 

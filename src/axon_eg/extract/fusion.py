@@ -447,6 +447,32 @@ def window_producers(plan: FusionPlan, gi: int) -> set[int]:
     return {j for p in pools for j in plan.feeding(gi, p) if node_kind(program.nodes[j].op) == ELEMENTWISE}
 
 
+def reads_through_window(plan: FusionPlan, gi: int, node: int) -> bool:
+    """Whether group ``gi`` reads ``node`` only through its one pooling and the pooling's element-wise producers
+    (``window_producers``), over the same batch and channel axes: each output element gathers its window from
+    ``node``, which a window kernel may then read in another layout (a channels-last conv output)."""
+    program = plan.program
+    inside = set(plan.groups[gi].nodes)
+    pools = [n for n in inside if is_pool(program.nodes[n].op)]
+    readers = set(program.users()[node])
+    if len(pools) != 1 or not readers or not readers <= {pools[0]} | window_producers(plan, gi):
+        return False
+    shape, out = program.concrete_shape(node), program.concrete_shape(pools[0])
+    return len(shape) == len(out) and tuple(shape[:2]) == tuple(out[:2])
+
+
+def window_reader(plan: FusionPlan, gi: int) -> int | None:
+    """The next group, when it is a pooling group that alone reads library group ``gi``'s library op output,
+    through its windows (``reads_through_window``); None otherwise."""
+    program = plan.program
+    libs = [n for n in plan.groups[gi].nodes if node_kind(program.nodes[n].op) == LIBRARY]
+    if len(libs) != 1 or gi + 1 >= len(plan.groups) or libs[0] in program.outputs:
+        return None
+    nxt = gi + 1
+    ok = plan.groups[nxt].kind == LIBRARY and reads_through_window(plan, nxt, libs[0])
+    return nxt if ok else None
+
+
 def into_windows(plan: FusionPlan, windowed: Callable[[FusionPlan, int], bool]) -> FusionPlan | None:
     """The plan with the element-wise values a pooling reads moved into the pooling's group when nothing else
     reads them (a conv's bias and activation before a max pool), for the pooling groups a backend computes

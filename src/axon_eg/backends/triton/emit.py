@@ -22,7 +22,19 @@ from typing import Any
 from axon_eg.backends.kernel import Kernel, call_signature, guard_source, identifier
 from axon_eg.backends.torch.lower import expr as torch_expr
 from axon_eg.extract.candidates import Candidate
-from axon_eg.extract.fusion import ATTENTION, ELEMENTWISE, LAYOUT, LIBRARY, MATMUL, REDUCTION, SCAN, FusionPlan, Group, node_kind
+from axon_eg.extract.fusion import (
+    ATTENTION,
+    ELEMENTWISE,
+    LAYOUT,
+    LIBRARY,
+    MATMUL,
+    REDUCTION,
+    SCAN,
+    FusionPlan,
+    Group,
+    node_kind,
+    window_reader,
+)
 from axon_eg.extract.isa import NHWC, SDPA, WINDOW, is_blas
 from axon_eg.extract.templates import ElementwiseTile, GpuTile, knobs, tile_of
 from axon_eg.hw import HardwareSpec
@@ -161,6 +173,9 @@ def _split_library(candidate: Candidate) -> tuple[FusionPlan, list[Any], dict[in
     for gi, g in enumerate(plan.groups):
         t = candidate.tilings[gi] if gi < len(candidate.tilings) else None
         if g.kind == LIBRARY and chosen.get(gi) == WINDOW and window_pool(plan, gi) is not None:
+            if gi > 0 and chosen.get(gi - 1) == NHWC and window_reader(plan, gi - 1) == gi and \
+                    isa.get(len(groups) - 1) == NHWC:  # the conv's channels-last output, read window by window
+                isa[len(groups)] = NHWC
             groups.append(Group(ELEMENTWISE, g.nodes))  # the pooling's windows in our kernel, fused whole
             tilings.append(t)
             continue

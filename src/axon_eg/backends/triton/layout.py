@@ -30,7 +30,7 @@ from __future__ import annotations
 import math
 import re
 
-from axon_eg.extract.fusion import FusionPlan
+from axon_eg.extract.fusion import FusionPlan, reads_through_window
 from axon_eg.extract.templates import LayoutTile, Tiling
 from axon_eg.ir import ops as O
 
@@ -184,12 +184,15 @@ def lower(plan: FusionPlan, gi: int, tiling: Tiling | None, name: str, warp_size
 
 def stored_route(plan: FusionPlan, gi: int, node: int, perm: tuple[int, ...]) -> tuple[tuple[int, ...], int, int] | None:
     """(domain, c, q) of an element-wise group that reads ``node`` stored in axis order ``perm`` (a
-    channels-last conv output) as a tiled transpose: every output of the group has ``node``'s shape, whose
-    contiguous axis (``perm[-1]``, its longest-strided logical one being the output's innermost) differs
+    channels-last conv output) as a tiled transpose: every output of the group has ``node``'s shape (or, where
+    the group reads ``node`` through a pooling's windows, ``fusion.reads_through_window``, the pooled shape),
+    whose contiguous axis (``perm[-1]``, its longest-strided logical one being the output's innermost) differs
     from the output's; None otherwise (the caller then makes ``node`` row-major first)."""
     program = plan.program
     shape = tuple(program.concrete_shape(node))
     outs = plan.outputs_of(gi)
+    if outs and reads_through_window(plan, gi, node):  # a pooling's windows: the domain is the pooled output
+        shape = tuple(program.concrete_shape(outs[0]))
     if not outs or any(tuple(program.concrete_shape(o)) != shape for o in outs):
         return None
     if any(program.nodes[n].dtype.name == "fp64" for n in plan.groups[gi].nodes):
