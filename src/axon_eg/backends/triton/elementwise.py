@@ -141,8 +141,8 @@ class _Emitter:
 
     # -- values -------------------------------------------------------------------------------
     def value(self, n: int, idx: Index, cond: str | None = None) -> str:
-        if cond is not None and n not in self.inside and self._in_bounds(idx, self.program.concrete_shape(n)):
-            cond = None  # (a per-channel bias read at every window position: one load, not one per position)
+        if n not in self.inside:
+            cond = self._guard(n, idx, cond)
         key = (n, idx, cond)
         if key in self.memo:
             return self.memo[key]
@@ -166,17 +166,16 @@ class _Emitter:
         self.memo[key] = name
         return name
 
-    def _in_bounds(self, idx: Index, shape: tuple[int, ...]) -> bool:
-        """Whether an operand of ``shape`` read at ``idx`` is in bounds for every element of the domain: each
-        index is a constant 0 or one of the domain's own indices over an axis of the operand's size. Such a
-        load needs no condition (a window position in the padding, a concat's other operand): its value is
-        discarded where the condition fails."""
+    def _guard(self, n: int, idx: Index, cond: str | None) -> str | None:
+        """The condition a load of ``n`` at ``idx`` needs: none where the read is in bounds for every element
+        of the domain (each index a constant 0 or one of the domain's own indices over an axis of the operand's
+        size), since its value is discarded where ``cond`` fails (a window position in the padding, a concat's
+        other operand): a per-channel bias read at every window position is one load, not one per position."""
+        shape = self.program.concrete_shape(n)
         for e, size in zip(idx, shape):
-            if e == "0":
-                continue
-            if e not in self.dom or self.domain[self.dom.index(e)] != size:
-                return False
-        return True
+            if e != "0" and (e not in self.dom or self.domain[self.dom.index(e)] != size):
+                return cond
+        return None
 
     def _compute(self, n: int, idx: Index, cond: str | None) -> str:
         node = self.program.nodes[n]

@@ -173,9 +173,8 @@ def _split_library(candidate: Candidate) -> tuple[FusionPlan, list[Any], dict[in
     for gi, g in enumerate(plan.groups):
         t = candidate.tilings[gi] if gi < len(candidate.tilings) else None
         if g.kind == LIBRARY and chosen.get(gi) == WINDOW and window_pool(plan, gi) is not None:
-            if gi > 0 and chosen.get(gi - 1) == NHWC and window_reader(plan, gi - 1) == gi and \
-                    isa.get(len(groups) - 1) == NHWC:  # the conv's channels-last output, read window by window
-                isa[len(groups)] = NHWC
+            if isa.get(len(groups) - 1) == NHWC and window_reader(plan, gi - 1) == gi:
+                isa[len(groups)] = NHWC  # the conv's channels-last output, read window by window
             groups.append(Group(ELEMENTWISE, g.nodes))  # the pooling's windows in our kernel, fused whole
             tilings.append(t)
             continue

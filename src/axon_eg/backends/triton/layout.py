@@ -120,8 +120,7 @@ class _Tile(_Emitter):
     def value(self, n: int, idx: Index, cond: str | None = None) -> str:
         if n in self.inside or self.program.nodes[n].op == "constant":
             return super().value(n, idx, cond)
-        if cond is not None and self._in_bounds(idx, self.program.concrete_shape(n)):
-            cond = None  # (a per-channel bias read at every window position: one load)
+        cond = self._guard(n, idx, cond)
         key = (n, idx, cond)
         if key not in self.memo:
             if n not in self.reads:
