@@ -15,7 +15,8 @@ records), and every error names the aten op and that line.
 
 ``load_problem(path)`` imports a KernelBench-format file (``class Model``, ``get_inputs()``,
 ``get_init_inputs()``) into a :class:`Problem` that keeps the module's parameter values, so that
-``problem.reference(inputs)`` is the float64 answer every candidate kernel is checked against;
+``problem.reference(inputs)`` is the float64 answer every candidate kernel is checked against; it traces
+``forward`` on fake inputs (shapes and dtypes, no memory), so loading never holds the inputs themselves;
 ``small_sizes(path)`` reads the file's ``SMALL_SIZES`` (constants for a quick run) without running it.
 
 Refused, in one line naming the user's line: an in-place write into an input or a parameter
@@ -40,13 +41,15 @@ import os
 import re
 import sys
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
+from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.fx.node import Node, map_arg
+from torch.overrides import TorchFunctionMode
 
 from axon_eg.errors import ProblemLoadError, ProgramError, ShapeError, UnsupportedOperation
 from axon_eg.ir import dims as D
@@ -324,8 +327,14 @@ class Problem:
     program: Program
     inputs: list[InputSpec]
     parameters: dict[str, np.ndarray]  # float64 values of the parameter and buffer inputs, by name
-    example_inputs: tuple
+    example_inputs: tuple  # what get_inputs() returns, its tensors fake (shape and dtype, no memory)
     module: torch.nn.Module
+    _make_inputs: Callable[[], tuple] = field(repr=False, default=tuple)
+
+    def file_inputs(self) -> tuple:
+        """``get_inputs()`` run for real (on the CPU, the RNG where loading left it, so the same values on
+        every call): the file's own example inputs, at the sizes the problem was loaded with."""
+        return self._make_inputs()
 
     @property
     def user_inputs(self) -> list[InputSpec]:
@@ -383,10 +392,13 @@ def small_sizes(path: str | os.PathLike[str]) -> dict[str, int] | None:
 def load_problem(path: str | os.PathLike[str], *, sizes: Mapping[str, int] | None = None) -> Problem:
     """Import a KernelBench file: ``Model(*get_init_inputs())`` applied to ``get_inputs()``.
 
-    torch is seeded with 0 (on a forked RNG) before the model and its inputs are made. ``sizes``
-    overrides module-level constants (``batch_size=4``) before either function runs. The module is
-    used in the mode its constructor leaves it (training, as KernelBench evaluates it): batch norm
-    then normalizes with batch statistics."""
+    torch is seeded with 0 (on a forked RNG) before the model is made; its parameters are real values.
+    ``forward`` is traced on ``get_inputs()`` run under a fake-tensor mode: shapes and dtypes only, so a
+    problem whose inputs would take 40 GB loads in the memory of its parameters
+    (``Problem.file_inputs()`` makes the real ones). A file written for a GPU (``.cuda()``,
+    ``device="cuda"``) loads on the CPU. ``sizes`` overrides module-level constants (``batch_size=4``)
+    before either function runs. The module is used in the mode its constructor leaves it (training, as
+    KernelBench evaluates it): batch norm then normalizes with batch statistics."""
     path = Path(path)
     if not path.is_file():
         raise ProblemLoadError(f"{path}: no such problem file")
@@ -424,11 +436,44 @@ def load_problem(path: str | os.PathLike[str], *, sizes: Mapping[str, int] | Non
 
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(0)
-        init = call("get_init_inputs()", mod.get_init_inputs)
-        model = call("Model(*get_init_inputs())", lambda: mod.Model(*init))
+        with _OnTheCpu():
+            init = call("get_init_inputs()", mod.get_init_inputs)
+            model = call("Model(*get_init_inputs())", lambda: mod.Model(*init))
+        rng = torch.get_rng_state()
+    with FakeTensorMode(allow_non_fake_inputs=True), _OnTheCpu():  # shapes and dtypes only, whatever the size
         example = tuple(call("get_inputs()", mod.get_inputs))
+
+    def make_inputs() -> tuple:
+        with torch.random.fork_rng(devices=[]):
+            torch.set_rng_state(rng)
+            with _OnTheCpu():
+                return tuple(call("get_inputs()", mod.get_inputs))
+
     imported = import_torch(model, example, name=path.stem)
-    return Problem(path, imported.program, imported.program.inputs, imported.state, example, model)
+    return Problem(path, imported.program, imported.program.inputs, imported.state, example, model, make_inputs)
+
+
+def _on_cpu(device: Any) -> Any:
+    """``device`` with a CUDA device made the CPU (a string, a torch.device or an ordinal)."""
+    if isinstance(device, int) or (isinstance(device, (str, torch.device)) and torch.device(device).type == "cuda"):
+        return torch.device("cpu")
+    return device
+
+
+class _OnTheCpu(TorchFunctionMode):
+    """A problem file written for a GPU (``torch.randn(n, device="cuda")``, ``x.cuda()``, ``x.to("cuda")``)
+    run on the CPU: phase 1 needs no GPU (its inputs are fake anyway, and parameters are read back as
+    float64 NumPy arrays)."""
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = dict(kwargs or {})
+        if func in (torch.Tensor.cuda, torch.nn.Module.cuda):
+            return args[0]
+        if "device" in kwargs:
+            kwargs["device"] = _on_cpu(kwargs["device"])
+        if func is torch.Tensor.to and len(args) > 1 and not isinstance(args[1], (torch.dtype, torch.Tensor)):
+            args = (args[0], _on_cpu(args[1]), *args[2:])
+        return func(*args, **kwargs)
 
 
 __all__ = ["SUPPORTED_ATEN_OPS", "Problem", "TorchImport", "from_torch", "import_torch", "load_problem", "small_sizes"]
