@@ -455,6 +455,44 @@ def embedding_losses(r):
 
 
 @case
+def aliases(r):
+    a, b = dims(r, 2)
+    lo = r.uniform(-1, 0)
+    return Fn(lambda m, x, y: torch.multiply(x, y) - torch.subtract(x, y, alpha=2) + torch.true_divide(x, 3)
+              + torch.divide(y, x) * torch.multiply(x, 0.5) - torch.subtract(x, 1.5) + torch.true_divide(y, 2.0)
+              + torch.divide(x, 4.0) + torch.negative(torch.absolute(x)) + torch.clip(y, lo, lo + 1)), (
+        rand(r, a, b), rand(r, a, b))
+
+
+@case
+def narrow_and_repeat(r):
+    a, b, c = dims(r, 3)
+    k, start = r.randint(1, 3), r.randint(-b, b - 1)
+    length = r.randint(1, b - start % b)
+    reps = [r.randint(1, 3) for _ in range(r.randint(3, 4))]
+    return Fn(lambda m, x: (x.narrow(1, start, length).repeat_interleave(k, dim=r.choice([0, 1, -1])).sum()
+                            + x.repeat_interleave(k).mean() + x.repeat(*reps).sum(0))), (rand(r, a, b, c),)
+
+
+def einsum_equation(r: random.Random, n_ops: int) -> tuple[str, list[list[str]], dict[str, int]]:
+    """A random einsum equation over up to 5 labels (sizes 1-4): each operand distinct labels in a random
+    order, the output a random subset of them (sometimes implicit: no ``->``)."""
+    labels = r.sample("abcde", r.randint(1, 5))
+    sizes = {c: r.randint(1, 4) for c in labels}
+    terms = [r.sample(labels, r.randint(0, min(3, len(labels)))) for _ in range(n_ops)]
+    seen = sorted({c for t in terms for c in t})
+    out = r.sample(seen, r.randint(0, len(seen)))
+    eq = ",".join("".join(t) for t in terms)
+    return (eq if r.random() < 0.25 else eq + "->" + "".join(out)), terms, sizes
+
+
+@case
+def einsum(r):
+    eq, terms, sizes = einsum_equation(r, r.randint(1, 3))
+    return Fn(lambda m, *xs: torch.einsum(eq, *xs)), tuple(rand(r, *(sizes[c] for c in t)) for t in terms)
+
+
+@case
 def inplace(r):
     a, b = dims(r, 2)
 

@@ -223,6 +223,54 @@ def _slice(cx: _Ctx, a: dict[str, Any]) -> Value:
     return cx.emit("slice", x, axis=axis, start=start, stop=max(stop, start), step=a["step"])
 
 
+def _narrow(cx: _Ctx, a: dict[str, Any]) -> Value:
+    x = a["self"]
+    axis = a["dim"] % x.ndim
+    start = a["start"] % x.shape[axis] if a["start"] < 0 else a["start"]
+    return _slice(cx, {"self": x, "dim": axis, "start": start, "end": start + a["length"], "step": 1})
+
+
+def _repeat_interleave(cx: _Ctx, a: dict[str, Any]) -> Value:
+    """Each element repeated ``repeats`` times in a row along ``dim`` (the flattened tensor without one):
+    a size-1 axis after ``dim``, broadcast to ``repeats``, merged into ``dim`` by a reshape. Grouped-query
+    attention's head repetition is this, so the νGraph sees a broadcast, not a copy."""
+    x, r = a["self"], int(a["repeats"])
+    if a.get("dim") is None:
+        x = x if x.ndim == 1 else cx.emit("reshape", x, shape=(math.prod(int(d) for d in x.shape),))
+        axis = 0
+    else:
+        axis = a["dim"] % max(x.ndim, 1)
+    if r == 1:
+        return x
+    shape = tuple(int(d) for d in x.shape)
+    wide = cx.emit("broadcast_to", cx.emit("expand_dims", x, axis=axis + 1),
+                   shape=shape[:axis + 1] + (r,) + shape[axis + 1:])
+    return cx.emit("reshape", wide, shape=shape[:axis] + (shape[axis] * r,) + shape[axis + 1:])
+
+
+def _repeat(cx: _Ctx, a: dict[str, Any]) -> Value:
+    """``x.repeat(*repeats)``: the whole tensor tiled ``repeats[d]`` times along each dim d (leading 1s
+    added to ``x``'s shape first): each dim split into (copies, size), the copies broadcast, merged back."""
+    x, reps = a["self"], _ints(a["repeats"])
+    shape = (1,) * (len(reps) - x.ndim) + tuple(int(d) for d in x.shape)
+    if all(r == 1 for r in reps):
+        return x if len(shape) == x.ndim else cx.emit("reshape", x, shape=shape)
+    split = tuple(d for s in shape for d in (1, s))
+    wide = cx.emit("broadcast_to", cx.emit("reshape", x, shape=split),
+                   shape=tuple(d for r, s in zip(reps, shape) for d in (r, s)))
+    return cx.emit("reshape", wide, shape=tuple(r * s for r, s in zip(reps, shape)))
+
+
+def _einsum(cx: _Ctx, a: dict[str, Any]) -> Value:
+    """``torch.einsum``, expanded into transposes, reshapes, products, sums and matmuls (``ir.einsum``)."""
+    from axon_eg.ir.einsum import EinsumError, expand
+
+    try:
+        return expand(a["equation"], list(a["tensors"]), cx.emit)
+    except EinsumError as e:
+        raise cx.unsupported(str(e)) from None
+
+
 def _select(cx: _Ctx, a: dict[str, Any]) -> Value:
     x = a["self"]
     axis = a["dim"] % x.ndim
