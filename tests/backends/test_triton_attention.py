@@ -17,7 +17,7 @@ from benchmarks import suite  # noqa: E402
 from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from axon_eg.backends.triton import attention  # noqa: E402
+from axon_eg.backends.triton import attention, attention_match  # noqa: E402
 from axon_eg.backends.triton.base import GroupKernel  # noqa: E402
 from axon_eg.backends.triton.emit import emit, lower_group  # noqa: E402
 from axon_eg.bundle import limits  # noqa: E402
@@ -277,3 +277,33 @@ def attention_cases(draw):
 def test_random_attention_matches_the_reference(tmp_path_factory, case):
     shape, blocks = case
     check(sdpa_program(**shape), tmp_path_factory.mktemp("k"), **blocks)
+
+
+# -- grouped-query heads by repeat_interleave ---------------------------------------------------------
+def repeated_kv_program(b: int, hkv: int, group: int, s: int, t: int, d: int, dtype, causal: bool) -> Program:
+    """Grouped-query attention written as torch's ``k.repeat_interleave(group, dim=1)``: each key/value head
+    expanded, broadcast over its ``group`` query heads and merged into the head axis by a reshape."""
+    bl = Builder("gqa_repeat_interleave")
+    q = bl.input("q", (b, hkv * group, s, d), dtype)
+    kv = []
+    for name in "kv":
+        x = bl.input(name, (b, hkv, t, d), dtype)
+        wide = bl.emit("broadcast_to", bl.emit("expand_dims", x, axis=2), shape=(b, hkv, group, t, d))
+        kv.append(bl.emit("reshape", wide, shape=(b, hkv * group, t, d)))
+    return bl.build(bl.emit("sdpa", q, *kv, scale=None, causal=causal))
+
+
+@settings(max_examples=int(os.environ.get("AXON_EG_ATTENTION_EXAMPLES", "20")) // 2, deadline=None)
+@given(b=st.integers(1, 2), hkv=st.integers(1, 3), group=st.integers(1, 4), s=st.integers(1, 33),
+       t=st.integers(1, 33), d=st.sampled_from([8, 16, 24]), dtype=st.sampled_from([bf16, fp32]),
+       causal=st.booleans())
+def test_heads_repeated_by_a_reshape_are_read_in_place(tmp_path_factory, b, hkv, group, s, t, d, dtype, causal):
+    """The matcher sees through the broadcast and the reshape: the batch splits into (kv heads, query heads
+    per kv head), k and v are read at ``bh // group`` (no copy), and the kernel matches the reference."""
+    program = repeated_kv_program(b, hkv, group, s, t, d, dtype, causal)
+    plan, gi = attention_group(program)
+    a = attention_match.match(plan, gi)
+    assert a.group == group and a.heads == b * hkv * group
+    kernel = check(program, tmp_path_factory.mktemp("k"), BLOCK_M=16, BLOCK_N=16)
+    if group > 1 and hkv * b > 1:
+        assert f"(bh // {group})" in kernel.source

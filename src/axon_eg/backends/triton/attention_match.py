@@ -99,8 +99,10 @@ class _Matcher:
             n = self.program.nodes[n].inputs[0]
         return n not in self.inside and self.program.nodes[n].op != "constant"
 
-    def operand(self, n: int, target: tuple[int, ...], role: str) -> Operand:
-        """The buffer behind views of ``n``, as strides of ``n`` broadcast to ``target`` (NumPy rules)."""
+    def pieces(self, n: int, target: tuple[int, ...], role: str) -> tuple[int, list[Pieces]]:
+        """The buffer behind views of ``n`` and, per dim of ``target`` (``n``'s shape broadcast by NumPy
+        rules), its (size, stride) pieces, outermost first: a dim that a reshape merged from a broadcast and
+        a strided one (grouped-query heads: ``repeat_interleave`` of k and v) keeps both."""
         chain = []
         while n in self.inside:
             node = self.program.nodes[n]
@@ -113,36 +115,114 @@ class _Matcher:
         if self.program.nodes[n].op == "constant":
             raise NotLowerable(f"attention {role} is a constant (node {n})")
         shape = self.program.concrete_shape(n)
-        strides = list(contiguous_strides(shape))
+        dims: list[Pieces] = [[(d, st)] for d, st in zip(shape, contiguous_strides(shape))]
         for c in reversed(chain):
-            shape, strides = self._view(c, shape, strides)
+            shape, dims = self._view(c, shape, dims)
         pad = len(target) - len(shape)
         if pad < 0 or any(a not in (1, b) for a, b in zip(shape, target[pad:])):
             raise NotLowerable(f"attention {role}: {list(shape)} does not broadcast to {list(target)}")
-        full = [0] * pad + [0 if a == 1 and b != 1 else s for a, b, s in zip(shape, target[pad:], strides)]
-        return Operand(n, tuple(full[:-2]), full[-2], full[-1])
+        full = [[(b, 0)] for b in target[:pad]] + [[(b, 0)] if a == 1 and b != 1 else p
+                                                    for a, b, p in zip(shape, target[pad:], dims)]
+        return n, full
 
-    def _view(self, c: int, shape: tuple[int, ...], strides: list[int]) -> tuple[tuple[int, ...], list[int]]:
+    def _view(self, c: int, shape: tuple[int, ...], dims: list[Pieces]) -> tuple[tuple[int, ...], list[Pieces]]:
         node = self.program.nodes[c]
         new = self.program.concrete_shape(c)
         if node.op == "transpose":
-            strides = [strides[p] for p in attr(self.program, c, "perm")]
+            dims = [dims[p] for p in attr(self.program, c, "perm")]
         elif node.op == "expand_dims":
-            strides = strides[:int(attr(self.program, c, "axis"))] + [0] + strides[int(attr(self.program, c, "axis")):]
+            axis = int(attr(self.program, c, "axis"))
+            dims = dims[:axis] + [[(1, 0)]] + dims[axis:]
         elif node.op == "squeeze":
             axes = set(attr(self.program, c, "axes"))
-            strides = [s for i, s in enumerate(strides) if i not in axes]
+            dims = [p for i, p in enumerate(dims) if i not in axes]
         elif node.op == "broadcast_to":
             pad = len(new) - len(shape)
-            strides = [0] * pad + [0 if a == 1 and b != 1 else s for a, b, s in zip(shape, new[pad:], strides)]
-        else:  # reshape: only of a dense row-major layout (size-1 dims aside)
-            dense = contiguous_strides(shape)
-            if any(n != 1 and s != want for n, s, want in zip(shape, strides, dense)):
-                raise NotLowerable(f"reshape (node {c}) of a transposed or broadcast view")
-            strides = list(contiguous_strides(new))
-        if len(strides) != len(new):
-            raise AssertionError(f"view {node.op} (node {c}): strides {strides} for shape {new}")
-        return new, strides
+            dims = [[(b, 0)] for b in new[:pad]] + [[(b, 0)] if a == 1 and b != 1 else p
+                                                    for a, b, p in zip(shape, new[pad:], dims)]
+        else:  # reshape: the pieces of the old dims dealt out to the new ones, split where a new dim ends inside one
+            dims = _reshape_pieces(c, [q for p in dims for q in p if q[0] != 1], new)
+        if len(dims) != len(new):
+            raise AssertionError(f"view {node.op} (node {c}): pieces {dims} for shape {new}")
+        return new, dims
+
+
+Pieces = list[tuple[int, int]]  # one dim as (size, stride) pieces, outermost first
+
+
+def _reshape_pieces(c: int, flat: Pieces, new: tuple[int, ...]) -> list[Pieces]:
+    out: list[Pieces] = []
+    flat = list(flat)
+    for size in new:
+        dim: Pieces = []
+        left = size
+        while left > 1:
+            if not flat:
+                raise NotLowerable(f"reshape (node {c}) to {list(new)}: sizes do not match")
+            n, st = flat.pop(0)
+            if n <= left:
+                if left % n:
+                    raise NotLowerable(f"reshape (node {c}) to {list(new)} cuts a dim of {n} unevenly")
+                dim.append((n, st))
+                left //= n
+            else:  # the new dim ends inside this piece: keep its outer part, leave the inner for the next dims
+                if n % left:
+                    raise NotLowerable(f"reshape (node {c}) to {list(new)} cuts a dim of {n} unevenly")
+                dim.append((left, st * (n // left)))
+                flat.insert(0, (n // left, st))
+                left = 1
+        out.append(dim or [(1, 0)])
+    return out
+
+
+def _merged(dim: Pieces) -> Pieces:
+    """Adjacent pieces that address memory as one (outer stride = inner stride x inner size) merged."""
+    out: Pieces = []
+    for n, st in dim:
+        if n == 1:
+            continue
+        if out and out[-1][1] == st * n:
+            out[-1] = (out[-1][0] * n, st)
+        else:
+            out.append((n, st))
+    return out
+
+
+def _single(dim: Pieces, role: str, what: str) -> int:
+    merged = _merged(dim)
+    if len(merged) > 1:
+        raise NotLowerable(f"attention {role}: its {what} axis is not one stride ({merged})")
+    return merged[0][1] if merged else dim[-1][1]  # a size-1 axis keeps its own stride (its pointer stays a block)
+
+
+def _refine(batch: tuple[int, ...], operands: list[list[Pieces]]) -> tuple[tuple[int, ...], list[tuple[int, ...]]]:
+    """The batch dims split where any operand's pieces split them (the query heads that share one key/value
+    head apart from the key/value heads), and each operand's stride over every split dim."""
+    splits: list[list[int]] = []  # per batch dim: the inner extents where split dims begin, innermost first
+    for i, size in enumerate(batch):
+        bounds = {1, size}
+        for dims in operands:
+            inner = 1
+            for n, _ in reversed(_merged(dims[i])):
+                inner *= n
+                bounds.add(inner)
+        edges = sorted(bounds)
+        if any(b % a for a, b in zip(edges, edges[1:])):
+            raise NotLowerable(f"attention: a batch dim of {size} is split unevenly by its operands ({edges})")
+        splits.append(edges)
+    refined = tuple(b // a for edges in splits for a, b in reversed(list(zip(edges, edges[1:]))))
+    strides = []
+    for dims in operands:
+        out: list[int] = []
+        for i, edges in enumerate(splits):
+            spans, lo = [], 1  # (lo, size, stride) of each piece, innermost first
+            for n, st in reversed(_merged(dims[i])):
+                spans.append((lo, n, st))
+                lo *= n
+            for a in reversed(edges[:-1]):  # outermost split dim first, as ``refined`` lists them
+                out.append(next((st * (a // lo) for lo, n, st in spans if lo <= a < lo * n), 0))
+        strides.append(tuple(out))
+    return refined or tuple(batch), strides
 
 
 def match(plan: FusionPlan, gi: int) -> Attention:
@@ -178,13 +258,13 @@ def match(plan: FusionPlan, gi: int) -> Attention:
         causal = (int(attr(program, x, "diagonal")), float(attr(program, x, "fill")))
         x = program.nodes[x].inputs[0]
     scores = program.concrete_shape(x)
-    mask = None
+    mask_in = None
     if m.is_op(x, "add"):
         a, b = m.node(x, "add", "mask").inputs
         side = [j for j in (a, b) if m.reaches_buffer(j)]
         if len(side) != 1:
             raise NotLowerable(f"add (node {x}) is not scores + an additive mask buffer")
-        mask = m.operand(side[0], scores, "mask")
+        mask_in = side[0]
         x = b if side[0] == a else a
     scale = 1.0
     if m.is_op(x, "mul"):
@@ -202,9 +282,13 @@ def match(plan: FusionPlan, gi: int) -> Attention:
     dv = program.concrete_shape(v_in)[-1]
     if program.concrete_shape(pv_id) != (*batch, s, dv):
         raise NotLowerable(f"v broadcasts p @ v to {list(program.concrete_shape(pv_id))} beyond the scores {list(scores)}")
-    q = m.operand(q_in, (*batch, s, d), "q")
-    kt = m.operand(kt_in, (*batch, d, t), "k^T")
-    v = m.operand(v_in, (*batch, t, dv), "v")
+    found = [(role, *m.pieces(j, (*batch, a, b), role)) for role, j, a, b in (
+        ("q", q_in, s, d), ("k^T", kt_in, d, t), ("v", v_in, t, dv), ("mask", mask_in, s, t)) if j is not None]
+    refined, strides = _refine(tuple(batch), [dims[:-2] for _, _, dims in found])
+    q, kt, v, *masks = (Operand(node, st, _single(dims[-2], role, "row"), _single(dims[-1], role, "column"))
+                        for (role, node, dims), st in zip(found, strides))
+    mask = masks[0] if masks else None
+    batch = list(refined)
     if m.seen != m.inside:
         extra = sorted(m.inside - m.seen)
         raise NotLowerable(f"nodes {extra} ({', '.join(program.nodes[i].op for i in extra)}) are not part of the "
