@@ -276,3 +276,23 @@ def test_a_torch_group_reads_a_view_of_its_own_value_that_another_group_owns(tmp
     kernel = emit(candidate(program), H200, "k")
     out = run_kernel(kernel, program.expand(), tmp_path)
     assert out.status == "ok", f"{out.error}\n{kernel.source}"
+
+
+@settings(max_examples=int(os.environ.get("AXON_EG_TRITON_EXAMPLES", "40")) // 2, deadline=None)
+@given(shape=st.lists(st.integers(1, 9), min_size=2, max_size=3), lower=st.integers(-4, 4),
+       upper=st.integers(-4, 4), fill=st.sampled_from([0.0, -float("inf"), 2.5]))
+def test_triangles_are_computed_in_the_elementwise_kernel(tmp_path_factory, shape, lower, upper, fill):
+    """``torch.tril`` / ``triu`` (``causal_mask``, the upper one through swapped axes) and a band of both, fused
+    with an element-wise op into one Triton kernel that loads only the kept elements, equal to the reference."""
+    b = Builder("triangles")
+    x = b.input("x", tuple(shape), fp32)
+    swap = tuple(range(len(shape) - 2)) + (len(shape) - 1, len(shape) - 2)
+    low = b.emit("causal_mask", x, diagonal=lower, fill=fill)
+    up = b.emit("transpose", b.emit("causal_mask", b.emit("transpose", x, perm=swap), diagonal=-upper, fill=0.0),
+                perm=swap)
+    band = b.emit("causal_mask", up, diagonal=lower, fill=0.0)
+    program = b.build([b.emit("add", b.emit("exp", low), band)])
+    kernel = emit(candidate(program), H200, "k")
+    assert kernel.meta["lowering"] == "triton:1", kernel.source
+    out = run_kernel(kernel, program.expand(), tmp_path_factory.mktemp("k"))
+    assert out.status == "ok", f"{out.error}\n{kernel.source}"

@@ -474,6 +474,14 @@ def narrow_and_repeat(r):
                             + x.repeat_interleave(k).mean() + x.repeat(*reps).sum(0))), (rand(r, a, b, c),)
 
 
+@case
+def triangles_and_diagonals(r):
+    a, b, c = dims(r, 3)
+    k = r.randint(-3, 3)
+    return Fn(lambda m, x, v: torch.tril(x, k) - 2 * torch.triu(x, -k) + torch.triu(x).sum() + torch.diag(v)
+              + torch.diag(x[0, 0]).sum()), (rand(r, a, b, c, c), rand(r, c))
+
+
 def einsum_equation(r: random.Random, n_ops: int) -> tuple[str, list[list[str]], dict[str, int]]:
     """A random einsum equation over up to 5 labels (sizes 1-4): each operand distinct labels in a random
     order, the output a random subset of them (sometimes implicit: no ``->``)."""
@@ -621,6 +629,8 @@ def test_used_indices_are_unsupported():
     (lambda m, x: F.dropout(x, 0.5, training=True), "random"),
     (lambda m, x: F.conv2d(x, m.w, padding="same"), "unevenly"),
     (lambda m, x: F.adaptive_avg_pool2d(x, 3), "uneven windows"),
+    (lambda m, x: torch.diag(x[0, 0], 1), r"aten\.diag.*only the main diagonal"),
+    (lambda m, x: torch.einsum("ii->i", x[0, 0]), r"aten\.einsum.*repeated within one operand"),
     (lambda m, x: torch.tensor_split(x, [4], dim=2)[1].sum(), r"aten\.tensor_split\.indices.*output 1 is empty"),
     (lambda m, x: F.cross_entropy(x.flatten(1), m.w.flatten().long()), "class-index targets"),
 ])

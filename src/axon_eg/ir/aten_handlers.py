@@ -261,6 +261,40 @@ def _repeat(cx: _Ctx, a: dict[str, Any]) -> Value:
     return cx.emit("reshape", wide, shape=tuple(r * s for r, s in zip(reps, shape)))
 
 
+def _tril(cx: _Ctx, a: dict[str, Any]) -> Value:
+    """``torch.tril(x, k)``: ``x[..., i, j]`` where ``j - i <= k``, else 0 (the registry's ``causal_mask``)."""
+    x = a["self"]
+    return cx.emit("causal_mask", x, diagonal=int(a.get("diagonal", 0)), fill=0.0)
+
+
+def _triu(cx: _Ctx, a: dict[str, Any]) -> Value:
+    """``torch.triu(x, k)``: ``x[..., i, j]`` where ``j - i >= k``, else 0: the lower triangle of the swapped
+    last two axes, swapped back (index maps on load, no copies)."""
+    x = a["self"]
+    return _swap(cx, cx.emit("causal_mask", _swap(cx, x, -2, -1), diagonal=-int(a.get("diagonal", 0)), fill=0.0),
+                 -2, -1)
+
+
+def _diag(cx: _Ctx, a: dict[str, Any]) -> Value:
+    """``torch.diag``: a vector ``v`` becomes the square matrix with ``v`` on its diagonal (``v[j]`` broadcast
+    over the rows, then both triangles cut away); a matrix gives its diagonal (its leading square, everything
+    off the diagonal cut to 0, summed along the rows: each sum has one nonzero term). Offset diagonals are
+    refused."""
+    x, k = a["self"], int(a.get("diagonal", 0))
+    if k != 0:
+        raise cx.unsupported(f"diagonal={k}: only the main diagonal (0) is supported")
+    if x.ndim == 1:
+        n = int(x.shape[0])
+        full = cx.emit("broadcast_to", x, shape=(n, n))
+    else:
+        n = min(int(d) for d in x.shape)
+        full = x
+        for axis in (0, 1):
+            full = _slice(cx, {"self": full, "dim": axis, "start": 0, "end": n, "step": 1})
+    band = _triu(cx, {"self": _tril(cx, {"self": full})})
+    return band if x.ndim == 1 else cx.emit("sum", band, axes=(1,), keepdims=False)
+
+
 def _einsum(cx: _Ctx, a: dict[str, Any]) -> Value:
     """``torch.einsum``, expanded into transposes, reshapes, products, sums and matmuls (``ir.einsum``)."""
     from axon_eg.ir.einsum import EinsumError, expand

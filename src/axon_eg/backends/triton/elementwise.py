@@ -203,6 +203,10 @@ class _Emitter:
             return self.value(node.inputs[0], tuple(j), cond)
         if node.op in POOLS:
             return self._pool(n, idx, cond)
+        if node.op == "causal_mask":  # tril / triu / attention masks: the fill where j - i > diagonal, no load there
+            keep = f"(({idx[-1]}) - ({idx[-2]}) <= {int(attr(self.program, n, 'diagonal'))})"
+            x = self.value(node.inputs[0], idx, keep if cond is None else f"({cond}) & {keep}")
+            return f"tl.where({keep}, {x}, {lit(attr(self.program, n, 'fill'))})"
         if node.op == "concat":
             axis = int(attr(self.program, n, "axis"))
             pieces, offset = [], 0
@@ -295,8 +299,8 @@ class _Emitter:
 
 def handles(op: str) -> bool:
     """Whether the emitter computes ``op`` (``_Emitter._compute``'s cases)."""
-    return (op in ELEMENTWISE or op in ("broadcast_to", "transpose", "slice", "concat") or op in O.flat_views()
-            or op in POOLS)
+    return (op in ELEMENTWISE or op in ("broadcast_to", "transpose", "slice", "concat", "causal_mask")
+            or op in O.flat_views() or op in POOLS)
 
 
 def no_fp64(plan: FusionPlan, gi: int) -> None:
