@@ -118,7 +118,8 @@ _OPGEN = "op generators (testing/op_generators.py _LAYOUT_ATTRS/_COMPOSITES)"
 _NO_NKI = "no NKI tile lowering yet: a group using it is not lowered to NKI (NotLowerable)"
 
 EXEMPT: dict[tuple[str, str], str] = {
-    (_TRITON, "causal_mask"): "index-dependent: matched inside the attention kernel (triton/attention_match.py)",
+    (_TRITON, "causal_mask"): "index-dependent: computed from the element's indices by the element-wise emitter "
+                              "(triton/elementwise.py) and matched inside the attention kernel (triton/attention_match.py)",
     (_TRITON_RED, "logsumexp"): "built from max and sum by the row-reduction kernel (triton/reduction.py)",
     (_OPGEN, "concat"): "variadic: drawn by strategies' own concat step, not from _LAYOUT_ATTRS",
     (_NKI, "leaky_relu"): _NO_NKI,
