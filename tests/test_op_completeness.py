@@ -131,6 +131,8 @@ EXEMPT: dict[tuple[str, str], str] = {
     (_NKI, "cast"): _NO_NKI,
     (_NKI, "causal_mask"): "index-dependent: no tile-level form (an attention mask needs the tile's indices)",
     (_NKI, "logsumexp"): _NO_NKI,
+    **{(_NKI, op.name): "a boolean result (comparison or logic): no NKI tile lowering yet; the group stays in torch"
+       for op in O.all_ops() if op.meta.get("logical") and op.meta.get("arity") in (1, 2)},
     (_NKI_ACT, "mish"): "no Scalar-engine function of its own; the Trainium cost model still places it there",
 }
 

@@ -188,9 +188,9 @@ DEF_LINE = PROGRAM.splitlines().index('def f(x: ax.Tensor["M", "N", DTYPE]):') +
 
 
 @pytest.mark.parametrize("dtype, body, line, message", [
-    ("ax.int32", "ax.exp(x)", DEF_LINE, "ax.int32 does not exist: axon_eg has no int32 dtype; the dtypes are ax.bf16, "
-                                        "ax.fp16, ax.fp32, ax.fp64"),
-    ('"int32"', "ax.exp(x)", DEF_LINE, "ax.Tensor['M', 'N', 'int32']: 'int32' is not a dtype axon_eg handles"),
+    ("ax.int8", "ax.exp(x)", DEF_LINE, "ax.int8 does not exist: axon_eg has no int8 dtype; the dtypes are ax.bf16, "
+                                       "ax.fp16, ax.fp32, ax.fp64, ax.int32, ax.int64, ax.bool_"),
+    ('"uint8"', "ax.exp(x)", DEF_LINE, "ax.Tensor['M', 'N', 'uint8']: 'uint8' is not a dtype axon_eg handles"),
     ("ax.fp32", "ax.softmaxx(x)", DEF_LINE + 1, "ax.softmaxx does not exist; did you mean ax.softmax"),
 ])
 def test_bad_dtypes_and_unknown_names_name_the_file_and_line(tmp_path, capfd, dtype, body, line, message):

@@ -27,6 +27,9 @@ _LAZY = {
     "fp16": "axon_eg.ir.dtypes",
     "fp32": "axon_eg.ir.dtypes",
     "fp64": "axon_eg.ir.dtypes",
+    "int32": "axon_eg.ir.dtypes",
+    "int64": "axon_eg.ir.dtypes",
+    "bool_": "axon_eg.ir.dtypes",
     "DType": "axon_eg.ir.dtypes",
     "errors": "axon_eg.errors",
     # the pipeline and its tables

@@ -190,14 +190,16 @@ def test_dtype_names_as_strings_and_library_dtypes_are_the_dtype(dtype, want) ->
 def test_torch_dtypes_in_annotations() -> None:
     torch = pytest.importorskip("torch")
     assert ax.Tensor[4, torch.bfloat16].dtype == ax.bf16
-    with pytest.raises(ax.errors.DtypeError, match=r"torch\.int32 is not a dtype axon_eg handles"):
-        ax.Tensor[4, torch.int32]
+    assert ax.Tensor[4, torch.int64].dtype == ax.int64 and ax.Tensor[4, torch.bool].dtype == ax.bool_
+    with pytest.raises(ax.errors.DtypeError, match=r"torch\.uint8 is not a dtype axon_eg handles"):
+        ax.Tensor[4, torch.uint8]
 
 
 @pytest.mark.parametrize("items, error, message", [
-    (("M", "N", "int32"), "DtypeError", r"ax\.Tensor\['M', 'N', 'int32'\]: 'int32' is not a dtype axon_eg handles; "
-                                        r"the dtypes are ax\.bf16, ax\.fp16, ax\.fp32, ax\.fp64"),
-    (("M", "bool"), "DtypeError", r"'bool' is not a dtype axon_eg handles"),
+    (("M", "N", "int8"), "DtypeError", r"ax\.Tensor\['M', 'N', 'int8'\]: 'int8' is not a dtype axon_eg handles; "
+                                       r"the dtypes are ax\.bf16, ax\.fp16, ax\.fp32, ax\.fp64, ax\.int32, "
+                                       r"ax\.int64, ax\.bool_"),
+    (("M", "complex64"), "DtypeError", r"'complex64' is not a dtype axon_eg handles"),
     (("bf16", "N"), "ProgramError", r"ax\.Tensor\['bf16', 'N'\]: the dtype 'bf16' must come last"),
     (("M", ax.fp16, "N"), "ProgramError", r"the dtype ax\.fp16 must come last"),
     (("M", "fp16", ax.bf16), "ProgramError", r"two dtypes \('fp16' and ax\.bf16\)"),
@@ -211,9 +213,9 @@ def test_bad_annotations_name_the_item_and_the_line(items, error, message) -> No
 
 
 def test_bad_annotation_in_a_program_is_not_wrapped() -> None:
-    with pytest.raises(ax.errors.DtypeError, match=r"'int64' is not a dtype"):
+    with pytest.raises(ax.errors.DtypeError, match=r"'uint8' is not a dtype"):
         @ax.program
-        def f(x: ax.Tensor["M", "int64"]):
+        def f(x: ax.Tensor["M", "uint8"]):
             return x
 
 
@@ -224,7 +226,8 @@ def test_bad_annotation_in_a_program_is_not_wrapped() -> None:
     ("softmaxx", r"did you mean ax\.softmax\b"),
     ("Exp", r"did you mean ax\.exp\?"),
     ("float32", r"did you mean ax\.fp32\?"),
-    ("int32", r"axon_eg has no int32 dtype; the dtypes are ax\.bf16, ax\.fp16, ax\.fp32, ax\.fp64"),
+    ("int8", r"axon_eg has no int8 dtype; the dtypes are ax\.bf16, ax\.fp16, ax\.fp32, ax\.fp64, ax\.int32, "
+             r"ax\.int64, ax\.bool_"),
     ("no_such_thing_at_all", r"`axon-eg ops` lists the ops"),
 ])
 def test_unknown_names_are_axon_errors_with_a_hint(name, hint) -> None:

@@ -37,6 +37,10 @@ EXAMPLES: dict[str, tuple[list[tuple[int, ...]], dict]] = {
     **{name: ([(3, 4, 5)], {"axes": (0, -1), "keepdims": True}) for name in ("sum", "mean", "max", "min",
                                                                              "logsumexp")},
     "cumsum": ([(3, 5)], {"axis": -1}),
+    **{name: ([(3, 1, 5), (4, 1)], {}) for name in ("gt", "ge", "lt", "le", "eq", "ne", "logical_and", "logical_or",
+                                                     "logical_xor")},
+    "logical_not": ([(3, 5)], {}),
+    "where": ([(3, 1, 5), (4, 1), (5,)], {}),
     "matmul": ([(2, 1, 3, 5), (4, 5, 6)], {}),
     "transpose": ([(2, 3, 5)], {"perm": (2, 0, 1)}),
     "reshape": ([(2, 3, 5)], {"shape": (6, 5)}),
@@ -87,6 +91,9 @@ TORCH: dict[str, object] = {
     "sdpa": lambda q, k, v: torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True,
                                                                              enable_gqa=True),
     "linear": torch.nn.functional.linear,
+    **{name: getattr(torch, name) for name in ("gt", "ge", "lt", "le", "eq", "ne", "logical_and", "logical_or",
+                                               "logical_xor", "logical_not")},
+    "where": lambda c, x, y: torch.where(c != 0, x, y),
 }
 
 

@@ -57,7 +57,7 @@ def dims(r: random.Random, n: int, lo: int = 1, hi: int = 5) -> list[int]:
 def run_both(module: nn.Module, inputs: tuple) -> tuple[tuple[np.ndarray, ...], tuple[np.ndarray, ...]]:
     """(interpret(from_torch(module)), module.double()) on the same inputs, both in float64."""
     with torch.no_grad():
-        want = copy.deepcopy(module).double()(*[x.double() for x in inputs])
+        want = copy.deepcopy(module).double()(*[x.double() if x.is_floating_point() else x for x in inputs])
     imported = import_torch(module, inputs)
     users = [s.name for s in imported.program.inputs if s.role == "input"]
     got = interpret(imported.program, {**imported.state, **dict(zip(users, inputs))})
@@ -501,6 +501,29 @@ def einsum(r):
 
 
 @case
+def masks(r):
+    """Comparisons, logic, where / masked_fill, zeros_like / ones_like / full_like and bool casts, with a bool
+    mask input."""
+    a, b = dims(r, 2)
+    t = r.uniform(-0.5, 0.5)
+
+    def f(m, x, mask):
+        keep = mask & (x > t) | (x <= -1.0) ^ torch.logical_not(mask)
+        y = torch.where(keep, x, 0.0) + torch.where(~mask, 1.5, x) + x.masked_fill(mask, -2.0)
+        y = y + torch.where(torch.logical_and(mask, x >= t), x, torch.zeros_like(x)) * torch.ones_like(x)
+        y = y + torch.where(torch.logical_or(x < t, mask), torch.full_like(x, 0.5), x) + (x == x).float()
+        y = y + (x != t).to(x.dtype) + torch.logical_xor(mask, x > 0).float() + torch.where(x > t, 2.0, -1.0)
+        z = x * 0.5 + 0.1
+        y = y + (x > z).float() + (x >= z).float() - (x < z).float() - (x <= z).float() + (x == 0.5).float() \
+            + (x != z).float() + (x == z).float()
+        return y + torch.bitwise_not(mask).float() + (mask | mask).float() + torch.bitwise_and(mask, mask).float() \
+            + torch.bitwise_or(mask, x > 0).float() + torch.bitwise_xor(mask, mask).float() \
+            + x.masked_fill(mask, torch.tensor(3.0)) + mask.float().sum()
+
+    return Fn(f), (rand(r, a, b), torch.from_numpy(np.random.default_rng(r.getrandbits(32)).random((a, b)) < 0.5))
+
+
+@case
 def inplace(r):
     a, b = dims(r, 2)
 
@@ -613,7 +636,8 @@ def test_unsupported_op_names_the_op_and_the_line():
 @pytest.mark.parametrize("fn, op", [
     (lambda m, x: torch.sort(x, dim=1)[0], "aten.sort"),
     (lambda m, x: F.embedding(torch.tensor([[0, 1]]), x), "aten.embedding"),
-    (lambda m, x: torch.where(x > 0, x, 0.0), "aten.gt"),
+    (lambda m, x: torch.flip(x, (0,)), "aten.flip"),
+    (lambda m, x: (x.long() & 3).float(), "aten.__and__.Scalar"),
 ])
 def test_other_unsupported_ops(fn, op):
     with pytest.raises(UnsupportedOperation, match=op.replace(".", r"\.") + r".*test_torch_import\.py:\d+"):
@@ -630,6 +654,7 @@ def test_used_indices_are_unsupported():
     (lambda m, x: F.conv2d(x, m.w, padding="same"), "unevenly"),
     (lambda m, x: F.adaptive_avg_pool2d(x, 3), "uneven windows"),
     (lambda m, x: torch.diag(x[0, 0], 1), r"aten\.diag.*only the main diagonal"),
+    (lambda m, x: (x.long() & x.long()).float(), r"aten\.__and__\.Tensor.*bitwise ops on integer tensors"),
     (lambda m, x: torch.einsum("ii->i", x[0, 0]), r"aten\.einsum.*repeated within one operand"),
     (lambda m, x: torch.tensor_split(x, [4], dim=2)[1].sum(), r"aten\.tensor_split\.indices.*output 1 is empty"),
     (lambda m, x: F.cross_entropy(x.flatten(1), m.w.flatten().long()), "class-index targets"),
@@ -664,9 +689,14 @@ class Scale(nn.Module):
         return x * idx.float()
 
 
-def test_integer_input_is_a_clear_dtype_error():
-    with pytest.raises(DtypeError, match=r"'idx'.*torch\.int64.*bf16, fp16, fp32 and fp64"):
-        from_torch(Scale(), (torch.randn(3), torch.arange(3)))
+def test_an_input_of_another_dtype_is_a_clear_dtype_error():
+    with pytest.raises(DtypeError, match=r"'idx'.*torch\.uint8.*bf16, fp16, fp32, fp64, int32, int64 and bool"):
+        from_torch(Scale(), (torch.randn(3), torch.arange(3).to(torch.uint8)))
+
+
+def test_integer_and_boolean_inputs_import():
+    program = from_torch(Scale(), (torch.randn(3), torch.arange(3)))
+    assert [s.dtype.name for s in program.inputs] == ["fp32", "int64"]
 
 
 class Branchy(nn.Module):

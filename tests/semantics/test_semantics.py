@@ -144,7 +144,8 @@ def test_each_op_semantics_agree_with_the_reference(name: str, data: st.DataObje
 
 
 @settings(max_examples=5 * settings.default.max_examples)
-@given(program=programs(bound=True, symbolic=True, allow_library=True, max_nodes=6), seed=st.integers(0, 2**32 - 1))
+@given(program=programs(bound=True, symbolic=True, allow_library=True, allow_logical=True, max_nodes=6),
+       seed=st.integers(0, 2**32 - 1))
 def test_random_program_semantics_agree_with_the_reference(program: Program, seed: int) -> None:
     assume(reduction_depth(program.expand()) <= MAX_DEPTH)
     check_normal_forms(program, seed, budget=BUDGET)

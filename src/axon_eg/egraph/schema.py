@@ -144,11 +144,16 @@ def _shape_same(c: Constructor) -> list[str]:
 
 
 def _shape_broadcast(c: Constructor) -> list[str]:
+    """Two inputs broadcast together; a third (``where``) against their broadcast."""
     pat = c.pattern()
-    return [
-        f"(rule ((= t {pat}) (= s0 (shape i0)) (= s1 (shape i1))) ((need-bcast s0 s1)) :ruleset {ANALYSIS})",
-        _set_shape(c, "(= s0 (shape i0)) (= s1 (shape i1)) (= out (bcast s0 s1))", "out"),
-    ]
+    rules = [f"(rule ((= t {pat}) (= s0 (shape i0)) (= s1 (shape i1))) ((need-bcast s0 s1)) :ruleset {ANALYSIS})"]
+    query, out = "(= s0 (shape i0)) (= s1 (shape i1)) (= b1 (bcast s0 s1))", "b1"
+    for k in range(2, c.n_inputs):
+        rules.append(f"(rule ((= t {pat}) {query} (= s{k} (shape i{k}))) ((need-bcast {out} s{k})) "
+                     f":ruleset {ANALYSIS})")
+        query += f" (= s{k} (shape i{k})) (= b{k} (bcast {out} s{k}))"
+        out = f"b{k}"
+    return rules + [_set_shape(c, query, out)]
 
 
 def _remove_axes(vec: str, axes: str, k: int) -> str:
@@ -326,11 +331,23 @@ def _dtype_rules(c: Constructor) -> list[str]:
     pat = c.pattern()
     if "dtype" in c.attr_names:
         return [f"(rule ((= t {pat})) ((set (dtype t) a_dtype)) :ruleset {ANALYSIS})"]
-    query = [f"(= d{k} (dtype i{k}))" for k in range(c.n_inputs)]
-    value = "d0"
-    for k in range(1, c.n_inputs):  # function values can only be read in the query
+    if c.op.dtype is O.boolean:  # comparisons and logic
+        return [f'(rule ((= t {pat})) ((set (dtype t) "bool")) :ruleset {ANALYSIS})']
+    promoted = list(range(1, c.n_inputs)) if c.op.name == "where" else list(range(c.n_inputs))  # not the condition
+    query = [f"(= d{k} (dtype i{k}))" for k in promoted]
+    value = f"d{promoted[0]}"
+    for k in promoted[1:]:  # function values can only be read in the query
         query.append(f"(= p{k} (promote {value} d{k}))")
         value = f"p{k}"
+    if c.op.dtype is O.floating:  # an integer or bool result becomes fp32 (exp of an integer tensor)
+        query.append(f"(= f (floating {value}))")
+        value = "f"
+    elif c.op.dtype is O.promoted:  # arithmetic on booleans is int64
+        query.append(f"(= f (arith {value}))")
+        value = "f"
+    elif c.op.name in ("sum", "cumsum"):  # a sum of integers or booleans is int64
+        query.append(f"(= f (summed {value}))")
+        value = "f"
     return [f"(rule ((= t {pat}) {' '.join(query)}) ((set (dtype t) {value})) :ruleset {ANALYSIS})"]
 
 
@@ -378,6 +395,9 @@ def prelude() -> str:
         "(relation need-bcast (IVec IVec))",
         "(function promote (String String) String :no-merge)",
         "(function itemsize (String) i64 :no-merge)",
+        "(function floating (String) String :no-merge)",
+        "(function summed (String) String :no-merge)",
+        "(function arith (String) String :no-merge)",
         f"(rule ((= d (DLit n))) ((set (dval d) n)) :ruleset {ANALYSIS})",
         f"(rule ((= d (DAdd a b)) (= x (dval a)) (= y (dval b))) ((set (dval d) (+ x y))) :ruleset {ANALYSIS})",
         f"(rule ((= d (DMul a b)) (= x (dval a)) (= y (dval b))) ((set (dval d) (* x y))) :ruleset {ANALYSIS})",
@@ -389,6 +409,9 @@ def prelude() -> str:
                      f"((set (numel s) {_product([_get('s', i) for i in range(r)])})) :ruleset {ANALYSIS})")
     for a in DTYPES.values():
         lines.append(f'(set (itemsize "{a.name}") {a.itemsize})')
+        lines.append(f'(set (floating "{a.name}") "{a.name if a.is_float else "fp32"}")')
+        lines.append(f'(set (summed "{a.name}") "{a.name if a.is_float else "int64"}")')
+        lines.append(f'(set (arith "{a.name}") "{"int64" if a.kind == "bool" else a.name}")')
         for b in DTYPES.values():
             lines.append(f'(set (promote "{a.name}" "{b.name}") "{promote(a, b).name}")')
     lines += _bcast_rules()

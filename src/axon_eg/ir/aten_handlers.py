@@ -24,8 +24,8 @@ def _dtype(torch_dtype: torch.dtype, what: str) -> DType:
     try:
         return as_dtype(torch_dtype)
     except DtypeError:
-        raise DtypeError(f"{what} has dtype {torch_dtype}; axon_eg handles bf16, fp16, fp32 and fp64 "
-                         "(compute integer or boolean tensors, e.g. indices, outside the module)") from None
+        raise DtypeError(f"{what} has dtype {torch_dtype}; axon_eg handles bf16, fp16, fp32, fp64, int32, int64 "
+                         "and bool (cast it to one of them in the module)") from None
 
 
 # ------------------------------------------------------------------------------------------------
@@ -146,6 +146,51 @@ def _cast(cx: _Ctx, a: dict[str, Any]) -> Value:  # the result dtype comes from 
     want = _dtype(cx.node.meta["val"].dtype, cx.where)
     x = a["self"]
     return x if x.dtype == want else cx.emit("cast", x, dtype=want)
+
+
+# -- comparisons, logic, selection ------------------------------------------------------------------
+def _compare(op: str) -> Handler:
+    return lambda cx, a: cx.binary(op, a["self"], a["other"])
+
+
+def _logic(op: str) -> Handler:
+    """``logical_and`` / ``or`` / ``xor`` / ``not``, and the bitwise ops (``&``, ``|``, ``^``, ``~``) on
+    booleans, where they are the same; bitwise ops on integers are refused."""
+    def handle(cx: _Ctx, a: dict[str, Any]) -> Value:
+        xs = [a["self"]] + ([a["other"]] if "other" in a else [])
+        if cx.aten.split(".")[1].lstrip("_").startswith(("bitwise", "and", "or", "xor")) and \
+                any(isinstance(x, Value) and x.dtype.kind != "bool" for x in xs):
+            raise cx.unsupported("bitwise ops on integer tensors are not supported (on booleans they are logic)")
+        return cx.emit(op, *[cx.lift(x, xs[0]) for x in xs])
+
+    return handle
+
+
+def _where(cx: _Ctx, a: dict[str, Any]) -> Value:
+    """``torch.where(cond, x, y)`` (either of x, y may be a Python number, taking the other's dtype)."""
+    cond, x, y = a["condition"], a["self"], a["other"]
+    like = x if isinstance(x, Value) else y if isinstance(y, Value) else None
+    if like is None:
+        dtype = _dtype(cx.node.meta["val"].dtype, cx.where)
+        x, y = cx.b.constant(float(x), dtype), cx.b.constant(float(y), dtype)
+    else:
+        x, y = cx.lift(x, like), cx.lift(y, like)
+    return cx.emit("where", cond, x, y)
+
+
+def _masked_fill(cx: _Ctx, a: dict[str, Any]) -> Value:
+    x, value = a["self"], a["value"]
+    return cx.emit("where", a["mask"], cx.lift(value, x), x)
+
+
+def _filled_like(fill: float | None) -> Handler:
+    """``zeros_like`` / ``ones_like`` / ``full_like``: a constant broadcast to the tensor's shape."""
+    def handle(cx: _Ctx, a: dict[str, Any]) -> Value:
+        dtype = _dtype(cx.node.meta["val"].dtype, cx.where)
+        value = cx.b.constant(float(a["fill_value"] if fill is None else fill), dtype)
+        return value if not cx.out_shape else cx.emit("broadcast_to", value, shape=cx.out_shape)
+
+    return handle
 
 
 def _identity(cx: _Ctx, a: dict[str, Any]) -> Value:

@@ -22,6 +22,7 @@ from axon_eg.ir.aten_handlers import (
     _broadcast_tensors,
     _cast,
     _clamp,
+    _compare,
     _conv,
     _cosine_similarity,
     _cross_entropy,
@@ -30,6 +31,7 @@ from axon_eg.ir.aten_handlers import (
     _einsum,
     _elu,
     _expand,
+    _filled_like,
     _group_norm,
     _huber_loss,
     _identity,
@@ -39,6 +41,8 @@ from axon_eg.ir.aten_handlers import (
     _l1_loss,
     _layer_norm,
     _linear,
+    _logic,
+    _masked_fill,
     _matmul,
     _mse_loss,
     _narrow,
@@ -65,6 +69,7 @@ from axon_eg.ir.aten_handlers import (
     _unary,
     _variance,
     _vector_norm,
+    _where,
 )
 
 _PIECES = tuple(f"aten.{op}" for op in ("chunk.default", "split.Tensor", "split_with_sizes.default",
@@ -113,6 +118,18 @@ _ATEN: dict[str, Handler] = {
     "aten.maximum.default": _binary("maximum"), "aten.minimum.default": _binary("minimum"),
     "aten.max.other": _binary("maximum"), "aten.min.other": _binary("minimum"),
     "aten.pow.Tensor_Scalar": _pow, "aten.pow.Scalar": _pow_scalar_base,
+    # comparisons, logic, selection (boolean results)
+    **{f"aten.{op}.{o}": _compare(op) for op in ("gt", "ge", "lt", "le", "eq", "ne") for o in ("Tensor", "Scalar")},
+    "aten.logical_and.default": _logic("logical_and"), "aten.logical_or.default": _logic("logical_or"),
+    "aten.logical_xor.default": _logic("logical_xor"), "aten.logical_not.default": _logic("logical_not"),
+    "aten.__and__.Tensor": _logic("logical_and"), "aten.__or__.Tensor": _logic("logical_or"),
+    "aten.__xor__.Tensor": _logic("logical_xor"), "aten.bitwise_and.Tensor": _logic("logical_and"),
+    "aten.bitwise_or.Tensor": _logic("logical_or"), "aten.bitwise_xor.Tensor": _logic("logical_xor"),
+    "aten.bitwise_not.default": _logic("logical_not"),
+    **{f"aten.where.{o}": _where for o in ("self", "ScalarSelf", "ScalarOther", "Scalar")},
+    "aten.masked_fill.Scalar": _masked_fill, "aten.masked_fill.Tensor": _masked_fill,
+    "aten.zeros_like.default": _filled_like(0.0), "aten.ones_like.default": _filled_like(1.0),
+    "aten.full_like.default": _filled_like(None),
     # unary maps
     **{f"aten.{op}.default": _unary(op) for op in (
         "neg", "exp", "log", "sqrt", "rsqrt", "reciprocal", "abs", "square", "relu", "sigmoid", "tanh", "silu",

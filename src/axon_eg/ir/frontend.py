@@ -108,8 +108,7 @@ def _annotation_dtype(x: Any, at: str) -> DType:
         return as_dtype(x)
     except DtypeError:
         raise DtypeError(f"{at}: {_show(x)} is not a dtype axon_eg handles; the dtypes are "
-                         f"{', '.join(f'ax.{d}' for d in DTYPES)} (compute integer or boolean tensors outside "
-                         "the program)") from None
+                         f"{', '.join(repr(d) for d in DTYPES.values())}") from None
 
 
 # ------------------------------------------------------------------------------------------------
@@ -365,12 +364,11 @@ def unknown_name(name: str, known: Sequence[str]) -> UnknownName:
 
     loc = user_location()
     head = f"{loc}: ax.{name}" if loc else f"ax.{name}"
-    dtypes = ", ".join(f"ax.{d}" for d in DTYPES)
+    dtypes = ", ".join(repr(d) for d in DTYPES.values())
     if name in _ALIASES:
         return UnknownName(f"{head} does not exist; did you mean ax.{_ALIASES[name]}? (the dtypes are {dtypes})")
     if names_other_dtype(name):
-        return UnknownName(f"{head} does not exist: axon_eg has no {name} dtype; the dtypes are {dtypes} (compute "
-                           "integer or boolean tensors, e.g. indices, outside the program)")
+        return UnknownName(f"{head} does not exist: axon_eg has no {name} dtype; the dtypes are {dtypes}")
     public = [k for k in known if not k.startswith("_")]
     close = [k for k in public if k.lower() == name.lower()] or difflib.get_close_matches(name, public, n=3, cutoff=0.6)
     names = [f"ax.{c}" for c in close]

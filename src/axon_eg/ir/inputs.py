@@ -68,7 +68,8 @@ def nonzero_inputs(*programs: Program) -> set[str]:
 
 def random_inputs(program: Program, seed: int = 0, *, scale: float = 1.0,
                   domain_of: Sequence[Program] | None = None, tame: bool = False) -> dict[str, np.ndarray]:
-    """float64 arrays keyed by input name, for a program whose dims are bound. ``domain_of``: the
+    """float64 arrays keyed by input name, for a program whose dims are bound (bool inputs as 0.0 / 1.0,
+    integer ones as +-1 .. +-8). ``domain_of``: the
     programs whose domains the inputs must respect (positive inputs of all of them, denominators
     drawn from +-U(0.5, 2)); by default only ``program``'s positive inputs. ``tame``: the inputs that
     need not be positive get |x| in ``TAME`` with a random sign instead of N(0, ``scale``)."""
@@ -78,7 +79,11 @@ def random_inputs(program: Program, seed: int = 0, *, scale: float = 1.0,
     out: dict[str, np.ndarray] = {}
     for spec, node in zip(program.inputs, program.input_ids):
         shape = program.concrete_shape(node)
-        if spec.name in positive:
+        if spec.dtype.kind == "bool":  # a mask, as 0.0 / 1.0: true with probability 1/2
+            x = (rng.random(size=shape) < 0.5).astype(np.float64)
+        elif spec.dtype.kind == "int":  # small integers, never zero: +-1 .. +-8
+            x = rng.integers(1, 9, size=shape) * rng.choice((-1.0, 1.0), size=shape)
+        elif spec.name in positive:
             x = rng.uniform(*POSITIVE, size=shape)
         elif spec.name in nonzero:
             x = rng.uniform(*POSITIVE, size=shape) * rng.choice((-1.0, 1.0), size=shape)

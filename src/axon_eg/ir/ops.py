@@ -26,7 +26,7 @@ import numpy as np
 from axon_eg.errors import InvalidAttribute, ShapeError, UnknownOperation
 from axon_eg.ir import dims as D
 from axon_eg.ir.dims import Dim, Shape
-from axon_eg.ir.dtypes import DType, as_dtype, promote
+from axon_eg.ir.dtypes import DType, as_dtype, bool_, fp32, int64, promote
 
 
 class OpKind(str, Enum):
@@ -215,7 +215,8 @@ class OpDef:
 REGISTRY: dict[str, OpDef] = {}
 
 FACTS: dict[str, tuple[type, str]] = {
-    "arity": (int, "element-wise ops: the number of tensor inputs (1 or 2)"),
+    "arity": (int, "element-wise ops: the number of tensor inputs (1, 2, or 3 for where)"),
+    "logical": (bool, "a comparison, a logical op or where: boolean results or a boolean operand, outside rule discovery"),
     "commutative": (bool, "a binary op with f(x, y) == f(y, x)"),
     "index_dependent": (bool, "the value depends on the element's index, not only on input values (causal_mask)"),
     "positive_inputs": (tuple, "input slots that must be positive (>= 0 for sqrt) for a finite reference"),
@@ -298,7 +299,10 @@ def same_dtype(dtypes: tuple[DType, ...], attrs: Attrs) -> DType:
 
 
 def promoted(dtypes: tuple[DType, ...], attrs: Attrs) -> DType:
-    return promote(*dtypes)
+    """The promoted dtype of an arithmetic result; booleans add up to int64 (torch's bool + bool is a logical
+    or: an import casts the int64 sum back to bool, which is the same)."""
+    d = promote(*dtypes)
+    return int64 if d.kind == "bool" else d
 
 
 def _erf(x: np.ndarray) -> np.ndarray:
@@ -350,10 +354,20 @@ register(OpDef(
 # --------------------------------------------------------------------------------------------
 # Element-wise ops
 # --------------------------------------------------------------------------------------------
+def floating(dtypes: tuple[DType, ...], attrs: Attrs) -> DType:
+    """The promoted dtype, fp32 where that is an integer or bool (torch's default float: exp of an integer
+    tensor, or one divided by another, is fp32)."""
+    d = promote(*dtypes)
+    return d if d.is_float else fp32
+
+
+_KEEPS_INTEGERS = {"neg", "abs", "square", "relu", "clamp"}  # integer in, integer out (torch's rule)
+
+
 def _unary(name: str, ref: Callable[..., np.ndarray], doc: str, attrs: tuple[Attr, ...] = (),
            **meta: Any) -> None:
     register(OpDef(
-        name, OpKind.ELEMENTWISE, (1, 1), shape=same_shape, dtype=same_dtype,
+        name, OpKind.ELEMENTWISE, (1, 1), shape=same_shape, dtype=same_dtype if name in _KEEPS_INTEGERS else floating,
         reference=lambda xs, a, _f=ref: _f(xs[0], **a), attrs=attrs, inputs=("x",), doc=doc,
         meta={"arity": 1, **meta},
     ))
@@ -415,10 +429,19 @@ _unary("clamp", lambda x, lo, hi: np.minimum(np.maximum(x, lo), hi), "min(max(x,
        (Attr("lo", "float", -math.inf), Attr("hi", "float", math.inf)))
 _unary("pow", _pow, "x**exponent for a constant exponent", (Attr("exponent", "float"),), positive_inputs=(0,))
 _unary("erf", _erf, "the error function", activation=True)
+def _cast_ref(x: np.ndarray, dtype: DType) -> np.ndarray:
+    if dtype.kind == "bool":
+        return np.asarray(x != 0, dtype=np.float64)
+    if dtype.kind == "int":
+        return np.trunc(x)
+    return x
+
+
 register(OpDef(
     "cast", OpKind.ELEMENTWISE, (1, 1), shape=same_shape, dtype=lambda d, a: a["dtype"],
-    reference=lambda xs, a: xs[0], attrs=(Attr("dtype", "dtype"),), inputs=("x",),
-    doc="convert to dtype (identity in the float64 reference)", meta={"arity": 1, "preserves_positive": True},
+    reference=lambda xs, a: _cast_ref(xs[0], a["dtype"]), attrs=(Attr("dtype", "dtype"),), inputs=("x",),
+    doc="convert to dtype (the float64 reference keeps floats; to an integer it truncates toward zero, to bool "
+        "it tests x != 0)", meta={"arity": 1, "preserves_positive": True},
 ))
 
 
@@ -445,7 +468,8 @@ register(OpDef(
 
 def _binary(name: str, ref: Callable[[np.ndarray, np.ndarray], np.ndarray], doc: str, **meta: Any) -> None:
     register(OpDef(
-        name, OpKind.ELEMENTWISE, (2, 2), shape=lambda s, a: broadcast_shapes(*s), dtype=promoted,
+        name, OpKind.ELEMENTWISE, (2, 2), shape=lambda s, a: broadcast_shapes(*s),
+        dtype=floating if name == "div" else promoted,
         reference=lambda xs, a, _f=ref: _f(xs[0], xs[1]), inputs=("x", "y"), doc=doc,
         meta={"arity": 2, **meta},
     ))
@@ -462,6 +486,45 @@ _binary("mul", np.multiply, "x * y", commutative=True)
 _binary("div", _div, "x / y", nonzero_inputs=(1,))
 _binary("maximum", np.maximum, "element-wise max", commutative=True)
 _binary("minimum", np.minimum, "element-wise min", commutative=True)
+
+
+# --------------------------------------------------------------------------------------------
+# Comparisons, logic and selection: boolean values (0.0 / 1.0 in the float64 reference)
+# --------------------------------------------------------------------------------------------
+def boolean(dtypes: tuple[DType, ...], attrs: Attrs) -> DType:
+    """The dtype rule of comparisons and logic: bool, whatever the inputs."""
+    return bool_
+
+
+def _as_01(x: np.ndarray) -> np.ndarray:
+    return np.asarray(x, dtype=np.float64)
+
+
+def _logical(name: str, arity: int, ref: Callable[..., np.ndarray], doc: str, **meta: Any) -> None:
+    register(OpDef(
+        name, OpKind.ELEMENTWISE, (arity, arity), shape=lambda s, a: broadcast_shapes(*s), dtype=boolean,
+        reference=lambda xs, a, _f=ref: _as_01(_f(*xs)), inputs=("x", "y")[:arity], doc=doc,
+        meta={"arity": arity, "logical": True, **meta},
+    ))
+
+
+_logical("gt", 2, np.greater, "x > y (bool)")
+_logical("ge", 2, np.greater_equal, "x >= y (bool)")
+_logical("lt", 2, np.less, "x < y (bool)")
+_logical("le", 2, np.less_equal, "x <= y (bool)")
+_logical("eq", 2, np.equal, "x == y (bool)", commutative=True)
+_logical("ne", 2, np.not_equal, "x != y (bool)", commutative=True)
+_logical("logical_and", 2, lambda x, y: (x != 0) & (y != 0), "x and y, nonzero being true (bool)", commutative=True)
+_logical("logical_or", 2, lambda x, y: (x != 0) | (y != 0), "x or y, nonzero being true (bool)", commutative=True)
+_logical("logical_xor", 2, lambda x, y: (x != 0) ^ (y != 0), "x xor y, nonzero being true (bool)",
+         commutative=True)
+_logical("logical_not", 1, lambda x: x == 0, "not x, nonzero being true (bool)")
+register(OpDef(
+    "where", OpKind.ELEMENTWISE, (3, 3), shape=lambda s, a: broadcast_shapes(*s),
+    dtype=lambda d, a: promote(d[1], d[2]), reference=lambda xs, a: np.where(xs[0] != 0, xs[1], xs[2]),
+    inputs=("cond", "x", "y"), doc="x where cond (nonzero) else y, broadcast together (masked_fill, masks)",
+    meta={"arity": 3, "logical": True},
+))
 
 
 # --------------------------------------------------------------------------------------------
@@ -490,9 +553,14 @@ def _logsumexp(x: np.ndarray, axis: tuple[int, ...], keepdims: bool) -> np.ndarr
     return out if keepdims else np.squeeze(out, axis=axis)
 
 
+def _summed(dtypes: tuple[DType, ...], attrs: Attrs) -> DType:
+    """A sum of integers or booleans is int64 (torch counts a mask so); of floats, their dtype."""
+    return dtypes[0] if dtypes[0].is_float else int64
+
+
 def _reduction(name: str, ref: Callable[..., np.ndarray], doc: str, accumulates: bool, **meta: Any) -> None:
     register(OpDef(
-        name, OpKind.REDUCE, (1, 1), shape=_reduce_shape, dtype=same_dtype,
+        name, OpKind.REDUCE, (1, 1), shape=_reduce_shape, dtype=_summed if name == "sum" else same_dtype,
         reference=lambda xs, a, _f=ref: _f(xs[0], axis=a["axes"], keepdims=a["keepdims"]),
         attrs=(Attr("axes", "ints", ()), Attr("keepdims", "bool", False)), canon=_axes_canon,
         accumulates=accumulates, inputs=("x",), doc=doc, meta=meta,
@@ -511,7 +579,7 @@ def _axis_canon(shapes: tuple[Shape, ...], a: Attrs) -> Attrs:
 
 
 register(OpDef(
-    "cumsum", OpKind.SCAN, (1, 1), shape=same_shape, dtype=same_dtype,
+    "cumsum", OpKind.SCAN, (1, 1), shape=same_shape, dtype=_summed,
     reference=lambda xs, a: np.cumsum(xs[0], axis=a["axis"]),
     attrs=(Attr("axis", "int"),), canon=_axis_canon, accumulates=True, inputs=("x",),
     doc="inclusive prefix sum along axis",

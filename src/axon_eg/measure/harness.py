@@ -33,7 +33,8 @@ from typing import Any
 import numpy as np
 import torch
 
-TOLERANCES: dict[str, float] = {"fp64": 1e-9, "fp32": 1e-4, "tf32": 1e-3, "bf16": 1e-2, "fp16": 1e-2}
+TOLERANCES: dict[str, float] = {"fp64": 1e-9, "fp32": 1e-4, "tf32": 1e-3, "bf16": 1e-2, "fp16": 1e-2, "bool": 0.0,
+                                 "int32": 0.0, "int64": 0.0}
 """Tolerance per output dtype. An output passes when (1) its norm-wise error is small,
 ``rms(out - ref) <= tol * scale`` with ``scale = max(1, rms(ref))``, and (2) no element is grossly off,
 ``|out - ref| <= GROSS * tol * (scale + |ref|)``. The error of a 16-bit result of an accumulation (a
@@ -41,11 +42,13 @@ matmul over K terms, a chain of rounded intermediates) follows the output's typi
 element's, and over millions of elements its tail reaches several times its rms: the eager baseline
 itself of a bf16 gated MLP (K = 11008) has elements 1.5% of the output's rms off. A real bug (a wrong
 index, a missing mask, an unwritten tile) puts whole elements off by about the output's magnitude and
-fails (2); a systematic small bias fails (1)."""
+fails (2); a systematic small bias fails (1). A bool or integer output must equal its reference exactly."""
 GROSS = 32.0
 
 TORCH_DTYPES: dict[str, torch.dtype] = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16,
-                                         "fp64": torch.float64}
+                                         "fp64": torch.float64, "bool": torch.bool, "int32": torch.int32,
+                                         "int64": torch.int64}
+EXACT = ("bool", "int32", "int64")  # outputs compared exactly
 
 L2_FLUSH_BYTES = 256 * 1024 * 1024
 MIN_TRIALS = 3
@@ -131,7 +134,8 @@ the value is restated; ``tests/test_inputs.py`` ties the two)."""
 
 def make_inputs(specs: Sequence[Any], seed: int, device: str | torch.device = "cpu",
                 device_draw: bool = False) -> list[torch.Tensor]:
-    """Seeded inputs: standard normal (exact zeros replaced), or uniform in ``POSITIVE`` for positive specs.
+    """Seeded inputs: standard normal (exact zeros replaced), or uniform in ``POSITIVE`` for positive specs;
+    a bool spec true with probability 1/2, an integer one in +-1 .. +-8.
 
     Drawn by torch's CPU generator (the same values on every machine, whatever ``device`` is), in
     float32, then rounded to the spec's dtype and moved to ``device``; with ``device_draw`` (the reference
@@ -144,6 +148,14 @@ def make_inputs(specs: Sequence[Any], seed: int, device: str | torch.device = "c
     for spec in map(TensorInput.coerce, specs):
         g = big if big is not None and math.prod(spec.shape) > DEVICE_DRAW_ELEMS else gen
         where = g.device
+        if spec.dtype == "bool":  # a mask: each element true with probability 1/2
+            out.append((torch.rand(spec.shape, generator=g, device=where) < 0.5).to(device))
+            continue
+        if spec.dtype in ("int32", "int64"):  # small integers, never zero: +-1 .. +-8
+            mag = torch.randint(1, 9, spec.shape, generator=g, device=where)
+            sign = torch.randint(0, 2, spec.shape, generator=g, device=where) * 2 - 1
+            out.append((mag * sign).to(TORCH_DTYPES[spec.dtype]).to(device))
+            continue
         if spec.positive:
             lo, hi = POSITIVE
             t = torch.rand(spec.shape, generator=g, dtype=torch.float32, device=where) * (hi - lo) + lo
@@ -174,9 +186,13 @@ def guard_damage(buf: torch.Tensor, n: int, guard: int = GUARD_ELEMS) -> tuple[i
     return before, after
 
 
-def _poison(t: torch.Tensor) -> None:
+def _poison(t: torch.Tensor, trial: int = 0) -> None:
+    """Fill an output before the kernel writes it: NaN, the integer minimum, or for bool true in even trials
+    and false in odd ones (an element left unwritten is then wrong in one of two trials)."""
     if t.is_floating_point():
         t.fill_(float("nan"))
+    elif t.dtype == torch.bool:
+        t.fill_(trial % 2 == 0)
     else:
         t.fill_(torch.iinfo(t.dtype).min)
 
@@ -313,7 +329,7 @@ def check_correctness(fn: Callable[..., Any], specs: Sequence[Any], reference: A
         guarded = [guarded_empty(r.shape, TORCH_DTYPES[d], device) for r, d in zip(refs, dts)]
         outputs = [o for o, _ in guarded]
         for o in outputs:
-            _poison(o)
+            _poison(o, t)
         m = resolve_mode(fn, len(inputs), len(outputs), mode)
         try:
             got = _call(fn, m, inputs, outputs)
@@ -347,7 +363,7 @@ def check_correctness(fn: Callable[..., Any], specs: Sequence[Any], reference: A
             if tuple(g.shape) != tuple(r.shape):
                 res.status, res.error = "wrong_result", f"output {j} has shape {tuple(g.shape)}, expected {r.shape}"
                 return res
-            found = compare(g, r, tol)
+            found = compare(g, r, 0.0 if dts[j] in EXACT else tol)
             if found is None:
                 continue
             kind, count, first, got_v, want_v, abs_err, rel_err = found

@@ -97,6 +97,17 @@ def _gelu(x: Poly, approximate: str) -> Poly:
     return (x * (ONE + nf.fn("erf", x.scale(_c(1.0 / math.sqrt(2.0)))))).scale(half)
 
 
+def _cast(x: Poly, dtype: Any) -> Poly:
+    """A float cast is the value itself (rounding is the float-safety test's business); to bool it tests
+    x != 0; to an integer it truncates toward zero, an uninterpreted function here."""
+    if dtype.kind == "bool":
+        return nf.ite("==", x, ZERO, ZERO, ONE)
+    if dtype.kind == "int":
+        c = x.as_const()
+        return Poly.const(Fraction(int(c))) if c is not None else nf.fn("trunc", x)
+    return x
+
+
 UNARY: dict[str, Callable[..., Poly]] = {
     "neg": lambda x: -x,
     "exp": nf.exp,
@@ -119,7 +130,8 @@ UNARY: dict[str, Callable[..., Poly]] = {
     "clamp": clamp,
     "pow": lambda x, exponent: _pow(x, exponent),
     "erf": lambda x: nf.fn("erf", x),
-    "cast": lambda x, dtype: x,  # real semantics: rounding is the float-safety test's business
+    "cast": lambda x, dtype: _cast(x, dtype),
+    "logical_not": lambda x: nf.ite("==", x, ZERO, ONE, ZERO),
 }
 
 BINARY: dict[str, Callable[[Poly, Poly], Poly]] = {
@@ -129,6 +141,17 @@ BINARY: dict[str, Callable[[Poly, Poly], Poly]] = {
     "div": lambda a, b: a * nf.recip(b),
     "maximum": lambda a, b: nf.ite("<", a, b, b, a),
     "minimum": lambda a, b: nf.ite("<", a, b, a, b),
+    # comparisons and logic: 1 where the relation holds, else 0 (bool values as numbers, as the reference has them)
+    "gt": lambda a, b: nf.ite("<", b, a, ONE, ZERO),
+    "ge": lambda a, b: nf.ite("<=", b, a, ONE, ZERO),
+    "lt": lambda a, b: nf.ite("<", a, b, ONE, ZERO),
+    "le": lambda a, b: nf.ite("<=", a, b, ONE, ZERO),
+    "eq": lambda a, b: nf.ite("==", a, b, ONE, ZERO),
+    "ne": lambda a, b: nf.ite("==", a, b, ZERO, ONE),
+    "logical_and": lambda a, b: nf.ite("==", a, ZERO, ZERO, nf.ite("==", b, ZERO, ZERO, ONE)),
+    "logical_or": lambda a, b: nf.ite("==", a, ZERO, nf.ite("==", b, ZERO, ZERO, ONE), ONE),
+    "logical_xor": lambda a, b: nf.ite("==", a, ZERO, nf.ite("==", b, ZERO, ZERO, ONE),
+                                       nf.ite("==", b, ZERO, ONE, ZERO)),
 }
 
 
@@ -213,6 +236,9 @@ class Evaluator:
             fill = a["fill"]
             fill_value = Poly.atom(("sym", "-inf")) if fill == -math.inf else Poly.const(_c(fill))
             return nf.ite("<=", idx[-1] - idx[-2], Ix(a["diagonal"]), x, fill_value)
+        if node.op == "where":  # np.where: the unselected branch's NaN does not reach the output
+            c, x, y = (self.value(j, self._broadcast(j, idx)) for j in args)
+            return nf.ite("==", c, ZERO, y, x)
         if node.op in BINARY:
             return BINARY[node.op](self.value(args[0], self._broadcast(args[0], idx)),
                                    self.value(args[1], self._broadcast(args[1], idx)))
@@ -378,7 +404,7 @@ _STRUCTURED: dict[str, Callable[[Evaluator, int, tuple[Ix, ...]], Poly]] = {
 def has_semantics(op: O.OpDef) -> bool:
     """Whether the prover can express ``op`` (composites: through their expansion)."""
     return (op.kind in (O.OpKind.SOURCE, O.OpKind.COMPOSITE) or op.name in UNARY or op.name in BINARY
-            or op.name == "causal_mask" or op.name in _STRUCTURED or op.kind.value in _STRUCTURED)
+            or op.name in ("causal_mask", "where") or op.name in _STRUCTURED or op.kind.value in _STRUCTURED)
 
 
 def describe(value: Any) -> str:

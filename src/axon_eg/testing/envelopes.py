@@ -41,6 +41,7 @@ class Envelope:
 
 
 FRESH = Envelope(INPUT_HI, INPUT_LO, input_like=True)
+BOOLEAN = Envelope(1.0)  # a comparison's or logical op's value: 0 or 1
 UNKNOWN = Envelope(LIMIT)  # an op this module has no envelope for: finite, nothing more is known
 
 
@@ -109,6 +110,7 @@ _UNARY_ENV: dict[str, Callable[[Envelope, Any], Envelope | None]] = {
     "pow": _pow,
     "erf": lambda e, a: Envelope(1.0, math.erf(e.lo), e.pos),
     "cast": _same("cast"),
+    "logical_not": lambda e, a: BOOLEAN,
     "causal_mask": lambda e, a: Envelope(max(e.mag, abs(a["fill"])), min(e.lo, abs(a["fill"])),
                                          e.pos and a["fill"] > 0),
 }
@@ -122,6 +124,7 @@ _BINARY_ENV: dict[str, Callable[[Envelope, Envelope], Envelope | None]] = {
     "maximum": lambda x, y: Envelope(max(x.mag, y.mag), max(e.lo for e in (x, y) if e.pos) if x.pos or y.pos else 0.0,
                                      x.pos or y.pos),
     "minimum": lambda x, y: Envelope(max(x.mag, y.mag), min(x.lo, y.lo) if x.pos and y.pos else 0.0, x.pos and y.pos),
+    **{op.name: (lambda x, y: BOOLEAN) for op in O.all_ops() if op.meta.get("logical") and op.meta.get("arity") == 2},
 }
 
 # reductions and scans: (envelope, number of elements combined into one output)

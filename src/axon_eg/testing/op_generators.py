@@ -112,6 +112,17 @@ def _binary(g: _Gen, op: O.OpDef, x: _Val) -> _Val | None:
     return None
 
 
+def _select(g: _Gen, op: O.OpDef, x: _Val) -> _Val | None:
+    """``where(cond, a, b)``: ``x`` as the condition (nonzero: true) or as a branch, partners for the rest."""
+    others = [_partner(g, x), _partner(g, x)]
+    args = [x, *others] if g.draw(st.booleans()) else [others[0], x, others[1]]
+    try:
+        O.broadcast_shapes(*(a.shape for a in args))
+    except ShapeError:
+        return None
+    return g.emit(op, args, {}, Envelope(max(args[1].env.mag, args[2].env.mag)))
+
+
 # ------------------------------------------------------------------------------------------------
 # Reductions, scans, contractions
 # ------------------------------------------------------------------------------------------------

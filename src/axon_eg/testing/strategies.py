@@ -101,6 +101,7 @@ from axon_eg.testing.op_generators import (  # noqa: F401 - re-exported
     _rope,
     _scan,
     _sdpa,
+    _select,
     _slice_attrs,
     _softmax,
     _squeeze_attrs,
@@ -130,16 +131,19 @@ def _known(op: O.OpDef) -> bool:
 
 def _generator(op: O.OpDef) -> Callable[[_Gen, O.OpDef, _Val], _Val | None] | None:
     if op.kind is O.OpKind.ELEMENTWISE:
-        return {1: _unary, 2: _binary}.get(op.meta.get("arity"))
+        return {1: _unary, 2: _binary, 3: _select}.get(op.meta.get("arity"))
     return _KIND_GENERATORS.get(op.kind)
 
 
-def drawn_ops(*, allow_composites: bool = True, allow_library: bool = True) -> list[str]:
-    """Names of the registry ops ``programs`` draws (sources and SKIPPED_OPS excluded)."""
+def drawn_ops(*, allow_composites: bool = True, allow_library: bool = True, allow_logical: bool = True) -> list[str]:
+    """Names of the registry ops ``programs`` draws (sources and SKIPPED_OPS excluded); ``allow_logical``:
+    comparisons, logic and ``where`` (meta ``logical``), whose boolean values a kernel computing in fp32 may
+    flip where two compared values are within its rounding of each other."""
     return [op.name for op in O.all_ops()
             if _generator(op) is not None and op.name not in SKIPPED_OPS
             and (allow_composites or op.kind is not O.OpKind.COMPOSITE)
-            and (allow_library or op.kind is not O.OpKind.LIBRARY)]
+            and (allow_library or op.kind is not O.OpKind.LIBRARY)
+            and (allow_logical or not op.meta.get("logical"))]
 
 
 def dims_and_sizes(names: tuple[str, ...] = DIM_NAMES, max_size: int = MAX_SIZE, values: tuple[int, ...] | None = None,
@@ -204,7 +208,8 @@ def _programs(draw: Draw, max_nodes: int, chosen: tuple[str, ...], allowed: froz
 
 def programs(max_nodes: int = 8, ops: Iterable[str] | None = None, dtypes: Iterable[Any] = (bf16, fp16, fp32),
              allow_composites: bool = True, allow_library: bool = False, symbolic: bool = True,
-             bound: bool = True, sizes: Iterable[int] | None = None) -> st.SearchStrategy[Program]:
+             bound: bool = True, sizes: Iterable[int] | None = None,
+             allow_logical: bool = False) -> st.SearchStrategy[Program]:
     """Random well-typed Programs of 1..max_nodes drawn op steps (a step may add a partner input or a
     keepdims reduction) with 1-2 outputs, over inputs of rank 0-4.
 
@@ -214,7 +219,8 @@ def programs(max_nodes: int = 8, ops: Iterable[str] | None = None, dtypes: Itera
     """
     everything = drawn_ops()
     if ops is None:
-        chosen = drawn_ops(allow_composites=allow_composites, allow_library=allow_library)
+        chosen = drawn_ops(allow_composites=allow_composites, allow_library=allow_library,
+                           allow_logical=allow_logical)
     else:
         chosen = list(dict.fromkeys(ops))
         unknown = [name for name in chosen if name not in everything]

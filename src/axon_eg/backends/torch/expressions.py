@@ -187,7 +187,27 @@ def _causal_mask(args, a, ins, out, b):
     return f"{atom(args[0])}.masked_fill({above}, {literal(a['fill'])})"
 
 
-_OPERATORS = {"add": "+", "sub": "-", "mul": "*", "div": "/"}
+_OPERATORS = {"add": "+", "sub": "-", "mul": "*", "div": "/", "gt": ">", "ge": ">=", "lt": "<", "le": "<=",
+              "eq": "==", "ne": "!="}
+
+
+def _truth(x: str) -> str:
+    return f"({atom(x)} != 0)"
+
+
+_LOGICAL = {"logical_and": "&", "logical_or": "|", "logical_xor": "^"}
+for _name, _symbol in _LOGICAL.items():
+    lowers(_name)(lambda args, a, ins, out, b, _s=_symbol: f"{_truth(args[0])} {_s} {_truth(args[1])}")
+
+
+@lowers("logical_not")
+def _logical_not(args, a, ins, out, b):
+    return f"({atom(args[0])} == 0)"
+
+
+@lowers("where")
+def _where(args, a, ins, out, b):
+    return f"torch.where({_truth(args[0])}, {args[1]}, {args[2]})"
 
 
 def _operator(symbol: str) -> Lowering:

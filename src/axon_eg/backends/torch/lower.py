@@ -130,8 +130,8 @@ def expr(program: Program, i: int, args: Sequence[str], *, compute_dtype: Any = 
 def _operand_casts(program: Program, i: int, compute: DType | None) -> set[int]:
     """Operands of node ``i`` to cast to its dtype before the op (none when computing in one dtype)."""
     node = program.nodes[i]
-    if compute is not None or node.op == "cast":
-        return set()
+    if compute is not None or node.op == "cast" or O.get(node.op).meta.get("logical"):
+        return set()  # a comparison or where takes its operands as they are (torch promotes them itself)
     return {j for j in node.inputs if program.nodes[j].dtype != node.dtype}
 
 
@@ -144,6 +144,9 @@ def _lower(program: Program, i: int, args: list[str], compute: DType | None) -> 
     bindings = program.bindings
     attrs = O.Attrs(tuple((k, _bind(v, bindings)) for k, v in node.attrs.items()))
     if node.op == "cast":
+        if compute is not None and not node.dtype.is_float:  # computing in one float dtype: the cast's value
+            test = f"({atom(args[0])} != 0)" if node.dtype.kind == "bool" else f"torch.trunc({args[0]})"
+            return f"{test}.to({torch_dtype(compute)})" if node.dtype.kind == "bool" else test
         source, target = (compute or d for d in (program.nodes[node.inputs[0]].dtype, node.dtype))
         if source == target:
             return args[0]

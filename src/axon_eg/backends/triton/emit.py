@@ -56,6 +56,18 @@ disagree on those reasons). Library groups: torch for the library op, then the e
 The functions are looked up on the modules at each call."""
 
 
+INTEGERS = ("integer values stay in torch: the Triton kernels compute in fp32, exact for integers only below "
+            "2**24 (booleans, 0 and 1, are fine)")
+
+
+def _integers(plan: FusionPlan, gi: int) -> bool:
+    """Whether group ``gi`` computes or reads an int32 / int64 value."""
+    program = plan.program
+    nodes = set(plan.groups[gi].nodes)
+    seen = nodes | {j for n in nodes for j in program.nodes[n].inputs}
+    return any(program.nodes[n].dtype.kind == "int" for n in seen)
+
+
 def lower_group(plan: FusionPlan, gi: int, tiling: Any, name: str, warp_size: int | None = None,
                 isa: str | None = None) -> GroupKernel | blas.Call | sdpa.Call | str:
     """The group's Triton kernel, its library call (``isa="blas"``), or the reason it stays in torch."""
@@ -81,6 +93,8 @@ def lower_group(plan: FusionPlan, gi: int, tiling: Any, name: str, warp_size: in
             return str(exc)
     if kind not in LOWERINGS:
         return f"no Triton lowering for {kind} groups"
+    if _integers(plan, gi):
+        return INTEGERS
     try:
         return LOWERINGS[kind].lower(plan, gi, tiling, name, warp_size, isa)
     except NotLowerable as exc:
@@ -101,7 +115,7 @@ def lowers(plan: FusionPlan, gi: int, tiling: Any, isa: str | None = None, warp_
         return blas.core(plan, gi) is not None
     if isa == SDPA:
         return sdpa.core(plan, gi) is not None
-    if kind not in LOWERINGS:
+    if kind not in LOWERINGS or _integers(plan, gi):
         return False
     module = LOWERINGS[kind]
     try:

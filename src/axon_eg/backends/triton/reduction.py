@@ -102,6 +102,8 @@ class _Rows:
             kept, red = iter(unflat("rows", tuple(d[a] for a in kept_axes))), iter(unflat("cols", tuple(d[a] for a in axes)))
             self.dom = tuple(next(red) if a in axes else next(kept) for a in range(len(d)))
             self.flat_expr = _flat(self.dom, d)
+            if "rows" not in self.flat_expr:  # every kept axis of size 1: one row, which ``rows * 0`` keeps a block
+                self.flat_expr = f"rows * 0 + {self.flat_expr}"
         # a split's second stage loops over its program's slice when the group stores full-width outputs
         self.full = any(math.prod(self.program.concrete_shape(o)) == self.r * self.n for o in plan.outputs_of(gi))
         self.looped = block_n < self.n if stage == 0 else stage == 1 or self.full

@@ -73,8 +73,15 @@ def _clamp(x: str, lo: float, hi: float) -> str:
     return out
 
 
+def _bool(test: str) -> str:
+    """A boolean value as the emitters carry every value: an fp32 0.0 or 1.0 (stored to a bool output as is)."""
+    return f"tl.where({test}, 1.0, 0.0)"
+
+
 def _cast(x: str, dtype: Any) -> str:
     name = str(dtype)
+    if name == "bool":
+        return _bool(f"({x}) != 0.0")
     if name in ("bf16", "bfloat16"):
         return f"({x}).to(tl.bfloat16).to(tl.float32)"
     if name in ("fp16", "float16"):
@@ -111,8 +118,14 @@ ELEMENTWISE: dict[str, Lowering] = {
     "div": lambda a, _: f"(({a[0]}) / ({a[1]}))",
     "maximum": lambda a, _: f"tl.maximum({a[0]}, {a[1]})",
     "minimum": lambda a, _: f"tl.minimum({a[0]}, {a[1]})",
+    **{op: (lambda a, _, _s=sym: _bool(f"({a[0]}) {_s} ({a[1]})")) for op, sym in (
+        ("gt", ">"), ("ge", ">="), ("lt", "<"), ("le", "<="), ("eq", "=="), ("ne", "!="))},
+    **{op: (lambda a, _, _s=sym: _bool(f"(({a[0]}) != 0.0) {_s} (({a[1]}) != 0.0)")) for op, sym in (
+        ("logical_and", "&"), ("logical_or", "|"), ("logical_xor", "^"))},
+    "logical_not": lambda a, _: _bool(f"({a[0]}) == 0.0"),
+    "where": lambda a, _: f"tl.where(({a[0]}) != 0.0, {a[1]}, {a[2]})",
 }
-"""Element-wise op name -> Triton expression builder (fp32 in, fp32 out)."""
+"""Element-wise op name -> Triton expression builder (fp32 in, fp32 out; booleans as 0.0 / 1.0)."""
 
 # Row reductions over the last axis: the tl function; the masked-lane fill is the registry's identity.
 _REDUCE_FNS = {

@@ -1,0 +1,88 @@
+"""Boolean masks and integer tensors through the Triton backend, checked against the float64 reference
+by the fixed harness under TRITON_INTERPRET=1: comparisons, logic and ``where`` fused into one element-wise
+kernel (booleans as 0.0 / 1.0 in fp32, a bool output stored as bool and compared exactly), and groups that
+read an integer tensor left to torch with the reason said."""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("TRITON_INTERPRET", "1")
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+import axon_eg as ax  # noqa: E402
+from axon_eg.backends.triton.emit import INTEGERS, emit  # noqa: E402
+from axon_eg.hw import load  # noqa: E402
+from axon_eg.ir.torch_import import from_torch  # noqa: E402
+from axon_eg.measure import harness  # noqa: E402
+from axon_eg.testing.kernels import candidate_for, run_kernel  # noqa: E402
+
+H200 = load("h200")
+EXAMPLES = int(os.environ.get("AXON_EG_TRITON_EXAMPLES", "40")) // 4
+
+
+class Masked(torch.nn.Module):
+    """A masked select and fill, a threshold, and the mask they leave (a second, bool output)."""
+
+    def __init__(self, t: float):
+        super().__init__()
+        self.t = t
+
+    def forward(self, x, y, mask):
+        keep = mask & (x > self.t) | torch.logical_not(mask) & (y <= x)
+        out = torch.where(keep, x * 2.0, y) + x.masked_fill(~mask, -1.0) + (x >= y).float()
+        return out, keep ^ (y > 0)
+
+
+@settings(max_examples=max(2, EXAMPLES), deadline=None)
+@given(shape=st.lists(st.integers(1, 9), min_size=1, max_size=3), t=st.floats(-1.0, 1.0),
+       broadcast=st.booleans())
+def test_masks_fuse_into_one_kernel_and_match_exactly(tmp_path_factory, shape, t, broadcast):
+    x = torch.randn(*shape)
+    y = torch.randn(*shape[1:]) if broadcast and len(shape) > 1 else torch.randn(*shape)
+    mask = torch.rand(*shape) < 0.5
+    program = from_torch(Masked(t), (x, y, mask))
+    assert [s.dtype.name for s in program.inputs] == ["fp32", "fp32", "bool"]
+    assert [program.nodes[o].dtype.name for o in program.outputs] == ["fp32", "bool"]
+    kernel = emit(candidate_for(program, H200), H200, "k")
+    assert kernel.meta["lowering"] == "triton:1", kernel.source
+    out = run_kernel(kernel, program.expand(), tmp_path_factory.mktemp("k"))
+    assert out.status == "ok", f"{out.error}\n{kernel.source}"
+
+
+class CountAndScale(torch.nn.Module):
+    """Integer inputs: a scale by an integer tensor, and a count of a mask (int64 output)."""
+
+    def forward(self, x, n):
+        return x * n.float() + (n > 2).float(), (x > 0).sum(dim=-1)
+
+
+def test_groups_reading_integers_stay_in_torch_and_are_right(tmp_path):
+    program = from_torch(CountAndScale(), (torch.randn(3, 5), torch.arange(15).reshape(3, 5)))
+    assert [program.nodes[o].dtype.name for o in program.outputs] == ["fp32", "int64"]
+    kernel = emit(candidate_for(program, H200), H200, "k")
+    assert kernel.meta["lowering"].startswith("torch") and INTEGERS.split(":")[0] in kernel.source
+    out = run_kernel(kernel, program.expand(), tmp_path)
+    assert out.status == "ok", f"{out.error}\n{kernel.source}"
+
+
+def test_the_harness_draws_masks_and_small_nonzero_integers_and_compares_them_exactly():
+    specs = [("m", (4, 6), "bool"), ("n", (4, 6), "int64"), ("k", (5,), "int32")]
+    m, n, k = harness.make_inputs(specs, seed=3)
+    assert m.dtype == torch.bool and 0 < int(m.sum()) < m.numel()
+    assert n.dtype == torch.int64 and k.dtype == torch.int32
+    assert bool(((n.abs() >= 1) & (n.abs() <= 8)).all()) and bool((k != 0).all())
+    assert harness.compare(m, m.double(), 0.0)[0] == "ok"
+    flipped = m.clone()
+    flipped[0, 0] = ~flipped[0, 0]
+    assert harness.compare(flipped, m.double(), 0.0)[0] == "over"
+
+
+@pytest.mark.parametrize("dtype", ["uint8", "int8"])
+def test_other_integer_dtypes_are_refused_with_one_line(dtype):
+    with pytest.raises(ax.errors.DtypeError, match=dtype):
+        ax.Tensor[4, dtype]
