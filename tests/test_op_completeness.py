@@ -116,6 +116,7 @@ _NKI = "NKI tile ops (backends/nki/synthesis_space.py UNARY_OPS/BINARY_OPS/REDUC
 _NKI_ACT = "NKI activation functions (semantics/isa/instructions.py ACTIVATIONS)"
 _OPGEN = "op generators (testing/op_generators.py _LAYOUT_ATTRS/_COMPOSITES)"
 _NO_NKI = "no NKI tile lowering yet: a group using it is not lowered to NKI (NotLowerable)"
+_ENVELOPES = "value envelopes (testing/envelopes.py _UNARY_ENV/_BINARY_ENV/_REDUCE_ENV)"
 
 EXEMPT: dict[tuple[str, str], str] = {
     (_TRITON, "causal_mask"): "index-dependent: computed from the element's indices by the element-wise emitter "
@@ -133,6 +134,12 @@ EXEMPT: dict[tuple[str, str], str] = {
     (_NKI, "logsumexp"): _NO_NKI,
     **{(_NKI, op.name): "a boolean result (comparison or logic): no NKI tile lowering yet; the group stays in torch"
        for op in O.all_ops() if op.meta.get("logical") and op.meta.get("arity") in (1, 2)},
+    **{(table, op.name): "returns integer indices (meta indices): its group stays in torch"
+       for op in O.all_ops() if op.meta.get("indices") and op.kind is O.OpKind.REDUCE for table in (_NKI, _TRITON_RED)},
+    **{(_ENVELOPES, op.name): "returns integer indices (meta indices): not drawn (strategies.SKIPPED_OPS)"
+       for op in O.all_ops() if op.meta.get("indices") and op.kind is O.OpKind.REDUCE},
+    **{(_OPGEN, op.name): "reads integer indices (meta indices): not drawn (strategies.SKIPPED_OPS)"
+       for op in O.all_ops() if op.meta.get("indices") and op.kind is O.OpKind.LAYOUT},
     (_NKI_ACT, "mish"): "no Scalar-engine function of its own; the Trainium cost model still places it there",
 }
 

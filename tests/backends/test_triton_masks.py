@@ -15,6 +15,7 @@ from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 import axon_eg as ax  # noqa: E402
+from axon_eg.backends.kernel import input_specs as harness_specs  # noqa: E402
 from axon_eg.backends.triton.emit import INTEGERS, emit  # noqa: E402
 from axon_eg.hw import load  # noqa: E402
 from axon_eg.ir.torch_import import from_torch  # noqa: E402
@@ -86,3 +87,27 @@ def test_the_harness_draws_masks_and_small_nonzero_integers_and_compares_them_ex
 def test_other_integer_dtypes_are_refused_with_one_line(dtype):
     with pytest.raises(ax.errors.DtypeError, match=dtype):
         ax.Tensor[4, dtype]
+
+
+class Indexed(torch.nn.Module):
+    """Class-index targets, an embedding lookup and an argmax: integer inputs drawn in range by the harness."""
+
+    def __init__(self, classes: int, dim: int):
+        super().__init__()
+        self.table = torch.nn.Parameter(torch.randn(classes, dim))
+
+    def forward(self, x, target, tokens):
+        loss = torch.nn.functional.cross_entropy(x, target, label_smoothing=0.1)
+        return loss + torch.nn.functional.embedding(tokens, self.table).sum(), x.argmax(dim=1)
+
+
+@settings(max_examples=max(2, EXAMPLES // 2), deadline=None)
+@given(n=st.integers(1, 7), classes=st.integers(1, 9), dim=st.integers(1, 5))
+def test_index_inputs_are_drawn_in_range_and_the_kernels_match(tmp_path_factory, n, classes, dim):
+    program = from_torch(Indexed(classes, dim), (torch.randn(n, classes), torch.randint(0, classes, (n,)),
+                                                 torch.randint(0, classes, (2, 3))))
+    specs = {s["name"]: s for s in harness_specs(program)}
+    assert specs["target"]["high"] == classes and specs["tokens"]["high"] == classes
+    kernel = emit(candidate_for(program, H200), H200, "k")
+    out = run_kernel(kernel, program.expand(), tmp_path_factory.mktemp("k"))
+    assert out.status == "ok", f"{out.error}\n{kernel.source}"

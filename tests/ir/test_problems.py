@@ -50,7 +50,8 @@ def small_sizes(path: Path) -> dict[str, int]:
 
 def torch_float64(module: torch.nn.Module, inputs) -> np.ndarray:
     with torch.no_grad():
-        out = copy.deepcopy(module).double()(*[torch.as_tensor(x).double() for x in inputs])
+        xs = [torch.as_tensor(x) for x in inputs]
+        out = copy.deepcopy(module).double()(*[x.double() if x.is_floating_point() else x for x in xs])
     return out.numpy()
 
 
@@ -98,12 +99,14 @@ def test_loads_as_is(path):
 @pytest.mark.parametrize("path", LOADING, ids=_rel)
 def test_reference_matches_torch_float64(path):
     problem = load_problem(path, sizes=small_sizes(path))
-    users = [s.name for s in problem.inputs if s.role == "input"]
     drawn = problem.random_inputs(seed=7)
     assert set(drawn) == {s.name for s in problem.inputs}
     assert all(drawn[name] is value for name, value in problem.parameters.items())
-    assert all(drawn[s.name].shape == s.shape and np.all(drawn[s.name] != 0) for s in problem.user_inputs)
-    for inputs in (problem.file_inputs(), [drawn[n] for n in users]):
+    assert all(drawn[s.name].shape == s.shape for s in problem.user_inputs)
+    assert all(np.all(drawn[s.name] != 0) for s in problem.user_inputs if s.dtype.is_float)  # indices may be 0
+    typed = [drawn[s.name].astype(s.dtype.numpy_name) if not s.dtype.is_float else drawn[s.name]
+             for s in problem.user_inputs]  # integer and bool inputs in their own dtype for torch
+    for inputs in (problem.file_inputs(), typed):
         np.testing.assert_allclose(problem.reference(inputs), torch_float64(problem.module, inputs),
                                    rtol=1e-7, atol=1e-10)
 

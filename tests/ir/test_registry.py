@@ -15,7 +15,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from axon_eg.ir import ops as O
-from axon_eg.ir.dtypes import DTYPES, bf16, fp16, fp32
+from axon_eg.ir.dtypes import DTYPES, bf16, fp16, fp32, int64
 from axon_eg.ir.interpret import interpret
 from axon_eg.ir.program import Builder
 
@@ -41,6 +41,10 @@ EXAMPLES: dict[str, tuple[list[tuple[int, ...]], dict]] = {
                                                      "logical_xor")},
     "logical_not": ([(3, 5)], {}),
     "where": ([(3, 1, 5), (4, 1), (5,)], {}),
+    "argmax": ([(3, 4, 5)], {"axes": (1,), "keepdims": True}),
+    "argmin": ([(3, 4, 5)], {"axes": (-1,)}),
+    "gather": ([(3, 7, 5), (2, 4, 5)], {"axis": 1}),
+    "index_select": ([(3, 7, 5), (6,)], {"axis": 1}),
     "matmul": ([(2, 1, 3, 5), (4, 5, 6)], {}),
     "transpose": ([(2, 3, 5)], {"perm": (2, 0, 1)}),
     "reshape": ([(2, 3, 5)], {"shape": (6, 5)}),
@@ -94,7 +98,12 @@ TORCH: dict[str, object] = {
     **{name: getattr(torch, name) for name in ("gt", "ge", "lt", "le", "eq", "ne", "logical_and", "logical_or",
                                                "logical_xor", "logical_not")},
     "where": lambda c, x, y: torch.where(c != 0, x, y),
+    "argmax": lambda x: torch.argmax(x, dim=1, keepdim=True),
+    "argmin": lambda x: torch.argmin(x, dim=-1),
+    "gather": lambda x, i: torch.gather(x, 1, i.long()),
+    "index_select": lambda x, i: torch.index_select(x, 1, i.long()),
 }
+INDEXED = {"gather": 1, "index_select": 1}  # op -> the axis its second input indexes (an int64 input)
 
 
 def build(name: str, seed: int = 0):
@@ -104,12 +113,14 @@ def build(name: str, seed: int = 0):
         return b.build(b.input(**attrs)), {"x": np.random.default_rng(seed).standard_normal(attrs["shape"])}
     if name == "constant":
         return b.build(b.constant(**attrs)), {}
-    xs = [b.input(f"x{i}", s, fp32) for i, s in enumerate(shapes)]
+    xs = [b.input(f"x{i}", s, int64 if name in INDEXED and i == 1 else fp32) for i, s in enumerate(shapes)]
     program = b.build(b.emit(name, *xs, **attrs))
     rng = np.random.default_rng(seed)
     values = {f"x{i}": rng.uniform(0.5, 2.0, s) if (name in ("log", "sqrt", "rsqrt", "pow") or
                                                       (name == "batchnorm" and i == 2))
               else rng.standard_normal(s) for i, s in enumerate(shapes)}
+    if name in INDEXED:  # indices in range along the indexed axis
+        values["x1"] = rng.integers(0, shapes[0][INDEXED[name]], shapes[1]).astype(np.float64)
     return program, values
 
 

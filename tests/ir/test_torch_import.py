@@ -524,6 +524,31 @@ def masks(r):
 
 
 @case
+def indices(r):
+    """argmax / argmin (and max / min's indices), gather, take_along_dim, index_select, embedding, nll_loss
+    and cross_entropy with class-index targets (weights, ignore_index, label smoothing, each reduction)."""
+    n, c, d = r.randint(1, 5), r.randint(2, 6), r.randint(1, 4)
+    red = _reduction(r)
+    smoothing = r.choice([0.0, 0.1])
+    ignore = r.randint(0, c - 1) if r.random() < 0.5 else -100
+    rng = np.random.default_rng(r.getrandbits(32))
+    target = torch.from_numpy(rng.integers(0, c, (n,)))
+    rows = torch.from_numpy(rng.integers(0, c, (2, 3)))
+
+    def f(m, x, t, ix):
+        lp = F.log_softmax(x, dim=1)
+        loss = F.cross_entropy(x, t, weight=m.w, ignore_index=ignore, reduction=red, label_smoothing=smoothing)
+        loss = loss.sum() + F.nll_loss(lp, t, reduction=red).sum() + F.cross_entropy(x, t)
+        picks = torch.gather(x, 1, t[:, None]).sum() + torch.take_along_dim(x, t[:, None], 1).sum()
+        rows = torch.index_select(m.table, 0, ix[0]).sum() + F.embedding(ix, m.table).sum()
+        args = (x.argmax(1) - x.argmin(dim=1, keepdim=True)).float().sum() + x.argmax().float() \
+            + x.max(dim=1)[1].float().sum() + x.min(dim=0, keepdim=True)[1].float().sum() + x.argmin(keepdim=True).float().sum()
+        return loss + picks + rows + args
+
+    return Fn(f, buffers={"w": rand(r, c, positive=True), "table": rand(r, c, d)}), (rand(r, n, c), target, rows)
+
+
+@case
 def inplace(r):
     a, b = dims(r, 2)
 
@@ -635,7 +660,7 @@ def test_unsupported_op_names_the_op_and_the_line():
 
 @pytest.mark.parametrize("fn, op", [
     (lambda m, x: torch.sort(x, dim=1)[0], "aten.sort"),
-    (lambda m, x: F.embedding(torch.tensor([[0, 1]]), x), "aten.embedding"),
+    (lambda m, x: torch.topk(x, 2, dim=1)[0], "aten.topk"),
     (lambda m, x: torch.flip(x, (0,)), "aten.flip"),
     (lambda m, x: (x.long() & 3).float(), "aten.__and__.Scalar"),
 ])
@@ -644,9 +669,9 @@ def test_other_unsupported_ops(fn, op):
         from_torch(Fn(fn), (torch.randn(3, 4),))
 
 
-def test_used_indices_are_unsupported():
-    with pytest.raises(UnsupportedOperation, match=r"aten\.max\.dim.*indices"):
-        from_torch(Fn(lambda m, x: x.max(dim=1)[1].float()), (torch.randn(3, 4),))
+def test_the_indices_of_max_dim_are_its_argmax():
+    program = from_torch(Fn(lambda m, x: x.max(dim=1)[1]), (torch.randn(3, 4),))
+    assert [n.op for n in program.nodes][-1] == "argmax" and program.nodes[program.outputs[0]].dtype.name == "int64"
 
 
 @pytest.mark.parametrize("fn, why", [

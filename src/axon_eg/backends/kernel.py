@@ -8,7 +8,7 @@ from typing import Any
 
 from axon_eg.errors import AxonError
 from axon_eg.ir.dtypes import DTYPES
-from axon_eg.ir.inputs import positive_inputs
+from axon_eg.ir.inputs import index_bounds, positive_inputs
 from axon_eg.ir.program import Program
 
 
@@ -30,10 +30,13 @@ class Kernel:
 
 
 def input_specs(program: Program) -> list[dict[str, Any]]:
-    """The harness's input specs (name, concrete shape, dtype, positive) for a bound program."""
+    """The harness's input specs (name, concrete shape, dtype, positive; ``high``, the exclusive bound of an
+    index input's values, ``ir.inputs.index_bounds``) for a bound program."""
     positive = positive_inputs(program)
+    bounds = index_bounds(program)
     return [{"name": spec.name, "shape": list(program.concrete_shape(node)), "dtype": spec.dtype.name,
-             "positive": spec.name in positive} for spec, node in zip(program.inputs, program.input_ids)]
+             "positive": spec.name in positive, **({"high": bounds[spec.name]} if spec.name in bounds else {})}
+            for spec, node in zip(program.inputs, program.input_ids)]
 
 
 def output_dtypes(program: Program) -> list[str]:

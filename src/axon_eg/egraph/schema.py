@@ -229,6 +229,14 @@ def _shape_slice(c: Constructor) -> list[str]:
                        f"(vec-set s0 a_axis {size})")]
 
 
+def _shape_gather(c: Constructor) -> list[str]:  # the index's shape
+    return [_set_shape(c, "(= s1 (shape i1))", "s1")]
+
+
+def _shape_index_select(c: Constructor) -> list[str]:  # x's shape, the axis as long as the 1-d index
+    return [_set_shape(c, _shape_inputs(c), f"(vec-set s0 a_axis {_get('s1', 0)})")]
+
+
 def _shape_concat(c: Constructor) -> list[str]:
     total = _sum([_get(f"s{k}", "a_axis") for k in range(c.n_inputs)])
     return [_set_shape(c, _shape_inputs(c), f"(vec-set s0 a_axis {total})")]
@@ -297,6 +305,7 @@ SHAPE_FAMILIES = {
     "same": _shape_same, "broadcast": _shape_broadcast, "reduce": _shape_reduce, "matmul": _shape_matmul,
     "transpose": _shape_transpose, "reshape": _shape_reshape, "expand_dims": _shape_expand_dims,
     "squeeze": _shape_squeeze, "slice": _shape_slice, "concat": _shape_concat, "conv": _shape_conv,
+    "gather": _shape_gather, "index_select": _shape_index_select,
     "conv_transpose": _shape_conv_transpose, "pool": _shape_pool, "input": _shape_input, "scalar": _shape_scalar,
 }
 
@@ -304,7 +313,7 @@ SHAPE_FAMILIES = {
 _FLOPS = {
     "same": "no", "broadcast": "no", "reduce": "n0", "matmul": f"(* (* 2 no) {_get('s0', '(- (vec-length s0) 1)')})",
     "conv": f"(* (* 2 no) (/ n1 {_get('s1', 0)}))", "conv_transpose": f"(* (* 2 n0) (/ n1 {_get('s1', 0)}))",
-    "pool": "n0", "concat": "0", "slice": "0", "transpose": "0",
+    "pool": "n0", "concat": "0", "slice": "0", "transpose": "0", "gather": "0", "index_select": "0",
 }
 
 
@@ -333,7 +342,10 @@ def _dtype_rules(c: Constructor) -> list[str]:
         return [f"(rule ((= t {pat})) ((set (dtype t) a_dtype)) :ruleset {ANALYSIS})"]
     if c.op.dtype is O.boolean:  # comparisons and logic
         return [f'(rule ((= t {pat})) ((set (dtype t) "bool")) :ruleset {ANALYSIS})']
-    promoted = list(range(1, c.n_inputs)) if c.op.name == "where" else list(range(c.n_inputs))  # not the condition
+    if c.op.name in ("argmax", "argmin"):  # indices
+        return [f'(rule ((= t {pat})) ((set (dtype t) "int64")) :ruleset {ANALYSIS})']
+    promoted = [1, 2] if c.op.name == "where" else [0] if O.shape_family(c.op) in ("gather", "index_select") \
+        else list(range(c.n_inputs))  # not a condition or an index
     query = [f"(= d{k} (dtype i{k}))" for k in promoted]
     value = f"d{promoted[0]}"
     for k in promoted[1:]:  # function values can only be read in the query

@@ -361,10 +361,54 @@ def _select(cx: _Ctx, a: dict[str, Any]) -> Value:
 def _reduce(op: str, dim_key: str | None = "dim", values_and_indices: bool = False) -> Handler:
     def handle(cx: _Ctx, a: dict[str, Any]) -> Any:
         axes = _axes(a[dim_key]) if dim_key else ()
-        out = cx.emit(op, a["self"], axes=axes, keepdims=bool(a.get("keepdim", False)))
-        return (out, None) if values_and_indices else out
+        keep = bool(a.get("keepdim", False))
+        out = cx.emit(op, a["self"], axes=axes, keepdims=keep)
+        if not values_and_indices:
+            return out
+        return out, cx.emit(f"arg{op}", a["self"], axes=axes, keepdims=keep)  # x.max(dim) gives both
 
     return handle
+
+
+def _arg_extremum(op: str) -> Handler:
+    """``argmax`` / ``argmin`` over one axis, or over the flattened tensor when ``dim`` is None."""
+    def handle(cx: _Ctx, a: dict[str, Any]) -> Value:
+        x, dim, keep = a["self"], a.get("dim"), bool(a.get("keepdim", False))
+        if dim is None:
+            flat = cx.emit("reshape", x, shape=(math.prod(int(d) for d in x.shape),)) if x.ndim != 1 else x
+            out = cx.emit(op, flat, axes=(0,), keepdims=False)
+            return cx.emit("reshape", out, shape=(1,) * x.ndim) if keep and x.ndim else out
+        return cx.emit(op, x, axes=(int(dim),), keepdims=keep)
+
+    return handle
+
+
+def _gather(cx: _Ctx, a: dict[str, Any]) -> Value:
+    """``torch.gather`` and ``take_along_dim`` (whose operands broadcast against each other off ``dim``)."""
+    x, index, dim = a["self"], a.get("index", a.get("indices")), a["dim"]
+    if dim is None:
+        raise cx.unsupported("take_along_dim without dim (over the flattened tensor) is not supported")
+    if cx.aten.startswith("aten.take_along_dim"):
+        axis = dim % x.ndim
+        shape = tuple(max(int(p), int(q)) for p, q in zip(x.shape, index.shape))
+        xs = tuple(int(d) if k == axis else shape[k] for k, d in enumerate(x.shape))
+        ix = tuple(int(d) if k == axis else shape[k] for k, d in enumerate(index.shape))
+        x = x if x.shape == xs else cx.emit("broadcast_to", x, shape=xs)
+        index = index if index.shape == ix else cx.emit("broadcast_to", index, shape=ix)
+    return cx.emit("gather", x, index, axis=int(dim))
+
+
+def _index_select(cx: _Ctx, a: dict[str, Any]) -> Value:
+    return cx.emit("index_select", a["self"], a["index"], axis=int(a["dim"]))
+
+
+def _embedding(cx: _Ctx, a: dict[str, Any]) -> Value:
+    """``F.embedding(indices, weight)``: the weight's rows at the indices, in the indices' shape (padding_idx
+    only matters for gradients)."""
+    weight, idx = a["weight"], a["indices"]
+    flat = idx if idx.ndim == 1 else cx.emit("reshape", idx, shape=(math.prod(int(d) for d in idx.shape),))
+    rows = cx.emit("index_select", weight, flat, axis=0)
+    return rows if idx.ndim == 1 else cx.emit("reshape", rows, shape=cx.out_shape)
 
 
 def _variance(cx: _Ctx, a: dict[str, Any], sqrt: bool) -> Value:
@@ -612,13 +656,63 @@ def _kl_div(cx: _Ctx, a: dict[str, Any]) -> Value:
     return _reduced(cx, loss, a["reduction"])
 
 
+def _picked(cx: _Ctx, logp: Value, target: Value, axis: int) -> Value:
+    """``logp`` at each target's class along ``axis`` (a gather of the targets, the class axis squeezed)."""
+    index = cx.emit("expand_dims", target, axis=axis)
+    return cx.emit("squeeze", cx.emit("gather", logp, index, axis=axis), axes=(axis,))
+
+
+def _nll(cx: _Ctx, logp: Value, target: Value, weight: Value | None, reduction: Any, ignore_index: int,
+         smoothing: float = 0.0) -> Value:
+    """torch's negative log likelihood of class-index targets: ``-w[t] * logp[t]`` per element (0 where
+    ``t == ignore_index``), with label smoothing's ``-sum_c w_c logp_c / C`` mixed in; the mean divides by the
+    weights of the targets counted."""
+    axis = 0 if logp.ndim == 1 else 1
+    classes = int(logp.shape[axis])
+    valid = cx.emit("ne", target, cx.b.constant(float(ignore_index), target.dtype))
+    safe = cx.emit("where", valid, target, cx.b.constant(0.0, target.dtype))  # an ignored target reads class 0
+    loss = cx.emit("neg", _picked(cx, logp, safe, axis))
+    wt = None
+    if weight is not None:
+        wt = cx.emit("index_select", weight, safe if safe.ndim == 1 else
+                     cx.emit("reshape", safe, shape=(math.prod(int(d) for d in safe.shape),)), axis=0)
+        wt = wt if safe.ndim == 1 else cx.emit("reshape", wt, shape=safe.shape)
+        loss = cx.emit("mul", loss, wt)
+    if smoothing:
+        terms = logp if weight is None else cx.emit("mul", logp, weight if logp.ndim == 1 else _channel(cx, weight, logp.ndim))
+        smooth = cx.emit("neg", cx.emit("sum", terms, axes=(axis,)))
+        loss = cx.binary("add", cx.scale(loss, 1.0 - smoothing), cx.scale(smooth, smoothing / classes))
+    zero = cx.b.constant(0.0, loss.dtype)
+    loss = cx.emit("where", valid, loss, zero)
+    red = _REDUCTIONS.get(int(reduction))
+    if red is None:
+        raise cx.unsupported(f"reduction={reduction!r} is not one of torch's (0 none, 1 mean, 2 sum)")
+    if red == "none":
+        return loss
+    total = cx.emit("sum", loss, axes=())
+    if red == "sum":
+        return total
+    counted = cx.emit("cast", valid, dtype=loss.dtype) if wt is None else cx.emit("where", valid, wt, zero)
+    return cx.emit("div", total, cx.emit("sum", counted, axes=()))
+
+
+def _nll_loss(cx: _Ctx, a: dict[str, Any]) -> Value:
+    return _nll(cx, a["self"], a["target"], a["weight"], a["reduction"], int(a["ignore_index"]))
+
+
 def _cross_entropy(cx: _Ctx, a: dict[str, Any]) -> Value:
-    """Class-probability targets (same shape as the logits): -sum_c w_c t_c log_softmax(x)_c over the class
-    axis (1, or 0 for unbatched input), with label smoothing; mean divides by the elements per class."""
+    """Class-index targets (an integer tensor without the class axis): the negative log likelihood of
+    ``log_softmax(x)`` (``_nll``). Class-probability targets (same shape as the logits): -sum_c w_c t_c
+    log_softmax(x)_c over the class axis (1, or 0 for unbatched input), with label smoothing; mean divides by
+    the elements per class."""
     x, t, w = a["self"], a["target"], a["weight"]
+    axis = 0 if x.ndim == 1 else 1
+    if isinstance(t, Value) and t.dtype.kind == "int":
+        return _nll(cx, cx.emit("log_softmax", x, axis=axis), t, w, a["reduction"], int(a["ignore_index"]),
+                    float(a["label_smoothing"]))
     if not isinstance(t, Value) or t.shape != x.shape:
-        raise cx.unsupported("class-index targets (integer tensors) are not supported yet; pass class "
-                             "probabilities of the logits' shape")
+        raise cx.unsupported("targets must be class indices (an integer tensor) or class probabilities of the "
+                             "logits' shape")
     axis = 0 if x.ndim == 1 else 1
     classes = int(x.shape[axis])
     smoothing = float(a["label_smoothing"])

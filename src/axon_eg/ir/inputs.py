@@ -51,6 +51,28 @@ def positive_inputs(*programs: Program) -> set[str]:
     return out
 
 
+_INDEX_TRANSPARENT = set(O.views()) | {"transpose", "slice", "concat", "cast", "where"}  # an index passes as is
+
+
+def index_bounds(program: Program) -> dict[str, int]:
+    """Input name -> the exclusive upper bound of the integer values it must hold: the inputs that reach a
+    ``gather`` or ``index_select`` index (through views, slices, casts and ``where`` branches) are drawn in
+    ``0 .. bound - 1``, the bound being the smallest indexed axis they reach."""
+    bound: list[int | None] = [None] * len(program.nodes)
+    for i in reversed(range(len(program.nodes))):
+        node = program.nodes[i]
+        if O.get(node.op).meta.get("indices") and len(node.inputs) == 2:
+            size = int(program.concrete_shape(node.inputs[0])[node.attrs["axis"]])
+            j = node.inputs[1]
+            bound[j] = size if bound[j] is None else min(bound[j], size)
+        if bound[i] is not None and node.op in _INDEX_TRANSPARENT:
+            for slot, j in enumerate(node.inputs):
+                if node.op == "where" and slot == 0:
+                    continue
+                bound[j] = bound[i] if bound[j] is None else min(bound[j], bound[i])
+    return {n.attrs["name"]: b for n, b in zip(program.nodes, bound) if b is not None and n.op == "input"}
+
+
 def _denominators(node: Any) -> tuple[int, ...]:
     if node.op == "pow" and node.attrs["exponent"] < 0:
         return (0,)
@@ -69,17 +91,20 @@ def nonzero_inputs(*programs: Program) -> set[str]:
 def random_inputs(program: Program, seed: int = 0, *, scale: float = 1.0,
                   domain_of: Sequence[Program] | None = None, tame: bool = False) -> dict[str, np.ndarray]:
     """float64 arrays keyed by input name, for a program whose dims are bound (bool inputs as 0.0 / 1.0,
-    integer ones as +-1 .. +-8). ``domain_of``: the
+    integer ones as +-1 .. +-8, indices in range: ``index_bounds``). ``domain_of``: the
     programs whose domains the inputs must respect (positive inputs of all of them, denominators
     drawn from +-U(0.5, 2)); by default only ``program``'s positive inputs. ``tame``: the inputs that
     need not be positive get |x| in ``TAME`` with a random sign instead of N(0, ``scale``)."""
     rng = np.random.default_rng(seed)
     positive = positive_inputs(*(domain_of if domain_of is not None else (program,)))
     nonzero = nonzero_inputs(*domain_of) - positive if domain_of is not None else set()
+    bounds = index_bounds(program)
     out: dict[str, np.ndarray] = {}
     for spec, node in zip(program.inputs, program.input_ids):
         shape = program.concrete_shape(node)
-        if spec.dtype.kind == "bool":  # a mask, as 0.0 / 1.0: true with probability 1/2
+        if spec.name in bounds:  # indices into an axis of that size
+            x = rng.integers(0, bounds[spec.name], size=shape).astype(np.float64)
+        elif spec.dtype.kind == "bool":  # a mask, as 0.0 / 1.0: true with probability 1/2
             x = (rng.random(size=shape) < 0.5).astype(np.float64)
         elif spec.dtype.kind == "int":  # small integers, never zero: +-1 .. +-8
             x = rng.integers(1, 9, size=shape) * rng.choice((-1.0, 1.0), size=shape)

@@ -217,6 +217,8 @@ REGISTRY: dict[str, OpDef] = {}
 FACTS: dict[str, tuple[type, str]] = {
     "arity": (int, "element-wise ops: the number of tensor inputs (1, 2, or 3 for where)"),
     "logical": (bool, "a comparison, a logical op or where: boolean results or a boolean operand, outside rule discovery"),
+    "indices": (bool, "returns integer indices (argmax, argmin) or reads them (gather, index_select): no element "
+                      "semantics (data-dependent), outside rule discovery and the random float programs"),
     "commutative": (bool, "a binary op with f(x, y) == f(y, x)"),
     "index_dependent": (bool, "the value depends on the element's index, not only on input values (causal_mask)"),
     "positive_inputs": (tuple, "input slots that must be positive (>= 0 for sqrt) for a finite reference"),
@@ -574,6 +576,31 @@ _reduction("min", np.min, "minimum over axes", False, identity=math.inf)
 _reduction("logsumexp", _logsumexp, "log(sum(exp(x))) over axes, computed stably", True)  # from max and sum
 
 
+def _arg_canon(shapes: tuple[Shape, ...], a: Attrs) -> Attrs:
+    a = _axes_canon(shapes, a)
+    if len(a["axes"]) != 1:
+        raise ShapeError(f"reduces one axis, got axes {a['axes']} (flatten first to search several)")
+    return a
+
+
+def _arg_ref(fn: Callable[..., np.ndarray]) -> Reference:
+    def ref(xs: tuple[np.ndarray, ...], a: Attrs) -> np.ndarray:
+        (axis,) = a["axes"]
+        out = fn(xs[0], axis=axis).astype(np.float64)  # the first of equal extremes, as torch picks
+        return np.expand_dims(out, axis) if a["keepdims"] else out
+
+    return ref
+
+
+for _name, _fn in (("argmax", np.argmax), ("argmin", np.argmin)):
+    register(OpDef(
+        _name, OpKind.REDUCE, (1, 1), shape=_reduce_shape, dtype=lambda d, a: int64, reference=_arg_ref(_fn),
+        attrs=(Attr("axes", "ints"), Attr("keepdims", "bool", False)), canon=_arg_canon, inputs=("x",),
+        doc=f"the index (int64) of the first {'largest' if _name == 'argmax' else 'smallest'} element along one axis",
+        meta={"indices": True},
+    ))
+
+
 def _axis_canon(shapes: tuple[Shape, ...], a: Attrs) -> Attrs:
     return a.replace(axis=normalize_axis(a["axis"], len(shapes[0])))
 
@@ -756,6 +783,59 @@ def _infer_bindings(a: Attrs, size: int) -> dict[str, int]:
     if len(names) == 1:
         return {names.pop(): size}
     raise ShapeError(f"slice bounds {a['start']}:{a['stop']} mention several dims; bind the program first")
+
+
+def _gather_canon(shapes: tuple[Shape, ...], a: Attrs) -> Attrs:
+    x, index = shapes
+    axis = normalize_axis(a["axis"], len(x))
+    def fits(i: Dim, d: Dim) -> bool:  # torch: index.size(k) <= x.size(k) off the gathered axis
+        return i == d or (isinstance(i, int) and isinstance(d, int) and i <= d)
+
+    if len(index) != len(x) or not all(fits(i, d) for k, (i, d) in enumerate(zip(index, x)) if k != axis):
+        raise ShapeError(f"index {fmt(index)} must have the rank of {fmt(x)} and no larger size off axis {axis}")
+    return a.replace(axis=axis)
+
+
+def _gather_ref(xs: tuple[np.ndarray, ...], a: Attrs) -> np.ndarray:
+    x, index = xs
+    axis = a["axis"]
+    x = x[tuple(slice(0, n) if k != axis else slice(None) for k, n in enumerate(index.shape))]
+    return np.take_along_axis(x, index.astype(np.int64), axis)
+
+
+def _index_dtype(i: int) -> DtypeRule:
+    def rule(dtypes: tuple[DType, ...], attrs: Attrs) -> DType:
+        if dtypes[i].kind != "int":
+            raise ShapeError(f"the index must be an integer tensor, got {dtypes[i].name}")
+        return dtypes[0]
+
+    return rule
+
+
+register(OpDef(
+    "gather", OpKind.LAYOUT, (2, 2), shape=lambda s, a: s[1], dtype=_index_dtype(1), reference=_gather_ref,
+    attrs=(Attr("axis", "int"),), canon=_gather_canon, inputs=("x", "index"),
+    doc="out[..., i, ...] = x[..., index[..., i, ...], ...] along axis (torch.gather, take_along_dim)",
+    meta={"shape_family": "gather", "indices": True},
+))
+
+
+def _index_select_shape(shapes: tuple[Shape, ...], a: Attrs) -> Shape:
+    x, index = shapes
+    if len(index) != 1:
+        raise ShapeError(f"the index must be 1-d, got {fmt(index)}")
+    out = list(x)
+    out[a["axis"]] = index[0]
+    return tuple(out)
+
+
+register(OpDef(
+    "index_select", OpKind.LAYOUT, (2, 2), shape=_index_select_shape, dtype=_index_dtype(1),
+    reference=lambda xs, a: np.take(xs[0], xs[1].astype(np.int64), axis=a["axis"]),
+    attrs=(Attr("axis", "int"),), canon=lambda s, a: a.replace(axis=normalize_axis(a["axis"], len(s[0]))),
+    inputs=("x", "index"), doc="the slices of x at the 1-d integer index along axis (embedding rows, a weight per class)",
+    meta={"shape_family": "index_select", "indices": True},
+))
 
 
 register(OpDef(

@@ -76,7 +76,7 @@ bitwise, so a candidate writing NaN (or anything else) into a guard is caught.""
 
 @dataclass(frozen=True)
 class TensorInput:
-    """One input tensor the harness makes: name, concrete shape, dtype string ("bf16", "fp16", "fp32") -- the
+    """One input tensor the harness makes: name, concrete shape, dtype string ("bf16", "fp32", "int64", ...) -- the
     bundle manifest's ``inputs`` entries, not the program's symbolic ``ir.program.InputSpec``; ``positive`` asks for
     uniform values in ``POSITIVE`` (for logs, square roots, divisors) instead of a standard normal."""
 
@@ -84,14 +84,16 @@ class TensorInput:
     shape: tuple[int, ...]
     dtype: str = "fp32"
     positive: bool = False
+    high: int | None = None  # an index input: values drawn in 0 .. high - 1
 
     @staticmethod
     def coerce(spec: Any) -> TensorInput:
         if isinstance(spec, TensorInput):
             return spec
         if isinstance(spec, Mapping):
+            high = spec.get("high")
             return TensorInput(str(spec["name"]), tuple(int(d) for d in spec["shape"]), str(spec.get("dtype", "fp32")),
-                             bool(spec.get("positive", False)))
+                             bool(spec.get("positive", False)), None if high is None else int(high))
         name, shape, dtype, *rest = spec
         return TensorInput(str(name), tuple(int(d) for d in shape), str(dtype), bool(rest[0]) if rest else False)
 
@@ -135,7 +137,8 @@ the value is restated; ``tests/test_inputs.py`` ties the two)."""
 def make_inputs(specs: Sequence[Any], seed: int, device: str | torch.device = "cpu",
                 device_draw: bool = False) -> list[torch.Tensor]:
     """Seeded inputs: standard normal (exact zeros replaced), or uniform in ``POSITIVE`` for positive specs;
-    a bool spec true with probability 1/2, an integer one in +-1 .. +-8.
+    a bool spec true with probability 1/2, an integer one in +-1 .. +-8, an index one (``high``) in
+    0 .. high - 1.
 
     Drawn by torch's CPU generator (the same values on every machine, whatever ``device`` is), in
     float32, then rounded to the spec's dtype and moved to ``device``; with ``device_draw`` (the reference
@@ -150,6 +153,10 @@ def make_inputs(specs: Sequence[Any], seed: int, device: str | torch.device = "c
         where = g.device
         if spec.dtype == "bool":  # a mask: each element true with probability 1/2
             out.append((torch.rand(spec.shape, generator=g, device=where) < 0.5).to(device))
+            continue
+        if spec.high is not None:  # indices into an axis of ``high`` elements
+            out.append(torch.randint(0, spec.high, spec.shape, generator=g, device=where)
+                       .to(TORCH_DTYPES[spec.dtype]).to(device))
             continue
         if spec.dtype in ("int32", "int64"):  # small integers, never zero: +-1 .. +-8
             mag = torch.randint(1, 9, spec.shape, generator=g, device=where)

@@ -256,6 +256,8 @@ def homomorphisms() -> Iterator[RuleCandidate]:
 
 def simplifications() -> Iterator[RuleCandidate]:
     for red in O.ops_of_kind(O.OpKind.REDUCE):
+        if red.meta.get("indices"):  # argmax / argmin: no element semantics to prove against
+            continue
         for keep in (True, False):
             yield make(f"{red.name}_over_size1{'_keep' if keep else ''}", "simplify", [("x", ("M", 1))],
                        lambda b, x, r=red.name, keep=keep: b.emit(r, x, axes=(1,), keepdims=keep),

@@ -250,6 +250,8 @@ class Evaluator:
     # -- structured ops ------------------------------------------------------------------------
     def reduction(self, i: int, idx: tuple[Ix, ...]) -> Poly:
         node = self.program.nodes[i]
+        if O.get(node.op).meta.get("indices"):
+            raise NoSemantics(f"{node.op} returns indices, which the prover does not model")
         (x,) = node.inputs
         in_shape = self.shapes[x]
         axes, keep = node.attrs["axes"], node.attrs["keepdims"]

@@ -111,7 +111,11 @@ from axon_eg.testing.op_generators import (  # noqa: F401 - re-exported
 
 DIM_NAMES = ("M", "N", "K", "B")
 SOURCE_OPS = O.sources()  # made by the strategy itself, never drawn as a step
-SKIPPED_OPS: dict[str, str] = {}  # op name -> why its attributes cannot be drawn
+SKIPPED_OPS: dict[str, str] = {  # op name -> why it is not drawn
+    **{op.name: "returns or reads integer indices (meta indices): tests/ir/test_torch_import.py (case indices) "
+                "and tests/backends/test_triton_masks.py draw programs with them"
+       for op in O.all_ops() if op.meta.get("indices")},
+}
 
 
 # ------------------------------------------------------------------------------------------------

@@ -205,6 +205,28 @@ def _logical_not(args, a, ins, out, b):
     return f"({atom(args[0])} == 0)"
 
 
+def _arg_extremum(fn: str) -> Lowering:
+    def lower(args, a, ins, out, b):
+        (axis,) = a["axes"]
+        return f"torch.{fn}({args[0]}, dim={axis}{', keepdim=True' if a['keepdims'] else ''})"
+
+    return lower
+
+
+lowers("argmax")(_arg_extremum("argmax"))
+lowers("argmin")(_arg_extremum("argmin"))
+
+
+@lowers("gather")
+def _gather(args, a, ins, out, b):  # .long(): computing in float64 (the reference) turns the index to floats
+    return f"torch.gather({args[0]}, {a['axis']}, {atom(args[1])}.long())"
+
+
+@lowers("index_select")
+def _index_select(args, a, ins, out, b):
+    return f"torch.index_select({args[0]}, {a['axis']}, {atom(args[1])}.long())"
+
+
 @lowers("where")
 def _where(args, a, ins, out, b):
     return f"torch.where({_truth(args[0])}, {args[1]}, {args[2]})"

@@ -130,8 +130,9 @@ def expr(program: Program, i: int, args: Sequence[str], *, compute_dtype: Any = 
 def _operand_casts(program: Program, i: int, compute: DType | None) -> set[int]:
     """Operands of node ``i`` to cast to its dtype before the op (none when computing in one dtype)."""
     node = program.nodes[i]
-    if compute is not None or node.op == "cast" or O.get(node.op).meta.get("logical"):
-        return set()  # a comparison or where takes its operands as they are (torch promotes them itself)
+    meta = O.get(node.op).meta
+    if compute is not None or node.op == "cast" or meta.get("logical") or meta.get("indices"):
+        return set()  # comparisons, where, argmax and gathers take their operands as they are
     return {j for j in node.inputs if program.nodes[j].dtype != node.dtype}
 
 
