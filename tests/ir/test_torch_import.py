@@ -380,8 +380,9 @@ def _adaptive_case(n: int) -> Case:
     def make(r: random.Random) -> tuple[nn.Module, tuple]:
         out = [r.randint(1, 3) for _ in range(n)]
         size = [o * r.randint(1, 3) for o in out]
+        uneven = [r.randint(1, 6) for _ in range(n)]  # windows of unequal sizes where size % out != 0
         f = getattr(F, f"adaptive_avg_pool{n}d")
-        return Fn(lambda m, x: f(x, out) + f(x, 1)), (rand(r, 2, 3, *size),)
+        return Fn(lambda m, x: f(x, out) + f(x, 1) + f(x, uneven).sum()), (rand(r, 2, 3, *size),)
 
     make.__name__ = f"adaptive_avg_pool{n}d"
     return case(make)
@@ -677,7 +678,7 @@ def test_the_indices_of_max_dim_are_its_argmax():
 @pytest.mark.parametrize("fn, why", [
     (lambda m, x: F.dropout(x, 0.5, training=True), "random"),
     (lambda m, x: F.conv2d(x, m.w, padding="same"), "unevenly"),
-    (lambda m, x: F.adaptive_avg_pool2d(x, 3), "uneven windows"),
+    (lambda m, x: F.adaptive_avg_pool2d(x, (300, 1)), "uneven windows, more than 256"),
     (lambda m, x: torch.diag(x[0, 0], 1), r"aten\.diag.*only the main diagonal"),
     (lambda m, x: (x.long() & x.long()).float(), r"aten\.__and__\.Tensor.*bitwise ops on integer tensors"),
     (lambda m, x: torch.einsum("ii->i", x[0, 0]), r"aten\.einsum.*repeated within one operand"),

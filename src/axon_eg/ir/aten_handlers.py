@@ -552,9 +552,28 @@ def _adaptive_avg_pool(n: int) -> Handler:
         if x.ndim == n + 2 and all(int(s) % o == 0 for s, o in zip(sizes, outs)):
             kernel = tuple(int(s) // o for s, o in zip(sizes, outs))
             return cx.emit(f"avg_pool{n}d", x, kernel_size=kernel, stride=kernel)
-        raise cx.unsupported(f"adaptive pooling of {D.format_shape(x.shape)} to {list(outs)} needs uneven windows")
+        if sum(outs) > MAX_UNEVEN_WINDOWS:
+            raise cx.unsupported(f"adaptive pooling of {D.format_shape(x.shape)} to {list(outs)}: uneven windows, "
+                                 f"more than {MAX_UNEVEN_WINDOWS} along the pooled axes")
+        for k, o in enumerate(outs):  # a window's mean is the mean along each axis in turn (a product set)
+            axis = x.ndim - n + k
+            size = int(x.shape[axis])
+            if size == o:
+                continue
+            cells = []
+            for i in range(o):  # torch's window: [floor(i * size / o), ceil((i + 1) * size / o))
+                lo, hi = (i * size) // o, -(-(i + 1) * size // o)
+                part = _slice(cx, {"self": x, "dim": axis, "start": lo, "end": hi, "step": 1})
+                cells.append(cx.emit("mean", part, axes=(axis,), keepdims=True))
+            x = cells[0] if o == 1 else cx.emit("concat", *cells, axis=axis)
+        return x
 
     return handle
+
+
+MAX_UNEVEN_WINDOWS = 256
+"""Adaptive pooling with windows of unequal sizes becomes one slice and mean per output position along each
+pooled axis: at most this many in all (beyond, one line says so)."""
 
 
 
