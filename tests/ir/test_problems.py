@@ -307,3 +307,22 @@ def test_a_problem_with_40_gb_of_inputs_goes_through_phase_1(tmp_path):
     row = run_one(path, k=1, saturation_s=0.5, cache=tmp_path / "cache")
     assert "error" not in row, row
     assert row["input_gb"] == pytest.approx(40.0) and row["reference"].startswith("reference.py")
+
+
+SCALAR = GOOD.replace("def forward(self, x):\n        return torch.relu(x)",
+                      "def forward(self, x, s):\n        return torch.relu(x) * s + BODY").replace(
+    "return [torch.randn(2, 3)]", "return [torch.randn(2, 3), 2.5]")
+
+
+def test_a_python_float_input_becomes_a_rank_0_program_input(tmp_path):
+    problem = load_problem(write(tmp_path, "scalar.py", SCALAR.replace("BODY", "1.0")))
+    assert [(s.name, s.shape, s.dtype.name) for s in problem.user_inputs] == [("x", (2, 3), "fp32"), ("s", (), "fp32")]
+    x, s = problem.file_inputs()
+    assert s == 2.5
+    for value in (2.5, -0.75):  # the kernel takes s at call time: any value, not the one get_inputs() gave
+        np.testing.assert_allclose(problem.reference([x, value]), torch_float64(problem.module, [x, value]), rtol=1e-12)
+
+
+def test_a_python_float_used_as_a_number_is_baked_in(tmp_path):
+    problem = load_problem(write(tmp_path, "branchy.py", SCALAR.replace("BODY", "(1.0 if s > 2 else 0.0)")))
+    assert [s.name for s in problem.user_inputs] == ["x"]  # torch.export specialized forward on s = 2.5

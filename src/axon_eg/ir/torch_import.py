@@ -51,7 +51,7 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.fx.node import Node, map_arg
 from torch.overrides import TorchFunctionMode
 
-from axon_eg.errors import ProblemLoadError, ProgramError, ShapeError, UnsupportedOperation
+from axon_eg.errors import AxonError, ProblemLoadError, ProgramError, ShapeError, UnsupportedOperation
 from axon_eg.ir import dims as D
 from axon_eg.ir.aten_handlers import (  # noqa: F401 - re-exported
     Handler,
@@ -440,7 +440,8 @@ def load_problem(path: str | os.PathLike[str], *, sizes: Mapping[str, int] | Non
             init = call("get_init_inputs()", mod.get_init_inputs)
             model = call("Model(*get_init_inputs())", lambda: mod.Model(*init))
         rng = torch.get_rng_state()
-    with FakeTensorMode(allow_non_fake_inputs=True), _OnTheCpu():  # shapes and dtypes only, whatever the size
+    fake = FakeTensorMode(allow_non_fake_inputs=True)
+    with fake, _OnTheCpu():  # shapes and dtypes only, whatever the size
         example = tuple(call("get_inputs()", mod.get_inputs))
 
     def make_inputs() -> tuple:
@@ -449,8 +450,23 @@ def load_problem(path: str | os.PathLike[str], *, sizes: Mapping[str, int] | Non
             with _OnTheCpu():
                 return tuple(call("get_inputs()", mod.get_inputs))
 
-    imported = import_torch(model, example, name=path.stem)
+    imported = _import_with_scalar_inputs(model, example, path.stem, fake)
     return Problem(path, imported.program, imported.program.inputs, imported.state, example, model, make_inputs)
+
+
+def _import_with_scalar_inputs(model: torch.nn.Module, example: tuple, name: str, fake: FakeTensorMode) -> TorchImport:
+    """Import with each Python float of ``get_inputs()`` (``forward(A, s)``) as a rank-0 fp32 program input,
+    so the kernel takes it at call time; where ``forward`` uses it as a Python number (``if s > 2``,
+    ``range(s)``), that fails to trace and the float is baked in as torch.export specializes it."""
+    floats = [k for k, v in enumerate(example) if isinstance(v, float)]
+    if not floats:
+        return import_torch(model, example, name=name)
+    with fake:  # the mode the other example inputs are fake in
+        lifted = tuple(torch.tensor(v, dtype=torch.float32) if k in floats else v for k, v in enumerate(example))
+    try:
+        return import_torch(model, lifted, name=name)
+    except (AxonError, RuntimeError, TypeError, ValueError):
+        return import_torch(model, example, name=name)
 
 
 def _on_cpu(device: Any) -> Any:
