@@ -838,6 +838,23 @@ register(OpDef(
 ))
 
 
+def _flip_canon(shapes: tuple[Shape, ...], a: Attrs) -> Attrs:
+    rank = len(shapes[0])
+    axes = tuple(sorted({normalize_axis(ax, rank) for ax in a["axes"]}))
+    if len(axes) != len(a["axes"]):
+        raise ShapeError(f"repeated axis in {a['axes']}")
+    return a.replace(axes=axes)
+
+
+register(OpDef(
+    "flip", OpKind.LAYOUT, (1, 1), shape=same_shape, dtype=same_dtype,
+    reference=lambda xs, a: np.flip(xs[0], axis=a["axes"]).copy() if a["axes"] else xs[0],
+    attrs=(Attr("axes", "ints"),), canon=_flip_canon, inputs=("x",),
+    doc="x with the order of its elements along axes reversed (torch.flip; a reverse scan is flip, scan, flip)",
+    meta={"shape_family": "same", "preserves_positive": True},
+))
+
+
 register(OpDef(
     "slice", OpKind.LAYOUT, (1, 1), shape=_slice_shape, dtype=same_dtype, reference=_slice_ref,
     attrs=(Attr("axis", "int"), Attr("start", "dim", 0), Attr("stop", "optional_dim", None), Attr("step", "int", 1)),

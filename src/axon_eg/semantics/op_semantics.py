@@ -327,6 +327,11 @@ class Evaluator:
             for ax in a["axes"]:
                 out.insert(ax, Ix(0))
             return self.value(x, tuple(out))
+        if node.op == "flip":  # index n - 1 - i along each flipped axis
+            out = list(idx)
+            for ax in a["axes"]:
+                out[ax] = self.shapes[x][ax] - Ix(1) - idx[ax]
+            return self.value(x, tuple(out))
         if node.op == "slice":
             out = list(idx)
             out[a["axis"]] = dim_to_ix(a["start"]) + idx[a["axis"]].scale(a["step"])

@@ -232,6 +232,8 @@ _LAYOUT_ATTRS: dict[str, Callable[[_Gen, _Val], dict[str, Any] | None]] = {
     "expand_dims": lambda g, x: {"axis": g.draw(st.integers(-x.ndim - 1, x.ndim))},
     "squeeze": _squeeze_attrs,
     "slice": _slice_attrs,
+    "flip": lambda g, x: {"axes": tuple(sorted(g.draw(st.sets(st.integers(0, x.ndim - 1), max_size=x.ndim))))}
+    if x.ndim else None,
 }
 
 

@@ -217,6 +217,11 @@ lowers("argmax")(_arg_extremum("argmax"))
 lowers("argmin")(_arg_extremum("argmin"))
 
 
+@lowers("flip")
+def _flip(args, a, ins, out, b):
+    return f"torch.flip({args[0]}, dims={ints(a['axes'])})" if a["axes"] else args[0]
+
+
 @lowers("gather")
 def _gather(args, a, ins, out, b):  # .long(): computing in float64 (the reference) turns the index to floats
     return f"torch.gather({args[0]}, {a['axis']}, {atom(args[1])}.long())"

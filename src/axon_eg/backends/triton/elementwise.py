@@ -196,6 +196,11 @@ class _Emitter:
             if math.prod(shape) == 1:
                 return self.value(node.inputs[0], ("0",) * len(ins[0]), cond)
             return self.value(node.inputs[0], self.unflat(self.flat(idx, shape), ins[0]), cond)
+        if node.op == "flip":  # index n - 1 - i along each flipped axis
+            j = list(idx)
+            for ax in attr(self.program, n, "axes"):
+                j[ax] = f"({shape[ax] - 1} - {idx[ax]})" if shape[ax] > 1 else "0"
+            return self.value(node.inputs[0], tuple(j), cond)
         if node.op == "slice":
             axis, start, step = (int(attr(self.program, n, k)) for k in ("axis", "start", "step"))
             j = list(idx)
@@ -299,7 +304,7 @@ class _Emitter:
 
 def handles(op: str) -> bool:
     """Whether the emitter computes ``op`` (``_Emitter._compute``'s cases)."""
-    return (op in ELEMENTWISE or op in ("broadcast_to", "transpose", "slice", "concat", "causal_mask")
+    return (op in ELEMENTWISE or op in ("broadcast_to", "transpose", "slice", "concat", "causal_mask", "flip")
             or op in O.flat_views() or op in POOLS)
 
 

@@ -75,7 +75,7 @@ class _Axes:
             for k, p in enumerate(perm):
                 back[p] = src[k]
             self.walk(node.inputs[0], tuple(back))
-        elif node.op in ("slice", "concat"):
+        elif node.op in ("slice", "concat", "flip"):  # the same axes, their index shifted or reversed
             for j in node.inputs:
                 self.walk(j, src)
         elif O.is_view(node.op):
