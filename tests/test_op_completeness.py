@@ -140,6 +140,8 @@ EXEMPT: dict[tuple[str, str], str] = {
        for op in O.all_ops() if op.meta.get("indices") and op.kind is O.OpKind.REDUCE},
     **{(_OPGEN, op.name): "reads integer indices (meta indices): not drawn (strategies.SKIPPED_OPS)"
        for op in O.all_ops() if op.meta.get("indices") and op.kind is O.OpKind.LAYOUT},
+    **{(_ENVELOPES, op.name): "no prover semantics (meta no_semantics): not drawn (strategies.SKIPPED_OPS)"
+       for op in O.all_ops() if op.meta.get("no_semantics")},
     (_NKI_ACT, "mish"): "no Scalar-engine function of its own; the Trainium cost model still places it there",
 }
 

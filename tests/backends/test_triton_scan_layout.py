@@ -361,3 +361,19 @@ def test_a_normalized_cumsum_reads_the_statistic_in_the_scan(tmp_path_factory, s
     assert found, [[(g.kind, g.nodes) for g in p.groups] for p in plans(program)]
     kernel = check(program, tmp_path_factory.mktemp("l1cumsum"), plan_index=found[0])
     assert kernel.source.count("tl.store(") == 2  # the statistic and the scan: no normalized tensor
+
+
+@settings(max_examples=6, deadline=None)
+@given(shape=st.lists(st.integers(1, 9), min_size=1, max_size=3), data=st.data())
+def test_cumprod_and_reverse_scans_run_and_match_the_reference(tmp_path_factory, shape, data):
+    """``cumprod`` (no Triton scan of its own yet: its group runs as torch code, and says so) and a reverse
+    cumsum written as flip, cumsum, flip, against float64 through the harness."""
+    axis = data.draw(st.integers(0, len(shape) - 1))
+    b = Builder("scans")
+    x = b.input("x", tuple(shape), fp32)
+    rev = b.emit("flip", b.emit("cumsum", b.emit("flip", x, axes=(axis,)), axis=axis), axes=(axis,))
+    program = b.build([b.emit("add", b.emit("cumprod", b.emit("tanh", x), axis=axis), rev)])
+    kernel = emit(candidate_for(program, H200), H200, "k")
+    assert "cumprod" in kernel.source
+    out = run_kernel(kernel, program.expand(), tmp_path_factory.mktemp("k"))
+    assert out.status == "ok", f"{out.error}\n{kernel.source}"

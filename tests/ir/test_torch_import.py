@@ -553,8 +553,10 @@ def indices(r):
 def flips_and_reverse_scans(r):
     a, b, c = dims(r, 3)
     axes = tuple(sorted(r.sample(range(3), r.randint(1, 3))))
+    along = r.randint(0, 2)
     return Fn(lambda m, x: torch.flip(x, axes) + x.flip(-1).cumsum(-1).flip(-1) + torch.fliplr(x[0])[None]
-              + torch.flipud(x[:, 0])[:, None]), (rand(r, a, b, c),)
+              + torch.flipud(x[:, 0])[:, None] + torch.cumprod(x, along)
+              + x.flip(1).cumprod(1).flip(1)), (rand(r, a, b, c),)
 
 
 @case
@@ -670,7 +672,7 @@ def test_unsupported_op_names_the_op_and_the_line():
 @pytest.mark.parametrize("fn, op", [
     (lambda m, x: torch.sort(x, dim=1)[0], "aten.sort"),
     (lambda m, x: torch.topk(x, 2, dim=1)[0], "aten.topk"),
-    (lambda m, x: torch.cumprod(x, 1), "aten.cumprod"),
+    (lambda m, x: torch.cummax(x, 1)[0], "aten.cummax"),
     (lambda m, x: (x.long() & 3).float(), "aten.__and__.Scalar"),
 ])
 def test_other_unsupported_ops(fn, op):

@@ -166,6 +166,7 @@ _ATEN: dict[str, Handler] = {
     "aten.var.dim": lambda cx, a: _variance(cx, a, False), "aten.var.correction": lambda cx, a: _variance(cx, a, False),
     "aten.std.dim": lambda cx, a: _variance(cx, a, True), "aten.std.correction": lambda cx, a: _variance(cx, a, True),
     "aten.cumsum.default": lambda cx, a: cx.emit("cumsum", a["self"], axis=a["dim"]),
+    "aten.cumprod.default": lambda cx, a: cx.emit("cumprod", a["self"], axis=a["dim"]),
     # softmax and norms
     "aten.softmax.int": lambda cx, a: cx.emit("softmax", a["self"], axis=a["dim"]),
     "aten._softmax.default": lambda cx, a: cx.emit("softmax", a["self"], axis=a["dim"]),

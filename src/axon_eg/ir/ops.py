@@ -219,6 +219,8 @@ FACTS: dict[str, tuple[type, str]] = {
     "logical": (bool, "a comparison, a logical op or where: boolean results or a boolean operand, outside rule discovery"),
     "indices": (bool, "returns integer indices (argmax, argmin) or reads them (gather, index_select): no element "
                       "semantics (data-dependent), outside rule discovery and the random float programs"),
+    "no_semantics": (bool, "the prover has no normal form for it (cumprod: a product over a prefix): NoSemantics, "
+                           "outside rule discovery and the random programs the prover is tested on"),
     "commutative": (bool, "a binary op with f(x, y) == f(y, x)"),
     "index_dependent": (bool, "the value depends on the element's index, not only on input values (causal_mask)"),
     "positive_inputs": (tuple, "input slots that must be positive (>= 0 for sqrt) for a finite reference"),
@@ -603,6 +605,14 @@ for _name, _fn in (("argmax", np.argmax), ("argmin", np.argmin)):
 
 def _axis_canon(shapes: tuple[Shape, ...], a: Attrs) -> Attrs:
     return a.replace(axis=normalize_axis(a["axis"], len(shapes[0])))
+
+
+register(OpDef(
+    "cumprod", OpKind.SCAN, (1, 1), shape=same_shape, dtype=_summed,
+    reference=lambda xs, a: np.cumprod(xs[0], axis=a["axis"]),
+    attrs=(Attr("axis", "int"),), canon=_axis_canon, accumulates=True, inputs=("x",),
+    doc="inclusive prefix product along axis", meta={"no_semantics": True},
+))
 
 
 register(OpDef(

@@ -285,6 +285,10 @@ class Evaluator:
             total = nf.fn("log", total)
         return total
 
+    def unmodelled(self, i: int, idx: tuple[Ix, ...]) -> Poly:
+        """Ops whose registry entry says ``no_semantics`` (cumprod: a product over a prefix has no normal form)."""
+        raise NoSemantics(f"{self.program.nodes[i].op} has no normal form (a product over a prefix)")
+
     def cumsum(self, i: int, idx: tuple[Ix, ...]) -> Poly:
         node = self.program.nodes[i]
         axis = node.attrs["axis"]
@@ -402,6 +406,7 @@ class Evaluator:
 _STRUCTURED: dict[str, Callable[[Evaluator, int, tuple[Ix, ...]], Poly]] = {
     "reduce": Evaluator.reduction,
     "cumsum": Evaluator.cumsum,
+    "cumprod": Evaluator.unmodelled,
     "matmul": Evaluator.matmul,
     "layout": Evaluator.layout,
     "library": Evaluator.library,

@@ -285,6 +285,11 @@ def _cumsum(args, a, ins, out, b):
     return f"torch.cumsum({args[0]}, dim={_axis(a['axis'], len(ins[0]))})"
 
 
+@lowers("cumprod")
+def _cumprod(args, a, ins, out, b):
+    return f"torch.cumprod({args[0]}, dim={_axis(a['axis'], len(ins[0]))})"
+
+
 @lowers("matmul")
 def _matmul(args, a, ins, out, b):
     return f"{atom(args[0])} @ {atom(args[1])}"
