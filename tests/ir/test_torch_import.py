@@ -560,6 +560,22 @@ def flips_and_reverse_scans(r):
 
 
 @case
+def pads_and_exclusive_scans(r):
+    """F.pad in each mode (negative amounts crop) and the exclusive scans written with it."""
+    a, b, c = r.randint(1, 4), r.randint(2, 5), r.randint(3, 6)
+    mode = r.choice(["constant", "replicate", "reflect", "circular"])
+    left, right = r.randint(0, 2), r.randint(-1 if mode == "constant" else 0, 2)  # torch crops in constant mode
+    v = r.uniform(-1, 1)
+
+    def f(m, x):
+        y = F.pad(x, (left, right, 1, 0), mode=mode) if mode != "constant" else F.pad(x, (left, right, 1, 0), value=v)
+        exclusive = F.pad(x, (1, 0))[..., :-1].cumsum(-1) + torch.constant_pad_nd(x, (0, 0, 0, 1), 0.5)[:, :-1]
+        return y.sum() + exclusive
+
+    return Fn(f), (rand(r, a, b, c),)
+
+
+@case
 def inplace(r):
     a, b = dims(r, 2)
 

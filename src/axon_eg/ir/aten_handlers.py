@@ -306,6 +306,48 @@ def _repeat(cx: _Ctx, a: dict[str, Any]) -> Value:
     return cx.emit("reshape", wide, shape=tuple(r * s for r, s in zip(reps, shape)))
 
 
+def _pad(cx: _Ctx, a: dict[str, Any]) -> Value:
+    """``F.pad``: per axis from the last, a (before, after) pair; a negative amount crops (a slice), a positive
+    one concatenates what the mode puts there: the constant ``value`` broadcast, the edge slice broadcast
+    (replicate), the mirrored neighbours without the edge (reflect: a flip of a slice) or the other end
+    (circular)."""
+    x, pads, mode = a["self"], _ints(a["pad"]), a.get("mode") or "constant"
+    if len(pads) % 2 or len(pads) // 2 > x.ndim:
+        raise cx.unsupported(f"pad {list(pads)} must give (before, after) pairs for at most {x.ndim} axes")
+    if mode not in ("constant", "replicate", "reflect", "circular"):
+        raise cx.unsupported(f"padding mode {mode!r} is not one of constant, replicate, reflect, circular")
+    value = float(a.get("value") or 0.0)
+    for k in range(len(pads) // 2):
+        axis = x.ndim - 1 - k
+        before, after = pads[2 * k], pads[2 * k + 1]
+        if before < 0 or after < 0:  # crop first
+            size = int(x.shape[axis])
+            x = _slice(cx, {"self": x, "dim": axis, "start": max(0, -before), "end": size - max(0, -after), "step": 1})
+        before, after = max(0, before), max(0, after)
+        if not before and not after:
+            continue
+        size = int(x.shape[axis])
+        if mode == "reflect" and (before >= size or after >= size):
+            raise cx.unsupported(f"reflect padding of {max(before, after)} on an axis of {size} (torch needs less)")
+
+        def piece(lo: int, hi: int) -> Value:
+            return _slice(cx, {"self": x, "dim": axis, "start": lo, "end": hi, "step": 1})
+
+        def side(n: int, first: bool) -> Value:
+            shape = tuple(n if d == axis else int(s) for d, s in enumerate(x.shape))
+            if mode == "constant":
+                return cx.emit("broadcast_to", cx.b.constant(value, x.dtype), shape=shape)
+            if mode == "replicate":
+                return cx.emit("broadcast_to", piece(0, 1) if first else piece(size - 1, size), shape=shape)
+            if mode == "reflect":
+                return cx.emit("flip", piece(1, n + 1) if first else piece(size - 1 - n, size - 1), axes=(axis,))
+            return piece(size - n, size) if first else piece(0, n)  # circular
+
+        parts = ([side(before, True)] if before else []) + [x] + ([side(after, False)] if after else [])
+        x = cx.emit("concat", *parts, axis=axis)
+    return x
+
+
 def _tril(cx: _Ctx, a: dict[str, Any]) -> Value:
     """``torch.tril(x, k)``: ``x[..., i, j]`` where ``j - i <= k``, else 0 (the registry's ``causal_mask``)."""
     x = a["self"]
