@@ -324,6 +324,21 @@ def test_a_mean_and_its_squared_deviations_take_one_pass_over_the_row(shape, axe
     assert out_.status == "ok", f"{out_.error}\n{kernel.source}"
 
 
+def test_a_single_row_over_non_consecutive_axes_stores_full_width_blocks(tmp_path):
+    """Hypothesis found it: a norm over axes (0, 2) of [4, 1, 65] (the kept axis of size 1: one row) with
+    ROWS=4 addressed its full-width store by columns only ([1, BLOCK_N] against a [ROWS, BLOCK_N] value)."""
+    b = Builder("one_row_norm")
+    x = b.input("x", (4, 1, 65), fp32)
+    mean = b.emit("mean", x, axes=(0, 2), keepdims=True)
+    dev = b.emit("sub", x, mean)
+    var = b.emit("mean", b.emit("square", dev), axes=(0, 2), keepdims=True)
+    out = b.emit("mul", dev, b.emit("rsqrt", b.emit("add", var, b.constant(1e-5, fp32))))
+    program = b.build([out]).expand()
+    kernel = emit(column_candidate(program, 4, 16), H200, "k")
+    got = run_kernel(kernel, program, tmp_path)
+    assert got.status == "ok", f"{got.error}\n{kernel.source}"
+
+
 def norm_program(shape: tuple[int, ...], kept: int, dev: str, affine: bool, stats: bool, dtype) -> Program:
     """A layer / group norm over the trailing axes after ``kept``: ``(x - mean) * rsqrt(var + eps)`` (the
     variance a ``dev`` = mean or sum of the squared deviations), optionally times a per-column weight, and
