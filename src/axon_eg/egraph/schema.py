@@ -342,7 +342,7 @@ def _dtype_rules(c: Constructor) -> list[str]:
         return [f"(rule ((= t {pat})) ((set (dtype t) a_dtype)) :ruleset {ANALYSIS})"]
     if c.op.dtype is O.boolean:  # comparisons and logic
         return [f'(rule ((= t {pat})) ((set (dtype t) "bool")) :ruleset {ANALYSIS})']
-    if c.op.name in ("argmax", "argmin"):  # indices
+    if c.op.dtype is O.index_result:  # argmax / argmin
         return [f'(rule ((= t {pat})) ((set (dtype t) "int64")) :ruleset {ANALYSIS})']
     promoted = [1, 2] if c.op.name == "where" else [0] if O.shape_family(c.op) in ("gather", "index_select") \
         else list(range(c.n_inputs))  # not a condition or an index
@@ -357,7 +357,7 @@ def _dtype_rules(c: Constructor) -> list[str]:
     elif c.op.dtype is O.promoted:  # arithmetic on booleans is int64
         query.append(f"(= f (arith {value}))")
         value = "f"
-    elif c.op.name in ("sum", "cumsum"):  # a sum of integers or booleans is int64
+    elif c.op.dtype is O.summed:  # a sum (or product) of integers or booleans is int64
         query.append(f"(= f (summed {value}))")
         value = "f"
     return [f"(rule ((= t {pat}) {' '.join(query)}) ((set (dtype t) {value})) :ruleset {ANALYSIS})"]

@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from axon_eg.errors import InvalidAttribute, ShapeError, UnknownOperation
+from axon_eg.errors import DtypeError, InvalidAttribute, ShapeError, UnknownOperation
 from axon_eg.ir import dims as D
 from axon_eg.ir.dims import Dim, Shape
 from axon_eg.ir.dtypes import DType, as_dtype, bool_, fp32, int64, promote
@@ -557,14 +557,14 @@ def _logsumexp(x: np.ndarray, axis: tuple[int, ...], keepdims: bool) -> np.ndarr
     return out if keepdims else np.squeeze(out, axis=axis)
 
 
-def _summed(dtypes: tuple[DType, ...], attrs: Attrs) -> DType:
+def summed(dtypes: tuple[DType, ...], attrs: Attrs) -> DType:
     """A sum of integers or booleans is int64 (torch counts a mask so); of floats, their dtype."""
     return dtypes[0] if dtypes[0].is_float else int64
 
 
 def _reduction(name: str, ref: Callable[..., np.ndarray], doc: str, accumulates: bool, **meta: Any) -> None:
     register(OpDef(
-        name, OpKind.REDUCE, (1, 1), shape=_reduce_shape, dtype=_summed if name == "sum" else same_dtype,
+        name, OpKind.REDUCE, (1, 1), shape=_reduce_shape, dtype=summed if name == "sum" else same_dtype,
         reference=lambda xs, a, _f=ref: _f(xs[0], axis=a["axes"], keepdims=a["keepdims"]),
         attrs=(Attr("axes", "ints", ()), Attr("keepdims", "bool", False)), canon=_axes_canon,
         accumulates=accumulates, inputs=("x",), doc=doc, meta=meta,
@@ -576,6 +576,11 @@ _reduction("mean", np.mean, "mean over axes", True, identity=0.0)  # a sum, then
 _reduction("max", np.max, "maximum over axes", False, identity=-math.inf)
 _reduction("min", np.min, "minimum over axes", False, identity=math.inf)
 _reduction("logsumexp", _logsumexp, "log(sum(exp(x))) over axes, computed stably", True)  # from max and sum
+
+
+def index_result(dtypes: tuple[DType, ...], attrs: Attrs) -> DType:
+    """The dtype rule of argmax / argmin: int64 indices, whatever the input."""
+    return int64
 
 
 def _arg_canon(shapes: tuple[Shape, ...], a: Attrs) -> Attrs:
@@ -596,7 +601,7 @@ def _arg_ref(fn: Callable[..., np.ndarray]) -> Reference:
 
 for _name, _fn in (("argmax", np.argmax), ("argmin", np.argmin)):
     register(OpDef(
-        _name, OpKind.REDUCE, (1, 1), shape=_reduce_shape, dtype=lambda d, a: int64, reference=_arg_ref(_fn),
+        _name, OpKind.REDUCE, (1, 1), shape=_reduce_shape, dtype=index_result, reference=_arg_ref(_fn),
         attrs=(Attr("axes", "ints"), Attr("keepdims", "bool", False)), canon=_arg_canon, inputs=("x",),
         doc=f"the index (int64) of the first {'largest' if _name == 'argmax' else 'smallest'} element along one axis",
         meta={"indices": True},
@@ -608,7 +613,7 @@ def _axis_canon(shapes: tuple[Shape, ...], a: Attrs) -> Attrs:
 
 
 register(OpDef(
-    "cumprod", OpKind.SCAN, (1, 1), shape=same_shape, dtype=_summed,
+    "cumprod", OpKind.SCAN, (1, 1), shape=same_shape, dtype=summed,
     reference=lambda xs, a: np.cumprod(xs[0], axis=a["axis"]),
     attrs=(Attr("axis", "int"),), canon=_axis_canon, accumulates=True, inputs=("x",),
     doc="inclusive prefix product along axis", meta={"no_semantics": True},
@@ -616,7 +621,7 @@ register(OpDef(
 
 
 register(OpDef(
-    "cumsum", OpKind.SCAN, (1, 1), shape=same_shape, dtype=_summed,
+    "cumsum", OpKind.SCAN, (1, 1), shape=same_shape, dtype=summed,
     reference=lambda xs, a: np.cumsum(xs[0], axis=a["axis"]),
     attrs=(Attr("axis", "int"),), canon=_axis_canon, accumulates=True, inputs=("x",),
     doc="inclusive prefix sum along axis",
@@ -816,7 +821,7 @@ def _gather_ref(xs: tuple[np.ndarray, ...], a: Attrs) -> np.ndarray:
 def _index_dtype(i: int) -> DtypeRule:
     def rule(dtypes: tuple[DType, ...], attrs: Attrs) -> DType:
         if dtypes[i].kind != "int":
-            raise ShapeError(f"the index must be an integer tensor, got {dtypes[i].name}")
+            raise DtypeError(f"the index must be an integer tensor, got {dtypes[i].name}")
         return dtypes[0]
 
     return rule

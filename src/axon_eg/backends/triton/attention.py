@@ -21,7 +21,7 @@ import math
 from axon_eg.extract.fusion import FusionPlan
 from axon_eg.extract.templates import DOT_MIN, AttentionTile, Tiling
 
-from .attention_match import _TL_DTYPES, LOG2E, ONLINE_RULES, UNSHIFTED_RULE, Attention, match  # noqa: F401
+from .attention_match import _TL_DTYPES, LOG2E, ONLINE_RULES, UNSHIFTED_RULE, Attention, _merged, match  # noqa: F401
 from .base import GroupKernel, NotLowerable, resources
 from .tl_expressions import lit
 
@@ -51,14 +51,7 @@ def _batch_offset(batch: tuple[int, ...], strides: tuple[int, ...], var: str = "
     """Offset of slice ``var`` (flat over ``batch``) in a buffer with ``strides`` over the batch dims;
     dims that address memory as one are merged first, so dense heads give ``bh * stride`` and heads
     sharing a buffer give ``(bh // G) * stride``."""
-    merged: list[tuple[int, int]] = []
-    for n, s in zip(batch, strides):
-        if n == 1:
-            continue
-        if merged and merged[-1][1] == s * n:
-            merged[-1] = (merged[-1][0] * n, s)
-        else:
-            merged.append((n, s))
+    merged = _merged(list(zip(batch, strides)))
     total = math.prod(batch)
     terms = []
     for i, (n, s) in enumerate(merged):
