@@ -140,8 +140,10 @@ EXEMPT: dict[tuple[str, str], str] = {
        for op in O.all_ops() if op.meta.get("indices") and op.kind is O.OpKind.REDUCE},
     **{(_OPGEN, op.name): "reads integer indices (meta indices): not drawn (strategies.SKIPPED_OPS)"
        for op in O.all_ops() if op.meta.get("indices") and op.kind is O.OpKind.LAYOUT},
-    **{(_ENVELOPES, op.name): "no prover semantics (meta no_semantics): not drawn (strategies.SKIPPED_OPS)"
-       for op in O.all_ops() if op.meta.get("no_semantics")},
+    **{(_ENVELOPES, op.name): "opaque to the prover (meta opaque): not drawn (strategies.SKIPPED_OPS)"
+       for op in O.all_ops() if op.meta.get("opaque") and _envelopes(op) is False},
+    **{(table, op.name): "a bit operation on integers: a group computing integers stays in torch (triton/emit.INTEGERS)"
+       for op in O.all_ops() if op.meta.get("opaque") and op.kind is O.OpKind.ELEMENTWISE for table in (_TRITON, _NKI)},
     (_NKI_ACT, "mish"): "no Scalar-engine function of its own; the Trainium cost model still places it there",
 }
 

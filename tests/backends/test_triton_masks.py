@@ -111,3 +111,32 @@ def test_index_inputs_are_drawn_in_range_and_the_kernels_match(tmp_path_factory,
     kernel = emit(candidate_for(program, H200), H200, "k")
     out = run_kernel(kernel, program.expand(), tmp_path_factory.mktemp("k"))
     assert out.status == "ok", f"{out.error}\n{kernel.source}"
+
+
+class Sorted(torch.nn.Module):
+    """sort / topk (torch's kernels, library groups) with our element-wise kernels around them, their indices,
+    and bit operations on an integer input."""
+
+    def __init__(self, k: int, axis: int, descending: bool):
+        super().__init__()
+        self.k, self.axis, self.descending = k, axis, descending
+
+    def forward(self, x, n):
+        values, order = torch.sort(torch.tanh(x) * 3.0, dim=self.axis, descending=self.descending)
+        top = torch.topk(x.exp(), self.k, dim=self.axis).values
+        bits = (n & 6) ^ (n << 2) | ~n
+        return values + 1.0, top.sum(dim=self.axis) * 0.5, order, bits
+
+
+@settings(max_examples=max(2, EXAMPLES // 2), deadline=None)
+@given(shape=st.lists(st.integers(1, 7), min_size=2, max_size=3), data=st.data())
+def test_sorting_and_bit_operations_run_and_match(tmp_path_factory, shape, data):
+    axis = data.draw(st.integers(-len(shape), len(shape) - 1))
+    k = data.draw(st.integers(1, shape[axis]))
+    module = Sorted(k, axis, data.draw(st.booleans()))
+    program = from_torch(module, (torch.randn(*shape), torch.randint(-9, 9, shape)))
+    assert {"sort", "argsort", "topk", "bitwise_xor"} <= {node.op for node in program.nodes}
+    kernel = emit(candidate_for(program, H200), H200, "k")
+    assert "torch.sort(" in kernel.source and "torch.topk(" in kernel.source
+    out = run_kernel(kernel, program.expand(), tmp_path_factory.mktemp("k"))
+    assert out.status == "ok", f"{out.error}\n{kernel.source}"

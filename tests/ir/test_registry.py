@@ -43,6 +43,13 @@ EXAMPLES: dict[str, tuple[list[tuple[int, ...]], dict]] = {
     "logical_not": ([(3, 5)], {}),
     "where": ([(3, 1, 5), (4, 1), (5,)], {}),
     "flip": ([(3, 4, 5)], {"axes": (0, -1)}),
+    **{name: ([(3, 1, 5), (4, 1)], {}) for name in ("bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_left_shift",
+                                                     "bitwise_right_shift")},
+    "bitwise_not": ([(3, 5)], {}),
+    "sort": ([(3, 4, 5)], {"axis": 1, "descending": True}),
+    "argsort": ([(3, 4, 5)], {"axis": -1}),
+    "topk": ([(3, 4, 5)], {"k": 2, "axis": 1}),
+    "topk_indices": ([(3, 4, 5)], {"k": 3, "axis": -1, "largest": False}),
     "argmax": ([(3, 4, 5)], {"axes": (1,), "keepdims": True}),
     "argmin": ([(3, 4, 5)], {"axes": (-1,)}),
     "gather": ([(3, 7, 5), (2, 4, 5)], {"axis": 1}),
@@ -102,12 +109,19 @@ TORCH: dict[str, object] = {
                                                "logical_xor", "logical_not")},
     "where": lambda c, x, y: torch.where(c != 0, x, y),
     "flip": lambda x: torch.flip(x, (0, 2)),
+    **{name: getattr(torch, name) for name in ("bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_left_shift",
+                                               "bitwise_right_shift", "bitwise_not")},
+    "sort": lambda x: torch.sort(x, dim=1, descending=True).values,
+    "argsort": lambda x: torch.argsort(x, dim=-1, stable=True),
+    "topk": lambda x: torch.topk(x, 2, dim=1).values,
+    "topk_indices": lambda x: torch.topk(x, 3, dim=-1, largest=False).indices,
     "argmax": lambda x: torch.argmax(x, dim=1, keepdim=True),
     "argmin": lambda x: torch.argmin(x, dim=-1),
     "gather": lambda x, i: torch.gather(x, 1, i.long()),
     "index_select": lambda x, i: torch.index_select(x, 1, i.long()),
 }
 INDEXED = {"gather": 1, "index_select": 1}  # op -> the axis its second input indexes (an int64 input)
+BITS = {op.name for op in O.all_ops() if op.meta.get("opaque") and op.kind is O.OpKind.ELEMENTWISE}  # int64 inputs
 
 
 def build(name: str, seed: int = 0):
@@ -117,12 +131,17 @@ def build(name: str, seed: int = 0):
         return b.build(b.input(**attrs)), {"x": np.random.default_rng(seed).standard_normal(attrs["shape"])}
     if name == "constant":
         return b.build(b.constant(**attrs)), {}
-    xs = [b.input(f"x{i}", s, int64 if name in INDEXED and i == 1 else fp32) for i, s in enumerate(shapes)]
+    xs = [b.input(f"x{i}", s, int64 if (name in INDEXED and i == 1) or name in BITS else fp32)
+          for i, s in enumerate(shapes)]
     program = b.build(b.emit(name, *xs, **attrs))
     rng = np.random.default_rng(seed)
     values = {f"x{i}": rng.uniform(0.5, 2.0, s) if (name in ("log", "sqrt", "rsqrt", "pow") or
                                                       (name == "batchnorm" and i == 2))
               else rng.standard_normal(s) for i, s in enumerate(shapes)}
+    if name in BITS:  # integers of both signs; shift amounts past the width included
+        values = {f"x{i}": rng.integers(-2**40, 2**40, sh).astype(np.float64) for i, sh in enumerate(shapes)}
+        if "shift" in name:
+            values["x1"] = rng.integers(0, 70, shapes[1]).astype(np.float64)
     if name in INDEXED:  # indices in range along the indexed axis
         values["x1"] = rng.integers(0, shapes[0][INDEXED[name]], shapes[1]).astype(np.float64)
     return program, values
@@ -164,7 +183,8 @@ def test_shape_and_dtype_rules_agree_with_reference(name: str) -> None:
 @pytest.mark.parametrize("name", sorted(TORCH))
 def test_reference_matches_torch(name: str) -> None:
     program, values = build(name, seed=3)
-    want = TORCH[name](*[torch.from_numpy(values[f"x{i}"]) for i in range(len(values))]).numpy()
+    args = [torch.from_numpy(values[f"x{i}"]) for i in range(len(values))]
+    want = TORCH[name](*[x.long() if name in BITS else x for x in args]).numpy()
     np.testing.assert_allclose(interpret(program, values), want, rtol=1e-10, atol=1e-12)
 
 

@@ -550,6 +550,47 @@ def indices(r):
 
 
 @case
+def sorting(r):
+    """sort (values and indices, both orders; a stable order), argsort, topk (largest and smallest), on any axis;
+    take_along_dim without dim (the flattened tensors)."""
+    a, b = dims(r, 2, 1, 6)
+    axis = r.choice([0, 1, -1])
+    k = r.randint(1, (a, b)[axis])
+    desc, largest = r.random() < 0.5, r.random() < 0.5
+
+    def f(m, x):
+        values, order = torch.sort(x, dim=axis, descending=desc)
+        top, where = torch.topk(x, k, dim=axis, largest=largest)
+        flat = torch.take_along_dim(x, torch.argsort(x, dim=axis, descending=not desc))
+        return (values * 2 + order.float(), top.sum() + where.float().sum(),
+                flat + torch.argsort(x, descending=True, stable=True).float().sum()
+                + aten.sort.stable(x, stable=True, dim=axis)[1].float().sum())
+
+    return Fn(f), (rand(r, a, b),)
+
+
+@case
+def bits(r):
+    """&, |, ^, ~, <<, >> on integer tensors (a boolean or a Python int operand promoted), and on booleans
+    the logical ops."""
+    n = r.randint(1, 6)
+    rng = np.random.default_rng(r.getrandbits(32))
+    x = torch.from_numpy(rng.integers(-50, 50, (n,)))
+    y = torch.from_numpy(rng.integers(0, 7, (n,))).to(torch.int32)
+
+    def f(m, x, y, z):
+        mask = z > 0
+        ints = (x & y) + (x | 5) + (x ^ y) + ~x + (x << y) + (x >> 2) + torch.bitwise_left_shift(x, 1) \
+            + torch.bitwise_right_shift(x, y) + (x & mask) + torch.bitwise_xor(x, 3) + aten.__and__.Scalar(x, 6) \
+            + aten.__lshift__.Scalar(x, 2) + aten.__rshift__.Tensor(x, y) + aten.__xor__.Scalar(x, 9) \
+            + aten.bitwise_and.Scalar(x, 12) + aten.bitwise_left_shift.Tensor(x, y) + aten.bitwise_or.Scalar(x, 3) \
+            + aten.bitwise_right_shift.Tensor_Scalar(x, 1)
+        return ints, (mask & (z < 1)) | ~mask ^ (z > 0.5)
+
+    return Fn(f), (x, y, rand(r, n))
+
+
+@case
 def flips_and_reverse_scans(r):
     a, b, c = dims(r, 3)
     axes = tuple(sorted(r.sample(range(3), r.randint(1, 3))))
@@ -668,28 +709,28 @@ def test_locations_point_at_user_lines():
     assert ops and all(program.location(i).endswith(f"test_torch_import.py:{line}") for i in ops)
 
 
-class Argsort(nn.Module):
+class Cummax(nn.Module):
     def forward(self, x):
-        return torch.argsort(x, dim=-1).float() + x
+        return torch.cummax(x, dim=-1)[0] + x
 
 
-ARGSORT_LINE = Argsort.forward.__code__.co_firstlineno + 1
+CUMMAX_LINE = Cummax.forward.__code__.co_firstlineno + 1
 
 
 def test_unsupported_op_names_the_op_and_the_line():
     with pytest.raises(UnsupportedOperation) as info:
-        from_torch(Argsort(), (torch.randn(2, 3),))
+        from_torch(Cummax(), (torch.randn(2, 3),))
     message = str(info.value)
-    assert "aten.argsort" in message and f"test_torch_import.py:{ARGSORT_LINE}" in message
-    assert info.value.op == "aten.argsort.default"
-    assert info.value.location.endswith(f"test_torch_import.py:{ARGSORT_LINE}")
+    assert "aten.cummax" in message and f"test_torch_import.py:{CUMMAX_LINE}" in message
+    assert info.value.op == "aten.cummax.default"
+    assert info.value.location.endswith(f"test_torch_import.py:{CUMMAX_LINE}")
 
 
 @pytest.mark.parametrize("fn, op", [
-    (lambda m, x: torch.sort(x, dim=1)[0], "aten.sort"),
-    (lambda m, x: torch.topk(x, 2, dim=1)[0], "aten.topk"),
-    (lambda m, x: torch.cummax(x, 1)[0], "aten.cummax"),
-    (lambda m, x: (x.long() & 3).float(), "aten.__and__.Scalar"),
+    (lambda m, x: torch.kthvalue(x, 2, dim=1)[0], "aten.kthvalue"),
+    (lambda m, x: torch.median(x, dim=1)[0], "aten.median"),
+    (lambda m, x: x.scatter_add(1, x.argmax(1, keepdim=True), x), "aten.scatter_add"),
+    (lambda m, x: (x.float() & 3), "aten.__and__.Scalar"),
 ])
 def test_other_unsupported_ops(fn, op):
     with pytest.raises(UnsupportedOperation, match=op.replace(".", r"\.") + r".*test_torch_import\.py:\d+"):
@@ -706,7 +747,7 @@ def test_the_indices_of_max_dim_are_its_argmax():
     (lambda m, x: F.conv2d(x, m.w, padding="same"), "unevenly"),
     (lambda m, x: F.adaptive_avg_pool2d(x, (300, 1)), "uneven windows, more than 256"),
     (lambda m, x: torch.diag(x[0, 0], 1), r"aten\.diag.*only the main diagonal"),
-    (lambda m, x: (x.long() & x.long()).float(), r"aten\.__and__\.Tensor.*bitwise ops on integer tensors"),
+    (lambda m, x: torch.topk(x.sum(), 1)[0], r"aten\.topk.*0-d tensor"),
     (lambda m, x: torch.einsum("ii->i", x[0, 0]), r"aten\.einsum.*repeated within one operand"),
     (lambda m, x: torch.tensor_split(x, [4], dim=2)[1].sum(), r"aten\.tensor_split\.indices.*output 1 is empty"),
     (lambda m, x: F.cross_entropy(x.flatten(1), m.w.flatten().long()), "class-index targets"),

@@ -163,8 +163,11 @@ UNARY_ATTRS: dict[str, list[dict[str, Any]]] = {
     "causal_mask": [{"diagonal": d, "fill": f} for d in (-2, 0, 1, 3) for f in (-100.0, 0.0, -math.inf)],
     "cast": [{"dtype": "bf16"}],
 }
-UNARY_OPS = [op.name for op in O.ops_of_kind(O.OpKind.ELEMENTWISE) if op.meta.get("arity") == 1]
-BINARY_OPS = [op.name for op in O.ops_of_kind(O.OpKind.ELEMENTWISE) if op.meta.get("arity") == 2]
+UNARY_OPS = [op.name for op in O.ops_of_kind(O.OpKind.ELEMENTWISE) if op.meta.get("arity") == 1
+             and not op.meta.get("opaque")]
+BINARY_OPS = [op.name for op in O.ops_of_kind(O.OpKind.ELEMENTWISE) if op.meta.get("arity") == 2
+              and not op.meta.get("opaque")]
+BIT_OPS = [op.name for op in O.ops_of_kind(O.OpKind.ELEMENTWISE) if op.meta.get("opaque")]
 BROADCASTS = [(("M", "N"), ("M", "N")), (("M", "N"), ("N",)), (("M", 1), (1, "N")), ((), ("M", "N")),
               (("K", 1, "N"), ("M", 1)), ((1,), ("M", "N")), (("M", "N"), ("K", "M", "N"))]
 
@@ -186,6 +189,24 @@ def test_binary_op_semantics_broadcast(name: str, shapes: tuple[tuple, tuple]) -
         program = _program({"a": a, "b": b}, lambda p, a, b: getattr(p, name)(a, b))
         check_normal_forms(program.bind({d: v for d, v in (("M", 3), ("N", 4), ("K", 2)) if d in program.free_dims}),
                            seed=1, points=30)
+
+
+@pytest.mark.parametrize("name", BIT_OPS)
+@settings(max_examples=20)
+@given(data=st.data())
+def test_bit_operations_are_functions_of_their_operands(name: str, data: st.DataObject) -> None:
+    """The opaque ops (bit operations on integers): an uninterpreted function of the operands, whose value
+    at every index, evaluated through the operands' normal forms, is the reference's (negative values,
+    shifts past the width included)."""
+    m, n = data.draw(st.integers(1, 4)), data.draw(st.integers(1, 4))
+    b = Builder("bits")
+    x, y = b.input("x", ("M", "N"), "int64"), b.input("y", ("N",), "int32")
+    operands = [b.emit("add", x, b.constant(3.0, "int64"))] + ([y] if O.get(name).arity[0] == 2 else [])
+    program = b.build(b.emit(name, *operands)).bind(M=m, N=n)
+    ints = st.integers(-2**40, 2**40)
+    inputs = {"x": np.array(data.draw(st.lists(ints, min_size=m * n, max_size=m * n)), dtype=np.float64).reshape(m, n),
+              "y": np.array(data.draw(st.lists(st.integers(0, 70), min_size=n, max_size=n)), dtype=np.float64)}
+    check_normal_forms_at(program, inputs)
 
 
 @pytest.mark.parametrize("shape,target", [((1, "N"), ("K", "M", "N")), (("M", 1), ("M", "N")), ((), ("M", "N")),

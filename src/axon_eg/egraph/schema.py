@@ -237,6 +237,10 @@ def _shape_index_select(c: Constructor) -> list[str]:  # x's shape, the axis as 
     return [_set_shape(c, _shape_inputs(c), f"(vec-set s0 a_axis {_get('s1', 0)})")]
 
 
+def _shape_topk(c: Constructor) -> list[str]:  # x's shape, the axis k long
+    return [_set_shape(c, _shape_inputs(c), "(vec-set s0 a_axis a_k)")]
+
+
 def _shape_concat(c: Constructor) -> list[str]:
     total = _sum([_get(f"s{k}", "a_axis") for k in range(c.n_inputs)])
     return [_set_shape(c, _shape_inputs(c), f"(vec-set s0 a_axis {total})")]
@@ -305,7 +309,7 @@ SHAPE_FAMILIES = {
     "same": _shape_same, "broadcast": _shape_broadcast, "reduce": _shape_reduce, "matmul": _shape_matmul,
     "transpose": _shape_transpose, "reshape": _shape_reshape, "expand_dims": _shape_expand_dims,
     "squeeze": _shape_squeeze, "slice": _shape_slice, "concat": _shape_concat, "conv": _shape_conv,
-    "gather": _shape_gather, "index_select": _shape_index_select,
+    "gather": _shape_gather, "index_select": _shape_index_select, "topk": _shape_topk,
     "conv_transpose": _shape_conv_transpose, "pool": _shape_pool, "input": _shape_input, "scalar": _shape_scalar,
 }
 
@@ -314,6 +318,7 @@ _FLOPS = {
     "same": "no", "broadcast": "no", "reduce": "n0", "matmul": f"(* (* 2 no) {_get('s0', '(- (vec-length s0) 1)')})",
     "conv": f"(* (* 2 no) (/ n1 {_get('s1', 0)}))", "conv_transpose": f"(* (* 2 n0) (/ n1 {_get('s1', 0)}))",
     "pool": "n0", "concat": "0", "slice": "0", "transpose": "0", "gather": "0", "index_select": "0",
+    "topk": "n0",
 }
 
 

@@ -154,14 +154,27 @@ def _compare(op: str) -> Handler:
 
 
 def _logic(op: str) -> Handler:
-    """``logical_and`` / ``or`` / ``xor`` / ``not``, and the bitwise ops (``&``, ``|``, ``^``, ``~``) on
-    booleans, where they are the same; bitwise ops on integers are refused."""
+    """``logical_and`` / ``or`` / ``xor`` / ``not``: nonzero is true, the result is bool."""
+    return lambda cx, a: cx.emit(op, *[cx.lift(x, a["self"]) for x in [a["self"]] + ([a["other"]] if "other" in a else [])])
+
+
+def _bitwise(op: str, logical: str | None) -> Handler:
+    """The bit operations (``&``, ``|``, ``^``, ``~``, ``<<``, ``>>``): on booleans the first four are the
+    logical ops (``logical``); on integers the bit operation, a boolean operand promoted to the integer
+    dtype and a Python int taking the tensor's; a float operand is refused, as torch does."""
     def handle(cx: _Ctx, a: dict[str, Any]) -> Value:
         xs = [a["self"]] + ([a["other"]] if "other" in a else [])
-        if cx.aten.split(".")[1].lstrip("_").startswith(("bitwise", "and", "or", "xor")) and \
-                any(isinstance(x, Value) and x.dtype.kind != "bool" for x in xs):
-            raise cx.unsupported("bitwise ops on integer tensors are not supported (on booleans they are logic)")
-        return cx.emit(op, *[cx.lift(x, xs[0]) for x in xs])
+        values = [x for x in xs if isinstance(x, Value)]
+        if any(v.dtype.is_float for v in values) or any(isinstance(x, float) for x in xs):
+            raise cx.unsupported("bit operations take integer or boolean tensors (torch refuses floats too)")
+        if logical and all(v.dtype.kind == "bool" for v in values) and all(isinstance(x, (Value, bool)) for x in xs):
+            return cx.emit(logical, *[cx.lift(x, values[0]) for x in xs])
+        want = _dtype(cx.node.meta["val"].dtype, cx.where)
+        if want.kind != "int":
+            raise cx.unsupported(f"a bit operation with a {want.name} result")
+        ins = [x if isinstance(x, Value) and x.dtype == want else
+               cx.emit("cast", x, dtype=want) if isinstance(x, Value) else cx.b.constant(float(x), want) for x in xs]
+        return cx.emit(op, *ins)
 
     return handle
 
@@ -429,7 +442,7 @@ def _gather(cx: _Ctx, a: dict[str, Any]) -> Value:
     """``torch.gather`` and ``take_along_dim`` (whose operands broadcast against each other off ``dim``)."""
     x, index, dim = a["self"], a.get("index", a.get("indices")), a["dim"]
     if dim is None:
-        raise cx.unsupported("take_along_dim without dim (over the flattened tensor) is not supported")
+        return _take_along_flat(cx, a)
     if cx.aten.startswith("aten.take_along_dim"):
         axis = dim % x.ndim
         shape = tuple(max(int(p), int(q)) for p, q in zip(x.shape, index.shape))
@@ -438,6 +451,33 @@ def _gather(cx: _Ctx, a: dict[str, Any]) -> Value:
         x = x if x.shape == xs else cx.emit("broadcast_to", x, shape=xs)
         index = index if index.shape == ix else cx.emit("broadcast_to", index, shape=ix)
     return cx.emit("gather", x, index, axis=int(dim))
+
+
+def _take_along_flat(cx: _Ctx, a: dict[str, Any]) -> Value:
+    """``torch.take_along_dim(x, indices)`` without ``dim``: the flattened x at the flattened indices."""
+    x, index = a["self"], a["indices"]
+    flat = [v if v.ndim == 1 else cx.emit("reshape", v, shape=(math.prod(int(d) for d in v.shape),)) for v in (x, index)]
+    return cx.emit("gather", *flat, axis=0)
+
+
+def _sort(cx: _Ctx, a: dict[str, Any]) -> tuple[Value, Value]:
+    """``torch.sort`` (values and indices; stable, whatever ``stable`` says: a stable order is one torch may give)."""
+    attrs = {"axis": int(a["dim"]), "descending": bool(a["descending"])}
+    return cx.emit("sort", a["self"], **attrs), cx.emit("argsort", a["self"], **attrs)
+
+
+def _argsort(cx: _Ctx, a: dict[str, Any]) -> Value:
+    return cx.emit("argsort", a["self"], axis=int(a["dim"]), descending=bool(a["descending"]))
+
+
+def _topk(cx: _Ctx, a: dict[str, Any]) -> tuple[Value, Value]:
+    """``torch.topk`` (values and indices, largest first; ``sorted=False`` leaves the order to torch, and the
+    sorted order is one it may give)."""
+    x = a["self"]
+    if x.ndim == 0:
+        raise cx.unsupported("topk of a 0-d tensor (unsqueeze it first)")
+    attrs = {"k": int(a["k"]), "axis": int(a["dim"]), "largest": bool(a["largest"])}
+    return cx.emit("topk", x, **attrs), cx.emit("topk_indices", x, **attrs)
 
 
 def _index_select(cx: _Ctx, a: dict[str, Any]) -> Value:

@@ -17,9 +17,11 @@ from axon_eg.ir.aten_handlers import (
     _adaptive_avg_pool,
     _addmm,
     _arg_extremum,
+    _argsort,
     _batch_norm,
     _bce_with_logits,
     _binary,
+    _bitwise,
     _broadcast_tensors,
     _cast,
     _clamp,
@@ -66,9 +68,11 @@ from axon_eg.ir.aten_handlers import (
     _select,
     _slice,
     _smooth_l1_loss,
+    _sort,
     _split,
     _squeeze,
     _swap,
+    _topk,
     _tril,
     _triplet_margin_loss,
     _triu,
@@ -132,10 +136,15 @@ _ATEN: dict[str, Handler] = {
     **{f"aten.{op}.{o}": _compare(op) for op in ("gt", "ge", "lt", "le", "eq", "ne") for o in ("Tensor", "Scalar")},
     "aten.logical_and.default": _logic("logical_and"), "aten.logical_or.default": _logic("logical_or"),
     "aten.logical_xor.default": _logic("logical_xor"), "aten.logical_not.default": _logic("logical_not"),
-    "aten.__and__.Tensor": _logic("logical_and"), "aten.__or__.Tensor": _logic("logical_or"),
-    "aten.__xor__.Tensor": _logic("logical_xor"), "aten.bitwise_and.Tensor": _logic("logical_and"),
-    "aten.bitwise_or.Tensor": _logic("logical_or"), "aten.bitwise_xor.Tensor": _logic("logical_xor"),
-    "aten.bitwise_not.default": _logic("logical_not"),
+    # bit operations: the logical ops on booleans, the bit operations on integers
+    **{f"aten.{name}.{o}": _bitwise(f"bitwise_{op}", f"logical_{op}")
+       for op in ("and", "or", "xor") for name in (f"__{op}__", f"bitwise_{op}") for o in ("Tensor", "Scalar")},
+    "aten.bitwise_not.default": _bitwise("bitwise_not", "logical_not"),
+    **{f"aten.{name}.{o}": _bitwise(f"bitwise_{way}_shift", None)
+       for way, short in (("left", "lshift"), ("right", "rshift"))
+       for name, overloads in ((f"__{short}__", ("Tensor", "Scalar")),
+                               (f"bitwise_{way}_shift", ("Tensor", "Tensor_Scalar")))
+       for o in overloads},
     **{f"aten.where.{o}": _where for o in ("self", "ScalarSelf", "ScalarOther", "Scalar")},
     "aten.masked_fill.Scalar": _masked_fill, "aten.masked_fill.Tensor": _masked_fill,
     "aten.zeros_like.default": _filled_like(0.0), "aten.ones_like.default": _filled_like(1.0),
@@ -164,6 +173,9 @@ _ATEN: dict[str, Handler] = {
     # indexing by integer tensors
     "aten.gather.default": _gather, "aten.take_along_dim.default": _gather,
     "aten.index_select.default": _index_select, "aten.embedding.default": _embedding,
+    # sorting (library ops: torch's kernels)
+    "aten.sort.default": _sort, "aten.sort.stable": _sort, "aten.argsort.default": _argsort,
+    "aten.argsort.stable": _argsort, "aten.topk.default": _topk,
     "aten.logsumexp.default": _reduce("logsumexp"), "aten.linalg_vector_norm.default": _vector_norm,
     "aten.var.dim": lambda cx, a: _variance(cx, a, False), "aten.var.correction": lambda cx, a: _variance(cx, a, False),
     "aten.std.dim": lambda cx, a: _variance(cx, a, True), "aten.std.correction": lambda cx, a: _variance(cx, a, True),

@@ -1,4 +1,4 @@
-"""Opaque library ops: convolutions and pooling. Later stages fuse around them, never through them.
+"""Opaque library ops: convolutions, pooling and sorting (sort, argsort, topk). Later stages fuse around them, never through them.
 
 A convolution's bias is one value per output channel added to its result (:data:`BIAS_AFTER`): an
 expanded program (``Program.expand``) computes ``conv(x, w) + bias`` with the add in the epilogue, where
@@ -18,7 +18,7 @@ import numpy as np
 from axon_eg.errors import ShapeError
 from axon_eg.ir import dims as D
 from axon_eg.ir.dims import Dim, Shape
-from axon_eg.ir.ops import Attr, Attrs, OpDef, OpKind, fmt, promoted, register, same_dtype
+from axon_eg.ir.ops import Attr, Attrs, OpDef, OpKind, fmt, index_result, normalize_axis, promoted, register, same_dtype
 
 
 def _torch_ref(fn_name: str, **fixed: Any):
@@ -183,3 +183,63 @@ for _n in (1, 2, 3):
     _pool("avg", _n)
 for _n in (1, 2, 3):
     _conv_transpose(_n)
+
+
+# -- sorting ------------------------------------------------------------------------------------
+# torch.sort / argsort / topk: library ops (torch's own kernels run them; our kernels fuse around them).
+# The reference sorts stably, as the lowering asks torch to, so equal values keep their order and the
+# indices compare exactly; torch.topk breaks ties its own way (its indices of equal values may differ).
+def _order(x: np.ndarray, axis: int, descending: bool) -> np.ndarray:
+    """The stable sorting permutation along ``axis`` (descending: larger first, equal ones in order;
+    NaN sorts last ascending and first descending, as in torch)."""
+    key = np.where(np.isnan(x), -np.inf, -x) if descending else x  # NaN first; -0.0 and 0.0 stay equal
+    return np.argsort(key, axis=axis, kind="stable")
+
+
+def _sort_canon(shapes: tuple[Shape, ...], a: Attrs) -> Attrs:
+    return a.replace(axis=normalize_axis(a["axis"], len(shapes[0])))
+
+
+def _topk_canon(shapes: tuple[Shape, ...], a: Attrs) -> Attrs:
+    if not shapes[0]:
+        raise ShapeError("topk of a 0-d tensor: unsqueeze it to 1-d first")
+    a = _sort_canon(shapes, a)
+    size = shapes[0][a["axis"]]
+    if a["k"] < 0 or (isinstance(size, int) and a["k"] > size):
+        raise ShapeError(f"k={a['k']} is outside [0, {size}] (the size of axis {a['axis']} of {fmt(shapes[0])})")
+    return a
+
+
+def _topk_shape(shapes: tuple[Shape, ...], a: Attrs) -> Shape:
+    out = list(shapes[0])
+    out[a["axis"]] = a["k"]
+    return tuple(out)
+
+
+def _sorting(name: str, indices: bool, topk: bool) -> None:
+    def ref(xs: tuple[np.ndarray, ...], a: Attrs) -> np.ndarray:
+        x = np.asarray(xs[0], dtype=np.float64)
+        if x.ndim == 0:
+            return np.zeros(()) if indices else x.copy()
+        order = _order(x, a["axis"], a["largest"] if topk else a["descending"])
+        if topk:
+            order = np.take(order, np.arange(a["k"]), axis=a["axis"])
+        return order.astype(np.float64) if indices else np.take_along_axis(x, order, a["axis"])
+
+    what = "the top k" if topk else "the sorted"
+    attrs = ((Attr("k", "int"), Attr("axis", "int", -1), Attr("largest", "bool", True)) if topk
+             else (Attr("axis", "int", -1), Attr("descending", "bool", False)))
+    register(OpDef(
+        name, OpKind.LIBRARY, (1, 1), shape=_topk_shape if topk else (lambda s, a: s[0]),
+        dtype=index_result if indices else same_dtype, reference=ref, attrs=attrs,
+        canon=_topk_canon if topk else _sort_canon, inputs=("x",),
+        doc=f"{'the indices (int64) of ' if indices else ''}{what} elements along axis "
+            f"(torch.{'topk' if topk else 'argsort' if indices else 'sort'}; a stable order)",
+        meta={"shape_family": "topk" if topk else "same", **({"indices": True} if indices else {})},
+    ))
+
+
+_sorting("sort", indices=False, topk=False)
+_sorting("argsort", indices=True, topk=False)
+_sorting("topk", indices=False, topk=True)
+_sorting("topk_indices", indices=True, topk=True)

@@ -216,11 +216,13 @@ REGISTRY: dict[str, OpDef] = {}
 
 FACTS: dict[str, tuple[type, str]] = {
     "arity": (int, "element-wise ops: the number of tensor inputs (1, 2, or 3 for where)"),
-    "logical": (bool, "a comparison, a logical op or where: boolean results or a boolean operand, outside rule discovery"),
+    "logical": (bool, "a comparison, a logical or bitwise op or where: boolean (or integer bit) results or a boolean "
+                      "operand, outside rule discovery"),
     "indices": (bool, "returns integer indices (argmax, argmin) or reads them (gather, index_select): no element "
                       "semantics (data-dependent), outside rule discovery and the random float programs"),
-    "no_semantics": (bool, "the prover has no normal form for it (cumprod: a product over a prefix): NoSemantics, "
-                           "outside rule discovery and the random programs the prover is tested on"),
+    "opaque": (bool, "the prover has no normal form for it (cumprod: a product over a prefix; bit operations): an "
+                     "uninterpreted function of its inputs, as library ops, outside rule discovery and the random "
+                     "programs the prover is tested on"),
     "commutative": (bool, "a binary op with f(x, y) == f(y, x)"),
     "index_dependent": (bool, "the value depends on the element's index, not only on input values (causal_mask)"),
     "positive_inputs": (tuple, "input slots that must be positive (>= 0 for sqrt) for a finite reference"),
@@ -523,6 +525,48 @@ _logical("logical_or", 2, lambda x, y: (x != 0) | (y != 0), "x or y, nonzero bei
 _logical("logical_xor", 2, lambda x, y: (x != 0) ^ (y != 0), "x xor y, nonzero being true (bool)",
          commutative=True)
 _logical("logical_not", 1, lambda x: x == 0, "not x, nonzero being true (bool)")
+
+
+def bitwise(dtypes: tuple[DType, ...], attrs: Attrs) -> DType:
+    """The dtype rule of the bit operations: integer operands, promoted (on booleans torch's ``&``, ``|``,
+    ``^``, ``~`` are the logical ops, which the front end imports as such)."""
+    for d in dtypes:
+        if d.kind != "int":
+            raise DtypeError(f"bit operations take integer tensors, got {d.name}"
+                             + (" (use logical_and / or / xor / not on booleans)" if d.kind == "bool" else ""))
+    out = dtypes[0]
+    for d in dtypes[1:]:
+        out = promote(out, d)
+    return out
+
+
+def _bits(fn: Callable[..., np.ndarray]) -> Reference:
+    return lambda xs, a: fn(*(np.asarray(x).astype(np.int64) for x in xs)).astype(np.float64)
+
+
+def _shift_right(x: np.ndarray, y: np.ndarray) -> np.ndarray:  # torch: an arithmetic shift, >= 64 gives 0 or -1
+    return np.right_shift(x, np.clip(y, 0, 63))
+
+
+def _shift_left(x: np.ndarray, y: np.ndarray) -> np.ndarray:  # torch: a shift by 64 or more gives 0
+    return np.where(y >= 64, 0, np.left_shift(x, np.clip(y, 0, 63)))
+
+
+for _name, _fn, _doc, _comm in (
+        ("bitwise_and", np.bitwise_and, "x & y on integer bits", True),
+        ("bitwise_or", np.bitwise_or, "x | y on integer bits", True),
+        ("bitwise_xor", np.bitwise_xor, "x ^ y on integer bits", True),
+        ("bitwise_left_shift", _shift_left, "x << y (integers)", False),
+        ("bitwise_right_shift", _shift_right, "x >> y (integers, arithmetic)", False)):
+    register(OpDef(
+        _name, OpKind.ELEMENTWISE, (2, 2), shape=lambda s, a: broadcast_shapes(*s), dtype=bitwise,
+        reference=_bits(_fn), inputs=("x", "y"), doc=_doc,
+        meta={"arity": 2, "logical": True, "opaque": True, **({"commutative": True} if _comm else {})},
+    ))
+register(OpDef(
+    "bitwise_not", OpKind.ELEMENTWISE, (1, 1), shape=same_shape, dtype=bitwise, reference=_bits(np.invert),
+    inputs=("x",), doc="~x on integer bits", meta={"arity": 1, "logical": True, "opaque": True},
+))
 register(OpDef(
     "where", OpKind.ELEMENTWISE, (3, 3), shape=lambda s, a: broadcast_shapes(*s),
     dtype=lambda d, a: promote(d[1], d[2]), reference=lambda xs, a: np.where(xs[0] != 0, xs[1], xs[2]),
@@ -616,7 +660,7 @@ register(OpDef(
     "cumprod", OpKind.SCAN, (1, 1), shape=same_shape, dtype=summed,
     reference=lambda xs, a: np.cumprod(xs[0], axis=a["axis"]),
     attrs=(Attr("axis", "int"),), canon=_axis_canon, accumulates=True, inputs=("x",),
-    doc="inclusive prefix product along axis", meta={"no_semantics": True},
+    doc="inclusive prefix product along axis", meta={"opaque": True},
 ))
 
 

@@ -4,8 +4,10 @@
 uninterpreted functions of their indices, element-wise transcendental functions are uninterpreted
 (exp, log, tanh, erf, sqrt, ...; sigmoid, silu, gelu, softplus, mish, hardswish are defined from
 them), broadcasting, transpose, reshape, slice and concat are index maps, reductions are sums (or
-max/min atoms) over fresh bound indices, and library ops (conv, pool) are uninterpreted functions of
-their whole input tensors. ``SEMANTICS`` is looked up by op name; a test checks that every registry
+max/min atoms) over fresh bound indices, and library ops (conv, pool, sort, topk) are uninterpreted
+functions of their whole input tensors, as are the ops whose registry entry says ``opaque`` (cumprod, bit
+operations) or ``indices`` (argmax, gather, ...: a value used as an index has no affine normal form): the
+prover sees through what feeds them and treats them as functions of it. ``SEMANTICS`` is looked up by op name; a test checks that every registry
 op has an entry.
 
 Each value also has a *domain*: the conditions (``nf`` "dom" atoms) under which every partial function
@@ -242,6 +244,8 @@ class Evaluator:
         if node.op in BINARY:
             return BINARY[node.op](self.value(args[0], self._broadcast(args[0], idx)),
                                    self.value(args[1], self._broadcast(args[1], idx)))
+        if _opaque(op):
+            return self.library(i, idx)
         handler = _STRUCTURED.get(node.op) or _STRUCTURED.get(op.kind.value)
         if handler is None:
             raise NoSemantics(f"op {node.op} has no element semantics")
@@ -250,8 +254,6 @@ class Evaluator:
     # -- structured ops ------------------------------------------------------------------------
     def reduction(self, i: int, idx: tuple[Ix, ...]) -> Poly:
         node = self.program.nodes[i]
-        if O.get(node.op).meta.get("indices"):
-            raise NoSemantics(f"{node.op} returns indices, which the prover does not model")
         (x,) = node.inputs
         in_shape = self.shapes[x]
         axes, keep = node.attrs["axes"], node.attrs["keepdims"]
@@ -284,10 +286,6 @@ class Evaluator:
         if kind == "logsumexp":
             total = nf.fn("log", total)
         return total
-
-    def unmodelled(self, i: int, idx: tuple[Ix, ...]) -> Poly:
-        """Ops whose registry entry says ``no_semantics`` (cumprod: a product over a prefix has no normal form)."""
-        raise NoSemantics(f"{self.program.nodes[i].op} has no normal form (a product over a prefix)")
 
     def cumsum(self, i: int, idx: tuple[Ix, ...]) -> Poly:
         node = self.program.nodes[i]
@@ -406,16 +404,20 @@ class Evaluator:
 _STRUCTURED: dict[str, Callable[[Evaluator, int, tuple[Ix, ...]], Poly]] = {
     "reduce": Evaluator.reduction,
     "cumsum": Evaluator.cumsum,
-    "cumprod": Evaluator.unmodelled,
     "matmul": Evaluator.matmul,
     "layout": Evaluator.layout,
     "library": Evaluator.library,
 }
 
 
+def _opaque(op: O.OpDef) -> bool:
+    """Ops the prover models as uninterpreted functions of their inputs (``Evaluator.library``)."""
+    return bool(op.meta.get("opaque") or op.meta.get("indices"))
+
+
 def has_semantics(op: O.OpDef) -> bool:
     """Whether the prover can express ``op`` (composites: through their expansion)."""
-    return (op.kind in (O.OpKind.SOURCE, O.OpKind.COMPOSITE) or op.name in UNARY or op.name in BINARY
+    return (_opaque(op) or op.kind in (O.OpKind.SOURCE, O.OpKind.COMPOSITE) or op.name in UNARY or op.name in BINARY
             or op.name in ("causal_mask", "where") or op.name in _STRUCTURED or op.kind.value in _STRUCTURED)
 
 

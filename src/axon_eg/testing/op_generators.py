@@ -388,6 +388,8 @@ def _kernel(g: _Gen, size: int, padding: int, dilation: int, least: int = 1) -> 
 
 
 def _library(g: _Gen, op: O.OpDef, x: _Val) -> _Val | None:
+    if op.name in _SORTS:
+        return _sort(g, op, x)
     n = op.meta.get("spatial")
     if n is None:
         return None
@@ -420,6 +422,23 @@ def _library(g: _Gen, op: O.OpDef, x: _Val) -> _Val | None:
         attrs["groups"] = groups
     taps = g.numel((c,)) * math.prod(kernel)
     return g.emit(op, [x, w, *bias], attrs, Envelope(x.env.mag * w.env.mag * taps + _mags(bias) * bool(bias)))
+
+
+_SORTS = ("sort", "topk")  # the value-returning sorts (their index variants are SKIPPED_OPS: meta indices)
+
+
+def _sort(g: _Gen, op: O.OpDef, x: _Val) -> _Val | None:
+    """sort along a drawn axis (either order), or topk (largest or smallest) of k up to the axis' size: a
+    permutation or a subset of x's values, so x's envelope."""
+    x = g.operand(x, 1)
+    axis = g.draw(st.integers(-x.ndim, x.ndim - 1))
+    if op.name == "sort":
+        attrs: dict[str, Any] = {"axis": axis, "descending": g.draw(st.booleans())}
+    else:
+        size = x.shape[axis]
+        k = g.draw(st.integers(1, min(size, 4))) if isinstance(size, int) else 1
+        attrs = {"axis": axis, "k": k, "largest": g.draw(st.booleans())}
+    return g.emit(op, [x], attrs, Envelope(x.env.mag, x.env.lo, x.env.pos))
 
 
 def _pool(g: _Gen, op: O.OpDef, x: _Val, sizes: tuple[int, ...], dilated: bool) -> _Val | None:

@@ -115,8 +115,8 @@ SKIPPED_OPS: dict[str, str] = {  # op name -> why it is not drawn
     **{op.name: "returns or reads integer indices (meta indices): tests/ir/test_torch_import.py (case indices) "
                 "and tests/backends/test_triton_masks.py draw programs with them"
        for op in O.all_ops() if op.meta.get("indices")},
-    **{op.name: "no prover semantics (meta no_semantics): tests/ir/test_torch_import.py (case scans) draws it"
-       for op in O.all_ops() if op.meta.get("no_semantics")},
+    **{op.name: "opaque to the prover (meta opaque): tests/ir/test_torch_import.py (cases scans, bits) draws it"
+       for op in O.all_ops() if op.meta.get("opaque")},
 }
 
 

@@ -199,3 +199,27 @@ for _op in O.ops_of_kind(O.OpKind.LIBRARY):
     if "spatial" in _op.meta:
         lowers(_op.name)(_library(_op.name))
 
+
+
+@lowers("sort")
+def _sort(args, a, ins, out, b):  # stable, as the registry's reference: equal values keep their order
+    desc = ", descending=True" if a["descending"] else ""
+    return f"torch.sort({args[0]}, dim={a['axis']}{desc}, stable=True).values"
+
+
+@lowers("argsort")
+def _argsort(args, a, ins, out, b):
+    desc = ", descending=True" if a["descending"] else ""
+    return f"torch.sort({args[0]}, dim={a['axis']}{desc}, stable=True).indices"
+
+
+def _topk(field: str) -> Lowering:
+    def lower(args, a, ins, out, b):
+        smallest = ", largest=False" if not a["largest"] else ""
+        return f"torch.topk({args[0]}, {a['k']}, dim={a['axis']}{smallest}).{field}"
+
+    return lower
+
+
+lowers("topk")(_topk("values"))
+lowers("topk_indices")(_topk("indices"))

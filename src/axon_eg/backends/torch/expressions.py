@@ -200,6 +200,11 @@ for _name, _symbol in _LOGICAL.items():
     lowers(_name)(lambda args, a, ins, out, b, _s=_symbol: f"{_truth(args[0])} {_s} {_truth(args[1])}")
 
 
+for _name in ("bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_left_shift", "bitwise_right_shift"):
+    lowers(_name)(lambda args, a, ins, out, b, _n=_name: f"torch.{_n}({args[0]}, {args[1]})")
+lowers("bitwise_not")(lambda args, a, ins, out, b: f"torch.bitwise_not({args[0]})")
+
+
 @lowers("logical_not")
 def _logical_not(args, a, ins, out, b):
     return f"({atom(args[0])} == 0)"

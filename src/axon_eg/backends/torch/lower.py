@@ -21,6 +21,8 @@ Every name of both is importable from here as before.
 
 from __future__ import annotations
 
+import math
+
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -89,7 +91,7 @@ from axon_eg.errors import ProgramError, UnknownOperation
 from axon_eg.ir import dims as D
 from axon_eg.ir import ops as O
 from axon_eg.ir.dtypes import DType, as_dtype
-from axon_eg.ir.program import Program
+from axon_eg.ir.program import Node, Program
 
 
 # --------------------------------------------------------------------------------------------
@@ -136,9 +138,19 @@ def _operand_casts(program: Program, i: int, compute: DType | None) -> set[int]:
     return {j for j in node.inputs if program.nodes[j].dtype != node.dtype}
 
 
+def _constant_literal(node: Node) -> str:
+    """A constant node's Python number: an int for an integer or boolean constant (bit operations refuse
+    floats), else a float literal."""
+    number = node.attrs["value"]
+    exact = node.dtype.kind != "float" and math.isfinite(number) and number == int(number)
+    return str(int(number)) if exact else literal(number)
+
+
 def _lower(program: Program, i: int, args: list[str], compute: DType | None) -> str:
     """Node ``i``'s expression over operands already in its dtype."""
     node = program.nodes[i]
+    if node.op == "constant" and compute is None:
+        return _constant_literal(node)
     lower = LOWERINGS.get(node.op)
     if lower is None:
         raise UnknownOperation(f"{node.op}: no PyTorch lowering; add one to axon_eg.backends.torch.lower.LOWERINGS")
@@ -210,7 +222,7 @@ def emit_function(program: Program, name: str = "forward", *, compute_dtype: Any
             refs[i] = params[i]
             continue
         if node.op == "constant":
-            value = scalars[i] = literal(node.attrs["value"])
+            value = scalars[i] = _constant_literal(node)
             if i not in outputs and all(_scalar_operand(program, u, i) for u in users[i]):
                 continue
             where = f", device={device}" if device else ""
