@@ -7,8 +7,8 @@ them), broadcasting, transpose, reshape, slice and concat are index maps, reduct
 max/min atoms) over fresh bound indices, and library ops (conv, pool, sort, topk) are uninterpreted
 functions of their whole input tensors, as are the ops whose registry entry says ``opaque`` (cumprod, bit
 operations) or ``indices`` (argmax, gather, ...: a value used as an index has no affine normal form): the
-prover sees through what feeds them and treats them as functions of it. ``SEMANTICS`` is looked up by op name; a test checks that every registry
-op has an entry.
+prover sees through what feeds them and treats them as functions of it. ``SEMANTICS`` is looked up by
+op name; a test checks that every registry op has an entry.
 
 Each value also has a *domain*: the conditions (``nf`` "dom" atoms) under which every partial function
 it applies is inside its domain: log(p): p > 0, sqrt(p): p >= 0, reciprocal / division / rsqrt / a

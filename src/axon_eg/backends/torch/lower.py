@@ -22,7 +22,6 @@ Every name of both is importable from here as before.
 from __future__ import annotations
 
 import math
-
 from collections.abc import Mapping, Sequence
 from typing import Any
 
