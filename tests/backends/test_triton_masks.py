@@ -140,3 +140,33 @@ def test_sorting_and_bit_operations_run_and_match(tmp_path_factory, shape, data)
     assert "torch.sort(" in kernel.source and "torch.topk(" in kernel.source
     out = run_kernel(kernel, program.expand(), tmp_path_factory.mktemp("k"))
     assert out.status == "ok", f"{out.error}\n{kernel.source}"
+
+
+class Gathered(torch.nn.Module):
+    """Reads at integer indices: gather, take_along_dim (with and without dim), index_select and an embedding
+    (2-d token ids, through a reshape), each fused with element-wise work around it."""
+
+    def __init__(self, classes: int, dim: int):
+        super().__init__()
+        self.table = torch.nn.Parameter(torch.randn(classes, dim))
+
+    def forward(self, x, picks, tokens):
+        rows = torch.nn.functional.embedding(tokens, self.table) * 2.0
+        chosen = torch.gather(torch.tanh(x), 1, picks) + torch.take_along_dim(x, picks, dim=1)
+        flat = torch.take_along_dim(x.exp(), picks)
+        return rows + 1.0, chosen, flat, torch.index_select(x, 1, tokens[0]) - 0.5
+
+
+@settings(max_examples=max(2, EXAMPLES // 2), deadline=None)
+@given(n=st.integers(1, 6), classes=st.integers(1, 8), dim=st.integers(1, 5), width=st.integers(1, 4),
+       length=st.integers(1, 4))
+def test_gathers_load_their_indices_as_integers_in_triton_and_match(tmp_path_factory, n, classes, dim, width, length):
+    """The index is loaded as an integer and addresses the gathered tensor inside our element-wise kernels
+    (no group of these falls back to torch), exactly equal to the float64 reference."""
+    program = from_torch(Gathered(classes, dim), (torch.randn(n, classes), torch.randint(0, classes, (n, width)),
+                                                  torch.randint(0, classes, (2, length))))
+    kernel = emit(candidate_for(program, H200), H200, "k")
+    assert kernel.meta["lowering"].startswith("triton:") and "torch" not in kernel.meta["lowering"], kernel.source
+    assert "ix" in kernel.source and "INTEGERS" not in kernel.source
+    out = run_kernel(kernel, program.expand(), tmp_path_factory.mktemp("k"))
+    assert out.status == "ok", f"{out.error}\n{kernel.source}"

@@ -155,13 +155,17 @@ class _Emitter:
                 self.reads.append(n)
             mask = "mask" if cond is None else f"mask & ({cond})"
             addr = self.flat(idx, shape)
-            if not re.search(r"\b(offs|i\d+)\b", addr):  # one element for the whole block: a scalar load
-                expr = f"tl.load(p{n}{'' if addr == '0' else ' + ' + addr}).to(tl.float32)"
+            # an integer tensor is read only as the indices of a gather (emit._integers): kept as integers
+            to = "" if node.dtype.kind == "int" else ".to(tl.float32)"
+            if not re.search(r"\b(offs|i\d+|ix\d+\w*)\b", addr):  # one element for the whole block: a scalar load
+                expr = f"tl.load(p{n}{'' if addr == '0' else ' + ' + addr}){to}"
             else:
-                expr = f"tl.load(p{n} + {addr}, mask={mask}, other=1.0).to(tl.float32)"
+                expr = f"tl.load(p{n} + {addr}, mask={mask}, other=1.0){to}"
         else:
             expr = self._compute(n, idx, cond)
         name = f"v{n}" if idx == self.dom and cond is None else f"v{n}_{len(self.memo)}"
+        if node.dtype.kind == "int":
+            name = "ix" + name[1:]  # an address term (gathers): names the loads and views of indices apart
         self.lines.append(f"{name} = {expr}")
         self.memo[key] = name
         return name
@@ -206,6 +210,13 @@ class _Emitter:
             j = list(idx)
             j[axis] = f"({idx[axis]} * {step} + {start})" if step != 1 else f"({idx[axis]} + {start})"
             return self.value(node.inputs[0], tuple(j), cond)
+        if node.op in INDEXING:  # x read at the index tensor's value along axis (clamped into range)
+            axis = int(attr(self.program, n, "axis"))
+            x, index = node.inputs
+            at = self.value(index, idx if node.op == "gather" else (idx[axis],), cond)
+            j = list(idx)
+            j[axis] = f"tl.minimum(tl.maximum({at}, 0), {ins[0][axis] - 1})" if ins[0][axis] > 1 else "0"
+            return self.value(x, tuple(j), cond)
         if node.op in POOLS:
             return self._pool(n, idx, cond)
         if node.op == "causal_mask":  # tril / triu / attention masks: the fill where j - i > diagonal, no load there
@@ -305,7 +316,13 @@ class _Emitter:
 def handles(op: str) -> bool:
     """Whether the emitter computes ``op`` (``_Emitter._compute``'s cases)."""
     return (op in ELEMENTWISE or op in ("broadcast_to", "transpose", "slice", "concat", "causal_mask", "flip")
-            or op in O.flat_views() or op in POOLS)
+            or op in O.flat_views() or op in POOLS or op in INDEXING)
+
+
+INDEXING = ("gather", "index_select")
+"""Ops that read x at the values of an integer index tensor (meta ``indices``, a second input): the emitter
+loads the index as an integer and addresses x with it, clamped into x's axis (torch raises on an index out
+of range; the kernel reads the nearest end instead of memory past the tensor)."""
 
 
 def no_fp64(plan: FusionPlan, gi: int) -> None:

@@ -60,12 +60,32 @@ INTEGERS = ("integer values stay in torch: the Triton kernels compute in fp32, e
             "2**24 (booleans, 0 and 1, are fine)")
 
 
+_INDEX_MAPS = frozenset(O.flat_views()) | {"slice", "transpose", "broadcast_to", "flip"}
+"""Layout ops the element-wise emitter computes by mapping the index alone (no arithmetic on the values)."""
+
+
 def _integers(plan: FusionPlan, gi: int) -> bool:
-    """Whether group ``gi`` computes or reads an int32 / int64 value."""
+    """Whether group ``gi`` computes or reads an int32 / int64 value other than as addresses: the index of a
+    gather / index_select (``elementwise.INDEXING``), read from another group's output or an input, through
+    index maps inside the group at most (views, slices, transposes, broadcasts, flips), is loaded as an
+    integer and only addresses."""
     program = plan.program
     nodes = set(plan.groups[gi].nodes)
-    seen = nodes | {j for n in nodes for j in program.nodes[n].inputs}
-    return any(program.nodes[n].dtype.kind == "int" for n in seen)
+    addresses: set[int] = set()
+    stack = [program.nodes[n].inputs[1] for n in nodes if program.nodes[n].op in elementwise.INDEXING]
+    while stack:
+        j = stack.pop()
+        if j in addresses:
+            continue
+        addresses.add(j)
+        if j in nodes:
+            if program.nodes[j].op not in _INDEX_MAPS:  # an index computed here: integer arithmetic
+                return True
+            stack.extend(program.nodes[j].inputs)
+    values = nodes - addresses
+    reads = {j for n in values for k, j in enumerate(program.nodes[n].inputs)
+             if not (k == 1 and program.nodes[n].op in elementwise.INDEXING)}
+    return any(program.nodes[n].dtype.kind == "int" for n in values | reads)
 
 
 def lower_group(plan: FusionPlan, gi: int, tiling: Any, name: str, warp_size: int | None = None,

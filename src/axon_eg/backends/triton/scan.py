@@ -1,9 +1,9 @@
-"""Scan groups (``cumsum`` with its element-wise producers and consumers) as one Triton kernel.
+"""Scan groups (``cumsum``, ``cumprod`` with their element-wise producers and consumers) as one Triton kernel.
 
 The scan's tensor is seen as ``OUTER x L x INNER`` (``L`` the scanned axis). Each program owns a set
 of independent lines and walks along ``L`` in chunks, fp32 throughout: ``tl.cumsum`` scans a chunk
-inside the block, and a running ``carry`` per line (the last element of the previous chunk's inclusive
-scan) is added to the next chunk, so a line of any length is one sweep over HBM. Two tile shapes,
+inside the block (``tl.cumprod`` for a product), and a running ``carry`` per line (the last element of the
+previous chunk's inclusive scan) is added to (multiplies) the next chunk, so a line of any length is one sweep over HBM. Two tile shapes,
 both with the memory-contiguous axis as the tile's last (fastest) axis, so loads and stores coalesce:
 
 * the scanned axis is innermost (``INNER == 1``): a ``[ROWS, CHUNK]`` tile, ``ROWS`` lines per
@@ -14,7 +14,7 @@ both with the memory-contiguous axis as the tile's last (fastest) axis, so loads
 Every value of the group is computed at an index tuple over the scan's shape (the element-wise
 lowering's index maps: broadcasts, transposes, slices, concats and views on load); the scanned
 values themselves must be read at the tile's own index. Several scans along the same axis (a cumsum
-of a cumsum) share the sweep, each with its own carry.
+of a cumsum) share the sweep, each with its own carry (a product's carry multiplies: ``_SCANS``).
 
 Tile sizes: the planner hands scan groups the element-wise ``BLOCK`` (elements per chunk tile) and
 ``num_warps`` (``extract.templates.ScanTile``, whose ``split`` this is). Rows: ``CHUNK = min(L, BLOCK)``,
@@ -55,6 +55,11 @@ def _digits(flat: str, shape: tuple[int, ...], first: int) -> dict[int, str]:
     return out
 
 
+_SCANS = {"cumsum": ("cumsum", "0.0", "+"), "cumprod": ("cumprod", "1.0", "*")}
+"""Scan op -> (its tl function, the neutral element masked lanes and the first carry hold, the operator
+that folds the carry (the line's running result before the chunk) into the chunk's scan)."""
+
+
 class _Sweep(_Emitter):
     """The element-wise emitter over a 2-D tile whose chunk loop runs along the scanned axis."""
 
@@ -64,7 +69,7 @@ class _Sweep(_Emitter):
         self.looped = looped
         self.scan_axis = scan_axis  # the tile axis tl.cumsum runs along
         self.carry_index = carry_index  # the carry's tl.sum drops the scanned tile axis; this puts it back
-        self.carries: list[str] = []
+        self.carries: list[tuple[str, str]] = []  # (name, initial value)
 
     def value(self, n: int, idx: Index, cond: str | None = None) -> str:
         node = self.program.nodes[n]
@@ -78,12 +83,13 @@ class _Sweep(_Emitter):
             return self.memo[key]
         x = self.value(node.inputs[0], idx)
         name = f"v{n}"
-        # masked lanes (past the line's end, or rows past the last line) add nothing to the scan
-        self.lines.append(f"{name} = tl.cumsum(tl.where(mask, {x}, 0.0), axis={self.scan_axis})")
+        fn, neutral, combine = _SCANS[node.op]
+        # masked lanes (past the line's end, or rows past the last line) leave the scan as it is
+        self.lines.append(f"{name} = tl.{fn}(tl.where(mask, {x}, {neutral}), axis={self.scan_axis})")
         if self.looped:
             carry = f"carry{n}"
-            self.carries.append(carry)
-            self.lines.append(f"{name} = {name} + {carry}")
+            self.carries.append((carry, neutral))
+            self.lines.append(f"{name} = {name} {combine} {carry}")
             # the chunk's last lane holds the line's running total (exact: one nonzero term in the sum)
             self.lines.append(f"{carry} = tl.sum(tl.where(lane == CHUNK - 1, {name}, 0.0), "
                               f"axis={self.scan_axis}){self.carry_index}")
@@ -101,16 +107,16 @@ def _check(plan: FusionPlan, gi: int) -> tuple[tuple[int, ...], int, list[int]]:
     if not scans:
         raise NotLowerable("no scan in the group")
     for n in scans:
-        if program.nodes[n].op != "cumsum":
+        if program.nodes[n].op not in _SCANS:
             raise NotLowerable(f"{program.nodes[n].op} has no Triton scan lowering")
     domain = tuple(program.concrete_shape(scans[-1]))
     axis = int(attr(program, scans[-1], "axis"))
     if not domain:
-        raise NotLowerable("cumsum of a scalar")
+        raise NotLowerable(f"{program.nodes[scans[-1]].op} of a scalar")
     for n in scans:
         shape, ax = tuple(program.concrete_shape(n)), int(attr(program, n, "axis"))
         if shape != domain or ax != axis:
-            raise NotLowerable(f"cumsum over axis {ax} of {list(shape)} and over axis {axis} of {list(domain)} "
+            raise NotLowerable(f"a scan over axis {ax} of {list(shape)} and over axis {axis} of {list(domain)} "
                                "cannot share one sweep")
     return domain, axis, plan.outputs_of(gi)
 
@@ -182,7 +188,7 @@ def _scans_at_own_index(plan: FusionPlan, gi: int, domain: tuple[int, ...], axis
 def check(plan: FusionPlan, gi: int, tiling: Tiling | None, warp_size: int | None = None,
           isa: str | None = None) -> bool:
     """NotLowerable with :func:`lower`'s reason, without generating code: float64, no scan, scans other than
-    cumsum, of a scalar, or of different shapes or axes, the tiling's kind, an output that is no view of
+    cumsum and cumprod, of a scalar, or of different shapes or axes, the tiling's kind, an output that is no view of
     the scan's shape, an op the element-wise emitter lacks; True when every scan is read at the sweep's
     own index (``_scans_at_own_index``), False when one is read through an index map (only the lowering's
     index expressions tell whether that map is the identity). :func:`lower` calls it first."""
@@ -242,7 +248,7 @@ def lower(plan: FusionPlan, gi: int, tiling: Tiling | None, name: str, warp_size
             *em.lines,
             *(f"tl.store(out{k} + offs, {r}, mask=mask)" for k, r in enumerate(results))]
     if looped:
-        head += [f"{c} = tl.zeros({carry_shape}, tl.float32)" for c in em.carries]
+        head += [f"{c} = tl.full({carry_shape}, {init}, tl.float32)" for c, init in em.carries]
         body = head + [f"for c0 in range(0, {length}, CHUNK):  # chunks along the scanned axis, carry between them"]
         body += ["    " + ln for ln in step]
     else:
