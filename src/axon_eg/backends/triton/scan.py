@@ -4,7 +4,8 @@ The scan's tensor is seen as ``OUTER x L x INNER`` (``L`` the scanned axis). Eac
 of independent lines and walks along ``L`` in chunks, fp32 throughout: ``tl.cumsum`` scans a chunk
 inside the block (``tl.cumprod`` for a product), and a running ``carry`` per line (the last element of
 the previous chunk's inclusive scan) is added to (multiplies) the next chunk, so a line of any length
-is one sweep over HBM. Two tile shapes, both with the memory-contiguous axis as the tile's last (fastest) axis, so loads and stores coalesce:
+is one sweep over HBM. Two tile shapes, both with the memory-contiguous axis as the tile's last
+(fastest) axis, so loads and stores coalesce:
 
 * the scanned axis is innermost (``INNER == 1``): a ``[ROWS, CHUNK]`` tile, ``ROWS`` lines per
   program, the scan along tile axis 1 (warp shuffles, then shared memory across warps);
