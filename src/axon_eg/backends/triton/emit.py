@@ -135,6 +135,15 @@ def lowers(plan: FusionPlan, gi: int, tiling: Any, isa: str | None = None, warp_
         return blas.core(plan, gi) is not None
     if isa == SDPA:
         return sdpa.core(plan, gi) is not None
+    if isa == NHWC and kind == ELEMENTWISE:  # as lower_group: the epilogue reads a channels-last conv output
+        stored = _channels_last_read(plan, gi)
+        if stored is None:
+            return False
+        try:
+            layout.lower_stored(plan, gi, tiling, f"_probe{gi}", warp_size, *stored)
+        except NotLowerable:
+            return False
+        return True
     if kind not in LOWERINGS or _integers(plan, gi):
         return False
     module = LOWERINGS[kind]
