@@ -143,7 +143,8 @@ EXEMPT: dict[tuple[str, str], str] = {
     **{(_ENVELOPES, op.name): "opaque to the prover (meta opaque): not drawn (strategies.SKIPPED_OPS)"
        for op in O.all_ops() if op.meta.get("opaque") and _envelopes(op) is False},
     **{(table, op.name): "a bit operation on integers: a group computing integers stays in torch (triton/emit.INTEGERS)"
-       for op in O.all_ops() if op.meta.get("opaque") and op.kind is O.OpKind.ELEMENTWISE for table in (_TRITON, _NKI)},
+       for op in O.all_ops() if op.dtype is O.bitwise for table in (_TRITON, _NKI)},
+    **{(_NKI, name): _NO_NKI for name in ("sin", "cos", "floor", "ceil", "round", "trunc", "sign")},
     (_NKI_ACT, "mish"): "no Scalar-engine function of its own; the Trainium cost model still places it there",
 }
 

@@ -46,6 +46,7 @@ EXAMPLES: dict[str, tuple[list[tuple[int, ...]], dict]] = {
     **{name: ([(3, 1, 5), (4, 1)], {}) for name in ("bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_left_shift",
                                                      "bitwise_right_shift")},
     "bitwise_not": ([(3, 5)], {}),
+    **{name: ([(3, 5)], {}) for name in ("sin", "cos", "floor", "ceil", "round", "trunc", "sign")},
     "sort": ([(3, 4, 5)], {"axis": 1, "descending": True}),
     "argsort": ([(3, 4, 5)], {"axis": -1}),
     "topk": ([(3, 4, 5)], {"k": 2, "axis": 1}),
@@ -111,6 +112,7 @@ TORCH: dict[str, object] = {
     "flip": lambda x: torch.flip(x, (0, 2)),
     **{name: getattr(torch, name) for name in ("bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_left_shift",
                                                "bitwise_right_shift", "bitwise_not")},
+    **{name: getattr(torch, name) for name in ("sin", "cos", "floor", "ceil", "round", "trunc", "sign")},
     "sort": lambda x: torch.sort(x, dim=1, descending=True).values,
     "argsort": lambda x: torch.argsort(x, dim=-1, stable=True),
     "topk": lambda x: torch.topk(x, 2, dim=1).values,
@@ -121,7 +123,7 @@ TORCH: dict[str, object] = {
     "index_select": lambda x, i: torch.index_select(x, 1, i.long()),
 }
 INDEXED = {"gather": 1, "index_select": 1}  # op -> the axis its second input indexes (an int64 input)
-BITS = {op.name for op in O.all_ops() if op.meta.get("opaque") and op.kind is O.OpKind.ELEMENTWISE}  # int64 inputs
+BITS = {op.name for op in O.all_ops() if op.dtype is O.bitwise}  # int64 inputs
 
 
 def build(name: str, seed: int = 0):

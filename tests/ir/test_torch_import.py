@@ -550,6 +550,48 @@ def indices(r):
 
 
 @case
+def margin_losses(r):
+    """hinge embedding, soft margin, margin ranking and cosine embedding losses (targets of 1 and -1; each
+    reduction), and binary cross entropy of probabilities (with and without weights)."""
+    n, d = r.randint(1, 5), r.randint(1, 6)
+    red = _reduction(r)
+    rng = np.random.default_rng(r.getrandbits(32))
+    signs = torch.from_numpy(rng.choice([-1.0, 1.0], size=(n, d))).float()
+    margin = r.choice([0.0, 0.5, 1.0])
+
+    def f(m, x, y, s, p):
+        out = F.hinge_embedding_loss(x, s, margin=margin, reduction=red).sum() \
+            + F.soft_margin_loss(x, s, reduction=red).sum() \
+            + F.margin_ranking_loss(x, y, s, margin=margin, reduction=red).sum() \
+            + F.cosine_embedding_loss(x, y, s[:, 0], margin=margin, reduction=red).sum() \
+            + F.binary_cross_entropy(torch.sigmoid(x), p, reduction=red).sum() \
+            + F.binary_cross_entropy(torch.sigmoid(y), p, weight=p + 0.5)
+        return out
+
+    return Fn(f), (rand(r, n, d), rand(r, n, d), signs, rand(r, n, d, positive=True) / 2.5)
+
+
+@case
+def small_forms(r):
+    """Constructors (zeros / ones / full and their new_ and _like forms), clamp with tensor bounds, aminmax,
+    msort, addcmul / addcdiv, lerp, logaddexp (infinities of the same sign included), sin / cos, and rounding."""
+    a, b = dims(r, 2)
+
+    def f(m, x, y):
+        made = torch.zeros(a, b) + torch.ones(b) * 2 + torch.full((a, 1), 0.5) + x.new_zeros(a, b) + x.new_ones(1, b) \
+            + x.new_full((a, b), -1.5)
+        lo, hi = torch.aminmax(x, dim=-1, keepdim=True)
+        clamped = torch.clamp(x, min=y * 0.1, max=y + 1) + torch.clamp_min(x, y) + torch.clamp_max(x, y)
+        inf = torch.full((a, b), float("-inf"))
+        mixed = torch.addcmul(x, x, y, value=0.5) + torch.addcdiv(x, y, y * y + 1, value=2.0) + torch.lerp(x, y, 0.3) \
+            + torch.lerp(x, y, torch.sigmoid(y)) + torch.logaddexp(x, y) + torch.logaddexp(inf, inf).exp()
+        rounded = torch.floor(x * 3) + torch.ceil(x) + torch.round(x * 2) + torch.trunc(x * 3) + torch.sign(x)
+        return made + lo + hi + clamped + mixed + rounded + torch.sin(x) * torch.cos(y) + torch.msort(x)
+
+    return Fn(f), (rand(r, a, b), rand(r, a, b))
+
+
+@case
 def sorting(r):
     """sort (values and indices, both orders; a stable order), argsort, topk (largest and smallest), on any axis;
     take_along_dim without dim (the flattened tensors)."""

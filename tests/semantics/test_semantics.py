@@ -164,10 +164,10 @@ UNARY_ATTRS: dict[str, list[dict[str, Any]]] = {
     "cast": [{"dtype": "bf16"}],
 }
 UNARY_OPS = [op.name for op in O.ops_of_kind(O.OpKind.ELEMENTWISE) if op.meta.get("arity") == 1
-             and not op.meta.get("opaque")]
+             and op.dtype is not O.bitwise]
 BINARY_OPS = [op.name for op in O.ops_of_kind(O.OpKind.ELEMENTWISE) if op.meta.get("arity") == 2
-              and not op.meta.get("opaque")]
-BIT_OPS = [op.name for op in O.ops_of_kind(O.OpKind.ELEMENTWISE) if op.meta.get("opaque")]
+              and op.dtype is not O.bitwise]
+BIT_OPS = [op.name for op in O.ops_of_kind(O.OpKind.ELEMENTWISE) if op.dtype is O.bitwise]
 BROADCASTS = [(("M", "N"), ("M", "N")), (("M", "N"), ("N",)), (("M", 1), (1, "N")), ((), ("M", "N")),
               (("K", 1, "N"), ("M", 1)), ((1,), ("M", "N")), (("M", "N"), ("K", "M", "N"))]
 

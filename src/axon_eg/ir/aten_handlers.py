@@ -196,16 +196,6 @@ def _masked_fill(cx: _Ctx, a: dict[str, Any]) -> Value:
     return cx.emit("where", a["mask"], cx.lift(value, x), x)
 
 
-def _filled_like(fill: float | None) -> Handler:
-    """``zeros_like`` / ``ones_like`` / ``full_like``: a constant broadcast to the tensor's shape."""
-    def handle(cx: _Ctx, a: dict[str, Any]) -> Value:
-        dtype = _dtype(cx.node.meta["val"].dtype, cx.where)
-        value = cx.b.constant(float(a["fill_value"] if fill is None else fill), dtype)
-        return value if not cx.out_shape else cx.emit("broadcast_to", value, shape=cx.out_shape)
-
-    return handle
-
-
 def _identity(cx: _Ctx, a: dict[str, Any]) -> Value:
     return a["self"]
 
@@ -866,3 +856,91 @@ def _bce_with_logits(cx: _Ctx, a: dict[str, Any]) -> Value:
     if a["weight"] is not None:
         loss = cx.emit("mul", loss, a["weight"])
     return _reduced(cx, loss, a["reduction"])
+
+
+# -- more losses: the margin and soft-margin families, binary cross entropy ------------------------
+def _hinge_embedding_loss(cx: _Ctx, a: dict[str, Any]) -> Value:
+    """``F.hinge_embedding_loss`` as torch computes it: max(0, margin - x) where the target is not 1, plus x
+    where it is not -1 (a target of 1 or -1 picks one of them)."""
+    x, t = a["self"], a["target"]
+    zero = cx.b.constant(0.0, x.dtype)
+    clamped = cx.emit("relu", cx.emit("sub", cx.b.constant(float(a["margin"]), x.dtype), x))
+    neg = cx.emit("where", cx.binary("ne", t, 1.0), clamped, zero)
+    pos = cx.emit("where", cx.binary("ne", t, -1.0), x, zero)
+    return _reduced(cx, cx.emit("add", neg, pos), a["reduction"])
+
+
+def _soft_margin_loss(cx: _Ctx, a: dict[str, Any]) -> Value:
+    """``F.soft_margin_loss``: log(1 + exp(-target * x)), a softplus without its linear cut-off."""
+    margin = cx.emit("neg", cx.binary("mul", a["target"], a["self"]))
+    return _reduced(cx, cx.emit("softplus", margin, beta=1.0, threshold=math.inf), a["reduction"])
+
+
+def _margin_ranking_loss(cx: _Ctx, a: dict[str, Any]) -> Value:
+    """``F.margin_ranking_loss``: max(0, -target * (x1 - x2) + margin)."""
+    diff = cx.binary("mul", cx.emit("neg", a["target"]), cx.binary("sub", a["input1"], a["input2"]))
+    return _reduced(cx, cx.emit("relu", cx.binary("add", diff, float(a["margin"]))), a["reduction"])
+
+
+def _cosine_embedding_loss(cx: _Ctx, a: dict[str, Any]) -> Value:
+    """``F.cosine_embedding_loss`` as torch computes it: cos = <x1, x2> / sqrt((|x1|^2 + 1e-12)(|x2|^2 + 1e-12))
+    along the last axis; 1 - cos where the target is 1, max(0, cos - margin) where it is -1."""
+    x1, x2, t = a["input1"], a["input2"], a["target"]
+    axis = x1.ndim - 1
+    dot = cx.emit("sum", cx.binary("mul", x1, x2), axes=(axis,))
+    norms = [cx.binary("add", cx.emit("sum", cx.emit("square", x), axes=(axis,)), 1e-12) for x in (x1, x2)]
+    cos = cx.emit("div", dot, cx.emit("sqrt", cx.binary("mul", *norms)))
+    zero = cx.b.constant(0.0, cos.dtype)
+    pos = cx.emit("where", cx.binary("eq", t, 1.0), cx.binary("sub", 1.0, cos), zero)
+    neg = cx.emit("where", cx.binary("eq", t, -1.0), cx.emit("relu", cx.binary("sub", cos, float(a["margin"]))), zero)
+    return _reduced(cx, cx.emit("add", pos, neg), a["reduction"])
+
+
+def _binary_cross_entropy(cx: _Ctx, a: dict[str, Any]) -> Value:
+    """``F.binary_cross_entropy`` of probabilities as torch computes it: -(t log p + (1 - t) log(1 - p)) with
+    each log clamped at -100, times the weight."""
+    p, t, w = a["self"], a["target"], a.get("weight")
+    floor = cx.b.constant(-100.0, p.dtype)
+    log_p = cx.emit("maximum", cx.emit("log", p), floor)
+    log_q = cx.emit("maximum", cx.emit("log", cx.binary("sub", 1.0, p)), floor)
+    loss = cx.binary("sub", cx.binary("mul", cx.binary("sub", t, 1.0), log_q), cx.binary("mul", t, log_p))
+    if w is not None:
+        loss = cx.binary("mul", loss, w)
+    return _reduced(cx, loss, a["reduction"])
+
+
+# -- constructors and small forms --------------------------------------------------------------------
+def _filled(fill: float | None) -> Handler:
+    """``torch.zeros`` / ``ones`` / ``full``, ``x.new_zeros`` / ..., ``zeros_like`` / ``ones_like`` / ``full_like``:
+    a constant broadcast to the result's shape."""
+    def handle(cx: _Ctx, a: dict[str, Any]) -> Value:
+        dtype = _dtype(cx.node.meta["val"].dtype, cx.where)
+        value = cx.b.constant(float(a["fill_value"] if fill is None else fill), dtype)
+        return value if not cx.out_shape else cx.emit("broadcast_to", value, shape=cx.out_shape)
+
+    return handle
+
+
+def _clamp_tensor(cx: _Ctx, a: dict[str, Any]) -> Value:
+    """``torch.clamp`` with tensor bounds: min(max(x, lo), hi), as torch (the upper bound wins where they cross)."""
+    x = a["self"]
+    if a.get("min") is not None:
+        x = cx.binary("maximum", x, a["min"])
+    if a.get("max") is not None:
+        x = cx.binary("minimum", x, a["max"])
+    return x
+
+
+def _lerp(cx: _Ctx, a: dict[str, Any]) -> Value:
+    """``torch.lerp(start, end, weight)``: start + weight * (end - start)."""
+    return cx.binary("add", a["self"], cx.binary("mul", a["weight"], cx.binary("sub", a["end"], a["self"])))
+
+
+def _logaddexp(cx: _Ctx, a: dict[str, Any]) -> Value:
+    """``torch.logaddexp``: max + log(1 + exp(-|a - b|)), and a itself where a == b is infinite (as torch)."""
+    x, y = a["self"], a["other"]
+    top = cx.binary("maximum", x, y)
+    gap = cx.emit("neg", cx.emit("abs", cx.binary("sub", x, y)))
+    out = cx.binary("add", top, cx.emit("log", cx.binary("add", 1.0, cx.emit("exp", gap))))
+    same_inf = cx.emit("logical_and", cx.binary("eq", x, y), cx.binary("eq", cx.emit("abs", x), math.inf))
+    return cx.emit("where", same_inf, x, out)

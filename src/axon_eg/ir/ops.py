@@ -367,7 +367,8 @@ def floating(dtypes: tuple[DType, ...], attrs: Attrs) -> DType:
     return d if d.is_float else fp32
 
 
-_KEEPS_INTEGERS = {"neg", "abs", "square", "relu", "clamp"}  # integer in, integer out (torch's rule)
+# integer in, integer out (torch's rule)
+_KEEPS_INTEGERS = {"neg", "abs", "square", "relu", "clamp", "floor", "ceil", "round", "trunc", "sign"}
 
 
 def _unary(name: str, ref: Callable[..., np.ndarray], doc: str, attrs: tuple[Attr, ...] = (),
@@ -435,6 +436,15 @@ _unary("clamp", lambda x, lo, hi: np.minimum(np.maximum(x, lo), hi), "min(max(x,
        (Attr("lo", "float", -math.inf), Attr("hi", "float", math.inf)))
 _unary("pow", _pow, "x**exponent for a constant exponent", (Attr("exponent", "float"),), positive_inputs=(0,))
 _unary("erf", _erf, "the error function", activation=True)
+_unary("sin", np.sin, "sine")
+_unary("cos", np.cos, "cosine")
+# Rounding and sign: piecewise constant, so the prover keeps them opaque (an fp32 kernel and the float64
+# reference may round a value computed near a step to either side: outside the random programs too)
+_unary("floor", np.floor, "the largest integer <= x", opaque=True)
+_unary("ceil", np.ceil, "the smallest integer >= x", opaque=True)
+_unary("round", np.round, "the nearest integer, halves to even (torch.round)", opaque=True)
+_unary("trunc", np.trunc, "x rounded toward zero", opaque=True)
+_unary("sign", np.sign, "-1, 0 or 1 as x is negative, zero or positive (NaN stays NaN)", opaque=True)
 def _cast_ref(x: np.ndarray, dtype: DType) -> np.ndarray:
     if dtype.kind == "bool":
         return np.asarray(x != 0, dtype=np.float64)

@@ -116,6 +116,10 @@ def import_torch(module: torch.nn.Module | torch.export.ExportedProgram, example
     return _Translator(ep, name).run()
 
 
+_NO_EQUIVALENT = ("no axon_eg equivalent: write it with supported ops (axon_eg.ir.torch_import.SUPPORTED_ATEN_OPS "
+                  "lists them), or compute it outside the module and pass the result in as an input")
+
+
 class _Translator:
     def __init__(self, ep: torch.export.ExportedProgram, name: str):
         self.ep, self.name = ep, name
@@ -138,8 +142,7 @@ class _Translator:
         for node in self.graph_nodes:  # name an unsupported op before any dtype complaint about its inputs
             if node in live and node.op == "call_function" and node.target is not operator.getitem \
                     and _handler(node.target) is None:
-                why = _DATA_DEPENDENT.get(_name(node.target), "no axon_eg equivalent (see "
-                                          "axon_eg.ir.torch_import.SUPPORTED_ATEN_OPS)")
+                why = _DATA_DEPENDENT.get(_name(node.target), _NO_EQUIVALENT)
                 raise _Ctx(self.b, _name(node.target), node, _location(node)).unsupported(why)
         self._inputs(live)
         for node in self.graph_nodes:

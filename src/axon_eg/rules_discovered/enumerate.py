@@ -68,15 +68,16 @@ def make(name: str, family: str, inputs: Sequence[tuple[str, tuple]], lhs: Build
 
 def unary_ops() -> list[O.OpDef]:
     """The unary element-wise ops rules are discovered for (comparisons, logic and ``where``, meta
-    ``logical``, are left out: their boolean values would need rules of their own)."""
+    ``logical``, are left out: their boolean values would need rules of their own; so are the ops the prover
+    keeps opaque, rounding and bit operations)."""
     return [op for op in O.ops_of_kind(O.OpKind.ELEMENTWISE)
             if op.meta.get("arity") == 1 and not op.meta.get("index_dependent") and op.name != "cast"
-            and not op.meta.get("logical")]
+            and not op.meta.get("logical") and not op.meta.get("opaque")]
 
 
 def binary_ops() -> list[O.OpDef]:
     return [op for op in O.ops_of_kind(O.OpKind.ELEMENTWISE) if op.meta.get("arity") == 2
-            and not op.meta.get("logical")]
+            and not op.meta.get("logical") and not op.meta.get("opaque")]
 
 
 # Attribute values that make an op interesting to enumerate (defaults otherwise).

@@ -49,6 +49,8 @@ FUNCTIONS: dict[str, Callable[[float], float]] = {
     "sqrt": lambda x: float(np.sqrt(x)),
     "tanh": math.tanh,
     "erf": _erf,
+    "sin": lambda x: float(np.sin(x)),
+    "cos": lambda x: float(np.cos(x)),
 }
 
 

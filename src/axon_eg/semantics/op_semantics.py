@@ -132,6 +132,8 @@ UNARY: dict[str, Callable[..., Poly]] = {
     "clamp": clamp,
     "pow": lambda x, exponent: _pow(x, exponent),
     "erf": lambda x: nf.fn("erf", x),
+    "sin": lambda x: nf.fn("sin", x),
+    "cos": lambda x: nf.fn("cos", x),
     "cast": lambda x, dtype: _cast(x, dtype),
     "logical_not": lambda x: nf.ite("==", x, ZERO, ONE, ZERO),
 }

@@ -100,6 +100,8 @@ _UNARY_ENV: dict[str, Callable[[Envelope, Any], Envelope | None]] = {
     "leaky_relu": lambda e, a: Envelope(e.mag * max(1, abs(a["slope"])), e.lo * min(1, abs(a["slope"])), e.pos),
     "sigmoid": lambda e, a: Envelope(1.0, _sigmoid(-e.mag), True),
     "tanh": lambda e, a: Envelope(1.0, math.tanh(e.lo), e.pos),
+    "sin": lambda e, a: Envelope(1.0),
+    "cos": lambda e, a: Envelope(1.0),
     "silu": lambda e, a: Envelope(e.mag + 1),
     "gelu": lambda e, a: Envelope(e.mag + 1),
     "mish": lambda e, a: Envelope(e.mag + 1),

@@ -127,7 +127,8 @@ _UNARY_CALLS = {
     "exp": "torch.exp", "log": "torch.log", "sqrt": "torch.sqrt", "rsqrt": "torch.rsqrt",
     "reciprocal": "torch.reciprocal", "abs": "torch.abs", "square": "torch.square", "relu": "torch.relu",
     "sigmoid": "torch.sigmoid", "tanh": "torch.tanh", "erf": "torch.erf", "silu": "F.silu", "mish": "F.mish",
-    "hardswish": "F.hardswish", "hardsigmoid": "F.hardsigmoid",
+    "hardswish": "F.hardswish", "hardsigmoid": "F.hardsigmoid", "sin": "torch.sin", "cos": "torch.cos",
+    "floor": "torch.floor", "ceil": "torch.ceil", "round": "torch.round", "trunc": "torch.trunc", "sign": "torch.sign",
 }
 
 

@@ -89,6 +89,14 @@ def _cast(x: str, dtype: Any) -> str:
     return x  # fp32 (the compute type); fp64 groups are never lowered to Triton
 
 
+def _round_half_even(x: str) -> str:
+    """torch.round: the nearest integer, a half to the even one. floor(x + 0.5), one less where that landed
+    on an odd integer from exactly halfway; from 2**23 up every fp32 is an integer (and x + 0.5 would round)."""
+    r = f"tl.floor(({x}) + 0.5)"
+    near = f"tl.where((({r}) - ({x}) == 0.5) & ((({r}) * 0.5) != tl.floor(({r}) * 0.5)), ({r}) - 1.0, {r})"
+    return f"tl.where(tl.abs({x}) < 8388608.0, {near}, {x})"
+
+
 ELEMENTWISE: dict[str, Lowering] = {
     "neg": lambda a, _: f"(-({a[0]}))",
     "exp": lambda a, _: f"tl.exp({a[0]})",
@@ -111,6 +119,13 @@ ELEMENTWISE: dict[str, Lowering] = {
     "clamp": lambda a, t: _clamp(a[0], t["lo"], t["hi"]),
     "pow": lambda a, t: _pow(a[0], t["exponent"]),
     "erf": lambda a, _: f"tl.erf({a[0]})",
+    "sin": lambda a, _: f"tl.sin({a[0]})",
+    "cos": lambda a, _: f"tl.cos({a[0]})",
+    "floor": lambda a, _: f"tl.floor({a[0]})",
+    "ceil": lambda a, _: f"tl.ceil({a[0]})",
+    "trunc": lambda a, _: f"tl.where(({a[0]}) >= 0.0, tl.floor({a[0]}), tl.ceil({a[0]}))",
+    "round": lambda a, _: _round_half_even(a[0]),
+    "sign": lambda a, _: f"tl.where(({a[0]}) > 0.0, 1.0, tl.where(({a[0]}) < 0.0, -1.0, {a[0]}))",
     "cast": lambda a, t: _cast(a[0], t["dtype"]),
     "add": lambda a, _: f"(({a[0]}) + ({a[1]}))",
     "sub": lambda a, _: f"(({a[0]}) - ({a[1]}))",
