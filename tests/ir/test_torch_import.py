@@ -592,6 +592,21 @@ def small_forms(r):
 
 
 @case
+def made_in_forward(r):
+    """torch.arange in each form (ints and floats: buffers of the program) and F.one_hot (int64) feeding
+    float work: positions scaled into angles, a class mask."""
+    n, c = r.randint(1, 6), r.randint(1, 5)
+    rng = np.random.default_rng(r.getrandbits(32))
+    labels = torch.from_numpy(rng.integers(0, c, (n,)))
+
+    def f(m, x, t):
+        pos = torch.arange(n).float()[:, None] * torch.arange(0.5, c, 1.0)[None, :c] + torch.arange(1, 2 * c + 1, 2)
+        return x * torch.sin(pos) + F.one_hot(t, c).float() * 2.0 + aten.arange.start(1, c + 1) / 3
+
+    return Fn(f), (rand(r, n, c), labels)
+
+
+@case
 def sorting(r):
     """sort (values and indices, both orders; a stable order), argsort, topk (largest and smallest), on any axis;
     take_along_dim without dim (the flattened tensors)."""

@@ -11,6 +11,7 @@ import math
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
 import torch
 from torch.fx.node import Node
 
@@ -32,8 +33,17 @@ def _dtype(torch_dtype: torch.dtype, what: str) -> DType:
 # Per-node context handed to the handlers
 # ------------------------------------------------------------------------------------------------
 class _Ctx:
-    def __init__(self, builder: Builder, aten: str, node: Node, location: str | None):
+    def __init__(self, builder: Builder, aten: str, node: Node, location: str | None,
+                 buffer: Callable[[str, Any, DType], Value] | None = None):
         self.b, self.aten, self.node, self.location = builder, aten, node, location
+        self._buffer = buffer
+
+    def buffer(self, stem: str, values: Any, dtype: DType) -> Value:
+        """A tensor of known values made inside forward() (``torch.arange``): a buffer of the program, whose
+        values travel with the parameters."""
+        if self._buffer is None:
+            raise self.unsupported("a tensor made from values here has no buffer to go to")
+        return self._buffer(stem, values, dtype)
 
     def emit(self, op: str, *inputs: Value, **attrs: Any) -> Value:
         return self.b.emit(op, *inputs, **attrs)
@@ -944,3 +954,25 @@ def _logaddexp(cx: _Ctx, a: dict[str, Any]) -> Value:
     out = cx.binary("add", top, cx.emit("log", cx.binary("add", 1.0, cx.emit("exp", gap))))
     same_inf = cx.emit("logical_and", cx.binary("eq", x, y), cx.binary("eq", cx.emit("abs", x), math.inf))
     return cx.emit("where", same_inf, x, out)
+
+
+def _arange(cx: _Ctx, a: dict[str, Any]) -> Value:
+    """``torch.arange`` (a constant of the program: its values become a buffer, as torch.export sees them)."""
+    start, end, step = a.get("start", 0), a["end"], a.get("step", 1)
+    dtype = _dtype(cx.node.meta["val"].dtype, cx.where)
+    values = np.arange(start, end, step, dtype=np.float64)
+    if not values.size:
+        raise cx.unsupported(f"arange({start}, {end}, {step}) is empty; axon_eg has no empty tensors")
+    if not dtype.is_float:
+        values = np.trunc(values)
+    return cx.buffer("arange", values, dtype)
+
+
+def _one_hot(cx: _Ctx, a: dict[str, Any]) -> Value:
+    """``F.one_hot(index, num_classes)``: index[..., None] == arange(num_classes), as int64."""
+    index, n = a["self"], int(a["num_classes"])
+    if n < 1:
+        raise cx.unsupported("one_hot needs num_classes given (it cannot be read from the values)")
+    classes = cx.buffer("classes", np.arange(n, dtype=np.float64), index.dtype)
+    hot = cx.emit("eq", cx.emit("expand_dims", index, axis=index.ndim), classes)
+    return cx.emit("cast", hot, dtype=_dtype(cx.node.meta["val"].dtype, cx.where))

@@ -266,10 +266,20 @@ class _Translator:
             self.roles[spec.target] = "parameter" if spec.kind == kinds.PARAMETER else "buffer"
             self.state[spec.target] = value.detach().to("cpu", torch.float64).numpy()
 
+    def _made_buffer(self, stem: str, values: Any, dtype: Any) -> Value:
+        """A buffer input holding values made inside forward() (``torch.arange``), named apart from the rest."""
+        k = 0
+        while f"_{stem}{k}" in self.state or f"_{stem}{k}" in self.specs:
+            k += 1
+        name = f"_{stem}{k}"
+        self.roles[name] = "buffer"
+        self.state[name] = np.asarray(values, dtype=np.float64)
+        return self.b.input(name, tuple(self.state[name].shape), dtype)
+
     def _translate(self, node: Node, args: tuple, kwargs: dict) -> Any:
         aten, location = _name(node.target), _location(node)
         args, kwargs = map_arg((args, kwargs), self.env.__getitem__)  # type: ignore[assignment]
-        cx = _Ctx(self.b, aten, node, location)
+        cx = _Ctx(self.b, aten, node, location, self._made_buffer)
         if node.target is operator.getitem:
             value = args[0][args[1]]
             if value is None:
