@@ -12,6 +12,7 @@ from typing import Any
 
 from hypothesis import strategies as st
 
+from axon_eg.egraph.schema import MAX_RANK
 from axon_eg.errors import ShapeError
 from axon_eg.ir import dims as D
 from axon_eg.ir import ops as O
@@ -208,7 +209,7 @@ def _slice_attrs(g: _Gen, x: _Val) -> dict[str, Any] | None:
 
 
 def _broadcast_to_attrs(g: _Gen, x: _Val) -> dict[str, Any]:
-    lead = tuple(g.dim() for _ in range(g.draw(st.integers(0, 2))))
+    lead = tuple(g.dim() for _ in range(g.draw(st.integers(0, max(0, min(2, MAX_RANK - x.ndim))))))
     return {"shape": (*lead, *(g.dim() if d == 1 and g.draw(st.booleans()) else d for d in x.shape))}
 
 
@@ -229,7 +230,7 @@ _LAYOUT_ATTRS: dict[str, Callable[[_Gen, _Val], dict[str, Any] | None]] = {
     "transpose": _transpose_attrs,
     "reshape": _reshape_attrs,
     "broadcast_to": _broadcast_to_attrs,
-    "expand_dims": lambda g, x: {"axis": g.draw(st.integers(-x.ndim - 1, x.ndim))},
+    "expand_dims": lambda g, x: {"axis": g.draw(st.integers(-x.ndim - 1, x.ndim))} if x.ndim < MAX_RANK else None,
     "squeeze": _squeeze_attrs,
     "slice": _slice_attrs,
     "flip": lambda g, x: {"axes": tuple(sorted(g.draw(st.sets(st.integers(0, x.ndim - 1), max_size=x.ndim))))}
