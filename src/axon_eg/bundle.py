@@ -83,6 +83,23 @@ def library_tolerance(program: Program) -> str | None:
     return None
 
 
+def has_steps(program: Program) -> bool:
+    """Whether the program computes a step function of computed values (registry fact ``steps``: rounding,
+    sign, comparisons, argmax, sort indices): its outputs may differ from the float64 reference at isolated
+    elements where an fp32 kernel (or torch's own fp32 eager) lands on the other side of a step; the harness
+    then lets ``harness.STEP_FRACTION`` of an output's elements be off. A step of the inputs themselves (a
+    mask ``x > 0`` of an input) is exact in any precision and does not count."""
+    expanded = program.expand()
+
+    def given(j: int) -> bool:  # an input or constant, moved by layout ops: the same value in every precision
+        node = expanded.nodes[j]
+        op = O.get(node.op)
+        return node.op in ("input", "constant") or (op.kind is O.OpKind.LAYOUT and all(given(k) for k in node.inputs))
+
+    return any(O.get(node.op).meta.get("steps") and not all(given(j) for j in node.inputs)
+               for node in expanded.nodes)
+
+
 def write_bundle(directory: str | os.PathLike[str], program: Program, kernels: Sequence[Kernel], hw: HardwareSpec,
                  *, seed: int = 0, trials: int = 3, timeout_s: float = 60.0, timeouts: Mapping[str, float] | None = None,
                  reference: str = "auto") -> Path:
@@ -103,13 +120,15 @@ def write_bundle(directory: str | os.PathLike[str], program: Program, kernels: S
         ref = "reference.py:reference_torch"
     specs, dts = input_specs(program), output_dtypes(program)
     tolerance = library_tolerance(program)
+    steps = has_steps(program)
     entries: list[dict[str, Any]] = []
     for k in kernels:
         atomic_text(root / f"{k.name}.py", k.source)
         entries.append({"id": k.name, "source": f"{k.name}.py", "entry": k.entry, "mode": k.mode, "kind": k.kind,
                         "inputs": specs, "out_dtypes": dts, "reference": ref, "seed": seed, "trials": trials,
                         "timeout_s": (timeouts or {}).get(k.name, timeout_s), "resources": k.resources, "meta": k.meta,
-                        "time_wrong": k.kind == "baseline", **({"tolerance": tolerance} if tolerance else {})})
+                        "time_wrong": k.kind == "baseline", **({"tolerance": tolerance} if tolerance else {}),
+                        **({"steps": True} if steps else {})})
     manifest = {"program": program.name, "program_hash": program.hash, "hw": hw.name, "limits": limits(hw),
                 "candidates": entries}
     atomic_text(root / "manifest.json", json.dumps(manifest, indent=1, default=str))

@@ -13,6 +13,7 @@ import pytest
 import torch
 from benchmarks.suite import SUITE
 from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from axon_eg.backends.torch import LOWERINGS, emit_function, emit_module, expr, missing_lowerings
 from axon_eg.errors import ProgramError
@@ -27,7 +28,8 @@ from axon_eg.testing.strategies import SKIPPED_OPS, programs_with_inputs
 ROOT = Path(__file__).resolve().parents[2]
 PROBLEMS = sorted((ROOT / "benchmarks" / "problems").glob("*.py"))
 LIBRARY_OPS = [op.name for op in O.ops_of_kind(O.OpKind.LIBRARY) if op.name not in SKIPPED_OPS]
-TORCH_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32, "fp64": torch.float64}
+TORCH_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32, "fp64": torch.float64,
+                "int32": torch.int32, "int64": torch.int64, "bool": torch.bool}
 
 
 def load(program: Program) -> types.ModuleType:
@@ -228,3 +230,31 @@ def test_unbound_programs_are_refused_and_compiled_is_lazy():
         emit_module(program)
     module = load(program.bind(M=3))
     assert module._compiled is None and callable(module.compiled)
+
+
+@settings(max_examples=10, deadline=None)
+@given(st.integers(1, 5), st.integers(1, 4), st.integers(0, 2**16))
+def test_bit_operations_in_every_reference(m, n, seed):
+    """Bit operations on integer inputs (an int4 unpacking: shifts by an int32 vector, a mask, a cast to float):
+    the float64 reference on NumPy arrays and on torch tensors (reference_torch, the harness's GPU path, whose
+    inputs arrive as float64) and eager on the declared dtypes all equal the interpreter."""
+    b = Builder("unpack")
+    packed = b.input("packed", (m, n, 1), "int32")
+    shifts = b.input("shifts", (8,), "int32")
+    x = b.input("x", (m, n, 8), "fp32")
+    nibbles = b.emit("bitwise_and", b.emit("bitwise_right_shift", packed, shifts), b.constant(15.0, "int32"))
+    # (a left shift stays within int32: the reference computes integers exactly, torch's int32 wraps around)
+    flipped = b.emit("bitwise_xor", b.emit("bitwise_not", nibbles),
+                     b.emit("bitwise_left_shift", nibbles, b.constant(3.0, "int32")))
+    program = b.build([b.emit("mul", b.emit("cast", nibbles, dtype="fp32"), x), flipped])
+    rng = np.random.default_rng(seed)
+    inputs = {"packed": rng.integers(-2**31, 2**31, (m, n, 1)).astype(np.float64),
+              "shifts": np.arange(0, 32, 4, dtype=np.float64), "x": rng.standard_normal((m, n, 8))}
+    assert_reference_matches(program, inputs)
+    module = load(program)
+    tensors = [torch.from_numpy(inputs[s.name]) for s in program.inputs]
+    want = interpret(program, inputs)
+    for got, w in zip(as_tuple(module.reference_torch(*tensors)), want):
+        np.testing.assert_array_equal(got.numpy(), w)
+    for got, w in zip(eager_on(program, inputs), want):
+        np.testing.assert_allclose(got.double().numpy(), w, rtol=1e-6)

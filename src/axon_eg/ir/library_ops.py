@@ -235,7 +235,7 @@ def _sorting(name: str, indices: bool, topk: bool) -> None:
         canon=_topk_canon if topk else _sort_canon, inputs=("x",),
         doc=f"{'the indices (int64) of ' if indices else ''}{what} elements along axis "
             f"(torch.{'topk' if topk else 'argsort' if indices else 'sort'}; a stable order)",
-        meta={"shape_family": "topk" if topk else "same", **({"indices": True} if indices else {})},
+        meta={"shape_family": "topk" if topk else "same", **({"indices": True, "steps": True} if indices else {})},
     ))
 
 

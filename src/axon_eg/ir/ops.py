@@ -224,6 +224,9 @@ FACTS: dict[str, tuple[type, str]] = {
                      "uninterpreted function of its inputs, as library ops, outside rule discovery and the random "
                      "programs the prover is tested on"),
     "commutative": (bool, "a binary op with f(x, y) == f(y, x)"),
+    "steps": (bool, "the value jumps (rounding, sign, comparisons, indices of extremes): a kernel computing its "
+                    "operand in fp32 may land on the other side of a step than the float64 reference, at isolated "
+                    "elements (the harness's STEP_FRACTION)"),
     "index_dependent": (bool, "the value depends on the element's index, not only on input values (causal_mask)"),
     "positive_inputs": (tuple, "input slots that must be positive (>= 0 for sqrt) for a finite reference"),
     "nonzero_inputs": (tuple, "input slots that are denominators (pow's, for a negative exponent, is by attribute)"),
@@ -440,11 +443,11 @@ _unary("sin", np.sin, "sine")
 _unary("cos", np.cos, "cosine")
 # Rounding and sign: piecewise constant, so the prover keeps them opaque (an fp32 kernel and the float64
 # reference may round a value computed near a step to either side: outside the random programs too)
-_unary("floor", np.floor, "the largest integer <= x", opaque=True)
-_unary("ceil", np.ceil, "the smallest integer >= x", opaque=True)
-_unary("round", np.round, "the nearest integer, halves to even (torch.round)", opaque=True)
-_unary("trunc", np.trunc, "x rounded toward zero", opaque=True)
-_unary("sign", np.sign, "-1, 0 or 1 as x is negative, zero or positive (NaN stays NaN)", opaque=True)
+_unary("floor", np.floor, "the largest integer <= x", opaque=True, steps=True)
+_unary("ceil", np.ceil, "the smallest integer >= x", opaque=True, steps=True)
+_unary("round", np.round, "the nearest integer, halves to even (torch.round)", opaque=True, steps=True)
+_unary("trunc", np.trunc, "x rounded toward zero", opaque=True, steps=True)
+_unary("sign", np.sign, "-1, 0 or 1 as x is negative, zero or positive (NaN stays NaN)", opaque=True, steps=True)
 def _cast_ref(x: np.ndarray, dtype: DType) -> np.ndarray:
     if dtype.kind == "bool":
         return np.asarray(x != 0, dtype=np.float64)
@@ -524,12 +527,12 @@ def _logical(name: str, arity: int, ref: Callable[..., np.ndarray], doc: str, **
     ))
 
 
-_logical("gt", 2, np.greater, "x > y (bool)")
-_logical("ge", 2, np.greater_equal, "x >= y (bool)")
-_logical("lt", 2, np.less, "x < y (bool)")
-_logical("le", 2, np.less_equal, "x <= y (bool)")
-_logical("eq", 2, np.equal, "x == y (bool)", commutative=True)
-_logical("ne", 2, np.not_equal, "x != y (bool)", commutative=True)
+_logical("gt", 2, np.greater, "x > y (bool)", steps=True)
+_logical("ge", 2, np.greater_equal, "x >= y (bool)", steps=True)
+_logical("lt", 2, np.less, "x < y (bool)", steps=True)
+_logical("le", 2, np.less_equal, "x <= y (bool)", steps=True)
+_logical("eq", 2, np.equal, "x == y (bool)", commutative=True, steps=True)
+_logical("ne", 2, np.not_equal, "x != y (bool)", commutative=True, steps=True)
 _logical("logical_and", 2, lambda x, y: (x != 0) & (y != 0), "x and y, nonzero being true (bool)", commutative=True)
 _logical("logical_or", 2, lambda x, y: (x != 0) | (y != 0), "x or y, nonzero being true (bool)", commutative=True)
 _logical("logical_xor", 2, lambda x, y: (x != 0) ^ (y != 0), "x xor y, nonzero being true (bool)",
@@ -658,7 +661,7 @@ for _name, _fn in (("argmax", np.argmax), ("argmin", np.argmin)):
         _name, OpKind.REDUCE, (1, 1), shape=_reduce_shape, dtype=index_result, reference=_arg_ref(_fn),
         attrs=(Attr("axes", "ints"), Attr("keepdims", "bool", False)), canon=_arg_canon, inputs=("x",),
         doc=f"the index (int64) of the first {'largest' if _name == 'argmax' else 'smallest'} element along one axis",
-        meta={"indices": True},
+        meta={"indices": True, "steps": True},
     ))
 
 

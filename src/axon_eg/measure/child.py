@@ -99,7 +99,7 @@ def _child(bundle: Path, cand_id: str, result_path: Path) -> int:
                               trials=int(cand.get("trials", harness.MIN_TRIALS)), device=device,
                               mode=cand.get("mode", "auto"), out_dtypes=cand.get("out_dtypes"),
                               time_wrong=bool(cand.get("time_wrong", False)), stop_above_us=limit,
-                              tolerance=cand.get("tolerance"))
+                              tolerance=cand.get("tolerance"), steps=bool(cand.get("steps", False)))
     except Exception:
         return finish({"status": "crashed", "stage": "harness", "error": traceback.format_exc()[-4000:]})
     return finish(res.as_dict())

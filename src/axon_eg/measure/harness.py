@@ -44,6 +44,13 @@ itself of a bf16 gated MLP (K = 11008) has elements 1.5% of the output's rms off
 index, a missing mask, an unwritten tile) puts whole elements off by about the output's magnitude and
 fails (2); a systematic small bias fails (1). A bool or integer output must equal its reference exactly."""
 GROSS = 32.0
+STEP_FRACTION = 2.0**-16
+"""A program with a step function of computed values (a manifest entry's ``steps``, from the registry fact:
+rounding, sign, comparisons, argmax, sort indices) may be off by a step at isolated elements, where its
+operand computed in fp32 lands on the other side of the step than the float64 reference (torch's own fp32
+eager does: a per-row int8 fake quantization of 8192 x 8192 has 57 such elements of 67M). Up to this fraction
+of an output's elements (at least one) may then fail the gross test (2), or differ in an exact output; the
+norm-wise test (1) still holds a float output. A real bug (a wrong index, a missing mask) moves far more."""
 
 TORCH_DTYPES: dict[str, torch.dtype] = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16,
                                          "fp64": torch.float64, "bool": torch.bool, "int32": torch.int32,
@@ -271,11 +278,12 @@ def classify(exc: BaseException) -> tuple[str, str]:
     return "runtime_error", "run"
 
 
-def compare(got: torch.Tensor, ref: Any, tol: float) -> tuple | None:
+def compare(got: torch.Tensor, ref: Any, tol: float, allowed: int = 0) -> tuple | None:
     """Compare one output with its float64 reference on the output's device (a GPU compares 64M
-    elements in milliseconds), by the two tests of ``TOLERANCES``. Returns (kind "nonfinite" / "over" /
-    "norm" / "ok", count, first index, got, expected, max abs err, max rel err), "ok" carrying only the
-    error statistics and "norm" the rms error and its bound in place of got / expected."""
+    elements in milliseconds), by the two tests of ``TOLERANCES``; ``allowed`` elements may fail the gross
+    test (``STEP_FRACTION``), and an exact output (``tol`` 0) then skips the norm-wise one. Returns (kind
+    "nonfinite" / "over" / "norm" / "ok", count, first index, got, expected, max abs err, max rel err), "ok"
+    carrying only the error statistics and "norm" the rms error and its bound in place of got / expected."""
     g = got.detach().to(torch.float64)
     r = ref if isinstance(ref, torch.Tensor) else torch.from_numpy(np.asarray(ref, dtype=np.float64))
     r = r.to(device=g.device, dtype=torch.float64)
@@ -295,9 +303,12 @@ def compare(got: torch.Tensor, ref: Any, tol: float) -> tuple | None:
     rel_err = float((err / r.abs().clamp_min(1e-30)).max())
     scale = max(1.0, float(torch.sqrt(torch.mean(r * r))))
     over = err > GROSS * tol * (scale + r.abs())
-    if bool(over.any()):
+    count = int(over.sum())
+    if count > allowed:
         i = first(over)
-        return ("over", int(over.sum()), i, float(g[i]), float(r[i]), abs_err, rel_err)
+        return ("over", count, i, float(g[i]), float(r[i]), abs_err, rel_err)
+    if count and tol == 0.0:  # an exact output with its allowed isolated steps
+        return ("ok", 0, (), 0.0, 0.0, abs_err, rel_err)
     rms_err = float(torch.sqrt(torch.mean(err * err)))
     if rms_err > tol * scale:
         return ("norm", g.numel(), (), rms_err, tol * scale, abs_err, rel_err)
@@ -314,11 +325,13 @@ def trials_for(specs: Sequence[Any], asked: int = MIN_TRIALS) -> int:
 
 def check_correctness(fn: Callable[..., Any], specs: Sequence[Any], reference: Any, *, seed: int = 0,
                       trials: int = MIN_TRIALS, device: str | torch.device = "cpu", mode: str = "auto",
-                      out_dtypes: Sequence[str] | None = None, tolerance: str | None = None) -> Outcome:
+                      out_dtypes: Sequence[str] | None = None, tolerance: str | None = None,
+                      steps: bool = False) -> Outcome:
     """Run ``fn`` on ``trials`` fresh seeded inputs (seeds ``seed, seed+1, ...``) and compare with the
     float64 reference. Output dtypes default to the first input's dtype. ``tolerance``: a key of
     ``TOLERANCES`` the outputs are held to at least (``tf32``: the program's library convolutions run
-    with TF32 tensor cores, torch's default ``torch.backends.cudnn.allow_tf32``)."""
+    with TF32 tensor cores, torch's default ``torch.backends.cudnn.allow_tf32``). ``steps``: the program has
+    a step function of computed values (``STEP_FRACTION``)."""
     specs = [TensorInput.coerce(s) for s in specs]
     device = torch.device(device)
     trials = trials_for(specs, trials)
@@ -370,7 +383,8 @@ def check_correctness(fn: Callable[..., Any], specs: Sequence[Any], reference: A
             if tuple(g.shape) != tuple(r.shape):
                 res.status, res.error = "wrong_result", f"output {j} has shape {tuple(g.shape)}, expected {r.shape}"
                 return res
-            found = compare(g, r, 0.0 if dts[j] in EXACT else tol)
+            allowed = max(1, int(g.numel() * STEP_FRACTION)) if steps else 0
+            found = compare(g, r, 0.0 if dts[j] in EXACT else tol, allowed)
             if found is None:
                 continue
             kind, count, first, got_v, want_v, abs_err, rel_err = found
@@ -482,7 +496,7 @@ def steadiest(batches: Sequence[Sequence[float]]) -> list[float]:
 def measure(fn: Callable[..., Any], specs: Sequence[Any], reference: Any, *, seed: int = 0, trials: int = MIN_TRIALS,
             device: str | torch.device | None = None, mode: str = "auto", out_dtypes: Sequence[str] | None = None,
             warmup: int = 10, runs: int = MIN_RUNS, time_wrong: bool = False,
-            stop_above_us: float | None = None, tolerance: str | None = None) -> Outcome:
+            stop_above_us: float | None = None, tolerance: str | None = None, steps: bool = False) -> Outcome:
     """Correctness gate, then (on CUDA, when correct) timing. ``device`` defaults to CUDA when available.
     ``time_wrong`` times a candidate that ran but missed the tolerance too (baselines: their speed is the
     bar to beat whatever their numerics; the status stays ``wrong_result``). ``stop_above_us``: a correct
@@ -491,7 +505,7 @@ def measure(fn: Callable[..., Any], specs: Sequence[Any], reference: Any, *, see
     if device is None:
         device = "cuda" if torch.cuda.is_available() else "cpu"
     res = check_correctness(fn, specs, reference, seed=seed, trials=trials, device=device, mode=mode,
-                            out_dtypes=out_dtypes, tolerance=tolerance)
+                            out_dtypes=out_dtypes, tolerance=tolerance, steps=steps)
     if res.status != "ok" and not (time_wrong and res.status == "wrong_result"):
         return res
     specs = [TensorInput.coerce(s) for s in specs]

@@ -164,6 +164,9 @@ def _lower(program: Program, i: int, args: list[str], compute: DType | None) -> 
             return args[0]
         attrs = attrs.replace(dtype=target)
     in_shapes = [program.concrete_shape(j) for j in node.inputs]
+    if compute is not None and O.get(node.op).dtype is O.bitwise:  # bits of the integer values, back to floats
+        args = [a if is_literal(a) else f"{atom(a)}.long()" for a in args]
+        return f"({lower(args, attrs, in_shapes, program.concrete_shape(i), bindings)}).to({torch_dtype(compute)})"
     return lower(args, attrs, in_shapes, program.concrete_shape(i), bindings)
 
 

@@ -56,6 +56,7 @@ class _Emitter:
         self.reads: list[int] = []
         self.from_offs = dom is None  # the domain's indices decompose the flat offset ``offs``
         self.merged: set[str] = set()  # indices over runs of the domain's axes (``_merged``)
+        self.scalar_indices: set[str] = set()  # integer index values loaded once for the whole block
         if dom is not None:
             self.dom: Index = dom
             return
@@ -157,8 +158,12 @@ class _Emitter:
             addr = self.flat(idx, shape)
             # an integer tensor is read only as the indices of a gather (emit._integers): kept as integers
             to = "" if node.dtype.kind == "int" else ".to(tl.float32)"
-            if not re.search(r"\b(offs|i\d+|ix\d+\w*)\b", addr):  # one element for the whole block: a scalar load
+            block = re.search(r"\b(offs|i\d+)\b", addr) or any(
+                v not in self.scalar_indices for v in re.findall(r"\bix\w+", addr))
+            if not block:  # one element for the whole block: a scalar load
                 expr = f"tl.load(p{n}{'' if addr == '0' else ' + ' + addr}){to}"
+                if node.dtype.kind == "int":
+                    self.scalar_indices.add(f"ix{n}" if idx == self.dom and cond is None else f"ix{n}_{len(self.memo)}")
             else:
                 expr = f"tl.load(p{n} + {addr}, mask={mask}, other=1.0){to}"
         else:
@@ -166,6 +171,8 @@ class _Emitter:
         name = f"v{n}" if idx == self.dom and cond is None else f"v{n}_{len(self.memo)}"
         if node.dtype.kind == "int":
             name = "ix" + name[1:]  # an address term (gathers): names the loads and views of indices apart
+            if expr in self.scalar_indices:  # a view of a scalar index is one too
+                self.scalar_indices.add(name)
         self.lines.append(f"{name} = {expr}")
         self.memo[key] = name
         return name
