@@ -225,3 +225,34 @@ def k(x, out, BLOCK: tl.constexpr):
     module.k[(1,)](values, out, BLOCK=16)
     np.testing.assert_array_equal(out.numpy(), torch.round(values).numpy())
     assert triton  # the interpreter ran it (TRITON_INTERPRET=1)
+
+
+class EmbeddingBag(torch.nn.Module):
+    """Token embeddings averaged over the sequence: the lookup fuses into the reduction that reads it."""
+
+    def __init__(self, vocab: int, dim: int):
+        super().__init__()
+        self.table = torch.nn.Embedding(vocab, dim)
+
+    def forward(self, tokens, x):
+        return self.table(tokens).mean(dim=1) * x + torch.gather(x, 1, tokens[:, :1]).sum(dim=1, keepdim=True)
+
+
+@settings(max_examples=max(2, EXAMPLES // 2), deadline=None)
+@given(batch=st.integers(1, 4), length=st.integers(1, 7), vocab=st.integers(1, 9), dim=st.integers(1, 6),
+       block=st.sampled_from([None, 4]))
+def test_a_gather_fuses_into_the_reduction_that_reads_it(tmp_path_factory, batch, length, vocab, dim, block):
+    """A gather is element-wise work for the fusion planner: a plan with the embedding lookup inside the row
+    reduction (the gathered rows never written) lowers to Triton alone (its index loaded as an integer, the
+    reduction's chunk loop where BLOCK_N is short) and equals the float64 reference."""
+    from axon_eg.extract.fusion import REDUCTION, plans
+
+    program = from_torch(EmbeddingBag(vocab, dim), (torch.randint(0, vocab, (batch, length)), torch.randn(batch, dim)))
+    expanded = program.expand()
+    fused = [k for k, p in enumerate(plans(expanded)) if any(
+        g.kind == REDUCTION and {"index_select", "mean"} <= {expanded.nodes[n].op for n in g.nodes} for g in p.groups)]
+    assert fused, [[(g.kind, g.nodes) for g in p.groups] for p in plans(expanded)]
+    kernel = emit(candidate_for(program, H200, fused[0], {"BLOCK_N": block} if block else None), H200, "k")
+    assert kernel.meta["lowering"].startswith("triton:") and "torch" not in kernel.meta["lowering"], kernel.source
+    out = run_kernel(kernel, expanded, tmp_path_factory.mktemp("k"))
+    assert out.status == "ok", f"{out.error}\n{kernel.source}"

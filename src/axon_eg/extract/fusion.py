@@ -49,6 +49,8 @@ def node_kind(op_name: str) -> str | None:
     op = O.get(op_name)
     if op.kind is O.OpKind.SOURCE or O.is_view(op_name):
         return None
+    if op.kind is O.OpKind.LAYOUT and op.meta.get("indices"):  # a gather: one load per element at a computed
+        return ELEMENTWISE  # address, fused as element-wise work is (an embedding into the mean that reads it)
     return {
         O.OpKind.ELEMENTWISE: ELEMENTWISE, O.OpKind.REDUCE: REDUCTION, O.OpKind.SCAN: SCAN,
         O.OpKind.CONTRACTION: MATMUL, O.OpKind.LIBRARY: LIBRARY, O.OpKind.LAYOUT: LAYOUT,

@@ -25,6 +25,7 @@ another row) raises ``NotLowerable``. Few long rows may be split across programs
 from __future__ import annotations
 
 import math
+import re
 
 from axon_eg.extract.fusion import FusionPlan
 from axon_eg.extract.templates import RowsTile, Tiling
@@ -32,6 +33,7 @@ from axon_eg.extract.templates.base import next_pow2
 from axon_eg.ir import ops as O
 
 from .base import INT32_LIMIT, GroupKernel, NotLowerable, attr, contiguous_strides, resources, unflat
+from .elementwise import INDEXING
 from .tl_expressions import ELEMENTWISE, REDUCTIONS, lit
 
 Index = tuple[str, ...]
@@ -198,11 +200,13 @@ class _Rows:
         tail = idx[len(idx) - len(arg):] if arg else ()
         return tuple("0" if a == 1 else i for i, a in zip(tail, arg))
 
-    @staticmethod
-    def address_deps(addr: str) -> tuple[bool, bool]:
+    def address_deps(self, addr: str) -> tuple[bool, bool]:
         """Whether an address depends on the block's rows and on its columns: the index maps build it from
-        the tokens ``rows``, ``cols`` and the domain's flat index ``flat`` (both) and integers only."""
-        return "rows" in addr or DOMAIN_FLAT in addr, "cols" in addr or DOMAIN_FLAT in addr
+        the tokens ``rows``, ``cols`` and the domain's flat index ``flat`` (both), integers, and the names of
+        index values a gather loaded (which depend on what their own addresses do)."""
+        tokens = set(re.findall(r"\w+", addr))
+        return (bool(tokens & ({"rows", DOMAIN_FLAT} | self.row_vars)),
+                bool(tokens & ({"cols", DOMAIN_FLAT} | self.col_vars)))
 
     def deps(self, args: list[str]) -> tuple[bool, bool]:
         """Whether a value computed from ``args`` (the names or literals ``value`` returned for its
@@ -234,8 +238,9 @@ class _Rows:
                 addr = "flat"
             rows, cols = self.address_deps(addr)
             mask = {(True, True): "mask", (True, False): "rmask", (False, True): "cmask"}.get((rows, cols))
+            to = "" if node.dtype.kind == "int" else ".to(tl.float32)"  # an index stays an integer (emit._integers)
             expr = "" if self.dry else (f"tl.load(p{n} + {addr}, mask={mask}, other=1.0)" if mask else
-                                        f"tl.load(p{n}{'' if addr == '0' else ' + ' + addr})") + ".to(tl.float32)"
+                                        f"tl.load(p{n}{'' if addr == '0' else ' + ' + addr})") + to
         elif node.op in ELEMENTWISE:
             ins = [self.program.concrete_shape(j) for j in node.inputs]
             args = [self.value(j, self._broadcast(idx, s)) for j, s in zip(node.inputs, ins)]
@@ -243,6 +248,21 @@ class _Rows:
             rows, cols = self.deps(args)
         elif node.op == "broadcast_to":
             expr = self.value(node.inputs[0], self._broadcast(idx, self.program.concrete_shape(node.inputs[0])))
+            rows, cols = self.deps([expr])
+        elif node.op == "slice":  # an index map: start + step * i along the axis
+            axis, start, step = (int(attr(self.program, n, k)) for k in ("axis", "start", "step"))
+            j = list(idx)
+            j[axis] = f"({idx[axis]} * {step} + {start})" if step != 1 else f"({idx[axis]} + {start})"
+            expr = self.value(node.inputs[0], tuple(j))
+            rows, cols = self.deps([expr])
+        elif node.op in INDEXING:  # x at the index tensor's value along axis (clamped), as the element-wise emitter
+            axis = int(attr(self.program, n, "axis"))
+            x, index = node.inputs
+            size = self.program.concrete_shape(x)[axis]
+            at = self.value(index, idx if node.op == "gather" else (idx[axis],))
+            j = list(idx)
+            j[axis] = f"tl.minimum(tl.maximum({at}, 0), {size - 1})" if size > 1 else "0"
+            expr = self.value(x, tuple(j))
             rows, cols = self.deps([expr])
         elif node.op in _VIEWS:
             src = self.program.concrete_shape(node.inputs[0])
@@ -255,6 +275,8 @@ class _Rows:
             raise AssertionError("a full-width value outside a chunk loop")
         self.count += 1
         name = f"v{n}" if idx == self.dom else f"v{n}_{self.count}"
+        if node.dtype.kind == "int":
+            name = "ix" + name[1:]  # an index value (only gathers read integers here: emit._integers)
         if rows:
             self.row_vars.add(name)
         if cols:
