@@ -215,14 +215,14 @@ class _Emitter:
         if node.op == "slice":
             axis, start, step = (int(attr(self.program, n, k)) for k in ("axis", "start", "step"))
             j = list(idx)
-            j[axis] = f"({idx[axis]} * {step} + {start})" if step != 1 else f"({idx[axis]} + {start})"
+            j[axis] = sliced(idx[axis], start, step)
             return self.value(node.inputs[0], tuple(j), cond)
         if node.op in INDEXING:  # x read at the index tensor's value along axis (clamped into range)
             axis = int(attr(self.program, n, "axis"))
             x, index = node.inputs
             at = self.value(index, idx if node.op == "gather" else (idx[axis],), cond)
             j = list(idx)
-            j[axis] = f"tl.minimum(tl.maximum({at}, 0), {ins[0][axis] - 1})" if ins[0][axis] > 1 else "0"
+            j[axis] = clamped(at, ins[0][axis])
             return self.value(x, tuple(j), cond)
         if node.op in POOLS:
             return self._pool(n, idx, cond)
@@ -324,6 +324,16 @@ def handles(op: str) -> bool:
     """Whether the emitter computes ``op`` (``_Emitter._compute``'s cases)."""
     return (op in ELEMENTWISE or op in ("broadcast_to", "transpose", "slice", "concat", "causal_mask", "flip")
             or op in O.flat_views() or op in POOLS or op in INDEXING)
+
+
+def sliced(index: str, start: int, step: int) -> str:
+    """The source index of a slice's element ``index``: start + step * index."""
+    return f"({index} * {step} + {start})" if step != 1 else f"({index} + {start})"
+
+
+def clamped(index: str, size: int) -> str:
+    """A gather's index value clamped into the gathered axis (``INDEXING``)."""
+    return f"tl.minimum(tl.maximum({index}, 0), {size - 1})" if size > 1 else "0"
 
 
 INDEXING = ("gather", "index_select")

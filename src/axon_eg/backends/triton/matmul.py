@@ -41,6 +41,7 @@ from axon_eg.ir import ops as O
 
 from . import gemv_splitk, tma
 from .base import INT32_LIMIT, GroupKernel, NotLowerable, attr, contiguous_strides, resources
+from .elementwise import sliced
 from .matmul_operands import _Operands
 from .matmul_terms import _TILE, _VIEWS, ONE, Index, _Ctx, _mul, _NeedPrepass, _sum, _tokens, _tree_tokens
 from .tl_expressions import ELEMENTWISE, lit
@@ -222,7 +223,7 @@ class _Kernel(_Operands):
         if node.op == "slice" and n not in self.desc:  # in an epilogue the tile masks would not match
             axis, start, step = (int(attr(self.program, n, k)) for k in ("axis", "start", "step"))
             j = list(idx)
-            j[axis] = f"({idx[axis]} * {step} + {start})" if step != 1 else f"({idx[axis]} + {start})"
+            j[axis] = sliced(idx[axis], start, step)
             return tuple(j)
         raise NotLowerable(f"{node.op} (node {n}) has no Triton lowering inside a matmul group")
 

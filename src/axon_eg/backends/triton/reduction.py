@@ -33,7 +33,7 @@ from axon_eg.extract.templates.base import next_pow2
 from axon_eg.ir import ops as O
 
 from .base import INT32_LIMIT, GroupKernel, NotLowerable, attr, contiguous_strides, resources, unflat
-from .elementwise import INDEXING
+from .elementwise import INDEXING, clamped, sliced
 from .tl_expressions import ELEMENTWISE, REDUCTIONS, lit
 
 Index = tuple[str, ...]
@@ -252,7 +252,7 @@ class _Rows:
         elif node.op == "slice":  # an index map: start + step * i along the axis
             axis, start, step = (int(attr(self.program, n, k)) for k in ("axis", "start", "step"))
             j = list(idx)
-            j[axis] = f"({idx[axis]} * {step} + {start})" if step != 1 else f"({idx[axis]} + {start})"
+            j[axis] = sliced(idx[axis], start, step)
             expr = self.value(node.inputs[0], tuple(j))
             rows, cols = self.deps([expr])
         elif node.op in INDEXING:  # x at the index tensor's value along axis (clamped), as the element-wise emitter
@@ -261,7 +261,7 @@ class _Rows:
             size = self.program.concrete_shape(x)[axis]
             at = self.value(index, idx if node.op == "gather" else (idx[axis],))
             j = list(idx)
-            j[axis] = f"tl.minimum(tl.maximum({at}, 0), {size - 1})" if size > 1 else "0"
+            j[axis] = clamped(at, size)
             expr = self.value(x, tuple(j))
             rows, cols = self.deps([expr])
         elif node.op in _VIEWS:
