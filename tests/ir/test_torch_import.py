@@ -603,7 +603,7 @@ def made_in_forward(r):
         # in x's dtype, so that torch's float64 run computes in float64 too (arange's default is fp32)
         pos = torch.arange(n).to(x.dtype)[:, None] * torch.arange(0.5, c, 1.0, dtype=x.dtype)[None, :c] \
             + torch.arange(1, 2 * c + 1, 2)
-        return x * torch.sin(pos) + F.one_hot(t, c).float() * 2.0 + aten.arange.start(1, c + 1) / 3
+        return x * torch.sin(pos) + F.one_hot(t, c).float() * 2.0 + aten.arange.start(1, c + 1).to(x.dtype) / 3
 
     return Fn(f), (rand(r, n, c), labels)
 
