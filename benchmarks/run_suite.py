@@ -200,7 +200,10 @@ spec = importlib.util.spec_from_file_location("baseline", bundle + "/" + cand["s
 mod = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(mod)
 inputs = harness.make_inputs(cand["inputs"], 0, "cuda")
-getattr(mod, cand["entry"])(*inputs)
+outputs = []
+if cand.get("mode") == "dps":  # destination passing: the outputs as the file's SIGNATURE declares them
+    outputs = [torch.empty(shape, dtype=dtype, device="cuda") for _, shape, dtype in mod.SIGNATURE[len(inputs):]]
+getattr(mod, cand["entry"])(*inputs, *outputs)
 torch.cuda.synchronize()
 """
 
