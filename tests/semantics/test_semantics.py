@@ -209,6 +209,39 @@ def test_bit_operations_are_functions_of_their_operands(name: str, data: st.Data
     check_normal_forms_at(program, inputs)
 
 
+INDEX_OPS = [op.name for op in O.all_ops() if op.meta.get("indices")]
+
+
+@pytest.mark.parametrize("name", INDEX_OPS)
+@settings(max_examples=15)
+@given(data=st.data())
+def test_index_ops_are_functions_of_their_operands(name: str, data: st.DataObject) -> None:
+    """Ops that return or read integer indices (argmax, argsort, topk's indices, gather, index_select): an
+    uninterpreted function of their operands' values, which evaluated through the operands' normal forms (a
+    computed operand: tanh(x) * 2) equals the reference at every index, on random shapes including 1."""
+    m, n = data.draw(st.integers(1, 4)), data.draw(st.integers(1, 5))
+    b = Builder("indices")
+    x = b.input("x", ("M", "N"), "fp32")
+    computed = b.emit("mul", b.emit("tanh", x), b.constant(2.0, "fp32"))
+    op = O.get(name)
+    if name in ("gather", "index_select"):
+        index = b.input("i", ("M", "N") if name == "gather" else ("N",), "int64")
+        out = b.emit(name, computed, index, axis=1 if name == "gather" else 0)
+    elif name in ("argmax", "argmin"):
+        out = b.emit(name, computed, axes=(data.draw(st.integers(0, 1)),))
+    else:
+        attrs = {"axis": data.draw(st.integers(0, 1))}
+        if "k" in {a.name for a in op.attrs}:
+            attrs["k"] = data.draw(st.integers(1, (m, n)[attrs["axis"]]))
+        out = b.emit(name, computed, **attrs)
+    program = b.build(out).bind(M=m, N=n)
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**16)))
+    inputs = {"x": rng.standard_normal((m, n))}
+    if "i" in {s.name for s in program.inputs}:
+        inputs["i"] = rng.integers(0, m if name == "index_select" else n, (m, n) if name == "gather" else (n,)).astype(np.float64)
+    check_normal_forms_at(program, inputs)
+
+
 @pytest.mark.parametrize("shape,target", [((1, "N"), ("K", "M", "N")), (("M", 1), ("M", "N")), ((), ("M", "N")),
                                           (("N",), ("M", 1, "N"))])
 def test_broadcast_to_semantics(shape: tuple, target: tuple) -> None:
