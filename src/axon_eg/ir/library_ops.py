@@ -205,8 +205,8 @@ def _topk_canon(shapes: tuple[Shape, ...], a: Attrs) -> Attrs:
         raise ShapeError("topk of a 0-d tensor: unsqueeze it to 1-d first")
     a = _sort_canon(shapes, a)
     size = shapes[0][a["axis"]]
-    if a["k"] < 0 or (isinstance(size, int) and a["k"] > size):
-        raise ShapeError(f"k={a['k']} is outside [0, {size}] (the size of axis {a['axis']} of {fmt(shapes[0])})")
+    if a["k"] < 1 or (isinstance(size, int) and a["k"] > size):  # k = 0 is an empty result: axon_eg has none
+        raise ShapeError(f"k={a['k']} is outside [1, {size}] (the size of axis {a['axis']} of {fmt(shapes[0])})")
     return a
 
 
