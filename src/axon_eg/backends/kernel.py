@@ -52,7 +52,7 @@ def identifier(name: str, taken: set[str]) -> str:
     if ident[0].isdigit():
         ident = "x_" + ident
     reserved = {"torch", "triton", "tl", "F", "math", "kernel", "eager", "compiled", "reference", *GUARD_NAMES}
-    while keyword.iskeyword(ident) or ident in reserved or ident in taken or ident.startswith(("out", "t_", "v_")):
+    while keyword.iskeyword(ident) or ident in reserved or ident in taken or ident.startswith(("out", "t_", "v_", "dim_")):
         ident = "in_" + ident
     taken.add(ident)
     return ident
@@ -68,14 +68,22 @@ Signature = list[tuple[str, tuple[int, ...], str | None]]
 
 
 def call_signature(program: Program, names: list[str] | None = None, *, outputs: bool = True) -> Signature:
-    """(parameter name, concrete shape, dtype name) of each input (``names``: the launcher's parameter
-    names, default the program's input names), then of each output ``out0, out1, ...``."""
-    sig = [(name, tuple(program.concrete_shape(node)), spec.dtype.name)
+    """(parameter name, shape, dtype name) of each input (``names``: the launcher's parameter names, default
+    the program's input names), then of each output ``out0, out1, ...``. A shape holds ints, and where the
+    program's dims are traced (``ir.traced``, a shape-generic kernel) their expressions as text (``"M"``)."""
+    sig = [(name, _spelled(program.concrete_shape(node)), spec.dtype.name)
            for name, spec, node in zip(names or [s.name for s in program.inputs], program.inputs, program.input_ids)]
     if outputs:
-        sig += [(f"out{k}", tuple(program.concrete_shape(o)), program.nodes[o].dtype.name)
+        sig += [(f"out{k}", _spelled(program.concrete_shape(o)), program.nodes[o].dtype.name)
                 for k, o in enumerate(program.outputs)]
     return sig
+
+
+def _spelled(shape: tuple[int, ...]) -> tuple[int | str, ...]:
+    """A shape with each traced size as its expression over the dims' names (``ir.traced``)."""
+    from axon_eg.ir.traced import Traced
+
+    return tuple(str(d.sym) if isinstance(d, Traced) else int(d) for d in shape)
 
 
 def described(shape: tuple | None, dtype: object) -> str:
@@ -87,16 +95,22 @@ def described(shape: tuple | None, dtype: object) -> str:
 
 
 def check_call(args: tuple, extra: tuple, signature: tuple, who: str, error: type, tensor: type,
-               layout: bool = True) -> None:
+               layout: bool = True, ranges: dict | None = None) -> dict:
     """Raise ``error`` naming the first argument that does not fit ``signature`` ((name, shape, dtype or
     None) per parameter): a missing or extra argument, not a ``tensor``, another shape or dtype, and with
-    ``layout`` a tensor that is not contiguous row-major or not on the first one's device. A few compares
-    per argument: it runs first thing in every launch."""
+    ``layout`` a tensor that is not contiguous row-major or not on the first one's device. A shape entry that
+    is a name (``"M"``) takes its size from the first argument that has it and must agree with it in the
+    others; an expression of names (``"2*M"``) must equal its value; ``ranges`` bounds the names
+    (inclusive). Returns the size of each name. A few compares per argument: it runs first thing in every
+    launch."""
     if extra or len(args) > len(signature):
         given = len(args) + len(extra)
         raise error(f"{who}: {given} arguments given, this kernel takes {len(signature)} "
                     f"({', '.join(s[0] for s in signature)})")
     first = None
+    dims: dict = {}
+    seen: dict = {}
+    later = []
     for k, (name, shape, dtype) in enumerate(signature):
         a = args[k] if k < len(args) else None
         if a is None:
@@ -105,7 +119,19 @@ def check_call(args: tuple, extra: tuple, signature: tuple, who: str, error: typ
             raise error(f"{who}: argument {name} is a {type(a).__name__}, expected a {tensor.__module__.split('.')[0]} "
                         f"{tensor.__name__} {described(shape, dtype)}")
         if a.shape != shape:
-            raise error(f"{who}: argument {name} has shape {tuple(a.shape)}, this kernel was built for {shape}")
+            if len(a.shape) != len(shape) or not all(isinstance(w, str) or g == w for g, w in zip(a.shape, shape)):
+                raise error(f"{who}: argument {name} has shape {tuple(a.shape)}, this kernel was built for "
+                            f"{described(shape, None) if any(isinstance(w, str) for w in shape) else shape}")
+            for axis, (got, want) in enumerate(zip(a.shape, shape)):
+                if not isinstance(want, str):
+                    continue
+                if not want.isidentifier():
+                    later.append((name, axis, got, want))
+                elif want in dims and dims[want] != got:
+                    raise error(f"{who}: argument {name} has {want} = {got} (axis {axis}), argument {seen[want]} "
+                                f"has {want} = {dims[want]}; they must agree")
+                else:
+                    dims[want], seen[want] = got, seen.get(want, name)
         if dtype is not None and a.dtype != dtype:
             raise error(f"{who}: argument {name} has dtype {described(None, a.dtype)}, this kernel was built for "
                         f"{described(shape, dtype)}")
@@ -121,21 +147,33 @@ def check_call(args: tuple, extra: tuple, signature: tuple, who: str, error: typ
         if not a.is_contiguous():
             raise error(f"{who}: argument {name} is not contiguous (strides {tuple(a.stride())}); this kernel was "
                         f"built for contiguous row-major {described(shape, dtype)} (pass {name}.contiguous())")
+    for name, axis, got, want in later:
+        value = eval(want, {"__builtins__": {}}, dims)  # an expression of the names the arguments gave
+        if got != value:
+            raise error(f"{who}: argument {name} has {got} at axis {axis}, this kernel needs {want} = {value} there")
+    for dim, (lo, hi) in (ranges or {}).items():
+        if not lo <= dims[dim] <= hi:
+            raise error(f"{who}: {dim} = {dims[dim]} is outside [{lo}, {hi}], the sizes this kernel was built for")
+    return dims
 
 
-GUARD_NAMES = ("KernelCallError", "described", "check_call", "SIGNATURE")
+GUARD_NAMES = ("KernelCallError", "described", "check_call", "SIGNATURE", "SIZES")
 """The globals ``guard_source`` defines in a generated file (no parameter may take these names)."""
 GUARD_CLASS = '''class KernelCallError(ValueError):
     """A call whose arguments do not fit what this kernel was built for (sizes, dtypes and layout are fixed)."""
 '''
 
 
-def guard_source(signature: Signature, torch_dtypes: bool = True) -> str:
+def guard_source(signature: Signature, torch_dtypes: bool = True, ranges: dict | None = None) -> str:
     """The guard as generated code: ``KernelCallError``, ``described``, ``check_call`` and ``SIGNATURE`` (the
-    parameters with their shapes and torch dtypes; a None dtype accepts any), for a file importing torch."""
+    parameters with their shapes and torch dtypes; a None dtype accepts any), for a file importing torch;
+    with ``ranges`` (a shape-generic kernel: its run-time dims' inclusive ranges) also ``SIZES``."""
     import inspect
 
     rows = "".join(f"    ({name!r}, {tuple(shape)!r}, {f'torch.{DTYPES[dt].torch_name}' if dt and torch_dtypes else None}),\n"
                    for name, shape, dt in signature)
+    sizes = ("\n# the run-time dims and the sizes this kernel was built for (inclusive)\nSIZES = "
+             + repr({k: tuple(v) for k, v in sorted(ranges.items())}) + "\n") if ranges else ""
     return (GUARD_CLASS + "\n\n" + inspect.getsource(described) + "\n\n" + inspect.getsource(check_call)
-            + "\n\n# what the launcher was built for: (parameter, shape, dtype)\nSIGNATURE = (\n" + rows + ")\n")
+            + "\n\n# what the launcher was built for: (parameter, shape, dtype)\nSIGNATURE = (\n" + rows + ")\n"
+            + sizes)

@@ -22,7 +22,7 @@ from axon_eg.extract.fusion import FusionPlan
 from axon_eg.extract.templates import DOT_MIN, AttentionTile, Tiling
 
 from .attention_match import _TL_DTYPES, LOG2E, ONLINE_RULES, UNSHIFTED_RULE, Attention, _merged, match  # noqa: F401
-from .base import GroupKernel, NotLowerable, resources
+from .base import GroupKernel, NotLowerable, cdiv, resources
 from .tl_expressions import lit
 
 
@@ -212,7 +212,7 @@ def lower(plan: FusionPlan, gi: int, tiling: Tiling | None, name: str, warp_size
     head_dv = max(DOT_MIN, 1 << (a.dv - 1).bit_length())
     operands = [("q", a.q), ("k", a.k), ("v", a.v)] + ([("mask", a.mask)] if a.mask is not None else [])
     reads = tuple(dict.fromkeys(o.node for _, o in operands))
-    num_m = math.ceil(a.s / block_m)
+    num_m = cdiv(a.s, block_m)
     grid = num_m * a.heads
     skips = a.causal is not None and a.causal[1] == -math.inf  # later query blocks visit more key blocks
     rule = f"{ONLINE_RULES[0]}, {ONLINE_RULES[1]}" + ("" if a.shifted else f", {UNSHIFTED_RULE}")

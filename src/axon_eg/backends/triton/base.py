@@ -32,6 +32,8 @@ class GroupKernel:
     # allocates scratch and launches the group's jit functions itself; else ``name`` is the jit function
     persistent: bool = False  # the kernel loops over its ``grid`` tiles with a stride of its program
     # count; the emitter launches min(grid, programs resident on the whole GPU)
+    dims: tuple[str, ...] = ()  # run-time dims the jit function takes last, by keyword (``dim_M``: a
+    # shape-generic kernel, ``ir.traced``); its ``grid`` is then an expression of them
 
 
 def attr(program: Program, node: int, key: str) -> Any:
@@ -42,6 +44,12 @@ def attr(program: Program, node: int, key: str) -> Any:
     if isinstance(v, tuple):
         return tuple(D.evaluate(x, program.bindings) if isinstance(x, D.Sym) else x for x in v)
     return v
+
+
+def cdiv(a: int, b: int) -> int:
+    """``ceil(a / b)`` for sizes: integer arithmetic, so a run-time dim stays an expression (``ir.traced``)
+    where ``math.ceil(a / b)`` would fix its value."""
+    return (a + b - 1) // b
 
 
 INT32_LIMIT = 2**31

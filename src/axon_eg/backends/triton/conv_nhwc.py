@@ -29,7 +29,7 @@ from axon_eg.ir import ops as O
 from axon_eg.ir.library_ops import CONV_FAMILIES
 from axon_eg.ir.program import Program
 
-from .base import INT32_LIMIT
+from .base import INT32_LIMIT, cdiv
 
 TILE = 64
 """The transposes' square tile (64 x 64: 3.7-3.9 TB/s on the H200, ``layout.COPY_TILE``)."""
@@ -82,7 +82,7 @@ def core(plan: FusionPlan, gi: int) -> int | None:
         return None
     shape = tuple(program.concrete_shape(node.inputs[0]))
     out = tuple(program.concrete_shape(libs[0]))
-    if max(shape[0], math.ceil(math.prod(shape[2:]) / TILE), math.ceil(out[1] / TILE)) > MAX_GRID_YZ:
+    if max(shape[0], cdiv(math.prod(shape[2:]), TILE), cdiv(out[1], TILE)) > MAX_GRID_YZ:
         return None
     return libs[0]
 
@@ -93,7 +93,7 @@ def _memory_format(rank: int) -> str:
 
 def _launch(src: str, dst: str, batch: int, rows: int, cols: int) -> str:
     wide = batch * rows * cols >= INT32_LIMIT
-    grid = (math.ceil(rows / TILE), math.ceil(cols / TILE), batch)
+    grid = (cdiv(rows, TILE), cdiv(cols, TILE), batch)
     return f"    {NAME}[{grid}]({src}, {dst}, {rows}, {cols}, WIDE={wide})"
 
 

@@ -19,8 +19,9 @@ import re
 from axon_eg.extract.fusion import FusionPlan
 from axon_eg.extract.templates import ElementwiseTile, Tiling
 from axon_eg.ir import ops as O
+from axon_eg.ir import traced
 
-from .base import GroupKernel, NotLowerable, attr, contiguous_strides, resources, unflat
+from .base import GroupKernel, NotLowerable, attr, cdiv, contiguous_strides, resources, unflat
 from .tl_expressions import ELEMENTWISE, lit
 
 Index = tuple[str, ...]
@@ -75,7 +76,7 @@ class _Emitter:
 
     # -- addressing ---------------------------------------------------------------------------
     def flat(self, idx: Index, shape: tuple[int, ...]) -> str:
-        if self.from_offs and shape == self.domain and idx == self.dom:
+        if self.from_offs and traced.same(shape, self.domain) and idx == self.dom:
             return "offs"  # (a caller's own domain tuple, a tiled layout's, has no ``offs`` to stand for it)
         near = self._near_offs(idx, shape)
         if near is not None:
@@ -102,7 +103,7 @@ class _Emitter:
             return k + 1
         end, axis = k, int(idx[k][1:])
         while (end < len(idx) and idx[end] == f"i{axis}" and axis < len(self.domain)
-               and shape[end] == self.domain[axis]):
+               and traced.same(shape[end], self.domain[axis])):
             end, axis = end + 1, axis + 1
         return max(end, k + 1)
 
@@ -124,7 +125,7 @@ class _Emitter:
         halves, broadcast tables like rope's cos / sin): contiguous, so Triton keeps 16-byte loads, and no
         per-element division."""
         lead = len(self.domain) - len(shape)
-        if not self.from_offs or lead < 0 or tuple(self.domain[lead:]) != tuple(shape):
+        if not self.from_offs or lead < 0 or not traced.same(tuple(self.domain[lead:]), tuple(shape)):
             return None
         shift = 0
         for e, d, stride, size in zip(idx, self.dom[lead:], contiguous_strides(shape), shape):
@@ -397,7 +398,7 @@ def lower(plan: FusionPlan, gi: int, tiling: Tiling | None, name: str, warp_size
     check(plan, gi, tiling, warp_size, isa)
     outs = plan.outputs_of(gi)
     domain = program.concrete_shape(outs[0])
-    total = max(1, math.prod(domain))
+    total = max(math.prod(domain), 1)
     tile = ElementwiseTile.read(tiling)  # a layout or library-epilogue group's tiling reads the same way
     block, warps = tile.BLOCK, tile.num_warps
     em = _Emitter(plan, gi, domain)
@@ -410,7 +411,10 @@ def lower(plan: FusionPlan, gi: int, tiling: Tiling | None, name: str, warp_size
     work += [f"tl.store(out{k} + offs, {r}, mask=mask)" for k, r in enumerate(results)]
     body = ["pid = tl.program_id(0)", "offs = pid * BLOCK + tl.arange(0, BLOCK)"]
     full = total // block * block
-    if total % block and full:
+    if isinstance(total, traced.Traced):  # a run-time size: the full blocks' branch whatever the tail
+        body += [f"if pid < {total // block}:", *("    " + _unmasked(ln) for ln in work),
+                 "else:", f"    mask = offs < {total}", *("    " + ln for ln in work)]
+    elif total % block and full:
         # the full blocks load and store unmasked: 16-byte accesses, which a bound of odd size (the tail's)
         # turns into scalar ones. A mask against a multiple of BLOCK is not enough: LLVM merges the two
         # branches when they differ only in the bound, and the merged code is scalar (measured on the
@@ -421,7 +425,7 @@ def lower(plan: FusionPlan, gi: int, tiling: Tiling | None, name: str, warp_size
         body += [f"mask = offs < {total}", *work]
     src = "@triton.jit\ndef {}({}, BLOCK: tl.constexpr):\n{}\n".format(
         name, ", ".join(params), "\n".join("    " + ln for ln in body))
-    grid = math.ceil(total / block)
+    grid = cdiv(total, block)
     ops = sorted({program.nodes[n].op for n in plan.groups[gi].nodes})
     return GroupKernel(name, src, reads, tuple(outs), grid, (("BLOCK", block),), warps,
                        resources(name, block, warps, grid, max(2, len(reads) + len(outs)), warp_size=warp_size),

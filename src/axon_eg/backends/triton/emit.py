@@ -15,8 +15,11 @@ group's element-wise tail still gets a Triton epilogue kernel (``_split_library`
 
 from __future__ import annotations
 
+import ast
 import math
-from dataclasses import replace
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
 from typing import Any
 
 from axon_eg.backends.kernel import Kernel, call_signature, guard_source, identifier
@@ -38,7 +41,9 @@ from axon_eg.extract.fusion import (
 from axon_eg.extract.isa import NHWC, SDPA, WINDOW, is_blas
 from axon_eg.extract.templates import ElementwiseTile, GpuTile, knobs, tile_of
 from axon_eg.hw import HardwareSpec
+from axon_eg.ir import dims as D
 from axon_eg.ir import ops as O
+from axon_eg.ir import traced
 from axon_eg.ir.library_ops import CONV_FAMILIES
 
 from . import attention, blas, conv_nhwc, elementwise, layout, matmul, reduction, scan, sdpa, tma
@@ -243,22 +248,67 @@ def _split_library(candidate: Candidate) -> tuple[FusionPlan, list[Any], dict[in
     return split, tilings, isa
 
 
-def emit(candidate: Candidate, hw: HardwareSpec, name: str, *, autotune: bool = False) -> Kernel:
+@dataclass
+class _Generic:
+    """A shape-generic emission: the run-time dims' traced values, their ranges, the guards recorded."""
+
+    values: dict[str, int]
+    ranges: dict[str, tuple[int, int]]
+    recorder: traced.Recorder
+    static: FusionPlan | None = None  # the plan at the concrete binding (groups lowered specialized)
+
+
+def emit(candidate: Candidate, hw: HardwareSpec, name: str, *, autotune: bool = False,
+         ranges: Mapping[str, tuple[int, int]] | None = None) -> Kernel:
     """One kernel file for ``candidate``. ``autotune`` wraps each element-wise and row-reduction kernel in
     ``@triton.autotune`` over the best feasible tilings of its group on ``hw`` instead of fixing the
-    candidate's tiling (the empirical selection already measures tilings as separate candidates)."""
+    candidate's tiling (the empirical selection already measures tilings as separate candidates).
+
+    ``ranges`` (dim name -> inclusive (low, high)) makes the kernel shape-generic: those dims are run-time
+    arguments (read from the arguments' shapes, passed to each jit function that uses them, in the grids
+    and the intermediates' shapes), the lowerings' decisions on them are the guards the file checks at each
+    call (``ir.traced``), and ``meta["generic"]`` says whether the guards hold at every size of the ranges
+    (else ``meta["generic_why"]`` names the first that fails where). A group whose lowering cannot take a
+    dim at run time (a host function, a dim outside its entry function) is lowered at the candidate's sizes,
+    guarded by ``dim == size``. Without ``ranges`` the file is the static kernel, as before."""
+    if not ranges:
+        return _emit(candidate, hw, name, autotune, None)
+    bound = candidate.plan.program.bindings
+    unknown = sorted(set(ranges) - set(bound))
+    if unknown:
+        raise ValueError(f"{candidate.plan.program.name}: no bound dim named {unknown[0]!r}; dims are {sorted(bound)}")
+    for d, (lo, hi) in ranges.items():
+        if not 1 <= lo <= bound[d] <= hi:
+            raise ValueError(f"{candidate.plan.program.name}: the range [{lo}, {hi}] of dim {d} must hold its bound "
+                             f"size {bound[d]} (and start at 1 or more)")
+    with traced.tracing({d: bound[d] for d in ranges}) as (values, recorder):
+        kernel = _emit(candidate, hw, name, autotune, _Generic(values, {d: tuple(r) for d, r in ranges.items()},
+                                                             recorder))
+    generic, why = traced.holds(recorder.guards, ranges)
+    meta = {**kernel.meta, "sizes": {d: list(r) for d, r in sorted(ranges.items())},
+            "guards": [f"{g.readable()} ({g.origin})" for g in recorder.guards], "generic": generic, "generic_why": why}
+    return replace(kernel, meta=meta)
+
+
+def _emit(candidate: Candidate, hw: HardwareSpec, name: str, autotune: bool, generic: _Generic | None) -> Kernel:
     plan, tilings, isa = _split_library(candidate)
+    if generic is not None:
+        generic.static = plan
+        plan = FusionPlan(traced.program_over(plan.program, generic.values), plan.groups)
     program = plan.program
     warp_size = knobs(hw).warp_size
     lowered: list[GroupKernel | str] = []
     for gi, g in enumerate(plan.groups):
         ops = "_".join(dict.fromkeys(program.nodes[n].op for n in g.nodes if node_kind(program.nodes[n].op)))[:40]
         k = lower_group(plan, gi, tilings[gi], f"_g{gi}_{ops}", warp_size, isa.get(gi))
+        if generic is not None and isinstance(k, GroupKernel):
+            k = _with_dims(k, gi, tilings[gi], warp_size, isa.get(gi), generic)
         if isinstance(k, GroupKernel):
             k = _vendor_knobs(k, tile_of(plan, gi, tilings[gi], hw), hw, warp_size)
             if k.persistent:  # one program per slot the GPU keeps resident, each looping over tiles
                 tile = tile_of(plan, gi, tilings[gi], hw)
-                k = replace(k, grid=min(k.grid, int(hw.value("compute.units")) * tile.blocks_per_sm(hw)))
+                cap = int(hw.value("compute.units")) * tile.blocks_per_sm(hw)
+                k = replace(k, grid=f"min({k.grid}, {cap})" if isinstance(k.grid, traced.Traced) else min(k.grid, cap))
             if autotune and k.grid_meta is not None:
                 k = _autotuned(k, plan, gi, hw)
         lowered.append(k)
@@ -272,7 +322,7 @@ def emit(candidate: Candidate, hw: HardwareSpec, name: str, *, autotune: bool = 
                                              if node_kind(program.nodes[n].op)))[:40]
                 lowered[gi + 1] = lower_group(plan, gi + 1, tilings[gi + 1], f"_g{gi + 1}_{ops}", warp_size)
     returns = _returns(program, lowered)
-    source = _file(candidate, plan, hw, name, lowered, isa, returns)
+    source = _file(candidate, plan, hw, name, lowered, isa, returns, generic)
     triton_groups = [k for k in lowered if isinstance(k, GroupKernel)]
     gemms, attentions = (sum(isinstance(k, t) for k in lowered) for t in (blas.Call, sdpa.Call))
     worst = max((k.resources for k in triton_groups), key=lambda r: r.get("block_elems", 0), default={})
@@ -335,7 +385,7 @@ def _autotuned(k: GroupKernel, plan: FusionPlan, gi: int, hw: HardwareSpec) -> G
 
 
 def _file(candidate: Candidate, plan: FusionPlan, hw: HardwareSpec, name: str, lowered: list[Any],
-          isa: dict[int, str], returns: bool = False) -> str:
+          isa: dict[int, str], returns: bool = False, generic: _Generic | None = None) -> str:
     program = plan.program
     head = [f"# axon_eg kernel {name}: {program.name} on {hw.name} (Triton)",
             f"# variant {candidate.variant.rank} (program {program.hash[:12]}, tree cost {candidate.variant.cost}); "
@@ -355,7 +405,8 @@ def _file(candidate: Candidate, plan: FusionPlan, hw: HardwareSpec, name: str, l
                                              "as torch.backends.cuda.matmul.allow_tf32 off") + ")")
     head += ["", "import math  # noqa: F401", "", "import torch", "import torch.nn.functional as F  # noqa: F401",
              "import triton", "import triton.language as tl", "", "",
-             guard_source(call_signature(program, _params(program), outputs=not returns)),
+             guard_source(call_signature(program, _params(program), outputs=not returns),
+                          ranges=generic.ranges if generic else None),
              "", ""]
     jits = [k.source for k in lowered if isinstance(k, GroupKernel)]
     if any("tl.make_tensor_descriptor" in j for j in jits):
@@ -364,7 +415,10 @@ def _file(candidate: Candidate, plan: FusionPlan, hw: HardwareSpec, name: str, l
         jits.insert(0, blas.FP32_MATMUL)
     if any(isinstance(k, conv_nhwc.Call) for k in lowered):
         jits.insert(0, conv_nhwc.TRANSPOSE)
-    return "\n".join(head) + "\n\n".join(jits) + ("\n\n" if jits else "") + _launcher(plan, lowered, isa, _align(hw), returns)
+    launcher = _launcher(plan, lowered, isa, _align(hw), returns, generic)
+    if generic is not None:  # the guards are complete once every line of the file is written
+        launcher = launcher.replace(_GUARDS_HERE, _guard_lines(generic))
+    return "\n".join(head) + "\n\n".join(jits) + ("\n\n" if jits else "") + launcher
 
 
 def _align(hw: HardwareSpec) -> int:
@@ -387,9 +441,10 @@ def _tuple(names: list[str]) -> str:
 
 
 def _launcher(plan: FusionPlan, lowered: list[Any], isa: dict[int, str], align: int = 16,
-              returns: bool = False) -> str:
+              returns: bool = False, generic: _Generic | None = None) -> str:
     """The launcher ``kernel``: destination passing (``kernel(*inputs, *outputs)``), or with ``returns``
-    ``kernel(*inputs)`` returning the outputs (one tensor, or a tuple)."""
+    ``kernel(*inputs)`` returning the outputs (one tensor, or a tuple). A shape-generic one (``generic``)
+    reads its run-time dims from the arguments and checks its guards first."""
     program = plan.program
     params = _params(program)
     buf: dict[int, str] = dict(zip(program.input_ids, params))
@@ -398,10 +453,23 @@ def _launcher(plan: FusionPlan, lowered: list[Any], isa: dict[int, str], align: 
     for k, o in enumerate(outs and program.outputs):
         target.setdefault(o, outs[k])
     first_in = buf[program.input_ids[0]] if program.input_ids else "torch.empty(0)"
-    lines = [f"def kernel({''.join(f'{p}=None, ' for p in params + outs)}*extra):",
-             "    # the arguments must be what the kernel was built for (SIGNATURE): sizes, dtypes and layout are baked in",
-             f"    check_call({_tuple(params + outs)}, extra, SIGNATURE, 'kernel', KernelCallError, torch.Tensor)",
-             f"    dev = {first_in}.device"]
+    lines = [f"def kernel({''.join(f'{p}=None, ' for p in params + outs)}*extra):"]
+    if generic is None:
+        lines += ["    # the arguments must be what the kernel was built for (SIGNATURE): sizes, dtypes and layout are baked in",
+                  f"    check_call({_tuple(params + outs)}, extra, SIGNATURE, 'kernel', KernelCallError, torch.Tensor)"]
+    else:
+        signature = call_signature(program, params, outputs=not returns)
+        named = {d for _, shape, _ in signature for d in shape if isinstance(d, str) and d.isidentifier()}
+        missing = sorted(set(generic.ranges) - named)
+        if missing:
+            raise NotLowerable(f"dim {missing[0]} is no argument's axis: a shape-generic kernel reads its sizes from "
+                               "its arguments")
+        lines += ["    # the arguments must be what the kernel was built for (SIGNATURE; SIZES bounds the run-time dims)",
+                  f"    sizes = check_call({_tuple(params + outs)}, extra, SIGNATURE, 'kernel', KernelCallError, "
+                  "torch.Tensor, ranges=SIZES)",
+                  *(f"    {traced.param(d)} = sizes[{d!r}]" for d in sorted(generic.ranges)),
+                  _GUARDS_HERE]
+    lines.append(f"    dev = {first_in}.device")
 
     made: set[int] = set()  # nodes a group wrote into a buffer of their own
     users = program.users()
@@ -460,11 +528,12 @@ def _launcher(plan: FusionPlan, lowered: list[Any], isa: dict[int, str], align: 
                 kw = [f"{c}={v!r}" for c, v in k.launch if c != "num_stages"]
                 lines.append(f"    {k.name}({', '.join(args + kw)})")
                 continue
-            if k.grid < 0:  # autotuned: the tiling and the grid come from the chosen config
-                kw = ", ".join(f"{c}={v!r}" for c, v in k.launch)
+            dims = [f"{d}={d}" for d in k.dims]
+            if isinstance(k.grid, int) and k.grid < 0:  # autotuned: the tiling and the grid come from the chosen config
+                kw = ", ".join([f"{c}={v!r}" for c, v in k.launch] + dims)
                 lines.append(f"    {k.name}[lambda META: ({k.grid_meta},)]({', '.join(args)}{', ' + kw if kw else ''})")
                 continue
-            kw = ", ".join([f"{c}={v}" for c, v in k.constexprs] + [f"num_warps={k.num_warps}"]
+            kw = ", ".join([f"{c}={v}" for c, v in k.constexprs] + dims + [f"num_warps={k.num_warps}"]
                            + [f"{c}={v!r}" for c, v in k.launch])
             lines.append(f"    {k.name}[({k.grid},)]({', '.join(args)}, {kw})")
             continue
@@ -479,6 +548,51 @@ def _launcher(plan: FusionPlan, lowered: list[Any], isa: dict[int, str], align: 
             lines.append(f"    {outs[k]}.copy_({ensure(o)})")
     return "\n".join(lines) + "\n"
 
+
+
+_GUARDS_HERE = "    # <guards>"
+
+
+def _guard_lines(generic: _Generic) -> str:
+    """The launcher's check of the guards the lowerings recorded (``ir.traced``), each raising the file's
+    KernelCallError with the predicate and the sizes it was called with."""
+    out = []
+    for g in generic.recorder.guards:
+        called = ", ".join(f"{d} = {{{traced.param(d)}}}" for d in sorted(g.dims))
+        out += [f"    if not ({g.text()}):",
+                f"        raise KernelCallError(f\"kernel: built for sizes where {g.readable()}; called with {called}\")"]
+    return "\n".join(out) if out else "    # no size decision to guard: every size of SIZES runs this code"
+
+
+_DIM_NAME = re.compile(rf"\b{traced.PREFIX}[A-Za-z_]\w*")
+
+
+def _with_dims(k: GroupKernel, gi: int, tiling: Any, warp_size: int | None, isa: str | None,
+               generic: _Generic) -> GroupKernel | str:
+    """A group kernel lowered over traced dims, taking the dims its source names as its last parameters; a
+    host function, or a source naming a dim outside the entry function, is lowered again at the concrete
+    sizes, guarded by ``dim == size`` for each dim of the group."""
+    k = replace(k, resources=traced.concrete(k.resources))
+    used = sorted(set(_DIM_NAME.findall(k.source)))
+    if not used:
+        return k
+    tree = ast.parse(k.source)
+    entry = next((f for f in tree.body if isinstance(f, ast.FunctionDef) and f.name == k.name), None)
+    inside = set(_DIM_NAME.findall(ast.get_source_segment(k.source, entry) or "")) if entry is not None else set()
+    if k.host or set(used) - inside or entry is None or not entry.args.args:
+        assert generic.static is not None
+        program = generic.static.program
+        names = set().union(*(D.names(d) for n in generic.static.groups[gi].nodes for d in program.nodes[n].shape),
+                            *(D.names(d) for j in generic.static.inputs_of(gi) for d in program.nodes[j].shape))
+        for d in sorted(names & set(generic.values)):
+            generic.recorder.add(traced.Guard(D.sym(d), "==", int.__int__(generic.values[d])))
+        again = lower_group(generic.static, gi, tiling, k.name, warp_size, isa)
+        return replace(again, resources=traced.concrete(again.resources)) if isinstance(again, GroupKernel) else again
+    last = entry.args.args[-1]
+    lines = k.source.splitlines(keepends=True)
+    row = lines[last.end_lineno - 1]
+    lines[last.end_lineno - 1] = row[:last.end_col_offset] + "".join(f", {d}" for d in used) + row[last.end_col_offset:]
+    return replace(k, source="".join(lines), dims=tuple(used))
 
 
 _NATIVE = ("matmul",)  # ops that run on their declared 16-bit dtype (tensor cores), accumulating in fp32

@@ -24,13 +24,11 @@ not yet charge strided strips, so the ranking keeps the row-major plan first on 
 
 from __future__ import annotations
 
-import math
-
 from axon_eg.extract.fusion import FusionPlan
 from axon_eg.extract.templates import SplitKTile, Tile, Tiling
 from axon_eg.ir import ops as O
 
-from .base import INT32_LIMIT, GroupKernel, NotLowerable, attr, resources
+from .base import INT32_LIMIT, GroupKernel, NotLowerable, attr, cdiv, resources
 from .tl_expressions import lit
 
 _VIEWS = O.flat_views()
@@ -95,9 +93,9 @@ def lower(plan: FusionPlan, gi: int, tiling: Tiling | Tile | None, name: str, wa
     n = program.concrete_shape(w)[1]
     tile = SplitKTile.read(tiling)
     split, block_r, warps, finish_warps = tile.SPLIT_K, tile.BLOCK_R, tile.num_warps, tile.finish_warps
-    parts = math.ceil(k / split)
+    parts = cdiv(k, split)
     parts_pow2 = 1 << max(0, (parts - 1).bit_length())
-    finish_grid = math.ceil(m / FINISH_COLS)
+    finish_grid = cdiv(m, FINISH_COLS)
     kmask = "" if k % split == 0 else "kmask"
     scaled = f" * {lit(scale)}" if scale != 1.0 else ""
 

@@ -33,9 +33,10 @@ import re
 from axon_eg.extract.fusion import FusionPlan, reads_through_window
 from axon_eg.extract.templates import LayoutTile, Tiling
 from axon_eg.ir import ops as O
+from axon_eg.ir import traced
 
 from . import elementwise
-from .base import INT32_LIMIT, GroupKernel, NotLowerable, attr, contiguous_strides, resources
+from .base import INT32_LIMIT, GroupKernel, NotLowerable, attr, cdiv, contiguous_strides, resources
 from .elementwise import Index, _Emitter
 
 Sources = tuple[int | None, ...]  # per dim of a value: the output axis its index follows (None: a constant index)
@@ -43,6 +44,12 @@ Sources = tuple[int | None, ...]  # per dim of a value: the output axis its inde
 
 def _pow2(n: int) -> int:
     return 1 << max(0, math.ceil(math.log2(max(1, n))))
+
+
+def _several(n: int) -> bool:
+    """Whether a count of tiles may exceed 1: a run-time one may (``ir.traced``; the general code is right
+    for 1 too), a fixed one when it does."""
+    return isinstance(n, traced.Traced) or n > 1
 
 
 def _innermost(shape: tuple[int, ...]) -> int | None:
@@ -223,19 +230,19 @@ def _transpose(plan: FusionPlan, gi: int, tiling: Tiling | None, name: str, warp
     outs = plan.outputs_of(gi)
     layout = LayoutTile.read(tiling)
     tile, warps = layout.square(), layout.num_warps
-    tile_c, tile_q = min(tile, _pow2(domain[c])), min(tile, _pow2(domain[q]))
-    n_c, n_q = math.ceil(domain[c] / tile_c), math.ceil(domain[q] / tile_q)
+    tile_c, tile_q = (min(tile, _pow2(traced.concrete(domain[k]))) for k in (c, q))  # tiling choices
+    n_c, n_q = cdiv(domain[c], tile_c), cdiv(domain[q], tile_q)
     batch_dims = [k for k in range(len(domain)) if k not in (c, q)]
     batch = math.prod(domain[k] for k in batch_dims)
     grid = batch * n_q * n_c
     wide = any(math.prod(program.concrete_shape(j)) >= INT32_LIMIT for j in (*outs, *plan.inputs_of(gi)))
     # program -> (batch, q tile, c tile), c fastest: neighbouring programs write neighbouring output rows
     head = ["pid = tl.program_id(0).to(tl.int64)" if wide else "pid = tl.program_id(0)",
-            f"tc = pid % {n_c}" if n_c > 1 else "tc = 0",
-            f"tq = (pid // {n_c}) % {n_q}" if n_q > 1 else "tq = 0"]
+            f"tc = pid % {n_c}" if _several(n_c) else "tc = 0",
+            f"tq = (pid // {n_c}) % {n_q}" if _several(n_q) else "tq = 0"]
     batch_shape = tuple(domain[k] for k in batch_dims)
     if batch > 1:  # a [1, 1] tensor, so that conditions on the batch index (a concat along it) combine with masks
-        head.append(f"b = {'pid' if n_c * n_q == 1 else f'pid // {n_c * n_q}'} + tl.zeros([1, 1], tl.int32)")
+        head.append(f"b = {'pid' if not _several(n_c * n_q) else f'pid // {n_c * n_q}'} + tl.zeros([1, 1], tl.int32)")
     for k, d, s in zip(batch_dims, batch_shape, contiguous_strides(batch_shape)):
         if d > 1:
             e = "b" if s == 1 else f"(b // {s})"
@@ -293,4 +300,4 @@ def {name}(src, dst):
     x = tl.load(src + r * {cols} + c, mask=mask)
     tl.store(dst + tl.trans(c) * {rows} + tl.trans(r), tl.trans(x), mask=tl.trans(mask))
 '''
-    return src, (math.ceil(rows / t), math.ceil(cols / t))
+    return src, (cdiv(rows, t), cdiv(cols, t))

@@ -40,7 +40,7 @@ from axon_eg.extract.templates import DOT_MIN, MatmulTile, SplitKTile, Tiling, t
 from axon_eg.ir import ops as O
 
 from . import gemv_splitk, tma
-from .base import INT32_LIMIT, GroupKernel, NotLowerable, attr, contiguous_strides, resources
+from .base import INT32_LIMIT, GroupKernel, NotLowerable, attr, cdiv, contiguous_strides, resources
 from .elementwise import sliced
 from .matmul_operands import _Operands
 from .matmul_terms import _TILE, _VIEWS, ONE, Index, _Ctx, _mul, _NeedPrepass, _sum, _tokens, _tree_tokens
@@ -340,7 +340,7 @@ class _Kernel(_Operands):
         return self._assemble()
 
     def _assemble(self) -> tuple[list[str], int]:
-        tiles_m, tiles_n = math.ceil(self.M / self.bm), math.ceil(self.N / self.bn)
+        tiles_m, tiles_n = cdiv(self.M, self.bm), cdiv(self.N, self.bn)
         per_batch = tiles_m * (1 if self.looped else tiles_n)
         i64 = ".to(tl.int64)" if self.wide else ""
         head = ["pid = tl.program_id(0)"]

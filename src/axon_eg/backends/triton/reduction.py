@@ -31,8 +31,9 @@ from axon_eg.extract.fusion import FusionPlan
 from axon_eg.extract.templates import RowsTile, Tiling
 from axon_eg.extract.templates.base import next_pow2
 from axon_eg.ir import ops as O
+from axon_eg.ir import traced
 
-from .base import INT32_LIMIT, GroupKernel, NotLowerable, attr, contiguous_strides, resources, unflat
+from .base import INT32_LIMIT, GroupKernel, NotLowerable, attr, cdiv, contiguous_strides, resources, unflat
 from .elementwise import INDEXING, clamped, sliced
 from .tl_expressions import ELEMENTWISE, REDUCTIONS, lit
 
@@ -84,9 +85,9 @@ class _Rows:
         d = self.domain
         kept_axes = [a for a in range(len(d)) if a not in axes]
         j = axes[-1] + 1 if axes else len(d)
-        self.inner = max(1, math.prod(d[j:]))  # kept axes after the reduced ones: a column reduction when > 1
-        self.r = max(1, math.prod(d[a] for a in kept_axes))
-        self.n = max(1, math.prod(d[a] for a in axes))
+        self.inner = max(math.prod(d[j:]), 1)  # kept axes after the reduced ones: a column reduction when > 1
+        self.r = max(math.prod(d[a] for a in kept_axes), 1)
+        self.n = max(math.prod(d[a] for a in axes), 1)
         i, n = self.inner, self.n
         self.block_n = block_n
         self.axes = axes
@@ -567,7 +568,7 @@ def _split_lower(plan: FusionPlan, gi: int, tile: RowsTile, name: str, warp_size
         return "@triton.jit\ndef {}({}):\n{}\n".format(
             fn, ", ".join(params + [f"{c}: tl.constexpr" for c, _ in consts]), "\n".join("    " + ln for ln in lines))
 
-    row_blocks = math.ceil(probe.r / rows_pp)
+    row_blocks = cdiv(probe.r, rows_pp)
     args = ", ".join(params)
     kw = ", ".join(f"{c}={v}" for c, v in consts)
     host = f'''def {name}({", ".join(params[:-1])}, **launch):
@@ -597,7 +598,7 @@ def lower(plan: FusionPlan, gi: int, tiling: Tiling | None, name: str, warp_size
     if tile.SPLIT > 1:
         return _split_lower(plan, gi, tile, name, warp_size)
     probe = _Rows(plan, gi, 1 << 62)  # sizes only
-    block_n, rows_pp, warps = tile.row_block(probe.n), tile.ROWS_PER_PROGRAM, tile.num_warps
+    block_n, rows_pp, warps = tile.row_block(traced.concrete(probe.n)), tile.ROWS_PER_PROGRAM, tile.num_warps
     em = _Rows(plan, gi, block_n, rows_pp=rows_pp)
     i64 = ".to(tl.int64)" if em.r * em.n >= INT32_LIMIT else ""  # 64-bit offsets rows * N + cols
     head = ["pid = tl.program_id(0)", f"rows = (pid * ROWS + tl.arange(0, ROWS)){i64}[:, None]", f"rmask = rows < {em.r}"]
@@ -610,7 +611,7 @@ def lower(plan: FusionPlan, gi: int, tiling: Tiling | None, name: str, warp_size
     body = head + em.top + stores
     src = "@triton.jit\ndef {}({}, ROWS: tl.constexpr, BLOCK_N: tl.constexpr):\n{}\n".format(
         name, ", ".join(params), "\n".join("    " + ln for ln in body))
-    grid = math.ceil(em.r / rows_pp)
+    grid = cdiv(em.r, rows_pp)
     ops = sorted({program.nodes[n].op for n in plan.groups[gi].nodes})
     passes = f"{em.loops} chunk loops" if em.looped else "one pass"
     live = max(2, len(reads) + len(outs)) + em.vectors

@@ -33,8 +33,9 @@ import math
 from axon_eg.extract.fusion import FusionPlan
 from axon_eg.extract.templates import ScanTile, Tiling
 from axon_eg.ir import ops as O
+from axon_eg.ir import traced
 
-from .base import INT32_LIMIT, GroupKernel, NotLowerable, attr, contiguous_strides, resources
+from .base import INT32_LIMIT, GroupKernel, NotLowerable, attr, cdiv, contiguous_strides, resources
 from .elementwise import Index, _Emitter, handles
 from .tl_expressions import ELEMENTWISE
 
@@ -194,7 +195,7 @@ def check(plan: FusionPlan, gi: int, tiling: Tiling | None, warp_size: int | Non
     own index (``_scans_at_own_index``), False when one is read through an index map (only the lowering's
     index expressions tell whether that map is the identity). :func:`lower` calls it first."""
     domain, axis, outs = _check(plan, gi)
-    ScanTile.read(tiling).split(domain, axis)
+    ScanTile.read(tiling).split(traced.concrete(domain), axis)
     return _scans_at_own_index(plan, gi, domain, axis, outs)
 
 
@@ -207,7 +208,7 @@ def lower(plan: FusionPlan, gi: int, tiling: Tiling | None, name: str, warp_size
     outer, length, inner = math.prod(domain[:axis]), domain[axis], math.prod(domain[axis + 1:])
     columns = inner > 1
     tile = ScanTile.read(tiling)
-    chunk, lines, _ = tile.split(domain, axis)
+    chunk, lines, _ = tile.split(traced.concrete(domain), axis)  # a tiling choice: any split is right
     warps = tile.num_warps
     looped = chunk < length
     wide = math.prod(domain) >= INT32_LIMIT or any(
@@ -217,7 +218,7 @@ def lower(plan: FusionPlan, gi: int, tiling: Tiling | None, name: str, warp_size
     head = [f"pid = tl.program_id(0){to64}"]
     digits: dict[int, str] = {}
     if columns:
-        blocks = math.ceil(inner / lines)
+        blocks = cdiv(inner, lines)
         grid = outer * blocks
         if outer > 1:  # a [1, 1] tensor, so that conditions on outer indices (a concat along them) combine with masks
             head.append(f"outer = {f'pid // {blocks}' if blocks > 1 else 'pid'} + tl.zeros([1, 1], tl.int32)")
@@ -230,7 +231,7 @@ def lower(plan: FusionPlan, gi: int, tiling: Tiling | None, name: str, warp_size
         line_mask, tile, scan_axis, carry_shape, carry_index = "cmask", "[CHUNK, COLS]", 0, "[1, COLS]", "[None, :]"
         consts = (("CHUNK", chunk), ("COLS", lines))
     else:
-        grid = math.ceil(outer / lines)
+        grid = cdiv(outer, lines)
         head += ["rows = pid * ROWS + tl.arange(0, ROWS)[:, None]  # one scanned line per row",
                  f"rmask = rows < {outer}",
                  f"lane = tl.arange(0, CHUNK)[None, :]{to64}"]
@@ -262,7 +263,7 @@ def lower(plan: FusionPlan, gi: int, tiling: Tiling | None, name: str, warp_size
     # shared memory: tl.cumsum and the carry's tl.sum exchange one fp32 partial per warp and line
     smem = lines * warps * 4 * (2 if looped else 1)
     ops = sorted({program.nodes[n].op for n in plan.groups[gi].nodes})
-    sweep = f"{math.ceil(length / chunk)} chunks with a carry" if looped else "one chunk"
+    sweep = f"{cdiv(length, chunk)} chunks with a carry" if looped else "one chunk"
     return GroupKernel(name, src, reads, tuple(outs), grid, consts, warps,
                        resources(name, block, warps, grid, max(2, len(reads) + len(outs)), smem_bytes=smem,
                                  warp_size=warp_size),

@@ -1,0 +1,414 @@
+"""Traced sizes: the run-time dims of a shape-generic kernel, followed through the code generators.
+
+A code generator written for concrete sizes (``math.prod(shape)``, ``if d == 1``, ``f"offs // {s}"``)
+becomes shape-generic without being rewritten: :func:`tracing` binds the run-time dims to
+:class:`Traced` ints, which hold their value at the binding being built *and* their expression over
+the dims (a :class:`~axon_eg.ir.dims.Sym`). Arithmetic keeps both (a result that does not depend on a
+dim is a plain ``int``), so the text a generator writes (``str``, ``repr``, ``format``) is the
+expression, rendered over parameter names (``dim_M``). Every *decision* a generator takes on a size (a
+comparison, a truth test, ``range(d)``, ``int(d)``, a float of it) takes the value at the binding and
+records a guard: the predicate under which the decision comes out the same. The kernel is exactly as
+valid as its guards: the emitter writes them into the kernel file, which checks them at each call, and a
+shape bucket admits a kernel only where its guards hold at every size of the bucket (``holds``).
+
+Comparisons whose outcome the polynomial form decides alone (``4096*M % 1024 == 0``, ``M + 1 > M``)
+record nothing. A decision that needs the exact value (``range``, ``int``, ``float``, bit operations)
+records ``dim == value`` of each dim involved: that dim is specialized, not generic.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import math
+import operator
+import sys
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field, replace
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+from axon_eg.ir import dims as D
+
+PREFIX = "dim_"
+"""The prefix of a run-time dim's parameter name in generated code (``M`` -> ``dim_M``); program input
+names never take it (``backends.kernel.identifier``)."""
+
+
+def param(name: str) -> str:
+    """The generated code's name of dim ``name``."""
+    return PREFIX + name
+
+
+def render(d: D.Dim) -> str:
+    """``d`` as Python text over the dims' parameter names: ``4096*dim_M``, ``(dim_M + 63)//64``."""
+    if isinstance(d, int):
+        return str(d)
+    return str(D.substitute(d, {n: D.sym(param(n)) for n in D.names(d)}))
+
+
+@dataclass(frozen=True)
+class Guard:
+    """``lhs op rhs`` over the dims (Sym or int each side), true at the binding it was recorded at."""
+
+    lhs: D.Dim
+    op: str  # one of _OPS
+    rhs: D.Dim
+    origin: str = field(default="", compare=False)  # file:line of the decision (for whoever reads the guards)
+
+    def text(self) -> str:
+        """The predicate as Python over the parameter names (the kernel file evaluates it)."""
+        return f"{render(self.lhs)} {self.op} {render(self.rhs)}"
+
+    def readable(self) -> str:
+        """The predicate over the dims' own names, for messages."""
+        return f"{self.lhs} {self.op} {self.rhs}"
+
+    def holds(self, sizes: Mapping[str, int]) -> bool:
+        return _OPS[self.op](D.evaluate(self.lhs, sizes), D.evaluate(self.rhs, sizes))
+
+    @property
+    def dims(self) -> set[str]:
+        return D.names(self.lhs) | D.names(self.rhs)
+
+
+_OPS = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge, "==": operator.eq,
+        "!=": operator.ne}
+_NEGATED = {"<": ">=", "<=": ">", ">": "<=", ">=": "<", "==": "!=", "!=": "=="}
+
+
+@dataclass
+class Recorder:
+    """The guards recorded while tracing, in order, without repeats."""
+
+    guards: list[Guard] = field(default_factory=list)
+
+    def add(self, guard: Guard) -> None:
+        if guard not in self.guards:
+            self.guards.append(guard)
+
+
+_active: list[Recorder] = []
+
+
+def _record(guard: Guard) -> None:
+    if not _active:
+        raise RuntimeError(f"a traced size was decided on outside tracing(): {guard.readable()}")
+    frame = sys._getframe(1)
+    while frame is not None and frame.f_code.co_filename in (__file__, D.__file__):
+        frame = frame.f_back
+    if frame is not None:
+        guard = replace(guard, origin=f"{Path(frame.f_code.co_filename).name}:{frame.f_lineno}")
+    _active[-1].add(guard)
+
+
+class Traced(int):
+    """An int that also knows its expression over run-time dims (see the module docstring)."""
+
+    sym: D.Sym
+
+    def __new__(cls, value: int, sym: D.Dim) -> int:  # type: ignore[misc]
+        if not isinstance(sym, D.Sym):
+            return int(sym)  # constant: a plain int (the value agrees by construction)
+        out = super().__new__(cls, value)
+        out.sym = sym
+        return out
+
+    # -- text -------------------------------------------------------------------------------------
+    def __str__(self) -> str:
+        return render(self.sym) if D.names(self.sym) else int.__repr__(self)
+
+    def __repr__(self) -> str:
+        text = str(self)
+        return text if text.isidentifier() or text.lstrip("-").isdigit() else f"({text})"
+
+    def __format__(self, spec: str) -> str:
+        if spec in ("", "d"):
+            return repr(self)
+        return format(self._exact(), spec)
+
+    # -- decisions --------------------------------------------------------------------------------
+    def _exact(self) -> int:
+        """The value, specializing every dim of the expression to its bound value."""
+        for name in sorted(D.names(self.sym)):
+            _record(Guard(D.sym(name), "==", _value_of(name)))
+        return int.__int__(self)
+
+    def __int__(self) -> int:
+        return self._exact()
+
+    def __index__(self) -> int:
+        return self._exact()
+
+    def __float__(self) -> float:
+        return float(self._exact())
+
+    def __bool__(self) -> bool:
+        return self._compare("!=", 0)
+
+    def _compare(self, op: str, other: object) -> bool:
+        if not isinstance(other, int):
+            if isinstance(other, float):
+                return _OPS[op](float(self), other)
+            return NotImplemented  # type: ignore[return-value]
+        rhs = _sym_of(other)
+        diff = D.add(self.sym, D.mul(rhs, -1))
+        result = _OPS[op](int.__int__(self), int.__int__(other) if isinstance(other, Traced) else int(other))
+        if isinstance(diff, int) or _decided(diff, op):
+            return result
+        _record(Guard(self.sym, op if result else _NEGATED[op], rhs))
+        return result
+
+    def __lt__(self, other: object) -> bool:
+        return self._compare("<", other)
+
+    def __le__(self, other: object) -> bool:
+        return self._compare("<=", other)
+
+    def __gt__(self, other: object) -> bool:
+        return self._compare(">", other)
+
+    def __ge__(self, other: object) -> bool:
+        return self._compare(">=", other)
+
+    def __eq__(self, other: object) -> bool:  # type: ignore[override]
+        if not isinstance(other, (int, float)) or isinstance(other, bool):
+            return False
+        return self._compare("==", other)
+
+    def __ne__(self, other: object) -> bool:  # type: ignore[override]
+        if not isinstance(other, (int, float)) or isinstance(other, bool):
+            return True
+        return self._compare("!=", other)
+
+    __hash__ = int.__hash__
+
+    # -- arithmetic -------------------------------------------------------------------------------
+    def _arith(self, other: object, fn, sym_fn, reverse: bool = False):  # noqa: ANN001, ANN202
+        if isinstance(other, bool) or not isinstance(other, int):
+            if isinstance(other, float):
+                a, b = (other, float(self)) if reverse else (float(self), other)
+                return fn(a, b)
+            return NotImplemented
+        a, b = (other, self) if reverse else (self, other)
+        value = fn(int.__int__(a), int.__int__(b))
+        return Traced(value, sym_fn(_sym_of(a), _sym_of(b)))
+
+    def __add__(self, o):  # noqa: ANN001, ANN204
+        return self._arith(o, operator.add, D.add)
+
+    def __radd__(self, o):  # noqa: ANN001, ANN204
+        return self._arith(o, operator.add, D.add, True)
+
+    def __sub__(self, o):  # noqa: ANN001, ANN204
+        return self._arith(o, operator.sub, _sub)
+
+    def __rsub__(self, o):  # noqa: ANN001, ANN204
+        return self._arith(o, operator.sub, _sub, True)
+
+    def __mul__(self, o):  # noqa: ANN001, ANN204
+        return self._arith(o, operator.mul, D.mul)
+
+    def __rmul__(self, o):  # noqa: ANN001, ANN204
+        return self._arith(o, operator.mul, D.mul, True)
+
+    def __floordiv__(self, o):  # noqa: ANN001, ANN204
+        return self._arith(o, operator.floordiv, _floordiv)
+
+    def __rfloordiv__(self, o):  # noqa: ANN001, ANN204
+        return self._arith(o, operator.floordiv, _floordiv, True)
+
+    def __mod__(self, o):  # noqa: ANN001, ANN204
+        return self._arith(o, operator.mod, _mod)
+
+    def __rmod__(self, o):  # noqa: ANN001, ANN204
+        return self._arith(o, operator.mod, _mod, True)
+
+    def __neg__(self):  # noqa: ANN204
+        return Traced(-int.__int__(self), D.mul(self.sym, -1))
+
+    def __pos__(self):  # noqa: ANN204
+        return self
+
+    def __abs__(self):  # noqa: ANN204
+        return self if self >= 0 else -self
+
+    def __truediv__(self, o):  # noqa: ANN001, ANN204
+        return float(self) / o
+
+    def __rtruediv__(self, o):  # noqa: ANN001, ANN204
+        return o / float(self)
+
+    def __divmod__(self, o):  # noqa: ANN001, ANN204
+        return self // o, self % o
+
+    def __pow__(self, o, mod=None):  # noqa: ANN001, ANN204
+        return pow(int(self), o, mod)
+
+    def __rpow__(self, o):  # noqa: ANN001, ANN204
+        return pow(o, int(self))
+
+    def __and__(self, o):  # noqa: ANN001, ANN204
+        return int(self) & o
+
+    __rand__ = __and__
+
+    def __or__(self, o):  # noqa: ANN001, ANN204
+        return int(self) | o
+
+    __ror__ = __or__
+
+    def __xor__(self, o):  # noqa: ANN001, ANN204
+        return int(self) ^ o
+
+    __rxor__ = __xor__
+
+    def __lshift__(self, o):  # noqa: ANN001, ANN204
+        return int(self) << o
+
+    def __rshift__(self, o):  # noqa: ANN001, ANN204
+        return int(self) >> o
+
+    def __rlshift__(self, o):  # noqa: ANN001, ANN204
+        return o << int(self)
+
+    def __rrshift__(self, o):  # noqa: ANN001, ANN204
+        return o >> int(self)
+
+    def bit_length(self) -> int:
+        return int(self).bit_length()
+
+    def __reduce__(self):  # noqa: ANN204
+        return int, (int.__int__(self),)  # pickled or copied: the value (a decision was taken on it)
+
+
+def _bounds(d: D.Dim) -> tuple[float, float]:
+    """Bounds of ``d`` over every binding of its dims to sizes >= 1 (possibly infinite)."""
+    if isinstance(d, int):
+        return d, d
+    lo = hi = 0.0
+    for mono, coeff in d.terms:
+        least = 1.0  # a product of sizes >= 1, or of quotients >= 0
+        for atom in mono:
+            if isinstance(atom, D.FloorDiv):
+                if _bounds(atom.num)[0] < 0 or _bounds(atom.den)[0] < 1:
+                    return -math.inf, math.inf
+                least = 0.0
+        if not mono:
+            lo, hi = lo + coeff, hi + coeff
+        elif coeff > 0:
+            lo, hi = lo + coeff * least, math.inf
+        else:
+            lo, hi = -math.inf, hi + coeff * least
+    return lo, hi
+
+
+def _decided(diff: D.Dim, op: str) -> bool:
+    """Whether ``diff op 0`` has one outcome at every binding of sizes >= 1 (then it needs no guard)."""
+    lo, hi = _bounds(diff)
+    return {">": lo > 0 or hi <= 0, ">=": lo >= 0 or hi < 0, "<": hi < 0 or lo >= 0, "<=": hi <= 0 or lo > 0,
+            "==": lo > 0 or hi < 0, "!=": lo > 0 or hi < 0}[op] or lo == hi
+
+
+def _sym_of(x: int) -> D.Dim:
+    return x.sym if isinstance(x, Traced) else int(x)
+
+
+def _sub(a: D.Dim, b: D.Dim) -> D.Dim:
+    return D.add(a, D.mul(b, -1))
+
+
+def _floordiv(a: D.Dim, b: D.Dim) -> D.Dim:
+    return D.floordiv(a, b)
+
+
+def _mod(a: D.Dim, b: D.Dim) -> D.Dim:
+    return _sub(a, D.mul(b, D.floordiv(a, b)))
+
+
+_bound: list[dict[str, int]] = []
+
+
+def _value_of(name: str) -> int:
+    for sizes in reversed(_bound):
+        if name in sizes:
+            return sizes[name]
+    raise RuntimeError(f"dim {name} is not traced")
+
+
+def same(a: int | tuple, b: int | tuple) -> bool:
+    """Whether two sizes (or shapes, axis by axis) are the same dim: by their expressions where either is traced (two run-time dims
+    that happen to be equal at the binding are not the same; the code written for unequal sizes is right
+    for equal ones), else by value. For decisions whose False branch is the general code."""
+    if isinstance(a, tuple) or isinstance(b, tuple):
+        return isinstance(a, tuple) and isinstance(b, tuple) and len(a) == len(b) and all(map(same, a, b))
+    if isinstance(a, Traced) or isinstance(b, Traced):
+        return _sym_of(a) == _sym_of(b)
+    return a == b
+
+
+def concrete(x: object) -> object:
+    """``x`` with every traced size replaced by its value, recording nothing (for notes, resource counts
+    and costs: what the kernel computes never depends on them)."""
+    if isinstance(x, Traced):
+        return int.__int__(x)
+    if isinstance(x, tuple):
+        return tuple(concrete(v) for v in x)
+    if isinstance(x, list):
+        return [concrete(v) for v in x]
+    if isinstance(x, dict):
+        return {k: concrete(v) for k, v in x.items()}
+    return x
+
+
+@contextlib.contextmanager
+def tracing(sizes: Mapping[str, int]) -> Iterator[tuple[dict[str, int], Recorder]]:
+    """Within the block, ``traced`` (the first item) maps each dim of ``sizes`` to its :class:`Traced`
+    value; decisions taken on them are recorded in the :class:`Recorder` (the second item)."""
+    recorder = Recorder()
+    _active.append(recorder)
+    _bound.append(dict(sizes))
+    try:
+        yield {n: Traced(v, D.sym(n)) for n, v in sizes.items()}, recorder
+    finally:
+        _active.pop()
+        _bound.pop()
+
+
+def program_over(program: Any, values: Mapping[str, int]) -> Any:
+    """``program`` (a bound :class:`~axon_eg.ir.program.Program`) with the dims of ``values`` bound to
+    those traced values instead: what a code generator reads inside :func:`tracing`. It never equals the
+    program itself (a comparison would decide on the sizes), and it is not re-checked."""
+    from axon_eg.ir.program import Program
+
+    class TracedProgram(Program):
+        @cached_property
+        def _key(self) -> tuple:
+            return (self.nodes, self.outputs, self.dims, self.roles, "traced")
+
+    dims = tuple((k, values.get(k, v)) for k, v in program.dims)
+    return TracedProgram(program.nodes, program.outputs, dims, program.name, program.roles, program.locations)
+
+
+def holds(guards: list[Guard], ranges: Mapping[str, tuple[int, int]], limit: int = 1 << 20) -> tuple[bool, str]:
+    """Whether every guard holds at every binding of ``ranges`` (inclusive bounds per dim; dims a guard
+    does not name do not multiply the work): (True, "") or (False, the first failing guard at the first
+    binding it fails). Exhaustive, so exact; a bucket of more than ``limit`` bindings is refused."""
+    for guard in guards:
+        names = sorted(guard.dims)
+        spans = [range(ranges[n][0], ranges[n][1] + 1) for n in names]
+        count = 1
+        for s in spans:
+            count *= len(s)
+        if count > limit:
+            return False, f"{guard.readable()} cannot be checked over {count} bindings"
+        for values in itertools.product(*spans):
+            sizes = dict(zip(names, values))
+            if not guard.holds(sizes):
+                at = ", ".join(f"{n}={v}" for n, v in sizes.items())
+                return False, f"{guard.readable()} fails at {at}"
+    return True, ""
+
+
+__all__ = ["PREFIX", "Guard", "Recorder", "Traced", "concrete", "holds", "param", "program_over", "render", "same", "tracing"]
