@@ -66,12 +66,14 @@ def row_toolchain(rows: list[dict[str, Any]], tools: dict[str, Any], device: str
     return tools
 
 
-def bundle_key(program: Program, hw: HardwareSpec, target: str, k: int, precision: str = "ieee") -> str:
+def bundle_key(program: Program, hw: HardwareSpec, target: str, k: int, precision: str = "ieee",
+               ranges: dict[str, tuple[int, int]] | None = None) -> str:
     """What phase 1 depends on: the program (its hash covers shapes and dtypes), the hardware file, k,
-    the fp32 matmul precision policy."""
+    the fp32 matmul precision policy, and for a shape bucket the ranges its kernels serve."""
     import axon_eg
 
-    return _sha({"program": program.hash, "inputs": input_specs(program), "hw": hw.name,
+    bucket = {"ranges": {d: list(r) for d, r in sorted(ranges.items())}} if ranges else {}
+    return _sha({**bucket, "program": program.hash, "inputs": input_specs(program), "hw": hw.name,
                  "hw_file": hashlib.sha256(Path(hw.path).read_bytes()).hexdigest(), "target": target, "k": k,
                  "precision": precision, "axon_eg": axon_eg.__version__, "rules": _rules_digest()})[:24]
 

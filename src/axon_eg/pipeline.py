@@ -94,7 +94,8 @@ def saturate_and_extract(prog: Any, target: str = "triton", hw: str | HardwareSp
                          budget_s: float | None = None, *, cache_dir: str | Path | None = None,
                          device: str | None = None, ray_address: str | None = None, rows: str | Path | None = None,
                          saturation_s: float = 2.0, progress: Progress | None = None,
-                         force: bool = False, precision: str | None = None) -> Result:
+                         force: bool = False, precision: str | None = None,
+                         sizes: Any = None, ranges: dict[str, tuple[int, int]] | None = None) -> Result:
     """Optimize ``prog`` for ``target`` on ``hw``; see the module docstring.
 
     ``budget_s`` bounds the whole call: saturation gets at most a fifth of it, and candidates are
@@ -105,7 +106,19 @@ def saturate_and_extract(prog: Any, target: str = "triton", hw: str | HardwareSp
     (see the module docstring for what a cache hit needs and what a rerun measures). ``precision`` is the
     fp32 matmul policy: ``"ieee"``, ``"tf32"``, or None to follow torch's
     ``torch.backends.cuda.matmul.allow_tf32`` (off by default); it is part of the cache key and stated in
-    every kernel header."""
+    every kernel header.
+
+    ``sizes`` optimizes for shape buckets (``axon_eg.buckets``): the sizes to tune at per dim (``{"M": [1, 16,
+    128]}``) or a range per dim (``{"M": (1, 16384)}``, powers-of-two buckets); the result's ``best``
+    dispatches each call to the best kernel of the bucket its sizes fall in and raises outside them.
+    ``ranges`` (one bucket: dim -> inclusive (low, high), holding the program's bound sizes) makes every
+    candidate shape-generic over it (candidates that cannot be are recorded with the failing guard)."""
+    if sizes is not None:
+        from axon_eg import buckets
+
+        return buckets.optimize(prog, sizes, target=target, hw=hw, k=k, budget_s=budget_s, cache_dir=cache_dir,
+                                device=device, ray_address=ray_address, saturation_s=saturation_s,
+                                progress=progress, force=force, precision=precision)
     validate.pipeline_arguments(prog, target, hw, k, budget_s, cache_dir=cache_dir, rows=rows, saturation_s=saturation_s)
     precision = validate.precision(precision)
     backend = _backend(target)
@@ -114,8 +127,9 @@ def saturate_and_extract(prog: Any, target: str = "triton", hw: str | HardwareSp
     _fits(backend, spec)
     report = progress or (lambda *a: None)
     device = backend.device(spec, device)
+    ranges = validate.ranges(program, ranges)
     t0 = time.monotonic()
-    bkey = bundle_key(program, spec, target, k, precision)
+    bkey = bundle_key(program, spec, target, k, precision, ranges)
     bdir = tables.cache_dir(cache_dir) / "bundles" / bkey
     imported = read_rows(rows) if rows is not None else None
     tools = toolchain(device) if imported is None else row_toolchain(imported, toolchain(device), device)
@@ -147,7 +161,7 @@ def saturate_and_extract(prog: Any, target: str = "triton", hw: str | HardwareSp
         report("saturate", 0, 1, program.name)
         nugraph = graph()
         report("saturate", 1, 1, f"{nugraph.enode_count()} e-nodes")
-        kernels, cand_rows = _phase1(program, nugraph, spec, backend, k, key, bdir, device, report, precision)
+        kernels, cand_rows = _phase1(program, nugraph, spec, backend, k, key, bdir, device, report, precision, ranges)
         phase1 = time.monotonic() - t0
         t1 = time.monotonic()
         built = [kern for kern in kernels if kern.source]
@@ -180,9 +194,10 @@ def saturate_and_extract(prog: Any, target: str = "triton", hw: str | HardwareSp
 
 def write_bundle_only(prog: Any, target: str = "triton", hw: str | HardwareSpec = "h200", k: int = 8, *,
                       cache_dir: str | Path | None = None, device: str = "cuda", saturation_s: float = 2.0,
-                      progress: Progress | None = None, precision: str | None = None) -> Path:
-    """Phase 1 only: write the bundle for a remote worker and return its directory (``precision`` as in
-    :func:`saturate_and_extract`)."""
+                      progress: Progress | None = None, precision: str | None = None,
+                      ranges: dict[str, tuple[int, int]] | None = None) -> Path:
+    """Phase 1 only: write the bundle for a remote worker and return its directory (``precision`` and
+    ``ranges`` as in :func:`saturate_and_extract`)."""
     validate.pipeline_arguments(prog, target, hw, k, cache_dir=cache_dir, saturation_s=saturation_s)
     precision = validate.precision(precision)
     backend = _backend(target)
@@ -190,10 +205,11 @@ def write_bundle_only(prog: Any, target: str = "triton", hw: str | HardwareSpec 
     spec = load(hw) if not isinstance(hw, HardwareSpec) else hw
     _fits(backend, spec)
     tables.ensure_writable(cache_dir)
+    ranges = validate.ranges(program, ranges)
     g = _saturated(program, saturation_s)
-    bkey = bundle_key(program, spec, target, k, precision)
+    bkey = bundle_key(program, spec, target, k, precision, ranges)
     bdir = tables.cache_dir(cache_dir) / "bundles" / bkey
-    _phase1(program, g, spec, backend, k, "", bdir, device, progress or (lambda *a: None), precision)
+    _phase1(program, g, spec, backend, k, "", bdir, device, progress or (lambda *a: None), precision, ranges)
     return bdir
 
 
@@ -208,7 +224,8 @@ def _saturated(program: Program, seconds: float) -> Any:
 
 
 def _phase1(program: Program, nugraph: Any, hw: HardwareSpec, backend: Backend, k: int, key: str, bdir: Path,
-            device: str, report: Progress, precision: str = "ieee") -> tuple[list[Kernel], list[dict[str, Any]]]:
+            device: str, report: Progress, precision: str = "ieee",
+            ranges: dict[str, tuple[int, int]] | None = None) -> tuple[list[Kernel], list[dict[str, Any]]]:
     """Enumerate, emit and bundle; returns the kernels and their ``candidates`` rows."""
     from axon_eg.extract.candidates import enumerate_candidates
 
@@ -225,7 +242,7 @@ def _phase1(program: Program, nugraph: Any, hw: HardwareSpec, backend: Backend, 
         report("emit", i, len(candidates), "")
         name = kernel_name(i, c.key)
         error = summary.errors.get(c.key)
-        kern = _failed(backend, c, name, "enumerate", error) if error else _emit(backend, c, hw, name)
+        kern = _failed(backend, c, name, "enumerate", error) if error else _emit(backend, c, hw, name, ranges)
         kernels.append(kern)
         rows.append({"cache_key": key, "program": program.name, "program_hash": program.hash, "target": target,
                      "hw": hw.name, "k": k, "id": kern.name, "kind": "candidate", "variant": c.variant.program.hash[:16],
@@ -241,14 +258,15 @@ def _phase1(program: Program, nugraph: Any, hw: HardwareSpec, backend: Backend, 
     return kernels, rows
 
 
-def _emit(backend: Backend, candidate: Any, hw: HardwareSpec, name: str) -> Kernel:
+def _emit(backend: Backend, candidate: Any, hw: HardwareSpec, name: str,
+          ranges: dict[str, tuple[int, int]] | None = None) -> Kernel:
     """The backend's kernel for a candidate. One the backend fails on (a candidate it cannot lower, any
     exception of an emitter) becomes an empty kernel whose ``meta`` says why (``_failed``)."""
     from axon_eg.extract.candidates import error_line
 
     try:
         try:
-            return backend.emit(candidate, hw, name)
+            return backend.emit(candidate, hw, name, ranges) if ranges else backend.emit(candidate, hw, name)
         except backend.unlowerable() as exc:
             return _failed(backend, candidate, name, "emit", str(exc))
     except Exception as exc:  # a bug in one lowering rejects its candidate, never the run

@@ -82,6 +82,8 @@ class Result:
     _graph: Callable[[], Any] = field(repr=False)
     measured: tuple[str, ...] = ()  # ids whose observations this call added (measured, imported or resumed)
     reused: tuple[str, ...] = ()  # ids whose final observation came from the cache, not measured again
+    buckets: tuple[tuple[dict[str, tuple[int, int]], Result], ...] = ()  # a bucketed run (``axon_eg.buckets``):
+    # each bucket's ranges and its own run's result; ``best`` then dispatches between their selections
 
     @cached_property
     def nugraph(self) -> Any:

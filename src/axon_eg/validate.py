@@ -80,6 +80,27 @@ def sizes_mapping(sizes: Any, name: str = "sizes") -> dict[str, int] | None:
     return dict(sizes)
 
 
+def ranges(program: Any, value: Any, name: str = "ranges") -> dict[str, tuple[int, int]] | None:
+    """A shape bucket (``saturate_and_extract(ranges=...)``): None, or dim name -> inclusive (low, high) of
+    ints, each a bound dim of ``program`` whose size lies in it, low >= 1."""
+    if value is None or value == {}:
+        return None
+    if not isinstance(value, Mapping):
+        raise InvalidArgument(f"{name} must map dim names to (low, high), got {type(value).__name__} {value!r}")
+    bound = program.bindings
+    out: dict[str, tuple[int, int]] = {}
+    for dim, span in value.items():
+        if dim not in bound:
+            raise InvalidArgument(f"{name}: {program.name} has no bound dim {dim!r} (its dims: {sorted(bound)})")
+        if not isinstance(span, (tuple, list)) or len(span) != 2:
+            raise InvalidArgument(f"{name}[{dim!r}] must be (low, high), got {span!r}")
+        lo, hi = (positive_int(v, f"{name}[{dim!r}]") for v in span)
+        if not lo <= bound[dim] <= hi:
+            raise InvalidArgument(f"{name}[{dim!r}] = ({lo}, {hi}) must hold the program's size {dim}={bound[dim]}")
+        out[dim] = (lo, hi)
+    return out
+
+
 # ------------------------------------------------------------------------------------------------
 # argparse ``type=`` helpers (argparse prints its usage and ``argument -k: <message>``)
 # ------------------------------------------------------------------------------------------------

@@ -82,8 +82,10 @@ class Backend(Protocol):
         ...
 
     # -- phase 1 ---------------------------------------------------------------------------------------
-    def emit(self, candidate: Any, hw: HardwareSpec, name: str) -> Kernel:
-        """The candidate's kernel; raises one of :meth:`unlowerable` for a candidate it cannot lower."""
+    def emit(self, candidate: Any, hw: HardwareSpec, name: str, ranges: dict[str, tuple[int, int]] | None = None) -> Kernel:
+        """The candidate's kernel; raises one of :meth:`unlowerable` for a candidate it cannot lower.
+        ``ranges`` (dim -> inclusive (low, high)): a shape-generic kernel, right at every size of those
+        ranges (a shape bucket), or one of :meth:`unlowerable` saying why it cannot be."""
         ...
 
     def unlowerable(self) -> tuple[type[Exception], ...]:

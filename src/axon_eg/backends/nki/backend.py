@@ -88,9 +88,11 @@ class NkiBackend:
         return None  # there is no torch fallback on a NeuronCore
 
     # -- phase 1 ---------------------------------------------------------------------------------------
-    def emit(self, candidate: Any, hw: HardwareSpec, name: str) -> Kernel:
-        from .emit import emit
+    def emit(self, candidate: Any, hw: HardwareSpec, name: str, ranges: dict[str, tuple[int, int]] | None = None) -> Kernel:
+        from .emit import NotLowerable, emit
 
+        if ranges and any(lo != hi for lo, hi in ranges.values()):  # NKI kernels are specialized per size
+            raise NotLowerable("NKI kernels take no run-time dims yet: give each size its own bucket")
         return emit(candidate, hw, name)
 
     def unlowerable(self) -> tuple[type[Exception], ...]:

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from axon_eg.backends.base import Fallback
-from axon_eg.backends.kernel import Kernel
+from axon_eg.backends.kernel import NotLowerable, Kernel
 from axon_eg.extract.fusion import ATTENTION, LIBRARY, MATMUL, FusionPlan
 from axon_eg.hw import HardwareSpec
 from axon_eg.ir.program import Program
@@ -164,13 +164,17 @@ class TritonBackend:
         return runs_as_torch
 
     # -- phase 1 ---------------------------------------------------------------------------------------
-    def emit(self, candidate: Any, hw: HardwareSpec, name: str) -> Kernel:
+    def emit(self, candidate: Any, hw: HardwareSpec, name: str, ranges: dict[str, tuple[int, int]] | None = None) -> Kernel:
         from .emit import emit
 
-        return emit(candidate, hw, name)
+        kernel = emit(candidate, hw, name, ranges=ranges)
+        if ranges and not kernel.meta["generic"]:
+            raise NotLowerable(f"not shape-generic over {_spans(ranges)}: {kernel.meta['generic_why']}")
+        return kernel
 
     def unlowerable(self) -> tuple[type[Exception], ...]:
-        return ()  # a group Triton cannot lower runs as torch code: emit always returns a kernel
+        return (NotLowerable,)  # only a shape-generic kernel whose guards fail inside its bucket; any other
+        # group Triton cannot lower runs as torch code
 
     def baselines(self, program: Program, device: str) -> list[Kernel]:
         from axon_eg.backends.torch.lower import emit_module
@@ -196,6 +200,10 @@ class TritonBackend:
 
     def measure(self, program: Program, kernels: Sequence[Kernel], hw: HardwareSpec) -> list[dict[str, Any]]:
         raise NotImplementedError("Triton kernels are measured by the worker over the bundle")
+
+
+def _spans(ranges: dict[str, tuple[int, int]]) -> str:
+    return ", ".join(f"{d} in [{lo}, {hi}]" for d, (lo, hi) in sorted(ranges.items()))
 
 
 def _fp32_matmul(plan: FusionPlan, gi: int) -> bool:
