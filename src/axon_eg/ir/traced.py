@@ -338,9 +338,10 @@ def _value_of(name: str) -> int:
 
 
 def same(a: int | tuple, b: int | tuple) -> bool:
-    """Whether two sizes (or shapes, axis by axis) are the same dim: by their expressions where either is traced (two run-time dims
-    that happen to be equal at the binding are not the same; the code written for unequal sizes is right
-    for equal ones), else by value. For decisions whose False branch is the general code."""
+    """Whether two sizes (or shapes, axis by axis) are the same dim: by their expressions where either is
+    traced (two run-time dims that happen to be equal at the binding are not the same; the code written for
+    unequal sizes is right for equal ones), else by value. For decisions whose False branch is the general
+    code."""
     if isinstance(a, tuple) or isinstance(b, tuple):
         return isinstance(a, tuple) and isinstance(b, tuple) and len(a) == len(b) and all(map(same, a, b))
     if isinstance(a, Traced) or isinstance(b, Traced):

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from axon_eg.backends.base import Fallback
-from axon_eg.backends.kernel import NotLowerable, Kernel
+from axon_eg.backends.kernel import Kernel, NotLowerable
 from axon_eg.extract.fusion import ATTENTION, LIBRARY, MATMUL, FusionPlan
 from axon_eg.hw import HardwareSpec
 from axon_eg.ir.program import Program
