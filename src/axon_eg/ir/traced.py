@@ -350,10 +350,10 @@ def same(a: int | tuple, b: int | tuple) -> bool:
 
 
 def concrete(x: object) -> object:
-    """``x`` with every traced size replaced by its value, recording nothing (for notes, resource counts
-    and costs: what the kernel computes never depends on them)."""
+    """``x`` with every traced size replaced by its value at the tuned binding, recording nothing: for
+    tiling choices (any choice computes the same), notes, resource counts and costs."""
     if isinstance(x, Traced):
-        return int.__int__(x)
+        return D.evaluate(x.sym, _tuned[-1]) if _tuned and _tuned[-1] else int.__int__(x)
     if isinstance(x, tuple):
         return tuple(concrete(v) for v in x)
     if isinstance(x, list):
@@ -363,18 +363,28 @@ def concrete(x: object) -> object:
     return x
 
 
+_tuned: list[dict[str, int] | None] = []
+
+
 @contextlib.contextmanager
-def tracing(sizes: Mapping[str, int]) -> Iterator[tuple[dict[str, int], Recorder]]:
-    """Within the block, ``traced`` (the first item) maps each dim of ``sizes`` to its :class:`Traced`
-    value; decisions taken on them are recorded in the :class:`Recorder` (the second item)."""
+def tracing(sizes: Mapping[str, int], tuned: Mapping[str, int] | None = None
+            ) -> Iterator[tuple[dict[str, int], Recorder]]:
+    """Within the block, the first item maps each dim of ``sizes`` to its :class:`Traced` value; decisions
+    taken on them are recorded in the :class:`Recorder` (the second item). ``tuned``: the binding that
+    :func:`concrete` takes its values at (default ``sizes``), so that tracing the same generator at other
+    sizes makes the same tiling choices (``backends.triton.emit`` compares the code written at a bucket's
+    ends with the code at its tuned size: a size used without a guard, ``range(M)`` say, which CPython
+    takes from an int subclass without asking it, shows as a difference)."""
     recorder = Recorder()
     _active.append(recorder)
     _bound.append(dict(sizes))
+    _tuned.append(dict(tuned) if tuned else None)
     try:
         yield {n: Traced(v, D.sym(n)) for n, v in sizes.items()}, recorder
     finally:
         _active.pop()
         _bound.pop()
+        _tuned.pop()
 
 
 def program_over(program: Any, values: Mapping[str, int]) -> Any:

@@ -65,3 +65,24 @@ def run_kernel(kernel: Kernel, program: Program, directory: str | Path, trials: 
     by_seed = {s: [ref[f"seed{s}_out{j}"] for j in range(len(program.outputs))] for s in range(trials)}
     return harness.check_correctness(fn, input_specs(program), by_seed, trials=trials, mode=kernel.mode,
                                      out_dtypes=output_dtypes(program))
+
+
+def fp32_conditioned(program: Program, seeds: range = range(3)) -> bool:
+    """Whether an unfused fp32 evaluation (every value rounded to fp32) stays finite and within the fp32
+    tolerance of the float64 reference: random programs can overflow or cancel in fp32 itself."""
+    import numpy as np
+
+    from axon_eg.bundle import reference_arrays
+    from axon_eg.ir.lowp import interpret_lowp
+    from axon_eg.measure import harness
+
+    ref = reference_arrays(program, seeds)
+    for s in seeds:
+        xs = [t.double().numpy() for t in harness.make_inputs(input_specs(program), s)]
+        low = interpret_lowp(program, xs, "fp32")
+        for j, a in enumerate(low if isinstance(low, tuple) else (low,)):
+            r = ref[f"seed{s}_out{j}"]
+            scale = max(1.0, float(np.sqrt(np.mean(r * r)))) if r.size else 1.0
+            if not np.all(np.isfinite(a)) or np.any(np.abs(a - r) > 1e-5 * (scale + np.abs(r))):
+                return False
+    return True

@@ -281,10 +281,20 @@ def emit(candidate: Candidate, hw: HardwareSpec, name: str, *, autotune: bool = 
         if not 1 <= lo <= bound[d] <= hi:
             raise ValueError(f"{candidate.plan.program.name}: the range [{lo}, {hi}] of dim {d} must hold its bound "
                              f"size {bound[d]} (and start at 1 or more)")
+    spans = {d: tuple(r) for d, r in ranges.items()}
     with traced.tracing({d: bound[d] for d in ranges}) as (values, recorder):
-        kernel = _emit(candidate, hw, name, autotune, _Generic(values, {d: tuple(r) for d, r in ranges.items()},
-                                                             recorder))
+        kernel = _emit(candidate, hw, name, autotune, _Generic(values, spans, recorder))
     generic, why = traced.holds(recorder.guards, ranges)
+    for end in (0, 1):  # the same code at the ranges' ends, or a size went in without a guard
+        at = {d: r[end] for d, r in spans.items()}
+        if not generic or at == {d: bound[d] for d in ranges}:
+            continue
+        with traced.tracing(at, tuned={d: bound[d] for d in ranges}) as (there, probe):
+            other = _emit(candidate, hw, name, autotune, _Generic(there, spans, probe))
+        if _code(other.source) != _code(kernel.source):
+            generic = False
+            why = f"the code written at {', '.join(f'{d}={v}' for d, v in sorted(at.items()))} differs (a size taken " \
+                  "without a guard)"
     meta = {**kernel.meta, "sizes": {d: list(r) for d, r in sorted(ranges.items())},
             "guards": [f"{g.readable()} ({g.origin})" for g in recorder.guards], "generic": generic, "generic_why": why}
     return replace(kernel, meta=meta)
@@ -551,6 +561,11 @@ def _launcher(plan: FusionPlan, lowered: list[Any], isa: dict[int, str], align: 
 
 
 _GUARDS_HERE = "    # <guards>"
+
+
+def _code(source: str) -> str:
+    """A kernel file without its header comments (which state sizes and predictions)."""
+    return source[source.index("\nimport math"):]
 
 
 def _guard_lines(generic: _Generic) -> str:

@@ -1,0 +1,178 @@
+"""Shape-generic Triton kernels (``emit(..., ranges=...)``, ``ir.traced``) and shape buckets
+(``saturate_and_extract(sizes=...)``): a kernel built at one binding and called at other sizes of its
+ranges equals the float64 reference under TRITON_INTERPRET=1; outside its ranges, or where a guard it
+recorded fails, it raises naming the dim; the static kernel is unchanged."""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("TRITON_INTERPRET", "1")
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
+from benchmarks import suite  # noqa: E402
+from hypothesis import assume, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+import axon_eg as ax  # noqa: E402
+from axon_eg import buckets  # noqa: E402
+from axon_eg.backends.triton.emit import emit  # noqa: E402
+from axon_eg.errors import InvalidArgument, KernelCallError  # noqa: E402
+from axon_eg.hw import load  # noqa: E402
+from axon_eg.ir import dims as D  # noqa: E402
+from axon_eg.ir import traced  # noqa: E402
+from axon_eg.ir.dtypes import fp32  # noqa: E402
+from axon_eg.testing.kernels import candidate_for, fp32_conditioned, load_kernel, run_kernel  # noqa: E402
+from axon_eg.testing.strategies import programs  # noqa: E402
+
+H200 = load("h200")
+
+
+# -- the traced sizes themselves --------------------------------------------------------------------
+@given(st.integers(1, 5000), st.integers(1, 64), st.integers(0, 300))
+def test_traced_arithmetic_keeps_the_value_and_the_expression(m, c, k):
+    with traced.tracing({"M": m}) as (values, recorder):
+        M = values["M"]
+        for got in (M * c + k, (M * c + k) // 7, (M * c) % 16, M * c - k, traced.concrete(M) * 3):
+            expr = got.sym if isinstance(got, traced.Traced) else got
+            assert int.__int__(got) == D.evaluate(expr, {"M": m})
+            if isinstance(got, traced.Traced):  # the text is the expression, valid Python over dim_M
+                assert eval(str(got), {"dim_M": m}) == int.__int__(got)
+        assert recorder.guards == []  # arithmetic decides nothing
+
+
+@given(st.integers(2, 5000), st.integers(5, 5000))
+def test_decisions_record_the_guard_that_keeps_them(m, other):
+    with traced.tracing({"M": m}) as (values, recorder):
+        M = values["M"]
+        outcome = M * 4 < other
+        assert M * 4 + 1 > 0 and M >= 1  # decided by the sizes being >= 1: nothing to guard
+        assert len(recorder.guards) == 1
+        g = recorder.guards[0]
+        assert g.holds({"M": m}) and outcome == (M * 4 < other)
+        flip = other // 4 + (1 if outcome else 0)  # a size on the other side of the decision
+        if flip >= 1 and (flip * 4 < other) != outcome:
+            assert not g.holds({"M": flip})
+        assert int(M) == m  # its exact value: the dim is specialized
+        assert traced.Guard(D.sym("M"), "==", m) in recorder.guards
+
+
+def test_a_bucket_admits_a_kernel_only_where_every_guard_holds():
+    with traced.tracing({"M": 100}) as (values, recorder):
+        assert values["M"] != 1 and values["M"] * 8 < 1 << 31
+    assert traced.holds(recorder.guards, {"M": (2, 4096)}) == (True, "")
+    ok, why = traced.holds(recorder.guards, {"M": (1, 4096)})
+    assert not ok and why == "M != 1 fails at M=1"
+
+
+# -- shape-generic kernels --------------------------------------------------------------------------
+def _dims_over_one(program):
+    return sorted(d for d, v in program.bindings.items() if v > 1)
+
+
+@settings(max_examples=int(os.environ.get("AXON_EG_TRITON_EXAMPLES", "40")))
+@given(programs(max_nodes=5, dtypes=(fp32,), allow_library=False, sizes=(2, 3, 5, 8)), st.data())
+def test_a_generic_kernel_equals_the_reference_at_other_sizes_of_its_range(tmp_path_factory, program, data):
+    """Built at one binding, called at random sizes of its range (odd ones, and the range's ends): equal to
+    the float64 reference where its guards admit the whole range; outside the range, KernelCallError."""
+    expanded = program.expand()
+    dims = _dims_over_one(expanded)
+    assume(dims and fp32_conditioned(expanded))
+    dim = data.draw(st.sampled_from(dims), label="dim")
+    size = expanded.bindings[dim]
+    ranges = {dim: (2, size + 6)}
+    kernel = emit(candidate_for(expanded, H200), H200, "k", ranges=ranges)
+    assume(kernel.meta["generic"])
+    directory = tmp_path_factory.mktemp("k")
+    for n in {2, size + 6, data.draw(st.integers(2, size + 6), label="size")}:
+        at = expanded.bind({dim: n})
+        assume(fp32_conditioned(at))
+        out = run_kernel(kernel, at, directory)
+        assert out.status == "ok", f"{dim}={n}: {out.error}\n{kernel.source}"
+    fn = load_kernel(kernel, directory)
+    outside = expanded.bind({dim: size + 7})
+    args = [torch.ones(outside.concrete_shape(i)) for i in [*outside.input_ids, *outside.outputs]]
+    with pytest.raises(ValueError, match=rf"{dim} = {size + 7} is outside \[2, {size + 6}\]"):
+        fn(*args)
+
+
+@pytest.mark.parametrize("name", ["softmax", "rmsnorm", "layernorm", "silu", "rope", "transpose", "cumsum", "sum",
+                                  "gelu_mul", "residual_rmsnorm"])
+def test_suite_kernels_are_generic_over_their_leading_dim(name, tmp_path):
+    """Each suite program's kernel, built at its small sizes, serves 1 (its own bucket aside) to 4x them."""
+    program = suite.get(name).bound(small=True)
+    dim = next(d for d in ("M", "B", "S") if d in program.bindings)
+    size = program.bindings[dim]
+    kernel = emit(candidate_for(program, H200), H200, "k", ranges={dim: (2, 4 * size)})
+    assert kernel.meta["generic"], kernel.meta["guards"]
+    assert "dim_" + dim in kernel.source and f"SIZES = {{'{dim}': (2, {4 * size})}}" in kernel.source
+    for n in (3, 4 * size - 1):
+        out = run_kernel(kernel, program.bind({dim: n}), tmp_path)
+        assert out.status == "ok", f"{dim}={n}: {out.error}\n{kernel.source}"
+
+
+def test_a_guard_failing_inside_the_range_is_named_and_the_call_refused(tmp_path):
+    program = suite.get("silu").bound(small=True)
+    kernel = emit(candidate_for(program, H200), H200, "k", ranges={"M": (1, 64)})
+    assert not kernel.meta["generic"] and kernel.meta["generic_why"] == "M != 1 fails at M=1"
+    fn = load_kernel(kernel, tmp_path)
+    at = program.bind(M=1)
+    args = [torch.ones(at.concrete_shape(i), dtype=torch.bfloat16) for i in [*at.input_ids, *at.outputs]]
+    with pytest.raises(ValueError, match="built for sizes where M != 1; called with M = 1"):
+        fn(*args)
+
+
+def test_arguments_must_agree_on_a_run_time_dim(tmp_path):
+    program = suite.get("add").bound(small=True)
+    kernel = emit(candidate_for(program, H200), H200, "k", ranges={"M": (2, 64)})
+    fn = load_kernel(kernel, tmp_path)
+    n, bf = program.bindings["N"], torch.bfloat16
+    with pytest.raises(ValueError, match="argument y has M = 6 .*argument x has M = 4"):
+        fn(torch.ones(4, n, dtype=bf), torch.ones(6, n, dtype=bf), torch.empty(4, n, dtype=bf))
+
+
+def test_without_ranges_the_kernel_is_the_static_one():
+    program = suite.get("rmsnorm").bound(small=True)
+    static = emit(candidate_for(program, H200), H200, "k")
+    assert "dim_" not in static.source and "SIZES" not in static.source and "generic" not in static.meta
+
+
+# -- buckets ----------------------------------------------------------------------------------------
+def test_buckets_of_lists_and_ranges():
+    assert buckets.buckets({"M": [16, 1, 128, 16]}) == [{"M": (1, 1)}, {"M": (2, 16)}, {"M": (17, 128)}]
+    assert buckets.tuned_sizes((1, 100), "M") == [1, 2, 4, 8, 16, 32, 64, 100]
+    assert buckets.buckets({"M": [1, 8], "N": (3, 4)}) == [
+        {"M": (1, 1), "N": (3, 3)}, {"M": (1, 1), "N": (4, 4)}, {"M": (2, 8), "N": (3, 3)}, {"M": (2, 8), "N": (4, 4)}]
+    for bad in ({"M": []}, {"M": [0, 4]}, {"M": (9, 3)}, {"M": "big"}, {}):
+        with pytest.raises(InvalidArgument):
+            buckets.buckets(bad)
+
+
+def test_a_bucketed_result_serves_every_size_of_its_buckets_and_refuses_the_rest(tmp_path):
+    program = suite.get("softmax").program.bind(N=33)
+    result = ax.saturate_and_extract(program, sizes={"M": [1, 3, 9]}, k=2, cache_dir=tmp_path, saturation_s=0.3)
+    assert [describe for describe in result.table["bucket"].unique(maintain_order=True)] == [
+        "M=1", "M in [2, 3]", "M in [4, 9]"]
+    assert len(result.buckets) == 3
+    bf = torch.bfloat16
+    for m in range(1, 10):
+        x = torch.randn(m, 33, dtype=bf)
+        torch.testing.assert_close(result.best(x).double(), torch.softmax(x.double(), dim=-1), rtol=1e-2, atol=4e-3)
+    with pytest.raises(KernelCallError, match=r"M = 10 is outside the sizes it was optimized for \(M in \[1, 9\]\)"):
+        result.best(torch.randn(10, 33, dtype=bf))
+    with pytest.raises(KernelCallError, match="argument x has shape"):
+        result.best(torch.randn(4, 32, dtype=bf))
+    again = ax.saturate_and_extract(program, sizes={"M": [1, 3, 9]}, k=2, cache_dir=tmp_path, saturation_s=0.3)
+    assert again.cache_hit  # each bucket's run is cached under its own key
+
+
+def test_ranges_are_checked_before_any_work(tmp_path):
+    program = suite.get("softmax").program.bind(M=8, N=16)
+    with pytest.raises(InvalidArgument, match="must hold the program's size M=8"):
+        ax.saturate_and_extract(program, ranges={"M": (9, 16)}, cache_dir=tmp_path)
+    with pytest.raises(InvalidArgument, match="no bound dim 'Q'"):
+        ax.saturate_and_extract(program, ranges={"Q": (1, 16)}, cache_dir=tmp_path)
+    with pytest.raises(InvalidArgument, match="has no dim 'Q'"):
+        ax.saturate_and_extract(program, sizes={"Q": [1, 2]}, cache_dir=tmp_path)
+
