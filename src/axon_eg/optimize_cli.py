@@ -67,6 +67,9 @@ def add_parser(sub: Any) -> None:
                    "file's own (default: small sizes, the suite's or the file's SMALL_SIZES)")
     p.add_argument("--sizes", default=None, metavar="NAME=INT,...", help="set sizes over those: dims of a suite "
                    "program or @ax.program, module-level constants of a KernelBench file (e.g. batch_size=4)")
+    p.add_argument("--buckets", default=None, metavar="NAME=SIZES", type=_buckets,
+                   help="shape buckets: the sizes of a dim to tune at (M=1,16,128) or a range (M=1..16384, tuned at "
+                   "its powers of two); the kernel serves every size from the smallest to the largest")
     p.add_argument("--cpu", action="store_true", help="ignore GPUs: Triton interpreter, correctness only")
     p.add_argument("--ray", default=None, metavar="ADDRESS", help="spread phase 2 over a Ray cluster ('local' starts one)")
     p.add_argument("--bundle-only", action="store_true", help="phase 1 only: write the bundle for a remote worker")
@@ -119,7 +122,8 @@ def cmd_optimize(args: argparse.Namespace) -> int:
             try:
                 result = saturate_and_extract(program, _target(args.hw), args.hw, args.k, args.budget,
                                               cache_dir=args.cache, device=device, ray_address=args.ray, rows=args.rows,
-                                              force=args.force, progress=progress, precision=args.precision)
+                                              force=args.force, progress=progress, precision=args.precision,
+                                              sizes=args.buckets)
             except PipelineError as exc:
                 table = _measured_table(exc)
                 if table is None:
@@ -136,6 +140,16 @@ def cmd_optimize(args: argparse.Namespace) -> int:
     from axon_eg.measure.report import baseline_line, selection_line
 
     out.mkdir(parents=True, exist_ok=True)
+    if result.buckets:  # a bucketed run: each bucket's selection, and its table and summary line
+        from axon_eg.buckets import describe
+
+        for ranges, res in result.buckets:
+            tag = "_".join(f"{d}{lo}-{hi}" for d, (lo, hi) in sorted(ranges.items()))
+            shutil.copyfile(res.best.path, out / f"best_{tag}.py")
+            _say(console, f"{describe(ranges)}: {selection_line(res.table, res.best.id, res.timed)}")
+        result.table.write_parquet(out / "table.parquet")
+        _say(console, f"best kernels: {out}/best_*.py (one per bucket)  table: {out / 'table.parquet'}")
+        return 0
     best = out / ("best_nki.py" if result.best.mode == "nki" else "best.py")
     shutil.copyfile(result.best.path, best)
     result.table.write_parquet(out / "table.parquet")
@@ -161,6 +175,15 @@ def cmd_optimize(args: argparse.Namespace) -> int:
 
 
 # -- sizes ----------------------------------------------------------------------------------------
+def _buckets(text: str) -> dict[str, Any]:
+    from axon_eg import validate
+
+    try:
+        return validate.buckets_arg(text)
+    except InvalidArgument as exc:
+        raise argparse.ArgumentTypeError(str(exc).removeprefix(f"--buckets {text!r}: ")) from None
+
+
 def _load(args: argparse.Namespace, sizes: dict[str, int] | None) -> tuple[Any, str]:
     """The program at the sizes the options ask for (``cli.resolve_target``), and the line saying which and why."""
     from axon_eg import cli

@@ -80,6 +80,22 @@ def sizes_mapping(sizes: Any, name: str = "sizes") -> dict[str, int] | None:
     return dict(sizes)
 
 
+def buckets_arg(text: str) -> dict[str, list[int] | tuple[int, int]]:
+    """``--buckets``: ``M=1,16,128`` (sizes to tune at) or ``M=1..16384`` (a range); several dims joined by
+    ``;``. InvalidArgument naming the option otherwise."""
+    out: dict[str, list[int] | tuple[int, int]] = {}
+    for part in (p.strip() for p in text.split(";")):
+        key, eq, value = (s.strip() for s in part.partition("="))
+        if not eq or not key.isidentifier() or not value:
+            raise InvalidArgument(f"--buckets {text!r}: expected NAME=INT,INT,... or NAME=LOW..HIGH, e.g. M=1,16,128")
+        lo, dots, hi = value.partition("..")
+        numbers = [lo, hi] if dots else value.split(",")
+        if not all(re.fullmatch(r"\s*[0-9]+\s*", n) and int(n) >= 1 for n in numbers):
+            raise InvalidArgument(f"--buckets {text!r}: the sizes of {key} must be integers >= 1")
+        out[key] = (int(lo), int(hi)) if dots else [int(n) for n in numbers]
+    return out
+
+
 def ranges(program: Any, value: Any, name: str = "ranges") -> dict[str, tuple[int, int]] | None:
     """A shape bucket (``saturate_and_extract(ranges=...)``): None, or dim name -> inclusive (low, high) of
     ints, each a bound dim of ``program`` whose size lies in it, low >= 1."""

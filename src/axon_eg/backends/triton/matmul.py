@@ -38,6 +38,7 @@ from axon_eg.extract.fusion import FusionPlan
 from axon_eg.extract.isa import DOT_PERSISTENT, DOT_TMA
 from axon_eg.extract.templates import DOT_MIN, MatmulTile, SplitKTile, Tiling, template_for, tile_of
 from axon_eg.ir import ops as O
+from axon_eg.ir import traced
 
 from . import gemv_splitk, tma
 from .base import INT32_LIMIT, GroupKernel, NotLowerable, attr, cdiv, contiguous_strides, resources
@@ -70,8 +71,8 @@ class _Kernel(_Operands):
         dts = {p.nodes[j].dtype.name for j in (self.a, self.b)}
         self.dot_dtype = dts.pop() if len(dts) == 1 and dts <= {"bf16", "fp16"} else "fp32"
         self.wide = _wide(plan, gi)
-        self.need = {"rm": self.M % self.bm != 0, "rn": self.N % self.bn != 0, "rk": self.K % self.bk != 0,
-                     "rkb": self.K % self.bk != 0}
+        self.need = {"rm": _tail(self.M, self.bm), "rn": _tail(self.N, self.bn), "rk": _tail(self.K, self.bk),
+                     "rkb": _tail(self.K, self.bk)}
         btoks = frozenset(t for t in self.btok if t != "0")
         self.main = _Ctx("t", btoks | {"rm", "rn", "rk", "rkb"}, True)
         self.tile = _Ctx("e", btoks | {"rm", "rn"}, False)
@@ -391,10 +392,17 @@ class _Kernel(_Operands):
         return body, grid
 
 
+def _tail(size: int, block: int) -> bool:
+    """Whether tiles of ``block`` along ``size`` may leave a partial one (masks): a run-time size may, unless
+    it is a multiple of the block whatever its value (``ir.traced``)."""
+    rest = size % block
+    return isinstance(rest, traced.Traced) or rest != 0
+
+
 def _wide(plan: FusionPlan, gi: int) -> bool:
     """Whether a tensor the group reads or writes needs 64-bit offsets (only then are they used)."""
     sizes = [math.prod(plan.program.concrete_shape(n)) for n in (*plan.inputs_of(gi), *plan.outputs_of(gi))]
-    return max(sizes, default=0) >= INT32_LIMIT
+    return any(s >= INT32_LIMIT for s in sizes)
 
 
 _LAYOUT = ("broadcast_to", "transpose", "slice", *_VIEWS)
