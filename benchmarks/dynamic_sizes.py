@@ -50,7 +50,6 @@ def cmd_build(args: argparse.Namespace) -> int:
     from axon_eg.backends.kernel import input_specs, output_dtypes
     from axon_eg.backends.triton.emit import emit
     from axon_eg.hw import load
-
     from benchmarks import suite
 
     hw = load("h200")
