@@ -195,35 +195,15 @@ class Traced(int):
         value = fn(int.__int__(a), int.__int__(b))
         return Traced(value, sym_fn(_sym_of(a), _sym_of(b)))
 
-    def __add__(self, o):  # noqa: ANN001, ANN204
-        return self._arith(o, operator.add, D.add)
+    def _pair(fn, sym_fn):  # noqa: ANN001, ANN202, N805 (builds the class's operator methods)
+        return (lambda self, o: self._arith(o, fn, sym_fn)), (lambda self, o: self._arith(o, fn, sym_fn, True))
 
-    def __radd__(self, o):  # noqa: ANN001, ANN204
-        return self._arith(o, operator.add, D.add, True)
-
-    def __sub__(self, o):  # noqa: ANN001, ANN204
-        return self._arith(o, operator.sub, _sub)
-
-    def __rsub__(self, o):  # noqa: ANN001, ANN204
-        return self._arith(o, operator.sub, _sub, True)
-
-    def __mul__(self, o):  # noqa: ANN001, ANN204
-        return self._arith(o, operator.mul, D.mul)
-
-    def __rmul__(self, o):  # noqa: ANN001, ANN204
-        return self._arith(o, operator.mul, D.mul, True)
-
-    def __floordiv__(self, o):  # noqa: ANN001, ANN204
-        return self._arith(o, operator.floordiv, _floordiv)
-
-    def __rfloordiv__(self, o):  # noqa: ANN001, ANN204
-        return self._arith(o, operator.floordiv, _floordiv, True)
-
-    def __mod__(self, o):  # noqa: ANN001, ANN204
-        return self._arith(o, operator.mod, _mod)
-
-    def __rmod__(self, o):  # noqa: ANN001, ANN204
-        return self._arith(o, operator.mod, _mod, True)
+    __add__, __radd__ = _pair(operator.add, D.add)
+    __sub__, __rsub__ = _pair(operator.sub, lambda a, b: _sub(a, b))  # (defined below the class)
+    __mul__, __rmul__ = _pair(operator.mul, D.mul)
+    __floordiv__, __rfloordiv__ = _pair(operator.floordiv, D.floordiv)
+    __mod__, __rmod__ = _pair(operator.mod, lambda a, b: _mod(a, b))
+    del _pair
 
     def __neg__(self):  # noqa: ANN204
         return Traced(-int.__int__(self), D.mul(self.sym, -1))
@@ -249,32 +229,14 @@ class Traced(int):
     def __rpow__(self, o):  # noqa: ANN001, ANN204
         return pow(o, int(self))
 
-    def __and__(self, o):  # noqa: ANN001, ANN204
-        return int(self) & o
-
-    __rand__ = __and__
-
-    def __or__(self, o):  # noqa: ANN001, ANN204
-        return int(self) | o
-
-    __ror__ = __or__
-
-    def __xor__(self, o):  # noqa: ANN001, ANN204
-        return int(self) ^ o
-
-    __rxor__ = __xor__
-
-    def __lshift__(self, o):  # noqa: ANN001, ANN204
-        return int(self) << o
-
-    def __rshift__(self, o):  # noqa: ANN001, ANN204
-        return int(self) >> o
-
-    def __rlshift__(self, o):  # noqa: ANN001, ANN204
-        return o << int(self)
-
-    def __rrshift__(self, o):  # noqa: ANN001, ANN204
-        return o >> int(self)
+    # operations on the exact value: the dims are specialized (``_exact``)
+    __and__ = __rand__ = lambda self, o: int(self) & o  # noqa: E731
+    __or__ = __ror__ = lambda self, o: int(self) | o  # noqa: E731
+    __xor__ = __rxor__ = lambda self, o: int(self) ^ o  # noqa: E731
+    __lshift__ = lambda self, o: int(self) << o  # noqa: E731
+    __rshift__ = lambda self, o: int(self) >> o  # noqa: E731
+    __rlshift__ = lambda self, o: o << int(self)  # noqa: E731
+    __rrshift__ = lambda self, o: o >> int(self)  # noqa: E731
 
     def bit_length(self) -> int:
         return int(self).bit_length()
@@ -317,10 +279,6 @@ def _sym_of(x: int) -> D.Dim:
 
 def _sub(a: D.Dim, b: D.Dim) -> D.Dim:
     return D.add(a, D.mul(b, -1))
-
-
-def _floordiv(a: D.Dim, b: D.Dim) -> D.Dim:
-    return D.floordiv(a, b)
 
 
 def _mod(a: D.Dim, b: D.Dim) -> D.Dim:

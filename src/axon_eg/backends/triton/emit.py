@@ -282,8 +282,13 @@ def emit(candidate: Candidate, hw: HardwareSpec, name: str, *, autotune: bool = 
             raise ValueError(f"{candidate.plan.program.name}: the range [{lo}, {hi}] of dim {d} must hold its bound "
                              f"size {bound[d]} (and start at 1 or more)")
     spans = {d: tuple(r) for d, r in ranges.items()}
-    with traced.tracing({d: bound[d] for d in ranges}) as (values, recorder):
-        kernel = _emit(candidate, hw, name, autotune, _Generic(values, spans, recorder))
+    try:
+        with traced.tracing({d: bound[d] for d in ranges}) as (values, recorder):
+            kernel = _emit(candidate, hw, name, autotune, _Generic(values, spans, recorder))
+    except NotLowerable as exc:  # no generic file at all (a dim no argument has): the static one, said so
+        kernel = _emit(candidate, hw, name, autotune, None)
+        return replace(kernel, meta={**kernel.meta, "sizes": {d: list(r) for d, r in sorted(ranges.items())},
+                                     "guards": [], "generic": False, "generic_why": str(exc)})
     generic, why = traced.holds(recorder.guards, ranges)
     for end in (0, 1):  # the same code at the ranges' ends, or a size went in without a guard
         at = {d: r[end] for d, r in spans.items()}

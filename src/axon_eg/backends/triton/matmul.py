@@ -422,7 +422,7 @@ def _plain(plan: FusionPlan, gi: int, blocks: tuple[int, int, int], isa: str | N
     reason, where it refuses before anything else could: a view that regroups dims (``_Kernel.view``, which
     depends on the shapes alone) in an operand chain or applied to the tile first in ``natural``'s order;
     for ``tl.dot+tma``, 64-bit indexing or no operand loaded as a dense 2-D tile (the only loads over K
-    are the operands', at ``_raw``'s index, masked where ``need`` says: ``tma.dense``). False for every
+    are the operands', at ``_raw``'s index: ``tma.dense``). False for every
     other group: only building the kernel tells."""
     p = plan.program
     group = plan.groups[gi]
@@ -475,8 +475,7 @@ def _plain(plan: FusionPlan, gi: int, blocks: tuple[int, int, int], isa: str | N
         kernel = _Kernel(plan, gi, blocks, False, frozenset())
         for x, idx in ((kernel.a, kernel.dom_a), (kernel.b, kernel.dom_b)):
             raw = kernel._raw(x, idx)  # None: computed from a constant, no load
-            if raw is not None and tma.dense(raw[1], p.concrete_shape(raw[0]), p.nodes[raw[0]].dtype.itemsize,
-                                             kernel.mask(frozenset(raw[1]) & set(_TILE)) is not None):
+            if raw is not None and tma.dense(raw[1], p.concrete_shape(raw[0]), p.nodes[raw[0]].dtype.itemsize):
                 return True
         raise NotLowerable(tma.NO_DENSE_LOAD)
     return True

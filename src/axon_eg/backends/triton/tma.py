@@ -5,8 +5,10 @@ dense 2-D buffer tile, ``tl.load(p3 + rm * 4096 + rk)`` (A), ``tl.load(p3 + rk *
 transposed), ``tl.load(p3 + rkb * 4096 + rn)`` (B) or ``tl.load(p3 + rn * 4096 + rkb)`` (B stored
 transposed, as a torch ``linear`` weight), becomes a load through a tensor descriptor made once per
 program (``tl.make_tensor_descriptor``): one bulk copy per tile by the TMA unit instead of per-thread
-address arithmetic, and out-of-range rows come back as zeros. Loads that do not have this form (masked
-tails, prologue values, broadcast or batched operands) are left as they are. Descriptors made on the
+address arithmetic. Out-of-range rows and columns come back as zeros, so a load masked along its own
+tails with ``other=0.0`` (``mask=mmask & kmask``: a size no block divides, or a run-time one) is the same
+descriptor load. Loads that do not have this form (prologue values, which fill masked lanes with 1.0,
+broadcast or batched operands) are left as they are. Descriptors made on the
 device need global scratch memory, which the kernel file provides with ``triton.set_allocator``.
 """
 
@@ -25,7 +27,8 @@ triton.set_allocator(_tma_scratch)
 '''
 """Module-level code of a kernel file whose kernels make tensor descriptors."""
 
-_LOAD = re.compile(r"tl\.load\(p(\d+) \+ (rm|rk|rkb|rn) \* (\d+) \+ (rm|rk|rkb|rn)\)")
+_LOAD = re.compile(r"tl\.load\(p(\d+) \+ (rm|rk|rkb|rn) \* (\d+) \+ (rm|rk|rkb|rn)"
+                   r"(?:, mask=(?:[mnk]mask(?:_b)?)(?: & [mnk]mask(?:_b)?)*, other=0\.0)?\)")
 # (outer token, inner token) -> (role, block shape, offsets, transpose after the load)
 _FORMS = {
     ("rm", "rk"): ("BLOCK_M", "BLOCK_K", "{m}", "k0", False),
@@ -49,12 +52,12 @@ def _form(outer: str, inner: str, shape: tuple[int, ...] | None, stride: int, it
     return form
 
 
-def dense(idx: tuple[str, ...], shape: tuple[int, ...], itemsize: int, masked: bool) -> bool:
-    """Whether the matmul lowering's load of a buffer of ``shape`` at ``idx`` (``_Kernel._load``: the
-    address joins ``token * stride`` over the dims of size above 1) is one :func:`rewrite` turns into a
-    descriptor load: unmasked, a 2-D buffer with both dims above 1 indexed by one token each (address
-    ``outer * shape[1] + inner``) of a form in ``_FORMS``."""
-    if masked or len(shape) != 2 or len(idx) != 2 or 1 in shape:
+def dense(idx: tuple[str, ...], shape: tuple[int, ...], itemsize: int) -> bool:
+    """Whether the matmul lowering's operand load of a buffer of ``shape`` at ``idx`` (``_Kernel._load``:
+    the address joins ``token * stride`` over the dims of size above 1; masked along its own tails, other
+    0.0) is one :func:`rewrite` turns into a descriptor load: a 2-D buffer with both dims above 1 indexed
+    by one token each (address ``outer * shape[1] + inner``) of a form in ``_FORMS``."""
+    if len(shape) != 2 or len(idx) != 2 or 1 in shape:
         return False
     return _form(idx[0], idx[1], shape, shape[1], itemsize) is not None
 
