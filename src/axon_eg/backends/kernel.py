@@ -3,7 +3,8 @@ point and calling convention, the harness input specs, and static facts for the 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from axon_eg.errors import AxonError
@@ -56,6 +57,49 @@ def identifier(name: str, taken: set[str]) -> str:
         ident = "in_" + ident
     taken.add(ident)
     return ident
+
+
+def shape_generic(build: Callable[[dict[str, int] | None, Any], Kernel], program: Program,
+                  ranges: Mapping[str, tuple[int, int]], code: Callable[[str], str],
+                  unlowerable: type[Exception] | tuple[type[Exception], ...]) -> Kernel:
+    """A backend's shape-generic kernel (``ir.traced``): ``build(values, recorder)`` emits the kernel with
+    the dims of ``ranges`` bound to traced ``values`` (``build(None, None)``: the static kernel). The result's
+    ``meta`` says whether it is generic over ``ranges`` (``generic``; else ``generic_why``): every recorded
+    guard holds at every size of the ranges (``traced.holds``, exhaustive) and the code (``code(source)``:
+    the file without what states sizes, its header) written at the ranges' two ends is the code written
+    at the tuned sizes, so that a size taken without a guard shows. ``unlowerable`` from the traced build
+    (no generic file can be written, e.g. a dim no argument has) gives the static kernel, not generic."""
+    from axon_eg.ir import traced
+
+    bound = program.bindings
+    for d, (lo, hi) in ranges.items():
+        if d not in bound:
+            raise ValueError(f"{program.name}: no bound dim named {d!r}; dims are {sorted(bound)}")
+        if not 1 <= lo <= bound[d] <= hi:
+            raise ValueError(f"{program.name}: the range [{lo}, {hi}] of dim {d} must hold its bound size "
+                             f"{bound[d]} (and start at 1 or more)")
+    sizes = {d: list(r) for d, r in sorted(ranges.items())}
+    tuned = {d: bound[d] for d in ranges}
+    try:
+        with traced.tracing(tuned) as (values, recorder):
+            kernel = build(values, recorder)
+    except unlowerable as exc:
+        kernel = build(None, None)
+        return replace(kernel, meta={**kernel.meta, "sizes": sizes, "guards": [], "generic": False,
+                                     "generic_why": str(exc)})
+    generic, why = traced.holds(recorder.guards, ranges)
+    for end in (0, 1):
+        at = {d: r[end] for d, r in ranges.items()}
+        if not generic or at == tuned:
+            continue
+        with traced.tracing(at, tuned=tuned) as (there, probe):
+            other = build(there, probe)
+        if code(other.source) != code(kernel.source):
+            generic = False
+            why = (f"the code written at {', '.join(f'{d}={v}' for d, v in sorted(at.items()))} differs (a size "
+                   "taken without a guard)")
+    return replace(kernel, meta={**kernel.meta, "sizes": sizes, "generic": generic, "generic_why": why,
+                                 "guards": [f"{g.readable()} ({g.origin})" for g in recorder.guards]})
 
 
 # ------------------------------------------------------------------------------------------------

@@ -307,6 +307,19 @@ def same(a: int | tuple, b: int | tuple) -> bool:
     return a == b
 
 
+def partial(size: int, block: int) -> bool:
+    """Whether tiles of ``block`` along ``size`` may leave a partial last one (masks, a tail loop): a run-time
+    size may, unless it is a multiple of ``block`` whatever its value; a fixed one when it does."""
+    rest = size % block
+    return isinstance(rest, Traced) or rest != 0
+
+
+def cdiv(a: int, b: int) -> int:
+    """``ceil(a / b)`` for sizes in integer arithmetic: a run-time dim stays an expression, where
+    ``math.ceil(a / b)`` would fix its value."""
+    return (a + b - 1) // b
+
+
 def concrete(x: object) -> object:
     """``x`` with every traced size replaced by its value at the tuned binding, recording nothing: for
     tiling choices (any choice computes the same), notes, resource counts and costs."""
@@ -380,4 +393,5 @@ def holds(guards: list[Guard], ranges: Mapping[str, tuple[int, int]], limit: int
     return True, ""
 
 
-__all__ = ["PREFIX", "Guard", "Recorder", "Traced", "concrete", "holds", "param", "program_over", "render", "same", "tracing"]
+__all__ = ["PREFIX", "Guard", "Recorder", "Traced", "cdiv", "concrete", "holds", "param", "partial", "program_over",
+           "render", "same", "tracing"]

@@ -91,9 +91,11 @@ class NkiBackend:
     def emit(self, candidate: Any, hw: HardwareSpec, name: str, ranges: dict[str, tuple[int, int]] | None = None) -> Kernel:
         from .emit import NotLowerable, emit
 
-        if ranges and any(lo != hi for lo, hi in ranges.values()):  # NKI kernels are specialized per size
-            raise NotLowerable("NKI kernels take no run-time dims yet: give each size its own bucket")
-        return emit(candidate, hw, name)
+        kernel = emit(candidate, hw, name, ranges=ranges)
+        if ranges and not kernel.meta["generic"]:
+            spans = ", ".join(f"{d} in [{lo}, {hi}]" for d, (lo, hi) in sorted(ranges.items()))
+            raise NotLowerable(f"not shape-generic over {spans}: {kernel.meta['generic_why']}")
+        return kernel
 
     def unlowerable(self) -> tuple[type[Exception], ...]:
         from .emit import NotLowerable

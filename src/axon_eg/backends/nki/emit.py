@@ -16,10 +16,15 @@ that are not row-wise, reductions over other axes, views that move data between 
 
 from __future__ import annotations
 
-from axon_eg.backends.kernel import Kernel, identifier
+from collections.abc import Mapping
+from typing import Any
+
+from axon_eg.backends.kernel import Kernel, identifier, shape_generic
 from axon_eg.extract.candidates import Candidate
 from axon_eg.extract.fusion import ATTENTION, ELEMENTWISE, LAYOUT, MATMUL, REDUCTION, SCAN, FusionPlan, node_kind
 from axon_eg.hw import HardwareSpec
+from axon_eg.ir import dims as D
+from axon_eg.ir import traced
 
 from .emit_attention import attention_group
 from .emit_fusion import fuse
@@ -33,17 +38,40 @@ _HEADERS = {"current": "import nki\nimport nki.isa as nisa\nimport nki.language 
             "legacy": "import neuronxcc.nki as nki\nimport neuronxcc.nki.isa as nisa\nimport neuronxcc.nki.language as nl\n"}
 
 
-def emit(candidate: Candidate, hw: HardwareSpec, name: str) -> Kernel:
-    """One NKI kernel file for ``candidate`` on ``hw`` (a Trainium hardware description)."""
+def emit(candidate: Candidate, hw: HardwareSpec, name: str,
+         ranges: Mapping[str, tuple[int, int]] | None = None) -> Kernel:
+    """One NKI kernel file for ``candidate`` on ``hw`` (a Trainium hardware description). ``ranges`` (dim ->
+    inclusive (low, high)): shape-generic over them (``backends.kernel.shape_generic``): NKI traces a kernel
+    for the shapes it is called with, so the kernel reads the dims off its arguments' shapes
+    (``dim_M = x.shape[0]``), writes loop bounds and buffer shapes over them, and first raises where a
+    guard its lowerings recorded fails (``ir.traced``)."""
+
+    def build(values: dict[str, int] | None, recorder: Any) -> Kernel:
+        return _emit(candidate, hw, name, values, recorder)
+
+    if not ranges:
+        return build(None, None)
+    return shape_generic(build, candidate.plan.program, ranges, _code, NotLowerable)
+
+
+def _code(source: str) -> str:
+    """A kernel file without its docstring header (which states sizes and predictions)."""
+    return source[source.index("@nki.jit"):]
+
+
+def _emit(candidate: Candidate, hw: HardwareSpec, name: str, values: dict[str, int] | None, recorder: Any) -> Kernel:
     dialect = str(hw.value("features.nki_dialect"))
     target = hw.name
     plan: FusionPlan = candidate.plan
+    if values is not None:
+        plan = FusionPlan(traced.program_over(plan.program, values), plan.groups)
     program = plan.program
     taken: set[str] = set()
     params = [identifier(s.name, taken) for s in program.inputs]
     hbm: dict[int, str] = dict(zip(program.input_ids, params))
     w = Writer(dialect, target)
     entry = identifier(name, taken)
+    dims = _read_dims(program, params, values) if values is not None else []
     # every group's outputs live in HBM: the program's outputs, and values a later group reads
     produced: dict[int, int] = {n: gi for gi, g in enumerate(plan.groups) for n in g.nodes}
     needed = set(program.outputs) | {i for g in plan.groups for n in g.nodes for i in program.nodes[n].inputs
@@ -84,10 +112,29 @@ def emit(candidate: Candidate, hw: HardwareSpec, name: str) -> Kernel:
     header = [f'"""NKI kernel {entry} for {target} ({dialect} dialect), emitted by axon_eg.backends.nki.emit.', "",
               f"plan: {plan.name}; rules: {', '.join(candidate.variant.rules) or 'none'}; "
               f"predicted {candidate.predicted_seconds * 1e6:.3f} us", '"""', ""]
+    guards = [] if recorder is None else [
+        ln for g in recorder.guards for ln in (
+            f"    if not ({g.text()}):  # a size decision of the lowering (ir.traced)",
+            f"        raise ValueError(f\"{entry}: built for sizes where {g.readable()}; called with "
+            + ", ".join(f"{d} = {{{traced.param(d)}}}" for d in sorted(g.dims)) + '")')]
     lines = [*header, _HEADERS[dialect].rstrip(), "", "# fusion groups (tiling):", *described,
              "# instruction fusions (proven rules, applications):", *fusions, "", "", "@nki.jit",
-             f"def {entry}({', '.join(params)}):", *render(w.lines, dialect), f"    return {results}", ""]
+             f"def {entry}({', '.join(params)}):", *dims, *guards, *render(w.lines, dialect),
+             f"    return {results}", ""]
     meta = {"lowering": f"nki:{len(plan.groups)}", "dialect": dialect, "plan": plan.name, "groups": len(plan.groups),
             "fused_instructions": len(fired), "fusions": counts,
             "rules": list(candidate.variant.rules), "predicted_us": candidate.predicted_seconds * 1e6}
     return Kernel(name, "\n".join(lines), entry, "return", "candidate", {}, meta)
+
+
+def _read_dims(program: Any, params: list[str], values: Mapping[str, int]) -> list[str]:
+    """The kernel's first lines: each run-time dim read off the first input that has it as an axis of its
+    own (NotLowerable when none has: an NKI kernel knows the shapes of its arguments only)."""
+    lines = []
+    for d in sorted(values):
+        found = next(((p, k) for p, node in zip(params, program.input_ids)
+                      for k, size in enumerate(program.nodes[node].shape) if size == D.sym(d)), None)
+        if found is None:
+            raise NotLowerable(f"dim {d} is no input's axis: an NKI kernel reads its sizes from its inputs")
+        lines.append(f"    {traced.param(d)} = {found[0]}.shape[{found[1]}]")
+    return lines

@@ -17,6 +17,7 @@ from typing import Any
 from axon_eg.extract.fusion import Group, node_kind
 from axon_eg.extract.templates import Tile, Tiling, TrnMatmulTile
 from axon_eg.hw import HardwareSpec
+from axon_eg.ir import traced
 from axon_eg.ir.program import Program
 from axon_eg.semantics.isa.declarations import FREE_MAX, SBUF, TENSOR, declaration
 
@@ -66,9 +67,9 @@ def matmul_group(w: Writer, program: Program, group: Group, tiling: Tiling | Til
     lw = pick(TileOp("matmul", ("tile", "tile"), (("a_layout", "km"),)), target, {"K": tk, "M": tm, "N": tn},
                f"matmul (node {anchor})", lambda lw: [i.op for i in lw.sequence][0] == "nc_matmul"
                and lw.sequence[0].arg("stationary") == "A")
-    nk = math.ceil(k / tk)
+    nk = traced.cdiv(k, tk)
     ka, kb = hbm.get(a, ""), hbm[b]  # a prologue computes A on chip: no HBM source
-    nm, nn = math.ceil(m / tm), math.ceil(n / tn)
+    nm, nn = traced.cdiv(m, tm), traced.cdiv(n, tn)
     block_m = max(1, min(tile.BLOCK_M, nm))
     block_n = max(1, min(tile.BLOCK_N, nn))
     a_dtype, b_dtype = nl_dtype(program.nodes[a].dtype.name), nl_dtype(program.nodes[b].dtype.name)
@@ -89,8 +90,8 @@ def matmul_group(w: Writer, program: Program, group: Group, tiling: Tiling | Til
     w.line(f"BLOCK_M, BLOCK_N = {block_m}, {block_n}  # row / column tiles whose operand tiles stay in SBUF together")
     # affine_range indices are symbolic on a NeuronCore: blocks and tiles that do not divide their extent
     # evenly loop with static_range (trace-time ints) so that min() can size the last one
-    m_tail, n_tail = m % tm != 0, n % tn != 0
-    w.line(f"for mb in nl.{_range(m_tail or nm % block_m != 0)}({math.ceil(nm / block_m)}):")
+    m_tail, n_tail = traced.partial(m, tm), traced.partial(n, tn)
+    w.line(f"for mb in nl.{_range(m_tail or traced.partial(nm, block_m))}({traced.cdiv(nm, block_m)}):")
     w.depth += 1
     how = {"km": "loaded as stored (A = x.T)", "nc_transpose": "transposed on the Tensor engine",
            "dma_transpose": "transposed in the DMA"}.get(a_layout if a_layout == "km" else choice, "loaded transposed")
@@ -138,7 +139,7 @@ def matmul_group(w: Writer, program: Program, group: Group, tiling: Tiling | Til
     w.depth -= 1
     w.line("a_tiles.append(a_row)")
     w.depth -= 1
-    w.line(f"for nb in nl.{_range(n_tail or nn % block_n != 0)}({math.ceil(nn / block_n)}):")
+    w.line(f"for nb in nl.{_range(n_tail or traced.partial(nn, block_n))}({traced.cdiv(nn, block_n)}):")
     w.depth += 1
     w.line(f"# moving: B tiles [k, cols] of BLOCK_N column tiles{' (w.T: loaded transposed)' if b_layout == 'nk' else ''}"
            f", loaded once per row block")

@@ -25,6 +25,7 @@ from axon_eg.extract.templates import Tile, Tiling, TrnRowsTile
 from axon_eg.hw import HardwareSpec
 from axon_eg.ir import dims as D
 from axon_eg.ir import ops as O
+from axon_eg.ir import traced
 from axon_eg.ir.program import Program
 from axon_eg.semantics.isa.declarations import FREE_MAX, PARTITION_MAX, SBUF
 
@@ -50,18 +51,18 @@ class Space:
         full = self.full
         if op == "constant" and math.prod(shape) == 1:
             return "scalar"
-        if shape == full:
+        if traced.same(shape, full):
             return "tile"
-        if full and (shape == full[:-1] + (1,) or (shape == full[:-1] and op != "input")):
+        if full and (traced.same(shape, full[:-1] + (1,)) or (traced.same(shape, full[:-1]) and op != "input")):
             return "row"
         if math.prod(shape) == 1:
             return "one"
         if len(shape) <= len(full) and tuple(d for d in shape if d != 1) == (self.n,) and shape[-1] == self.n:
             return "col"
-        if len(shape) == len(full) and shape[:-1] == full[:-1]:
+        if len(shape) == len(full) and traced.same(shape[:-1], full[:-1]):
             return "part"
         core = shape[next((i for i, d in enumerate(shape) if d != 1), len(shape)):]
-        if 2 <= len(core) < len(full) and core == full[len(full) - len(core):]:
+        if 2 <= len(core) < len(full) and traced.same(core, full[len(full) - len(core):]):
             period = math.prod(core[:-1])
             if self.period not in (0, period):
                 raise NotLowerable(f"{op} node {node} of shape {list(shape)} repeats every {period} rows, another value "

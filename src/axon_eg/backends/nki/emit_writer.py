@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 
 from axon_eg.backends.kernel import NotLowerable  # noqa: F401  (the emitters import it from here)
 from axon_eg.extract.templates import Tile, Tiling
+from axon_eg.ir import traced
 from axon_eg.semantics.isa import engine
 from axon_eg.semantics.isa.declarations import CMD, DECLARATIONS, OP
 
@@ -83,8 +84,8 @@ class Writer:
         ``size`` (depth + 1). affine/sequential_range indices are symbolic on a NeuronCore, so tiles that divide
         ``extent`` evenly loop with ``nl.{kind}`` and a constant size; a tail tile loops with ``nl.static_range``
         (Python ints at trace time) so that ``min()`` can size it."""
-        tail = extent % tile != 0
-        loop = f"nl.static_range({math.ceil(extent / tile)})" if tail else f"nl.{kind}({extent // tile})"
+        tail = traced.partial(extent, tile)
+        loop = f"nl.static_range({traced.cdiv(extent, tile)})" if tail else f"nl.{kind}({extent // tile})"
         note = note or ("  # a tail tile: static_range gives trace-time ints for min()" if tail else "")
         self.line(f"for {var} in {loop}:{note}")
         self.depth += 1

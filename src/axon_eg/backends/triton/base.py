@@ -12,6 +12,7 @@ from axon_eg.backends.kernel import NotLowerable  # noqa: F401  (the lowerings i
 from axon_eg.extract.templates import knobs
 from axon_eg.ir import dims as D
 from axon_eg.ir.program import Program
+from axon_eg.ir.traced import cdiv  # noqa: F401  (the lowerings import it from here)
 
 
 @dataclass(frozen=True)
@@ -44,12 +45,6 @@ def attr(program: Program, node: int, key: str) -> Any:
     if isinstance(v, tuple):
         return tuple(D.evaluate(x, program.bindings) if isinstance(x, D.Sym) else x for x in v)
     return v
-
-
-def cdiv(a: int, b: int) -> int:
-    """``ceil(a / b)`` for sizes: integer arithmetic, so a run-time dim stays an expression (``ir.traced``)
-    where ``math.ceil(a / b)`` would fix its value."""
-    return (a + b - 1) // b
 
 
 INT32_LIMIT = 2**31

@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from axon_eg.backends.kernel import Kernel, call_signature, guard_source, identifier
+from axon_eg.backends.kernel import Kernel, call_signature, guard_source, identifier, shape_generic
 from axon_eg.backends.torch.lower import expr as torch_expr
 from axon_eg.extract.candidates import Candidate
 from axon_eg.extract.fusion import (
@@ -271,38 +271,13 @@ def emit(candidate: Candidate, hw: HardwareSpec, name: str, *, autotune: bool = 
     (else ``meta["generic_why"]`` names the first that fails where). A group whose lowering cannot take a
     dim at run time (a host function, a dim outside its entry function) is lowered at the candidate's sizes,
     guarded by ``dim == size``. Without ``ranges`` the file is the static kernel, as before."""
+    def build(values: dict[str, int] | None, recorder: traced.Recorder | None) -> Kernel:
+        generic = None if values is None else _Generic(values, {d: tuple(r) for d, r in ranges.items()}, recorder)
+        return _emit(candidate, hw, name, autotune, generic)
+
     if not ranges:
-        return _emit(candidate, hw, name, autotune, None)
-    bound = candidate.plan.program.bindings
-    unknown = sorted(set(ranges) - set(bound))
-    if unknown:
-        raise ValueError(f"{candidate.plan.program.name}: no bound dim named {unknown[0]!r}; dims are {sorted(bound)}")
-    for d, (lo, hi) in ranges.items():
-        if not 1 <= lo <= bound[d] <= hi:
-            raise ValueError(f"{candidate.plan.program.name}: the range [{lo}, {hi}] of dim {d} must hold its bound "
-                             f"size {bound[d]} (and start at 1 or more)")
-    spans = {d: tuple(r) for d, r in ranges.items()}
-    try:
-        with traced.tracing({d: bound[d] for d in ranges}) as (values, recorder):
-            kernel = _emit(candidate, hw, name, autotune, _Generic(values, spans, recorder))
-    except NotLowerable as exc:  # no generic file at all (a dim no argument has): the static one, said so
-        kernel = _emit(candidate, hw, name, autotune, None)
-        return replace(kernel, meta={**kernel.meta, "sizes": {d: list(r) for d, r in sorted(ranges.items())},
-                                     "guards": [], "generic": False, "generic_why": str(exc)})
-    generic, why = traced.holds(recorder.guards, ranges)
-    for end in (0, 1):  # the same code at the ranges' ends, or a size went in without a guard
-        at = {d: r[end] for d, r in spans.items()}
-        if not generic or at == {d: bound[d] for d in ranges}:
-            continue
-        with traced.tracing(at, tuned={d: bound[d] for d in ranges}) as (there, probe):
-            other = _emit(candidate, hw, name, autotune, _Generic(there, spans, probe))
-        if _code(other.source) != _code(kernel.source):
-            generic = False
-            why = f"the code written at {', '.join(f'{d}={v}' for d, v in sorted(at.items()))} differs (a size taken " \
-                  "without a guard)"
-    meta = {**kernel.meta, "sizes": {d: list(r) for d, r in sorted(ranges.items())},
-            "guards": [f"{g.readable()} ({g.origin})" for g in recorder.guards], "generic": generic, "generic_why": why}
-    return replace(kernel, meta=meta)
+        return build(None, None)
+    return shape_generic(build, candidate.plan.program, ranges, _code, NotLowerable)
 
 
 def _emit(candidate: Candidate, hw: HardwareSpec, name: str, autotune: bool, generic: _Generic | None) -> Kernel:

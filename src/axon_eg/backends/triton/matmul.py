@@ -71,8 +71,8 @@ class _Kernel(_Operands):
         dts = {p.nodes[j].dtype.name for j in (self.a, self.b)}
         self.dot_dtype = dts.pop() if len(dts) == 1 and dts <= {"bf16", "fp16"} else "fp32"
         self.wide = _wide(plan, gi)
-        self.need = {"rm": _tail(self.M, self.bm), "rn": _tail(self.N, self.bn), "rk": _tail(self.K, self.bk),
-                     "rkb": _tail(self.K, self.bk)}
+        tail = {"rm": (self.M, self.bm), "rn": (self.N, self.bn), "rk": (self.K, self.bk), "rkb": (self.K, self.bk)}
+        self.need = {t: traced.partial(*sb) for t, sb in tail.items()}
         btoks = frozenset(t for t in self.btok if t != "0")
         self.main = _Ctx("t", btoks | {"rm", "rn", "rk", "rkb"}, True)
         self.tile = _Ctx("e", btoks | {"rm", "rn"}, False)
@@ -390,13 +390,6 @@ class _Kernel(_Operands):
             body += tile
         grid = math.prod(self.batch) * per_batch
         return body, grid
-
-
-def _tail(size: int, block: int) -> bool:
-    """Whether tiles of ``block`` along ``size`` may leave a partial one (masks): a run-time size may, unless
-    it is a multiple of the block whatever its value (``ir.traced``)."""
-    rest = size % block
-    return isinstance(rest, traced.Traced) or rest != 0
 
 
 def _wide(plan: FusionPlan, gi: int) -> bool:
