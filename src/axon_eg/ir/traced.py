@@ -307,6 +307,12 @@ def same(a: int | tuple, b: int | tuple) -> bool:
     return a == b
 
 
+def known(size: int, value: int) -> bool:
+    """Whether ``size`` is ``value`` at every binding: a fixed size equal to it (a run-time one is not, even
+    where it happens to be: for shortcuts whose other branch is the general code)."""
+    return not isinstance(size, Traced) and size == value
+
+
 def partial(size: int, block: int) -> bool:
     """Whether tiles of ``block`` along ``size`` may leave a partial last one (masks, a tail loop): a run-time
     size may, unless it is a multiple of ``block`` whatever its value; a fixed one when it does."""
@@ -393,5 +399,5 @@ def holds(guards: list[Guard], ranges: Mapping[str, tuple[int, int]], limit: int
     return True, ""
 
 
-__all__ = ["PREFIX", "Guard", "Recorder", "Traced", "cdiv", "concrete", "holds", "param", "partial", "program_over",
+__all__ = ["PREFIX", "Guard", "Recorder", "Traced", "cdiv", "concrete", "holds", "known", "param", "partial", "program_over",
            "render", "same", "tracing"]

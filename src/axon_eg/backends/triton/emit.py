@@ -515,7 +515,7 @@ def _launcher(plan: FusionPlan, lowered: list[Any], isa: dict[int, str], align: 
         if isinstance(k, GroupKernel):
             args = [ensure(j) for j in k.reads] + [written(o) for o in k.writes]
             if k.host:  # the group's own host function allocates scratch and launches its kernels
-                kw = [f"{c}={v!r}" for c, v in k.launch if c != "num_stages"]
+                kw = [f"{c}={v!r}" for c, v in k.launch if c != "num_stages"] + [f"{d}={d}" for d in k.dims]
                 lines.append(f"    {k.name}({', '.join(args + kw)})")
                 continue
             dims = [f"{d}={d}" for d in k.dims]
@@ -564,30 +564,56 @@ _DIM_NAME = re.compile(rf"\b{traced.PREFIX}[A-Za-z_]\w*")
 
 def _with_dims(k: GroupKernel, gi: int, tiling: Any, warp_size: int | None, isa: str | None,
                generic: _Generic) -> GroupKernel | str:
-    """A group kernel lowered over traced dims, taking the dims its source names as its last parameters; a
-    host function, or a source naming a dim outside the entry function, is lowered again at the concrete
-    sizes, guarded by ``dim == size`` for each dim of the group."""
+    """A group kernel lowered over traced dims: each function of its source that names a dim takes it as its
+    last parameters, a host function takes every dim its source names and passes each jit function its own
+    at the launch (before ``**launch``), and the launcher passes them by keyword (``GroupKernel.dims``). A
+    source naming a dim in a function it cannot give one to (a helper without parameters) is lowered again at
+    the concrete sizes, guarded by ``dim == size`` for each dim of the group."""
     k = replace(k, resources=traced.concrete(k.resources))
     used = sorted(set(_DIM_NAME.findall(k.source)))
     if not used:
         return k
-    tree = ast.parse(k.source)
-    entry = next((f for f in tree.body if isinstance(f, ast.FunctionDef) and f.name == k.name), None)
-    inside = set(_DIM_NAME.findall(ast.get_source_segment(k.source, entry) or "")) if entry is not None else set()
-    if k.host or set(used) - inside or entry is None or not entry.args.args:
-        assert generic.static is not None
-        program = generic.static.program
-        names = set().union(*(D.names(d) for n in generic.static.groups[gi].nodes for d in program.nodes[n].shape),
-                            *(D.names(d) for j in generic.static.inputs_of(gi) for d in program.nodes[j].shape))
-        for d in sorted(names & set(generic.values)):
-            generic.recorder.add(traced.Guard(D.sym(d), "==", int.__int__(generic.values[d])))
-        again = lower_group(generic.static, gi, tiling, k.name, warp_size, isa)
-        return replace(again, resources=traced.concrete(again.resources)) if isinstance(again, GroupKernel) else again
-    last = entry.args.args[-1]
-    lines = k.source.splitlines(keepends=True)
-    row = lines[last.end_lineno - 1]
-    lines[last.end_lineno - 1] = row[:last.end_col_offset] + "".join(f", {d}" for d in used) + row[last.end_col_offset:]
+    src = k.source
+    funcs = [f for f in ast.parse(src).body if isinstance(f, ast.FunctionDef)]
+    needs = {f.name: sorted(set(_DIM_NAME.findall(ast.get_source_segment(src, f) or ""))) for f in funcs}
+    host = next((f for f in funcs if f.name == k.name), None) if k.host else None
+    if host is not None:
+        needs[host.name] = used
+    covered = set().union(*needs.values())
+    if set(used) - covered or any(needs[f.name] and not f.args.args for f in funcs) or (
+            not k.host and not needs.get(k.name)):
+        return _specialized(k, gi, tiling, warp_size, isa, generic)
+    lines = src.splitlines(keepends=True)
+    edits: list[tuple[int, int, str]] = []  # (line, column, text), applied from the end
+    for f in funcs:
+        if needs[f.name]:
+            last = f.args.args[-1]
+            edits.append((last.end_lineno - 1, last.end_col_offset, "".join(f", {d}" for d in needs[f.name])))
+    for f in funcs if host is not None else ():  # the host function's launches of the jit functions
+        if f is host or not needs[f.name]:
+            continue
+        text = "".join(lines[host.lineno - 1:host.end_lineno])
+        for m in re.finditer(rf"\b{re.escape(f.name)}\[", text):
+            at = text.index("**launch)", m.end())
+            row = host.lineno - 1 + text.count("\n", 0, at)
+            col = at - (text.rfind("\n", 0, at) + 1)
+            edits.append((row, col, "".join(f"{d}={d}, " for d in needs[f.name])))
+    for row, col, text in sorted(edits, reverse=True):
+        lines[row] = lines[row][:col] + text + lines[row][col:]
     return replace(k, source="".join(lines), dims=tuple(used))
+
+
+def _specialized(k: GroupKernel, gi: int, tiling: Any, warp_size: int | None, isa: str | None,
+                 generic: _Generic) -> GroupKernel | str:
+    """Group ``gi`` lowered at the concrete sizes, guarded by ``dim == size`` for each dim it touches."""
+    assert generic.static is not None
+    program = generic.static.program
+    names = set().union(*(D.names(d) for n in generic.static.groups[gi].nodes for d in program.nodes[n].shape),
+                        *(D.names(d) for j in generic.static.inputs_of(gi) for d in program.nodes[j].shape))
+    for d in sorted(names & set(generic.values)):
+        generic.recorder.add(traced.Guard(D.sym(d), "==", int.__int__(generic.values[d])))
+    again = lower_group(generic.static, gi, tiling, k.name, warp_size, isa)
+    return replace(again, resources=traced.concrete(again.resources)) if isinstance(again, GroupKernel) else again
 
 
 _NATIVE = ("matmul",)  # ops that run on their declared 16-bit dtype (tensor cores), accumulating in fp32

@@ -354,7 +354,7 @@ class _Kernel(_Operands):
                     head.append(f"b{j} = ({e}{f' % {d}' if j else ''}){i64}")
         if self.looped:
             head += ["pid_m = pid  # whole rows per program: the N tiles are a loop below"]
-        elif tiles_n == 1 or tiles_m == 1:
+        elif traced.known(tiles_n, 1) or traced.known(tiles_m, 1):
             head += ["pid_m = pid", "pid_n = 0"] if tiles_n == 1 else ["pid_m = 0", "pid_n = pid"]
         else:
             head += ["# GROUP_SIZE_M swizzle: consecutive programs walk down GROUP_SIZE_M tile rows of one tile",
@@ -694,7 +694,7 @@ def _split_k(plan: FusionPlan, gi: int, kernel: _Kernel, body: list[str], tiles:
         raise NotLowerable("split-K: the kernel has no single accumulator")
     chunk = math.ceil(math.ceil(k / bk) / split) * bk  # K per slice, whole K tiles
     offs = f"rm * {n} + rn"
-    mask = " & ".join(c for c, need in (("mmask", m % bm), ("nmask", n % bn)) if need)
+    mask = " & ".join(c for c, need in (("mmask", traced.partial(m, bm)), ("nmask", traced.partial(n, bn))) if need)
     at = head.index("pid = tl.program_id(0)")
     part_head = head[:at] + [f"pid = tl.program_id(0) % {tiles}  # the output tile",
                              f"split = tl.program_id(0) // {tiles}  # its K slice"] + head[at + 1:]

@@ -122,7 +122,8 @@ class MatmulTile(GpuTile):
     def params(cls, facts: GroupFacts, hw: HardwareSpec):
         g = gpu_facts(hw)
         item, smem, regs, k = facts.item, g.smem, g.regs, facts.dims["K"]
-        bk_lo = hw.value("tiles.matmul.block_k")[0]
+        m, n = facts.dims["M"], facts.dims["N"]
+        bk_lo, bm_lo, bn_lo = (hw.value(f"tiles.matmul.block_{x}")[0] for x in "kmn")
         params = [("BLOCK_M", tile_range(hw, "matmul.block_m")), ("BLOCK_N", tile_range(hw, "matmul.block_n")),
                   ("BLOCK_K", tile_range(hw, "matmul.block_k")), ("num_warps", g.warps), ("num_stages", g.stages),
                   *g.extra]
@@ -138,6 +139,12 @@ class MatmulTile(GpuTile):
                        lambda t: t["BLOCK_M"] * t["BLOCK_N"] >= t["num_warps"] * WARP_TILE),
             Constraint("no oversized K tile", f"BK <= max({bk_lo}, K={k} rounded up)",
                        lambda t: t["BLOCK_K"] <= max(bk_lo, next_pow2(k))),
+            # a tile past the rows (columns) only pads: its MMAs and registers are spent on masked lanes, which
+            # a static kernel hides where the mask folds to a constant and a run-time M cannot (ir.traced)
+            Constraint("no oversized M tile", f"BM <= max({bm_lo}, M={m} rounded up)",
+                       lambda t: t["BLOCK_M"] <= max(bm_lo, next_pow2(m))),
+            Constraint("no oversized N tile", f"BN <= max({bn_lo}, N={n} rounded up)",
+                       lambda t: t["BLOCK_N"] <= max(bn_lo, next_pow2(n))),
             Constraint("K slices of at least 4 K tiles", f"SPLIT_K * BK * 4 <= K={k}",
                        lambda t: t.get("SPLIT_K", 1) == 1 or t["SPLIT_K"] * t["BLOCK_K"] * 4 <= k),
         ]
