@@ -197,3 +197,36 @@ def test_a_dim_no_argument_has_gives_the_static_kernel_saying_why():
     kernel = emit(candidate_for(spread.bind(M=3), H200), H200, "k", ranges={"M": (2, 8)})
     assert not kernel.meta["generic"] and "dim M is no argument's axis" in kernel.meta["generic_why"]
     assert "SIZES" not in kernel.source
+
+
+@settings(max_examples=int(os.environ.get("AXON_EG_BUCKET_EXAMPLES", "6")))
+@given(programs(max_nodes=4, dtypes=(fp32,), allow_library=False, sizes=(3, 5)), st.data())
+def test_a_bucketed_random_program_serves_every_size_from_1_and_refuses_past_its_buckets(tmp_path_factory, program,
+                                                                                         data):
+    """A random program optimized for ``sizes={dim: [1, s, 2s + 1]}`` (three buckets, two of them shape-generic
+    kernels or, where no candidate is, torch code per size) equals the float64 interpreter at 1, odd sizes and
+    the buckets' ends; past the last bucket, KernelCallError naming the dim."""
+    from axon_eg.ir.inputs import random_inputs
+    from axon_eg.ir.interpret import interpret
+
+    expanded = program.expand()
+    dims = _dims_over_one(expanded)
+    assume(dims and fp32_conditioned(expanded))
+    dim = data.draw(st.sampled_from(dims), label="dim")
+    s = expanded.bindings[dim]
+    assume(all(_binds(expanded, dim, n) for n in range(1, 2 * s + 3)))
+    result = ax.saturate_and_extract(expanded, sizes={dim: [1, s, 2 * s + 1]}, k=2, saturation_s=0.2,
+                                     cache_dir=tmp_path_factory.mktemp("cache"))
+    for n in sorted({1, 2, s, s + 1, 2 * s + 1, data.draw(st.integers(1, 2 * s + 1), label="size")}):
+        at = expanded.bind({dim: n})
+        assume(fp32_conditioned(at))
+        inputs = random_inputs(at, n)
+        got = result.best(*[torch.tensor(inputs[spec.name], dtype=torch.float32) for spec in at.inputs])
+        want = interpret(at, inputs)
+        for g, w in zip(got if isinstance(got, tuple) else (got,), want if isinstance(want, tuple) else (want,)):
+            scale = max(1.0, float(abs(w).max())) if w.size else 1.0
+            assert g.shape == w.shape and float((g.double() - torch.from_numpy(w)).abs().max()) <= 1e-4 * scale, \
+                f"{dim}={n}: {result.best}"
+    past = expanded.bind({dim: 2 * s + 2})
+    with pytest.raises(KernelCallError, match=rf"{dim} = {2 * s + 2} is outside the sizes it was optimized for"):
+        result.best(*[torch.ones(past.concrete_shape(i)) for i in past.input_ids])
