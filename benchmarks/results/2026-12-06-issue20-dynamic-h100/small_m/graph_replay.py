@@ -1,3 +1,7 @@
+"""Device time (CUDA graph replay) against host enqueue time of the M=16 bucket's generic kernel ("gen") and the
+static M=5 kernel ("st5"), called at M=5. Put copies of runs/dyn4/matmul_bias_gelu_b16.py and
+matmul_bias_gelu_m5.py (``python benchmarks/dynamic_sizes.py build runs/dyn4``) at runs/exp2/gen.py and
+runs/exp2/st5.py, then run this file from the repository root on the GPU."""
 import importlib.util, sys, time, torch, triton
 def load(p):
     spec = importlib.util.spec_from_file_location(p.split("/")[-1][:-3] + "_m", p); m = importlib.util.module_from_spec(spec)
