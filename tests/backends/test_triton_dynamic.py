@@ -66,6 +66,16 @@ def test_a_bucket_admits_a_kernel_only_where_every_guard_holds():
     assert not ok and why == "M != 1 fails at M=1"
 
 
+def test_a_shortcut_is_taken_only_where_it_holds_over_the_whole_ranges():
+    with traced.tracing({"M": 16}, ranges={"M": (2, 16)}) as (values, recorder):
+        assert traced.known((values["M"] + 15) // 16, 1)  # one tile of 16 rows at every size of [2, 16]
+    assert [g.readable() for g in recorder.guards] == ["((15 + M)//16) == 1"]
+    with traced.tracing({"M": 16}, ranges={"M": (2, 17)}) as (values, recorder):
+        assert not traced.known((values["M"] + 15) // 16, 1)  # two tiles at 17: the general code
+    assert recorder.guards == []
+    assert traced.known(3, 3) and not traced.known(3, 4)
+
+
 # -- shape-generic kernels --------------------------------------------------------------------------
 def _binds(program, dim, n):
     try:

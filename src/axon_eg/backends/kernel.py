@@ -81,7 +81,7 @@ def shape_generic(build: Callable[[dict[str, int] | None, Any], Kernel], program
     sizes = {d: list(r) for d, r in sorted(ranges.items())}
     tuned = {d: bound[d] for d in ranges}
     try:
-        with traced.tracing(tuned) as (values, recorder):
+        with traced.tracing(tuned, ranges=ranges) as (values, recorder):
             kernel = build(values, recorder)
     except unlowerable as exc:
         kernel = build(None, None)
@@ -92,7 +92,7 @@ def shape_generic(build: Callable[[dict[str, int] | None, Any], Kernel], program
         at = {d: r[end] for d, r in ranges.items()}
         if not generic or at == tuned:
             continue
-        with traced.tracing(at, tuned=tuned) as (there, probe):
+        with traced.tracing(at, tuned=tuned, ranges=ranges) as (there, probe):
             other = build(there, probe)
         if code(other.source) != code(kernel.source):
             generic = False

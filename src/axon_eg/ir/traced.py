@@ -308,9 +308,17 @@ def same(a: int | tuple, b: int | tuple) -> bool:
 
 
 def known(size: int, value: int) -> bool:
-    """Whether ``size`` is ``value`` at every binding: a fixed size equal to it (a run-time one is not, even
-    where it happens to be: for shortcuts whose other branch is the general code)."""
-    return not isinstance(size, Traced) and size == value
+    """Whether ``size`` is ``value`` at every size the kernel serves: a fixed size equal to it, or a run-time
+    one equal to it over the whole of the ranges being traced (``tracing(..., ranges=)``; the decision is
+    then guarded). For shortcuts whose other branch is the general code."""
+    if not isinstance(size, Traced):
+        return size == value
+    spans = _ranges[-1] if _ranges else None
+    guard = Guard(size.sym, "==", value)
+    if spans is None or not holds([guard], spans)[0]:
+        return False
+    _record(guard)
+    return True
 
 
 def partial(size: int, block: int) -> bool:
@@ -341,27 +349,31 @@ def concrete(x: object) -> object:
 
 
 _tuned: list[dict[str, int] | None] = []
+_ranges: list[Mapping[str, tuple[int, int]] | None] = []
 
 
 @contextlib.contextmanager
-def tracing(sizes: Mapping[str, int], tuned: Mapping[str, int] | None = None
-            ) -> Iterator[tuple[dict[str, int], Recorder]]:
+def tracing(sizes: Mapping[str, int], tuned: Mapping[str, int] | None = None,
+            ranges: Mapping[str, tuple[int, int]] | None = None) -> Iterator[tuple[dict[str, int], Recorder]]:
     """Within the block, the first item maps each dim of ``sizes`` to its :class:`Traced` value; decisions
     taken on them are recorded in the :class:`Recorder` (the second item). ``tuned``: the binding that
     :func:`concrete` takes its values at (default ``sizes``), so that tracing the same generator at other
     sizes makes the same tiling choices (``backends.triton.emit`` compares the code written at a bucket's
     ends with the code at its tuned size: a size used without a guard, ``range(M)`` say, which CPython
-    takes from an int subclass without asking it, shows as a difference)."""
+    takes from an int subclass without asking it, shows as a difference). ``ranges``: the sizes the kernel
+    will serve, for :func:`known`."""
     recorder = Recorder()
     _active.append(recorder)
     _bound.append(dict(sizes))
     _tuned.append(dict(tuned) if tuned else None)
+    _ranges.append(dict(ranges) if ranges else None)
     try:
         yield {n: Traced(v, D.sym(n)) for n, v in sizes.items()}, recorder
     finally:
         _active.pop()
         _bound.pop()
         _tuned.pop()
+        _ranges.pop()
 
 
 def program_over(program: Any, values: Mapping[str, int]) -> Any:
