@@ -240,3 +240,24 @@ def test_a_bucketed_random_program_serves_every_size_from_1_and_refuses_past_its
     past = expanded.bind({dim: 2 * s + 2})
     with pytest.raises(KernelCallError, match=rf"{dim} = {2 * s + 2} is outside the sizes it was optimized for"):
         result.best(*[torch.ones(past.concrete_shape(i)) for i in past.input_ids])
+
+
+def test_a_bucketed_nki_result_serves_every_size_of_its_buckets(tmp_path):
+    """The same buckets on Trainium (simulator): shape-generic NKI kernels read M off their inputs."""
+    import numpy as np
+
+    from axon_eg.backends.nki import isa
+
+    program = suite.get("rmsnorm").program.bind(N=64)
+    result = ax.saturate_and_extract(program, target="nki", hw="trn2", sizes={"M": [1, 100, 256]}, k=2,
+                                     cache_dir=tmp_path, saturation_s=0.3)
+    assert set(result.table["status"]) == {"ok"} and result.table["bucket"].n_unique() == 3
+    rng = np.random.default_rng(0)
+    for m in (1, 7, 100, 101, 255):
+        x, w = rng.standard_normal((m, 64)).astype(isa.BFLOAT16), rng.standard_normal(64).astype(isa.BFLOAT16)
+        xd = x.astype(np.float64)
+        ref = xd / np.sqrt((xd ** 2).mean(-1, keepdims=True) + suite.RMS_EPS) * w.astype(np.float64)
+        got = np.asarray(result.best(x, w), dtype=np.float64)
+        assert got.shape == ref.shape and np.abs(got - ref).max() <= 3e-2 * max(1.0, np.abs(ref).max())
+    with pytest.raises(KernelCallError, match=r"M = 300 is outside the sizes it was optimized for \(M in \[1, 256\]\)"):
+        result.best(np.ones((300, 64), dtype=isa.BFLOAT16), np.ones(64, dtype=isa.BFLOAT16))
