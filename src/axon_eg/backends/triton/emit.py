@@ -268,9 +268,10 @@ def emit(candidate: Candidate, hw: HardwareSpec, name: str, *, autotune: bool = 
     arguments (read from the arguments' shapes, passed to each jit function that uses them, in the grids
     and the intermediates' shapes), the lowerings' decisions on them are the guards the file checks at each
     call (``ir.traced``), and ``meta["generic"]`` says whether the guards hold at every size of the ranges
-    (else ``meta["generic_why"]`` names the first that fails where). A group whose lowering cannot take a
-    dim at run time (a host function, a dim outside its entry function) is lowered at the candidate's sizes,
-    guarded by ``dim == size``. Without ``ranges`` the file is the static kernel, as before."""
+    (else ``meta["generic_why"]`` names the first that fails where; ``backends.kernel.shape_generic``). A
+    group whose source names a dim where no parameter can carry it (``_with_dims``) is lowered at the
+    candidate's sizes, guarded by ``dim == size``. Without ``ranges`` the file is the static kernel, as
+    before."""
     def build(values: dict[str, int] | None, recorder: traced.Recorder | None) -> Kernel:
         generic = None if values is None else _Generic(values, {d: tuple(r) for d, r in ranges.items()}, recorder)
         return _emit(candidate, hw, name, autotune, generic)
