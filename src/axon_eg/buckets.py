@@ -6,7 +6,10 @@ bound the buckets: ``[1, 1], [2, 16], [17, 128]``; several dims give the product
 bucket is one run of the pipeline at its largest size with ``ranges`` set to the bucket, so every
 candidate is a shape-generic kernel whose recorded guards hold at every size of the bucket (or a
 ``compile_error`` row naming the guard that fails where); a bucket of one size gets static kernels. Phase
-2 measures each bucket at its tuned size, the cache keys each bucket apart (``cache.bundle_key``), and
+2 checks and times each bucket's candidates at its tuned size and at its low end and middle
+(:func:`probe_bindings`; on a GPU, the tilings the cost model ranks first at those sizes are candidates
+too) and selects the one whose worst ratio to the fastest at any of them is smallest (``measure.spread``);
+the cache keys each bucket apart (``cache.bundle_key``), and
 the result's ``best`` is a :class:`BucketedKernel`: each call reads the sizes off its arguments, picks
 the bucket they fall in (raising ``KernelCallError`` naming the dim and the ranges outside them) and runs
 that bucket's selected kernel. A bucket whose selection is a torch baseline runs torch code lowered for the
@@ -16,6 +19,7 @@ call's sizes (one file per size, cached).
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -63,6 +67,18 @@ def buckets(sizes: Mapping[str, Any]) -> list[Ranges]:
         tuned = tuned_sizes(value, dim)
         per_dim.append([(dim, (lo + 1 if k else hi, hi)) for k, (lo, hi) in enumerate(zip([0, *tuned], tuned))])
     return [dict(combo) for combo in itertools.product(*per_dim)]
+
+
+def probe_bindings(ranges: Mapping[str, tuple[int, int]]) -> list[dict[str, int]]:
+    """The sizes of a bucket other than its tuned (high) end at which phase 2 also checks and times every
+    candidate, and phase 1 also ranks tilings (``pipeline._phase1``): its low end and its geometric middle,
+    every dim of more than one size together (``M in [17, 128]``: ``M=17``, ``M=47``)."""
+    spans = {d: (lo, hi) for d, (lo, hi) in ranges.items() if lo < hi}
+    out: list[dict[str, int]] = []
+    for at in ({d: lo for d, (lo, _) in spans.items()}, {d: round(math.sqrt(lo * hi)) for d, (lo, hi) in spans.items()}):
+        if at and at not in out and any(at[d] != hi for d, (_, hi) in spans.items()):
+            out.append(at)
+    return out
 
 
 def describe(ranges: Ranges) -> str:
@@ -175,4 +191,4 @@ def optimize(prog: Any, sizes: Mapping[str, Any], **options: Any) -> Result:
     return out
 
 
-__all__ = ["BucketedKernel", "buckets", "describe", "optimize", "tuned_sizes"]
+__all__ = ["BucketedKernel", "buckets", "describe", "optimize", "probe_bindings", "tuned_sizes"]

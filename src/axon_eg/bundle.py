@@ -102,8 +102,10 @@ def has_steps(program: Program) -> bool:
 
 def write_bundle(directory: str | os.PathLike[str], program: Program, kernels: Sequence[Kernel], hw: HardwareSpec,
                  *, seed: int = 0, trials: int = 3, timeout_s: float = 60.0, timeouts: Mapping[str, float] | None = None,
-                 reference: str = "auto") -> Path:
-    """Write (or refresh) a bundle; returns its directory. ``reference``: auto, npz or torch."""
+                 reference: str = "auto", probes: Sequence[Mapping[str, int]] = ()) -> Path:
+    """Write (or refresh) a bundle; returns its directory. ``reference``: auto, npz or torch. ``probes``: other
+    bindings of the program's dims (a shape bucket's low end and middle, ``buckets.probe_bindings``) at which
+    each shape-generic kernel (``meta["sizes"]``) is also checked and timed (the worker's ``probe_us``)."""
     if trials < 3:  # the worker's harness runs at least harness.MIN_TRIALS = 3 trials, each needs its reference
         raise ValueError(f"trials={trials}: the measurement harness runs at least 3 correctness trials")
     root = Path(directory)
@@ -118,6 +120,7 @@ def write_bundle(directory: str | os.PathLike[str], program: Program, kernels: S
     else:
         atomic_text(root / "reference.py", emit_module(program))
         ref = "reference.py:reference_torch"
+    at = [_probe(root, program, dict(b), reference, seed, trials) for b in probes]
     specs, dts = input_specs(program), output_dtypes(program)
     tolerance = library_tolerance(program)
     steps = has_steps(program)
@@ -128,11 +131,29 @@ def write_bundle(directory: str | os.PathLike[str], program: Program, kernels: S
                         "inputs": specs, "out_dtypes": dts, "reference": ref, "seed": seed, "trials": trials,
                         "timeout_s": (timeouts or {}).get(k.name, timeout_s), "resources": k.resources, "meta": k.meta,
                         "time_wrong": k.kind == "baseline", **({"tolerance": tolerance} if tolerance else {}),
-                        **({"steps": True} if steps else {})})
+                        **({"steps": True} if steps else {}),
+                        **({"probes": at} if at and k.meta.get("sizes") else {})})
     manifest = {"program": program.name, "program_hash": program.hash, "hw": hw.name, "limits": limits(hw),
                 "candidates": entries}
     atomic_text(root / "manifest.json", json.dumps(manifest, indent=1, default=str))
     return root
+
+
+def _probe(root: Path, program: Program, binding: dict[str, int], reference: str, seed: int,
+           trials: int) -> dict[str, Any]:
+    """A probe entry of the manifest: its label (``M=2``), its inputs and its reference file."""
+    label = ",".join(f"{d}={v}" for d, v in sorted(binding.items()))
+    name = "probe-" + "-".join(f"{d}{v}" for d, v in sorted(binding.items()))
+    program = program.bind(binding)
+    if (reference == "npz" or reference == "auto") and reference_fits_npz(program):
+        tmp = root / f"{name}.tmp.npz"
+        np.savez(tmp, **reference_arrays(program, range(seed, seed + trials)))
+        os.replace(tmp, root / f"{name}.npz")
+        ref = f"{name}.npz"
+    else:
+        atomic_text(root / f"{name}.py", emit_module(program))
+        ref = f"{name}.py:reference_torch"
+    return {"label": label, "inputs": input_specs(program), "reference": ref}
 
 
 def atomic_text(path: Path, text: str) -> None:

@@ -161,7 +161,8 @@ def saturate_and_extract(prog: Any, target: str = "triton", hw: str | HardwareSp
         report("saturate", 0, 1, program.name)
         nugraph = graph()
         report("saturate", 1, 1, f"{nugraph.enode_count()} e-nodes")
-        kernels, cand_rows = _phase1(program, nugraph, spec, backend, k, key, bdir, device, report, precision, ranges)
+        kernels, cand_rows = _phase1(program, nugraph, spec, backend, k, key, bdir, device, report, precision, ranges,
+                                     lambda p: _saturated(p, sat_s))
         phase1 = time.monotonic() - t0
         t1 = time.monotonic()
         built = [kern for kern in kernels if kern.source]
@@ -209,7 +210,8 @@ def write_bundle_only(prog: Any, target: str = "triton", hw: str | HardwareSpec 
     g = _saturated(program, saturation_s)
     bkey = bundle_key(program, spec, target, k, precision, ranges)
     bdir = tables.cache_dir(cache_dir) / "bundles" / bkey
-    _phase1(program, g, spec, backend, k, "", bdir, device, progress or (lambda *a: None), precision, ranges)
+    _phase1(program, g, spec, backend, k, "", bdir, device, progress or (lambda *a: None), precision, ranges,
+            lambda p: _saturated(p, saturation_s))
     return bdir
 
 
@@ -225,34 +227,62 @@ def _saturated(program: Program, seconds: float) -> Any:
 
 def _phase1(program: Program, nugraph: Any, hw: HardwareSpec, backend: Backend, k: int, key: str, bdir: Path,
             device: str, report: Progress, precision: str = "ieee",
-            ranges: dict[str, tuple[int, int]] | None = None) -> tuple[list[Kernel], list[dict[str, Any]]]:
-    """Enumerate, emit and bundle; returns the kernels and their ``candidates`` rows."""
+            ranges: dict[str, tuple[int, int]] | None = None,
+            saturate: Callable[[Program], Any] | None = None) -> tuple[list[Kernel], list[dict[str, Any]]]:
+    """Enumerate, emit and bundle; returns the kernels and their ``candidates`` rows.
+
+    With ``ranges`` (a shape bucket) every kernel is shape-generic over it and phase 2 also checks and times
+    each at the bucket's probe sizes (``buckets.probe_bindings``: its low end and middle). Where phase 2
+    times (a GPU), the k candidates the cost model ranks first at each probe size (``saturate`` gives the
+    νGraph of the program bound there) join the bucket's too, emitted generic over the whole bucket
+    (``tuned_at``); repeats of a kernel already there are dropped (``meta["code_hash"]``)."""
+    from axon_eg.buckets import probe_bindings
     from axon_eg.extract.candidates import enumerate_candidates
 
     target = backend.name
     report("extract", 0, 1, "")
     candidates, summary = enumerate_candidates(nugraph, hw, k, fallback=backend.fallback(hw), precision=precision)
-    report("extract", 1, 1, f"{len(candidates)} candidates")
+    probes = probe_bindings(ranges) if ranges else []
+    extra: list[tuple[dict[str, int], Any]] = []
+    if probes and saturate is not None and device != "cpu":  # without timings there is nothing to choose by
+        for binding in probes:
+            found, why = enumerate_candidates(saturate(program.bind(binding)), hw, k, fallback=backend.fallback(hw),
+                                              precision=precision)
+            extra += [(binding, c) for c in found if c.key not in why.errors]
+    report("extract", 1, 1, f"{len(candidates) + len(extra)} candidates")
     kernels = backend.baselines(program, device) if backend.torch_baselines else []
     now = _now()
     rows = [{"cache_key": key, "program": program.name, "program_hash": program.hash, "target": target, "hw": hw.name,
              "k": k, "id": b.name, "kind": "baseline", "lowering": b.meta["lowering"], "source": str(bdir / f"{b.name}.py"),
              "timestamp": now} for b in kernels]
+
+    def row(i: int, c: Any, kern: Kernel) -> dict[str, Any]:
+        return {"cache_key": key, "program": program.name, "program_hash": program.hash, "target": target,
+                "hw": hw.name, "k": k, "id": kern.name, "kind": "candidate", "variant": c.variant.program.hash[:16],
+                "rank": i, "plan": c.plan.name, "groups": len(c.plan.groups),
+                "tilings": json.dumps([dict(t.values) for t in c.tilings]), "isa": json.dumps(c.isa),
+                "lowering": kern.meta["lowering"], "rules": json.dumps(kern.meta["rules"]),
+                "predicted_us": c.predicted_seconds * 1e6,
+                "source": str(bdir / f"{kern.name}.py") if kern.source else None, "timestamp": now}
+
     for i, c in enumerate(candidates):
         report("emit", i, len(candidates), "")
         name = kernel_name(i, c.key)
         error = summary.errors.get(c.key)
         kern = _failed(backend, c, name, "enumerate", error) if error else _emit(backend, c, hw, name, ranges)
         kernels.append(kern)
-        rows.append({"cache_key": key, "program": program.name, "program_hash": program.hash, "target": target,
-                     "hw": hw.name, "k": k, "id": kern.name, "kind": "candidate", "variant": c.variant.program.hash[:16],
-                     "rank": i, "plan": c.plan.name, "groups": len(c.plan.groups),
-                     "tilings": json.dumps([dict(t.values) for t in c.tilings]), "isa": json.dumps(c.isa),
-                     "lowering": kern.meta["lowering"], "rules": json.dumps(kern.meta["rules"]),
-                     "predicted_us": c.predicted_seconds * 1e6, "source": str(bdir / f"{kern.name}.py") if kern.source else None,
-                     "timestamp": now})
-    report("emit", len(candidates), len(candidates), "")
-    backend.write_bundle(bdir, program, kernels, hw)
+        rows.append(row(i, c, kern))
+    seen = {kern.meta.get("code_hash") for kern in kernels if kern.source}
+    for i, (binding, c) in enumerate(extra, start=len(candidates)):
+        report("emit", i, len(candidates) + len(extra), "")
+        kern = _emit(backend, c, hw, kernel_name(i, c.key), ranges)
+        if not kern.source or kern.meta.get("code_hash") in seen:
+            continue  # a kernel the tuned size already has, or one not generic over the bucket: not a new choice
+        seen.add(kern.meta.get("code_hash"))
+        kernels.append(kern)
+        rows.append({**row(i, c, kern), "tuned_at": ",".join(f"{d}={v}" for d, v in sorted(binding.items()))})
+    report("emit", len(candidates) + len(extra), len(candidates) + len(extra), "")
+    backend.write_bundle(bdir, program, kernels, hw, probes=probes)
     (bdir / "candidates.json").write_text(json.dumps(rows, indent=1))
     (bdir / "failures.json").write_text(json.dumps(_emit_failures(kernels), indent=1))  # for rows measured elsewhere
     return kernels, rows

@@ -65,8 +65,11 @@ class BestKernel:
         return f"BestKernel({self.id!r}, {self.kind}, {self.path})"
 
 
-SUMMARY_COLUMNS = ("id", "kind", "verdict", "status", "predicted_us", "median_us", "iqr_us", "speedup_vs_eager",
-                   "speedup_vs_compile", "max_abs_err", "lowering", "plan")
+SUMMARY_COLUMNS = ("bucket", "id", "kind", "verdict", "status", "predicted_us", "median_us", "iqr_us",
+                   "bucket_worst", "speedup_vs_eager", "speedup_vs_compile", "max_abs_err", "lowering", "plan",
+                   "tuned_at")
+SHAPE_BUCKET_COLUMNS = ("bucket", "bucket_worst", "tuned_at")
+"""Shown only where some row has a value (a run with shape buckets)."""
 
 
 @dataclass
@@ -102,7 +105,8 @@ class Result:
         return (f"best: {self.best.id} ({self.best.kind}); {how}; cache {'hit' if self.cache_hit else 'miss'} "
                 f"{self.cache_key}; phase 1 {self.phase1_s:.2f} s, phase 2 {self.phase2_s:.2f} s ({len(self.measured)} "
                 f"measured, {len(self.reused)} from the cache)\n\n"
-                + markdown(self.table.select([c for c in columns if c in self.table.columns])))
+                + markdown(self.table.select([c for c in columns if c in self.table.columns and not (
+                    c in SHAPE_BUCKET_COLUMNS and self.table[c].null_count() == self.table.height)])))
 
 
 def markdown(df: pl.DataFrame) -> str:

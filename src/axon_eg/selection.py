@@ -2,7 +2,10 @@
 
 :func:`choose` joins one run's candidates with their newest observations. When latencies were measured
 it rejects correct candidates slower than the best baseline (the performance stage) and selects the
-fastest correct kernel; on a machine without a GPU (Triton interpreter, correctness only) the correct
+fastest correct kernel (in a shape bucket, whose candidates were also timed at the bucket's other sizes:
+the candidate whose worst ratio to the fastest at any of those sizes is smallest, ``measure.spread``,
+unless a baseline is faster at the tuned size; the ratio is the ``bucket_worst`` column); on a machine
+without a GPU (Triton interpreter, correctness only) the correct
 candidate with the lowest predicted cost. :func:`select` turns the choice into a :class:`~axon_eg.result.Result`,
 or raises :class:`~axon_eg.result.PipelineError` carrying the table when nothing ran correctly.
 """
@@ -17,6 +20,7 @@ import polars as pl
 
 from axon_eg.cache import latest, manifest
 from axon_eg.ir.program import Program
+from axon_eg.measure import spread
 from axon_eg.result import BestKernel, PipelineError, Result
 
 VERDICTS = {"syntax_error": "syntax", "structure_error": "structure", "wrong_result": "correctness",
@@ -36,9 +40,11 @@ def choose(cands: pl.DataFrame, meas: pl.DataFrame) -> tuple[pl.DataFrame, str |
     timed_base = df.filter((pl.col("kind") == "baseline") & pl.col("median_us").is_not_null())  # ok or not
     eager = timed_base.filter(pl.col("id") == "torch_eager")["median_us"].first() if timed else None
     comp = timed_base.filter(pl.col("id") == "torch_compile")["median_us"].first() if timed else None
+    rows = ok.select([c for c in ("id", "kind", "status", "median_us", "probe_us") if c in ok.columns]).to_dicts()
+    worst = spread.worst_ratios(r for r in rows if r["kind"] != "baseline")
     if timed:
         bar = timed_base["median_us"].min()
-        best_id = ok.sort("median_us", nulls_last=True, maintain_order=True)["id"][0]
+        best_id = spread.choice(rows)
     else:
         bar = None
         cand_ok = ok.filter(pl.col("kind") == "candidate").sort("predicted_us", maintain_order=True)
@@ -55,6 +61,7 @@ def choose(cands: pl.DataFrame, meas: pl.DataFrame) -> tuple[pl.DataFrame, str |
         verdict.alias("verdict"),
         (pl.lit(eager) / pl.col("median_us")).alias("speedup_vs_eager"),
         (pl.lit(comp) / pl.col("median_us")).alias("speedup_vs_compile"),
+        pl.col("id").replace_strict(worst, default=None, return_dtype=pl.Float64).alias("bucket_worst"),
     )
     return df, best_id, timed
 

@@ -76,6 +76,21 @@ def test_a_shortcut_is_taken_only_where_it_holds_over_the_whole_ranges():
     assert traced.known(3, 3) and not traced.known(3, 4)
 
 
+@settings(max_examples=80, deadline=None)
+@given(st.integers(1, 3000), st.integers(0, 400), st.sampled_from([1, 16, 64, 128, 1024]), st.integers(1, 9))
+def test_an_expression_constant_over_the_ranges_is_written_as_that_constant(lo, width, block, c):
+    hi = lo + width
+    with traced.tracing({"M": hi}, ranges={"M": (lo, hi)}) as (values, recorder):
+        tiles = c * traced.cdiv(values["M"], block)
+        text = str(tiles)
+    every = {c * -(-m // block) for m in range(lo, hi + 1)}
+    if len(every) == 1:  # the launcher refuses sizes outside the ranges, so the constant is exact there
+        assert text == str(every.pop()) and traced.holds(recorder.guards, {"M": (lo, hi)}) == (True, "")
+        assert any(g.op == "==" for g in recorder.guards) or not isinstance(tiles, traced.Traced)
+    else:
+        assert "dim_M" in text and recorder.guards == []
+
+
 # -- shape-generic kernels --------------------------------------------------------------------------
 def _binds(program, dim, n):
     try:

@@ -8,7 +8,7 @@ ways in; no module outside ``backends/`` branches on the target or on the hardwa
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -97,8 +97,11 @@ class Backend(Protocol):
         """The kernels the candidates must beat (torch eager, torch.compile), first in the bundle."""
         ...
 
-    def write_bundle(self, bdir: Path, program: Program, kernels: Sequence[Kernel], hw: HardwareSpec) -> None:
-        """Write phase 1's kernels (those with a source) where phase 2 reads them, with a manifest."""
+    def write_bundle(self, bdir: Path, program: Program, kernels: Sequence[Kernel], hw: HardwareSpec,
+                     probes: Sequence[Mapping[str, int]] = ()) -> None:
+        """Write phase 1's kernels (those with a source) where phase 2 reads them, with a manifest. ``probes``:
+        the other sizes of a shape bucket at which phase 2 also checks and times each shape-generic kernel
+        (a backend that measures at the tuned size only ignores them)."""
         ...
 
     # -- calling a selected kernel (``result.BestKernel``) -------------------------------------------

@@ -3,6 +3,7 @@ point and calling convention, the harness input specs, and static facts for the 
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -67,7 +68,8 @@ def shape_generic(build: Callable[[dict[str, int] | None, Any], Kernel], program
     ``meta`` says whether it is generic over ``ranges`` (``generic``; else ``generic_why``): every recorded
     guard holds at every size of the ranges (``traced.holds``, exhaustive) and the code (``code(source)``:
     the file without what states sizes, its header) written at the ranges' two ends is the code written
-    at the tuned sizes, so that a size taken without a guard shows. ``unlowerable`` from the traced build
+    at the tuned sizes, so that a size taken without a guard shows (``code_hash``: that code's hash, one per
+    distinct kernel whatever sizes it was tuned at). ``unlowerable`` from the traced build
     (no generic file can be written, e.g. a dim no argument has) gives the static kernel, not generic."""
     from axon_eg.ir import traced
 
@@ -99,7 +101,8 @@ def shape_generic(build: Callable[[dict[str, int] | None, Any], Kernel], program
             why = (f"the code written at {', '.join(f'{d}={v}' for d, v in sorted(at.items()))} differs (a size "
                    "taken without a guard)")
     return replace(kernel, meta={**kernel.meta, "sizes": sizes, "generic": generic, "generic_why": why,
-                                 "guards": [f"{g.readable()} ({g.origin})" for g in recorder.guards]})
+                                 "guards": [f"{g.readable()} ({g.origin})" for g in recorder.guards],
+                                 "code_hash": hashlib.sha256(code(kernel.source).encode()).hexdigest()[:16]})
 
 
 # ------------------------------------------------------------------------------------------------

@@ -117,7 +117,10 @@ class Traced(int):
 
     # -- text -------------------------------------------------------------------------------------
     def __str__(self) -> str:
-        return render(self.sym) if D.names(self.sym) else int.__repr__(self)
+        if not D.names(self.sym):
+            return int.__repr__(self)
+        fixed = _fixed(self.sym)
+        return render(self.sym) if fixed is None else str(fixed)
 
     def __repr__(self) -> str:
         text = str(self)
@@ -271,6 +274,32 @@ def _decided(diff: D.Dim, op: str) -> bool:
     lo, hi = _bounds(diff)
     return {">": lo > 0 or hi <= 0, ">=": lo >= 0 or hi < 0, "<": hi < 0 or lo >= 0, "<=": hi <= 0 or lo > 0,
             "==": lo > 0 or hi < 0, "!=": lo > 0 or hi < 0}[op] or lo == hi
+
+
+_FIXED: dict[tuple, int | None] = {}
+
+
+def _fixed(sym: D.Sym) -> int | None:
+    """The one value ``sym`` takes at every size of the ranges being traced (``tracing(..., ranges=)``), or
+    None. Such an expression is written as that constant (the launcher refuses sizes outside the ranges),
+    with the guard recorded: ``16*((dim_M + 15)//16)`` over M in [2, 16] is ``16``."""
+    spans = _ranges[-1] if _ranges else None
+    names = sorted(D.names(sym))
+    if not spans or any(n not in spans for n in names):
+        return None
+    key = (sym, tuple((n, spans[n]) for n in names))
+    if key not in _FIXED:
+        corners = {D.evaluate(sym, dict(zip(names, c))) for c in itertools.product(*(spans[n] for n in names))}
+        value = corners.pop() if len(corners) == 1 else None
+        if value is not None and not holds([Guard(sym, "==", value)], {n: spans[n] for n in names})[0]:
+            value = None
+        if len(_FIXED) > 4096:
+            _FIXED.clear()
+        _FIXED[key] = value
+    value = _FIXED[key]
+    if value is not None:
+        _record(Guard(sym, "==", value))
+    return value
 
 
 def _sym_of(x: int) -> D.Dim:

@@ -94,13 +94,39 @@ def _child(bundle: Path, cand_id: str, result_path: Path) -> int:
         return finish({"status": "compile_error", "stage": "compile", "error": traceback.format_exc()[-4000:]})
     limit_path = result_path.parent / LIMIT_FILE  # the worker's stop limit for this run, if any
     limit = json.loads(limit_path.read_text()).get("stop_above_us") if limit_path.exists() else None
+    def run(inputs: list, ref: Any, stop: float | None) -> Any:
+        return harness.measure(fn, inputs, ref, seed=int(cand.get("seed", 0)),
+                               trials=int(cand.get("trials", harness.MIN_TRIALS)), device=device,
+                               mode=cand.get("mode", "auto"), out_dtypes=cand.get("out_dtypes"),
+                               time_wrong=bool(cand.get("time_wrong", False)), stop_above_us=stop,
+                               tolerance=cand.get("tolerance"), steps=bool(cand.get("steps", False)))
+
     try:
-        res = harness.measure(fn, cand["inputs"], reference, seed=int(cand.get("seed", 0)),
-                              trials=int(cand.get("trials", harness.MIN_TRIALS)), device=device,
-                              mode=cand.get("mode", "auto"), out_dtypes=cand.get("out_dtypes"),
-                              time_wrong=bool(cand.get("time_wrong", False)), stop_above_us=limit,
-                              tolerance=cand.get("tolerance"), steps=bool(cand.get("steps", False)))
+        res = run(cand["inputs"], reference, limit)
     except Exception:
         return finish({"status": "crashed", "stage": "harness", "error": traceback.format_exc()[-4000:]})
-    return finish(res.as_dict())
+    out = res.as_dict()
+    if out["status"] == "ok" and cand.get("probes"):
+        out.update(_probes(bundle, cand, run))
+    return finish(out)
+
+
+def _probes(bundle: Path, cand: dict[str, Any], run: Any) -> dict[str, Any]:
+    """A shape-generic candidate at the other sizes of its bucket (the manifest's ``probes``: label, inputs,
+    reference each): correct at every one (else the row is ``wrong_result`` / the failure, naming the
+    size), and its median latency at each (``probe_us``, JSON)."""
+    import traceback
+
+    times: dict[str, Any] = {}
+    for probe in cand["probes"]:
+        label = probe["label"]
+        try:
+            res = run(probe["inputs"], _load_reference(bundle, probe), None)
+        except Exception:
+            return {"status": "crashed", "stage": "harness", "error": f"at {label}: {traceback.format_exc()[-4000:]}"}
+        if res.status != "ok":
+            return {"status": res.status, "stage": res.stage, "error": f"at {label}: {res.error}",
+                    "max_abs_err": res.max_abs_err, "max_rel_err": res.max_rel_err}
+        times[label] = res.median_us
+    return {"probe_us": json.dumps(times)}
 

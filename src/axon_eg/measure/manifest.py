@@ -20,7 +20,8 @@ STATUSES = ("ok", "syntax_error", "structure_error", "compile_error", "runtime_e
             "crashed")
 ROW_FIELDS = ("id", "status", "stage", "error", "median_us", "iqr_us", "mean_us", "min_us", "runs", "max_abs_err",
               "max_rel_err", "trials", "device", "torch_version", "triton_version", "python_version", "timestamp",
-              "elapsed_s", "source", "entry", "kind", "cache_key", "program", "hw", "target", "predicted_us")
+              "elapsed_s", "source", "entry", "kind", "cache_key", "program", "hw", "target", "predicted_us",
+              "probe_us")
 INHERITED = ("limits", "cache_key", "program", "hw", "target")
 """Top-level manifest keys every candidate inherits unless it sets them."""
 RESOURCES: dict[str, tuple[str, str]] = {

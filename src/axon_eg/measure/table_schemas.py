@@ -33,6 +33,8 @@ program             Utf8       program name
 hw                  Utf8       hardware model name, e.g. ``H200``
 target              Utf8       code generation target, e.g. ``triton``
 predicted_us        Float64    the cost model's latency prediction
+probe_us            Utf8       JSON: a shape-generic candidate's median latency at each other size of its bucket
+                               it was timed at (``{"M=2": 11.5, "M=6": 12.0}``; ``axon_eg.buckets``), else null
 superseded          Boolean    derived by ``results`` (not stored): a newer observation replaces this row
 final               Boolean    derived by ``results`` (not stored): the status is final (``is_final``)
 ==================  =========  ======================================================================
@@ -58,7 +60,9 @@ tilings             Utf8       JSON: tile sizes per group
 isa                 Utf8       JSON: instruction choices per group (e.g. tensor cores)
 lowering            Utf8       backends used, e.g. ``triton:2 torch:1``
 rules               Utf8       JSON list of the rewrite rule names that fired
-predicted_us        Float64    the cost model's latency prediction
+predicted_us        Float64    the cost model's latency prediction (at ``tuned_at`` where set)
+tuned_at            Utf8       the sizes its tiling was chosen at when they are not the run's own (a shape
+                               bucket's low end or middle, e.g. ``M=2``), else null
 source              Utf8       path of the emitted source file
 timestamp           Utf8       ISO 8601, UTC: when its phase 1 ran (one value per phase 1)
 superseded          Boolean    derived by ``results`` (not stored): not of the key's newest phase 1
@@ -100,6 +104,7 @@ SCHEMA: dict[str, pl.DataType] = {
     "hw": pl.Utf8(),
     "target": pl.Utf8(),
     "predicted_us": pl.Float64(),
+    "probe_us": pl.Utf8(),
 }
 """Columns and dtypes of the ``measurements`` table."""
 
@@ -121,6 +126,7 @@ CANDIDATES_SCHEMA: dict[str, pl.DataType] = {
     "lowering": pl.Utf8(),
     "rules": pl.Utf8(),
     "predicted_us": pl.Float64(),
+    "tuned_at": pl.Utf8(),
     "source": pl.Utf8(),
     "timestamp": pl.Utf8(),
 }

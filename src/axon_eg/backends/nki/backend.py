@@ -10,7 +10,7 @@ engine timeline of :mod:`axon_eg.extract.cost`.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -105,8 +105,10 @@ class NkiBackend:
     def baselines(self, program: Program, device: str) -> list[Kernel]:
         return []
 
-    def write_bundle(self, bdir: Path, program: Program, kernels: Sequence[Kernel], hw: HardwareSpec) -> None:
-        """Run in-process by the simulator: the sources and a manifest, for the record."""
+    def write_bundle(self, bdir: Path, program: Program, kernels: Sequence[Kernel], hw: HardwareSpec,
+                     probes: Sequence[Mapping[str, int]] = ()) -> None:
+        """Run in-process by the simulator: the sources and a manifest, for the record (measured at the tuned
+        size only: ``probes`` are not used)."""
         bdir.mkdir(parents=True, exist_ok=True)
         for kern in kernels:
             if kern.source:

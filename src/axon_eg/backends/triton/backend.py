@@ -8,7 +8,7 @@ candidate). Costs are the GPU roofline of :mod:`axon_eg.extract.cost`.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -188,11 +188,12 @@ class TritonBackend:
                                   {"lowering": "torch.compile(default mode)"}))
         return kernels
 
-    def write_bundle(self, bdir: Path, program: Program, kernels: Sequence[Kernel], hw: HardwareSpec) -> None:
+    def write_bundle(self, bdir: Path, program: Program, kernels: Sequence[Kernel], hw: HardwareSpec,
+                     probes: Sequence[Mapping[str, int]] = ()) -> None:
         from axon_eg.bundle import write_bundle
 
         write_bundle(bdir, program, [k for k in kernels if k.source], hw, timeout_s=BUNDLE_TIMEOUT_S,
-                     timeouts={"torch_compile": TORCH_COMPILE_TIMEOUT_S})
+                     timeouts={"torch_compile": TORCH_COMPILE_TIMEOUT_S}, probes=probes)
 
     # -- phase 2 ---------------------------------------------------------------------------------------
     def measures_in_process(self) -> bool:
