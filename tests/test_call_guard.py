@@ -229,3 +229,43 @@ def test_check_call_on_scalars_and_extra_arguments():
         check_call((a, b.reshape(1)), (), sig, "k", ValueError, torch.Tensor)
     with pytest.raises(ValueError, match=r"k: 3 arguments given, this kernel takes 2 \(a, b\)"):
         check_call((a, b), (a,), sig, "k", ValueError, torch.Tensor)
+
+
+AXES = st.one_of(st.sampled_from([1, 2, 3, 4]), st.sampled_from(["M", "N", "2*M"]))
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.tuples(st.lists(AXES, min_size=0, max_size=3), st.sampled_from([None, "fp32", "bf16"])),
+                min_size=1, max_size=4),
+       st.dictionaries(st.sampled_from(["M", "N"]), st.integers(1, 4)), st.data())
+def test_the_fast_check_accepts_exactly_what_the_thorough_one_does(params, sizes, data):
+    """``check_call`` answers the usual call itself and hands everything else to ``explain_call``: on random
+    signatures (names, expressions, fixed sizes) and random arguments (right, wrong in one axis, dtype,
+    layout or count), both accept the same calls with the same dims and refuse the same ones."""
+    from axon_eg.backends.kernel import explain_call
+
+    signature = tuple((f"a{k}", tuple(shape), TORCH.get(dt)) for k, (shape, dt) in enumerate(params))
+    bound = {"M": sizes.get("M", 2), "N": sizes.get("N", 3)}
+    args = []
+    for name, shape, dt in signature:
+        concrete = [eval(str(w), {}, dict(bound)) if isinstance(w, str) else w for w in shape]
+        if data.draw(st.booleans(), label=f"{name} wrong"):
+            what = data.draw(st.sampled_from(["axis", "dtype", "layout"] if concrete else ["dtype"]))
+            if what == "axis":
+                concrete[data.draw(st.integers(0, len(concrete) - 1))] += 1
+            elif what == "dtype":
+                dt = torch.float16
+        t = torch.ones(concrete, dtype=dt or torch.float32)
+        if data.draw(st.booleans()) and t.dim() >= 2 and t.shape[0] > 1 and t.shape[1] > 1:
+            t = t.transpose(0, 1).contiguous().transpose(0, 1)  # same shape, not row-major
+        args.append(t)
+    if data.draw(st.booleans()):
+        args = args[:-1] if data.draw(st.booleans()) else [*args, torch.ones(1)]
+    ranges = {d: (1, data.draw(st.integers(1, 5))) for d in ("M", "N") if any(d in s for _, s, _ in signature)}
+    outcomes = []
+    for fn in (check_call, explain_call):
+        try:
+            outcomes.append(("ok", fn(tuple(args), (), signature, "k", KernelCallError, torch.Tensor, True, ranges)))
+        except KernelCallError as exc:
+            outcomes.append(("refused", str(exc)))
+    assert outcomes[0] == outcomes[1]

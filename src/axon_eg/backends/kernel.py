@@ -148,8 +148,39 @@ def check_call(args: tuple, extra: tuple, signature: tuple, who: str, error: typ
     ``layout`` a tensor that is not contiguous row-major or not on the first one's device. A shape entry that
     is a name (``"M"``) takes its size from the first argument that has it and must agree with it in the
     others; an expression of names (``"2*M"``) must equal its value; ``ranges`` bounds the names
-    (inclusive). Returns the size of each name. A few compares per argument: it runs first thing in every
-    launch."""
+    (inclusive). Returns the size of each name. It runs first thing in every launch, so the usual call
+    (every argument as built) takes a few compares per argument here; anything else, and expressions, go
+    through ``explain_call``, which finds the problem and words it."""
+    if not extra and len(args) == len(signature):
+        dims: dict = {}
+        device = None
+        for (_, shape, dtype), a in zip(signature, args):
+            if not isinstance(a, tensor) or (dtype is not None and a.dtype != dtype):
+                break
+            got = a.shape
+            if got != shape and (len(got) != len(shape) or not all(
+                    g == w or (w.__class__ is str and w.isidentifier() and dims.setdefault(w, g) == g)
+                    for g, w in zip(got, shape))):
+                break
+            if layout:
+                if device is None:
+                    device = a.device
+                    if device.type == "meta":
+                        break
+                elif a.device != device:
+                    break
+                if not a.is_contiguous():
+                    break
+        else:
+            if not ranges or all(d in dims and lo <= dims[d] <= hi for d, (lo, hi) in ranges.items()):
+                return dims
+    return explain_call(args, extra, signature, who, error, tensor, layout, ranges)
+
+
+def explain_call(args: tuple, extra: tuple, signature: tuple, who: str, error: type, tensor: type,
+                 layout: bool = True, ranges: dict | None = None) -> dict:
+    """``check_call``'s thorough path: raise ``error`` naming the first argument that does not fit (see
+    there), or return the size of each name (expressions of names checked too)."""
     if extra or len(args) > len(signature):
         given = len(args) + len(extra)
         raise error(f"{who}: {given} arguments given, this kernel takes {len(signature)} "
@@ -195,16 +226,22 @@ def check_call(args: tuple, extra: tuple, signature: tuple, who: str, error: typ
             raise error(f"{who}: argument {name} is not contiguous (strides {tuple(a.stride())}); this kernel was "
                         f"built for contiguous row-major {described(shape, dtype)} (pass {name}.contiguous())")
     for name, axis, got, want in later:
-        value = eval(want, {"__builtins__": {}}, dims)  # an expression of the names the arguments gave
+        try:
+            value = eval(want, {"__builtins__": {}}, dims)  # an expression of the names the arguments gave
+        except NameError as exc:
+            raise error(f"{who}: argument {name} has {want} at axis {axis}, and no argument gives "
+                        f"{exc.name}") from None
         if got != value:
             raise error(f"{who}: argument {name} has {got} at axis {axis}, this kernel needs {want} = {value} there")
     for dim, (lo, hi) in (ranges or {}).items():
+        if dim not in dims:
+            raise error(f"{who}: no argument gives {dim}, which this kernel takes at run time")
         if not lo <= dims[dim] <= hi:
             raise error(f"{who}: {dim} = {dims[dim]} is outside [{lo}, {hi}], the sizes this kernel was built for")
     return dims
 
 
-GUARD_NAMES = ("KernelCallError", "described", "check_call", "SIGNATURE", "SIZES")
+GUARD_NAMES = ("KernelCallError", "described", "check_call", "explain_call", "SIGNATURE", "SIZES")
 """The globals ``guard_source`` defines in a generated file (no parameter may take these names)."""
 GUARD_CLASS = '''class KernelCallError(ValueError):
     """A call whose arguments do not fit what this kernel was built for (sizes, dtypes and layout are fixed)."""
@@ -212,8 +249,9 @@ GUARD_CLASS = '''class KernelCallError(ValueError):
 
 
 def guard_source(signature: Signature, torch_dtypes: bool = True, ranges: dict | None = None) -> str:
-    """The guard as generated code: ``KernelCallError``, ``described``, ``check_call`` and ``SIGNATURE`` (the
-    parameters with their shapes and torch dtypes; a None dtype accepts any), for a file importing torch;
+    """The guard as generated code: ``KernelCallError``, ``described``, ``check_call``, ``explain_call`` and
+    ``SIGNATURE`` (the parameters with their shapes and torch dtypes; a None dtype accepts any), for a file
+    importing torch;
     with ``ranges`` (a shape-generic kernel: its run-time dims' inclusive ranges) also ``SIZES``."""
     import inspect
 
@@ -222,5 +260,6 @@ def guard_source(signature: Signature, torch_dtypes: bool = True, ranges: dict |
     sizes = ("\n# the run-time dims and the sizes this kernel was built for (inclusive)\nSIZES = "
              + repr({k: tuple(v) for k, v in sorted(ranges.items())}) + "\n") if ranges else ""
     return (GUARD_CLASS + "\n\n" + inspect.getsource(described) + "\n\n" + inspect.getsource(check_call)
+            + "\n\n" + inspect.getsource(explain_call)
             + "\n\n# what the launcher was built for: (parameter, shape, dtype)\nSIGNATURE = (\n" + rows + ")\n"
             + sizes)
