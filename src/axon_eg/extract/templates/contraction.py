@@ -135,8 +135,11 @@ class MatmulTile(GpuTile):
                        lambda t: (t["BLOCK_M"] * t["BLOCK_K"] + t["BLOCK_K"] * t["BLOCK_N"]) * item * t["num_stages"] <= smem),
             Constraint("accumulator registers", f"BM*BN*4 B <= registers per SM {regs} B / 2",
                        lambda t: t["BLOCK_M"] * t["BLOCK_N"] * FP32 <= regs // 2),
-            Constraint("warp tiles", f"BM*BN >= num_warps * {DOT_MIN}*{DOT_MIN}",
-                       lambda t: t["BLOCK_M"] * t["BLOCK_N"] >= t["num_warps"] * WARP_TILE),
+            # the fewest warps may share a tile that is already the whole output (M, N <= 16: no larger tile)
+            Constraint("warp tiles", f"BM*BN >= num_warps * {DOT_MIN}*{DOT_MIN}, or {min(g.warps)} warps on the "
+                       "whole output", lambda t: t["BLOCK_M"] * t["BLOCK_N"] >= t["num_warps"] * WARP_TILE or (
+                           t["num_warps"] == min(g.warps) and t["BLOCK_M"] >= max(bm_lo, next_pow2(m))
+                           and t["BLOCK_N"] >= max(bn_lo, next_pow2(n)))),
             Constraint("no oversized K tile", f"BK <= max({bk_lo}, K={k} rounded up)",
                        lambda t: t["BLOCK_K"] <= max(bk_lo, next_pow2(k))),
             # a tile past the rows (columns) only pads: its MMAs and registers are spent on masked lanes, which

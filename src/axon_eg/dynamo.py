@@ -1,0 +1,263 @@
+"""``torch.compile(model, backend="axon_eg")``: dynamo's graphs through axon_eg, region by region.
+
+The backend (registered under the entry point group ``torch_dynamo_backends``, so the name works after
+``pip install``) receives each graph dynamo captures and returns a callable that, at the first call with
+a given signature (each tensor's shape, dtype and device, each other argument's value), builds and keeps
+that signature's version:
+
+1. the graph is exported to aten (``torch.export``, the training IR the program importer reads: linear,
+   softmax, layer norm and attention arrive whole) and unlifted (parameters as attributes);
+2. its ``call_function`` nodes that axon_eg imports (``ir.torch_import.SUPPORTED_ATEN_OPS``) are grouped
+   into maximal regions (``CapabilityBasedPartitioner``: a region is convex, so the rest of the graph still
+   runs in order around it); a region of views only (``aten.view``, ``aten.transpose``, ...) stays torch;
+3. each region becomes a Program (``from_torch`` on the region's submodule, with fake inputs: no tensor
+   memory) and goes through ``saturate_and_extract`` with the backend's options (cache first, so a second
+   process starts at once); its selected kernel replaces the region, called with contiguous inputs;
+4. a region the importer refuses, or whose selection is a torch baseline, stays torch code; so do unsupported
+   ops between regions. Every region's fate is in :attr:`Compiled.report` (``verbose`` prints it).
+
+A new signature builds a new version (dynamo's own guards decide when it recompiles the graph; where it
+marks a dim dynamic, the sizes still arrive here as values and each distinct one is built once).
+
+Inference only: a call with gradients enabled and a tensor (argument or parameter) that requires them runs
+the captured graph as torch code (the backward is torch's), with a one-time warning saying so.
+
+Options (``torch.compile(..., options={...})``, all optional): ``target`` ("triton"), ``hw`` ("h200"),
+``k`` (4 candidates per region), ``budget_s``, ``precision``, ``cache_dir``, ``device`` (where phase 2
+measures: the local GPU, else the Triton interpreter on the CPU), ``saturation_s``, ``verbose``,
+``region_ops`` (12: a longer region is cut into runs of that many computing ops, see :func:`partition`).
+An unknown option is refused naming it.
+"""
+
+from __future__ import annotations
+
+import operator
+import warnings
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import torch
+
+from axon_eg.errors import AxonError, InvalidArgument
+
+DEFAULTS: dict[str, Any] = {"target": "triton", "hw": "h200", "k": 4, "budget_s": None, "precision": None,
+                            "cache_dir": None, "device": None, "saturation_s": 2.0, "verbose": False,
+                            "region_ops": 12}
+"""The backend's options and their defaults."""
+
+_VIEWS = {"aten.view.default", "aten._unsafe_view.default", "aten.reshape.default", "aten.transpose.int",
+          "aten.permute.default", "aten.t.default", "aten.unsqueeze.default", "aten.squeeze.dim",
+          "aten.squeeze.dims", "aten.squeeze.default", "aten.expand.default", "aten.alias.default",
+          "aten.detach.default", "aten.contiguous.default", "aten.clone.default", "aten.flatten.using_ints",
+          "aten.unflatten.int", "aten.slice.Tensor", "aten.select.int"}
+"""Ops that move no arithmetic: a region of these alone is left to torch (a kernel would only copy)."""
+
+
+def options(given: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The backend's options with defaults filled in; InvalidArgument naming an unknown one."""
+    given = dict(given or {})
+    unknown = sorted(set(given) - set(DEFAULTS))
+    if unknown:
+        raise InvalidArgument(f"torch.compile(backend='axon_eg'): unknown option {unknown[0]!r} "
+                              f"(options: {', '.join(sorted(DEFAULTS))})")
+    return {**DEFAULTS, **given}
+
+
+def backend(gm: torch.fx.GraphModule, example_inputs: list[Any], *, options: Mapping[str, Any] | None = None,
+            mode: str | None = None) -> Callable[..., Any]:
+    """The dynamo backend: a :class:`Compiled` for the captured graph ``gm`` (see the module docstring).
+    ``mode`` (torch.compile's) is accepted and not used."""
+    return Compiled(gm, globals()["options"](options))
+
+
+@dataclass
+class Region:
+    """One region of one signature's graph: its ops, and the kernel that runs it or why torch does."""
+
+    name: str
+    ops: list[str]
+    kernel: str | None = None  # the selected candidate's id
+    why_torch: str | None = None  # set when the region runs as torch code
+
+    def line(self) -> str:
+        what = f"kernel {self.kernel}" if self.kernel else f"torch ({self.why_torch})"
+        return f"{self.name}: {len(self.ops)} ops ({', '.join(_short(o) for o in self.ops[:6])}" \
+               f"{', ...' if len(self.ops) > 6 else ''}) -> {what}"
+
+
+@dataclass
+class Compiled:
+    """What the backend returns for one captured graph: a version per call signature, built at its first
+    call (:meth:`build`), and the report of each version's regions."""
+
+    gm: torch.fx.GraphModule
+    opts: dict[str, Any]
+    versions: dict[tuple, Callable[..., Any]] = field(default_factory=dict)
+    report: dict[tuple, list[Region]] = field(default_factory=dict)
+    _warned: bool = False
+    made: ClassVar[list[Compiled]] = []
+    """The most recent ones (up to 64), in the order dynamo captured their graphs: for looking at reports."""
+
+    def __post_init__(self) -> None:
+        Compiled.made.append(self)
+        del Compiled.made[:-64]
+
+    def __call__(self, *args: Any) -> Any:
+        if torch.is_grad_enabled() and _wants_grad(self.gm, args):
+            if not self._warned:
+                warnings.warn("axon_eg: this graph needs gradients; axon_eg compiles inference only, so it runs "
+                              "as torch code (call the model under torch.no_grad() or torch.inference_mode() "
+                              "to use axon_eg's kernels)", stacklevel=2)
+                self._warned = True
+            return self.gm(*args)
+        key = signature(args)
+        fn = self.versions.get(key)
+        if fn is None:
+            fn = self.versions[key] = self.build(args, key)
+        return fn(*args)
+
+    def build(self, args: tuple, key: tuple) -> Callable[..., Any]:
+        """The graph for this signature with its regions replaced by kernels (the whole graph as torch code
+        when it cannot be exported)."""
+        regions: list[Region] = self.report.setdefault(key, [])
+        try:
+            with torch.no_grad():
+                exported = torch.export.export(self.gm, tuple(args))
+            module = exported.module()
+        except Exception as exc:  # noqa: BLE001 - any export failure leaves the graph to torch, said in the report
+            regions.append(Region("graph", [], why_torch=f"torch.export: {_first_line(exc)}"))
+            self._say(regions)
+            return self.gm
+        fused = partition(module, self.opts["region_ops"])
+        for name, node in _region_calls(fused):
+            region = Region(name, [_target(n) for n in getattr(fused, name).graph.nodes if n.op == "call_function"])
+            regions.append(region)
+            if all(op in _VIEWS or op == "getitem" for op in region.ops):
+                region.why_torch = "views only"
+                continue
+            try:
+                kernel = compile_region(getattr(fused, name), node, f"{type(self.gm).__name__}_{name}", self.opts)
+            except (AxonError, NotImplementedError) as exc:
+                region.why_torch = _first_line(exc)
+                continue
+            if kernel.best.kind == "baseline":
+                region.why_torch = f"the selection is {kernel.best.id}"
+                continue
+            region.kernel = kernel.best.id
+            setattr(fused, name, kernel)
+        fused.recompile()
+        self._say(regions)
+        return fused
+
+    def _say(self, regions: list[Region]) -> None:
+        if self.opts["verbose"]:
+            for r in regions:
+                print(f"axon_eg: {r.line()}")
+
+
+class RegionKernel(torch.nn.Module):
+    """A region's selected kernel standing in for its submodule: same arguments, same outputs."""
+
+    def __init__(self, best: Any, single: bool):
+        super().__init__()
+        self.best, self.single = best, single
+
+    def forward(self, *args: Any) -> Any:
+        out = self.best(*(a.contiguous() if isinstance(a, torch.Tensor) else a for a in args))
+        outs = out if isinstance(out, (tuple, list)) else (out,)
+        return outs[0] if self.single else tuple(outs)
+
+
+def compile_region(sub: torch.fx.GraphModule, call: torch.fx.Node, name: str, opts: Mapping[str, Any]) -> RegionKernel:
+    """The region's Program optimized (``saturate_and_extract``) and wrapped to stand in for ``sub``."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    from axon_eg.ir.torch_import import from_torch
+    from axon_eg.pipeline import saturate_and_extract
+
+    vals = [a.meta.get("val") if isinstance(a, torch.fx.Node) else a for a in call.args]
+    if not all(isinstance(v, torch.Tensor) for v in vals):
+        raise NotImplementedError("a region input that is not a tensor")
+    with FakeTensorMode(allow_non_fake_inputs=True):  # shapes and dtypes only: no tensor memory
+        fakes = tuple(torch.empty(tuple(v.shape), dtype=v.dtype, device="cpu") for v in vals)
+    program = from_torch(sub, fakes, name=name)
+    result = saturate_and_extract(program, target=opts["target"], hw=opts["hw"], k=opts["k"], budget_s=opts["budget_s"],
+                                  cache_dir=opts["cache_dir"], device=opts["device"], precision=opts["precision"],
+                                  saturation_s=opts["saturation_s"])
+    out = next(n for n in sub.graph.nodes if n.op == "output").args[0]
+    return RegionKernel(result.best, not isinstance(out, (tuple, list)))
+
+
+def partition(module: torch.fx.GraphModule, max_ops: int = 12) -> torch.fx.GraphModule:
+    """``module`` with each maximal convex region of importable ``call_function`` nodes fused into
+    submodules (``fused_0``, ``fused_1``, ...), a region of more than ``max_ops`` operations that compute
+    (views aside) cut into runs of its topological order of that many: the enumerator's plans and tilings
+    grow fast with a program's size (a whole decoder block, 67 ops, did not finish in 10 minutes)."""
+    from torch.fx.passes.infra.partitioner import CapabilityBasedPartitioner, Partition
+    from torch.fx.passes.operator_support import OperatorSupportBase
+
+    from axon_eg.ir.torch_import import _handler
+
+    class Supported(OperatorSupportBase):
+        def is_node_supported(self, submodules: Mapping[str, torch.nn.Module], node: torch.fx.Node) -> bool:
+            if node.op != "call_function":
+                return False
+            if node.target is operator.getitem:
+                return isinstance(node.args[0], torch.fx.Node) and _handler(node.args[0].target) is not None
+            return _handler(node.target) is not None and isinstance(node.meta.get("val"), (torch.Tensor, tuple, list))
+
+    partitioner = CapabilityBasedPartitioner(module, Supported(), allows_single_node_partition=True)
+    order = {n: i for i, n in enumerate(module.graph.nodes)}
+    pieces: list[Partition] = []
+    for part in partitioner.propose_partitions():
+        nodes = sorted(part.nodes, key=order.__getitem__)
+        chunk: list[torch.fx.Node] = []
+        for n in nodes:  # a run of a topological order is convex: cutting one keeps every piece convex
+            chunk.append(n)
+            if sum(_computes(c) for c in chunk) >= max_ops and n.target is not operator.getitem and \
+                    not any(u.target is operator.getitem for u in n.users):
+                pieces.append(Partition(len(pieces), chunk))
+                chunk = []
+        if chunk:
+            pieces.append(Partition(len(pieces), chunk))
+    return partitioner.fuse_partitions(pieces)
+
+
+def _computes(node: torch.fx.Node) -> bool:
+    return node.target is not operator.getitem and _target(node) not in _VIEWS
+
+
+def signature(args: tuple) -> tuple:
+    """What a version is built for: each tensor's shape, dtype and device, each other argument itself."""
+    return tuple((tuple(a.shape), a.dtype, a.device) if isinstance(a, torch.Tensor) else ("value", a) for a in args)
+
+
+def _region_calls(fused: torch.fx.GraphModule) -> list[tuple[str, torch.fx.Node]]:
+    return [(n.target, n) for n in fused.graph.nodes if n.op == "call_module" and str(n.target).startswith("fused_")]
+
+
+def _wants_grad(gm: torch.nn.Module, args: tuple) -> bool:
+    return any(isinstance(a, torch.Tensor) and a.requires_grad for a in args) or \
+        any(p.requires_grad for p in gm.parameters())
+
+
+def _target(node: torch.fx.Node) -> str:
+    if node.target is operator.getitem:
+        return "getitem"
+    from axon_eg.ir.torch_import import _name
+
+    return _name(node.target)
+
+
+def _short(op: str) -> str:
+    return op.removeprefix("aten.").removesuffix(".default")
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return f"{type(exc).__name__}: {text.splitlines()[0] if text else ''}"[:300]
+
+
+__all__ = ["DEFAULTS", "Compiled", "Region", "RegionKernel", "backend", "compile_region", "options", "partition",
+           "signature"]

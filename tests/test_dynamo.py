@@ -1,0 +1,167 @@
+"""``torch.compile(model, backend="axon_eg")`` (``axon_eg.dynamo``) on the CPU under the Triton interpreter:
+random programs written as modules, graph breaks, an unsupported op between two regions, two input
+shapes, gradients (torch code, said once), options, and a Llama-style decoder block against float64."""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("TRITON_INTERPRET", "1")
+
+import importlib.util  # noqa: E402
+import sys  # noqa: E402
+import warnings  # noqa: E402
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+
+from axon_eg import dynamo  # noqa: E402
+from axon_eg.backends.torch.lower import emit_module  # noqa: E402
+from axon_eg.errors import InvalidArgument  # noqa: E402
+from axon_eg.testing.modules import DecoderBlock  # noqa: E402
+from axon_eg.testing.strategies import programs  # noqa: E402
+
+OPTS = {"k": 2, "saturation_s": 0.3}
+
+
+@pytest.fixture(autouse=True)
+def _fresh_dynamo():
+    torch._dynamo.reset()
+    yield
+    torch._dynamo.reset()
+
+
+def compiled(module, tmp_path, **extra):
+    return torch.compile(module, backend="axon_eg", options={**OPTS, "cache_dir": str(tmp_path), **extra})
+
+
+def test_the_backend_is_registered_by_its_entry_point():
+    assert "axon_eg" in torch._dynamo.list_backends(exclude_tags=())
+
+
+def _as_module(program, tmp_path):
+    """The program as ordinary torch code (``emit_module``'s ``reference_torch``) in an ``nn.Module``."""
+    path = tmp_path / f"{program.name}_module.py"
+    path.write_text(emit_module(program))
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod
+    spec.loader.exec_module(mod)
+
+    class AsModule(torch.nn.Module):
+        def forward(self, *xs):
+            return mod.reference_torch(*xs)
+
+    return AsModule()
+
+
+@settings(max_examples=6, deadline=None, suppress_health_check=list(HealthCheck))
+@given(programs(max_nodes=4))
+def test_random_programs_as_modules_give_the_eager_result(tmp_path_factory, program):
+    from axon_eg.backends.kernel import input_specs
+    from axon_eg.measure import harness
+
+    tmp = tmp_path_factory.mktemp("dyn")
+    module = _as_module(program, tmp)
+    inputs = harness.make_inputs(input_specs(program), 0, "cpu")
+    with torch.no_grad():
+        want = module(*inputs)
+        got = compiled(module, tmp)(*inputs)
+    for w, g in zip(want if isinstance(want, (tuple, list)) else [want], got if isinstance(got, (tuple, list)) else [got]):
+        torch.testing.assert_close(g.double(), w.double(), rtol=2e-2, atol=2e-2)
+
+
+class Broken(torch.nn.Module):
+    """Two regions of kernels around a graph break."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(24, 16)
+
+    def forward(self, x):
+        h = torch.softmax(self.lin(x), dim=-1)
+        torch._dynamo.graph_break()
+        return torch.nn.functional.silu(h * 3.0 + 1.0)
+
+
+class Unsupported(torch.nn.Module):
+    """An op axon_eg has no equivalent for (``erfinv``) between two regions."""
+
+    def forward(self, x):
+        a = torch.tanh(x * 0.5 + 0.1)
+        b = torch.erfinv(a * 0.9)
+        return torch.softmax(b * 2.0, dim=-1) + x
+
+
+def test_a_graph_break_gives_two_graphs_each_with_its_kernel(tmp_path):
+    x = torch.randn(6, 24)
+    m = Broken().eval()
+    with torch.no_grad():
+        want = m(x)
+        before = len(dynamo.Compiled.made)
+        got = compiled(m, tmp_path)(x)
+    made = dynamo.Compiled.made[before:]
+    assert len(made) == 2
+    torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5)
+    assert all(any(r.kernel for r in regions) for c in made for regions in c.report.values()), \
+        [r.line() for c in made for regions in c.report.values() for r in regions]
+
+
+def test_an_unsupported_op_stays_torch_between_two_regions(tmp_path):
+    x = torch.randn(5, 12)
+    m = Unsupported().eval()
+    with torch.no_grad():
+        want = m(x)
+        got = compiled(m, tmp_path)(x)
+    torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5)
+    regions = [r for c in dynamo.Compiled.made[-1:] for rs in c.report.values() for r in rs]
+    assert len(regions) == 2 and all(r.kernel for r in regions), [r.line() for r in regions]
+    graph = dynamo.Compiled.made[-1].versions[next(iter(dynamo.Compiled.made[-1].versions))]
+    assert "erfinv" in graph.code  # the op between them runs as torch code in the parent graph
+
+
+def test_two_input_shapes_build_two_versions(tmp_path):
+    m = Broken().eval()
+    c = compiled(m, tmp_path)
+    with torch.no_grad():
+        for rows in (4, 9, 4):
+            x = torch.randn(rows, 24)
+            torch.testing.assert_close(c(x), m(x), rtol=1e-4, atol=1e-5)
+    shapes = {entry[0] for made in dynamo.Compiled.made for key in made.versions for entry in key}
+    assert {(4, 24), (9, 24)} <= shapes  # built once each (the third call reuses the first version)
+
+
+def test_with_gradients_it_runs_torch_code_and_says_so_once(tmp_path):
+    m = Broken()
+    x = torch.randn(3, 24, requires_grad=True)
+    c = compiled(m, tmp_path)
+    before = len(dynamo.Compiled.made)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        y = c(x)
+        y.sum().backward()
+        c(x)
+    said = [w for w in caught if "axon_eg compiles inference only" in str(w.message)]
+    assert 1 <= len(said) <= 2 and x.grad is not None  # one per captured graph, the backward is torch's
+    assert not any(made.versions for made in dynamo.Compiled.made[before:])  # nothing was built
+
+
+def test_an_unknown_option_is_named():
+    with pytest.raises(InvalidArgument, match="unknown option 'kk'"):
+        dynamo.options({"kk": 3})
+    assert dynamo.options({"k": 3})["k"] == 3
+
+
+def test_a_llama_style_decoder_block_matches_float64(tmp_path):
+    torch.manual_seed(0)
+    block = DecoderBlock(hidden=32, heads=4, kv_heads=2, intermediate=64, max_seq=16).eval()
+    x = torch.randn(1, 8, 32)
+    with torch.no_grad():
+        want = block.double()(x.double())
+        block.float()
+        got = compiled(block, tmp_path)(x)
+    err = ((got.double() - want).norm() / want.norm()).item()
+    assert err < 1e-5, err
+    regions = [r for c in dynamo.Compiled.made for rs in c.report.values() for r in rs]
+    assert any(r.kernel for r in regions), [r.line() for r in regions]
