@@ -165,3 +165,76 @@ def test_a_llama_style_decoder_block_matches_float64(tmp_path):
     assert err < 1e-5, err
     regions = [r for c in dynamo.Compiled.made for rs in c.report.values() for r in rs]
     assert any(r.kernel for r in regions), [r.line() for r in regions]
+
+
+def test_optimize_gives_a_drop_in_module(tmp_path):
+    import axon_eg as ax
+
+    m = Broken().eval()
+    x = torch.randn(5, 24)
+    fast = ax.optimize(m, (x,), cache_dir=str(tmp_path), **OPTS)
+    assert isinstance(fast, torch.nn.Module) and fast.original is m
+    assert fast.report and all(r.kernel for r in fast.report), [r.line() for r in fast.report]
+    with torch.no_grad():
+        torch.testing.assert_close(fast(x), m(x), rtol=1e-4, atol=1e-5)
+        y = torch.randn(3, 24)  # another signature: built at its first call
+        torch.testing.assert_close(fast(y), m(y), rtol=1e-4, atol=1e-5)
+    with pytest.raises(InvalidArgument, match="takes an nn.Module"):
+        ax.optimize(lambda t: t, (x,))
+
+
+SAVED_CHECK = """
+import importlib.abc, sys
+
+class _NoAxon(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name == "axon_eg" or name.startswith("axon_eg."):
+            raise ImportError(f"{name}: the saved file must not import axon_eg")
+        return None
+
+sys.meta_path.insert(0, _NoAxon())
+import importlib.util, json, torch
+spec = importlib.util.spec_from_file_location("model_new", sys.argv[1])
+mod = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(mod)
+sizes = json.loads(sys.argv[2])
+for k, v in sizes.items():
+    setattr(mod, k, v)
+torch.manual_seed(0)
+ref = mod.Model(*mod.get_init_inputs()).eval()
+torch.manual_seed(0)
+new = mod.ModelNew(*mod.get_init_inputs()).eval()
+torch.manual_seed(1)
+xs = mod.get_inputs()
+with torch.no_grad():
+    want, got = ref(*xs), new(*xs)
+print("AXON_SAVED", float((got - want).abs().max()), [m for m in sys.modules if m.split(".")[0] == "axon_eg"])
+"""
+
+
+def test_a_saved_model_new_runs_with_only_torch_and_triton_and_matches_model(tmp_path):
+    import json
+    import subprocess
+
+    import axon_eg as ax
+
+    problem = os.path.join(os.path.dirname(__file__), "..", "benchmarks", "problems", "03_Gemm_GELU_Softmax.py")
+    spec = importlib.util.spec_from_file_location("kb03", problem)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod
+    spec.loader.exec_module(mod)
+    for k, v in mod.SMALL_SIZES.items():
+        setattr(mod, k, v)
+    torch.manual_seed(0)
+    model = mod.Model(*mod.get_init_inputs()).eval()
+    fast = ax.optimize(model, tuple(mod.get_inputs()), cache_dir=str(tmp_path / "cache"), **OPTS)
+    assert any(r.kernel for r in fast.report), [r.line() for r in fast.report]
+    saved = fast.save(tmp_path / "model_new.py")
+    text = saved.read_text()
+    assert "class ModelNew(Model)" in text and "import axon_eg" not in text and "from axon_eg" not in text
+    proc = subprocess.run([sys.executable, "-c", SAVED_CHECK, str(saved), json.dumps(mod.SMALL_SIZES)],
+                          capture_output=True, text=True, timeout=300, env={**os.environ, "TRITON_INTERPRET": "1"})
+    line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("AXON_SAVED")), None)
+    assert line is not None, proc.stderr[-3000:]
+    err, loaded = line.split(" ", 2)[1:]
+    assert float(err) < 1e-5 and loaded == "[]"

@@ -34,6 +34,7 @@ _LAZY = {
     "errors": "axon_eg.errors",
     # the pipeline and its tables
     "saturate_and_extract": "axon_eg.pipeline",
+    "optimize": "axon_eg.dynamo",
     "write_bundle_only": "axon_eg.pipeline",
     "Result": "axon_eg.pipeline",
     "results": "axon_eg.measure.tables",

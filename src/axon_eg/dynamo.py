@@ -35,6 +35,7 @@ import operator
 import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, ClassVar
 
 import torch
@@ -62,6 +63,142 @@ def options(given: Mapping[str, Any] | None) -> dict[str, Any]:
         raise InvalidArgument(f"torch.compile(backend='axon_eg'): unknown option {unknown[0]!r} "
                               f"(options: {', '.join(sorted(DEFAULTS))})")
     return {**DEFAULTS, **given}
+
+
+class OptimizedModule(torch.nn.Module):
+    """``ax.optimize(module, example_inputs)``: ``module`` with its regions running axon_eg's kernels (the
+    drop-in form of the backend, no dynamo): same ``forward`` arguments, the same parameter objects
+    (``module`` is kept as ``.original``). Built for the example inputs' signature at construction; another
+    signature builds its version at its first call. Inference only, like the backend."""
+
+    def __init__(self, module: torch.nn.Module, example_inputs: Any, **opts: Any):
+        super().__init__()
+        self.original = module
+        self.compiled = Compiled(module, options(opts))
+        args = tuple(example_inputs) if isinstance(example_inputs, (tuple, list)) else (example_inputs,)
+        with torch.no_grad():
+            key = signature(args)
+            self.compiled.versions[key] = self.compiled.build(args, key)
+
+    def forward(self, *args: Any) -> Any:
+        return self.compiled(*args)
+
+    @property
+    def report(self) -> list[Region]:
+        """Every region of every version built so far, with its kernel or why it runs as torch code."""
+        return [r for regions in self.compiled.report.values() for r in regions]
+
+    def save(self, path: str | Path) -> Path:
+        """Write a self-contained Python file (KernelBench's ``ModelNew`` form) that imports only torch and
+        triton: the source file of the original module's class (its ``Model``, ``get_inputs``, ...), each
+        region's kernel file, and ``class ModelNew(<the class>)`` whose ``forward`` runs the graph of the
+        first version built (its regions calling the kernels, the rest the same aten ops). ``ModelNew`` is
+        built like the original (same ``__init__`` arguments, so the same parameters from the same seed) and
+        takes the inputs of that version's shapes (the kernels refuse others, naming the argument)."""
+        return Path(write_model_new(self, Path(path)))
+
+
+_LOADER = '''
+def _axon_eg_kernel(name, source):
+    """Run one embedded kernel file as its own module (its source registered with linecache, where
+    triton.jit reads a function's source) and return its entry point."""
+    import linecache
+    import sys
+    import types
+
+    filename = f"<axon_eg kernel {name}>"
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    module = types.ModuleType(f"axon_eg_saved_{name}")
+    module.__file__ = filename
+    sys.modules[module.__name__] = module
+    exec(compile(source, filename, "exec"), module.__dict__)
+    return module.kernel
+
+
+def _axon_eg_region(kernel, shapes, dtypes):
+    """A region's kernel called as the graph calls it: contiguous inputs, outputs allocated here."""
+    def run(*args):
+        args = [a.contiguous() for a in args]
+        outs = [torch.empty(s, dtype=d, device=args[0].device) for s, d in zip(shapes, dtypes)]
+        kernel(*args, *outs)
+        return outs[0] if len(outs) == 1 else tuple(outs)
+    return run
+'''
+
+
+def write_model_new(optimized: OptimizedModule, path: Path) -> Path:
+    """:meth:`OptimizedModule.save` (see there)."""
+    import copy
+    import inspect
+
+    from torch.utils import _pytree as pytree
+
+    cls = type(optimized.original)
+    try:
+        origin = Path(inspect.getsourcefile(cls) or "")
+        original = origin.read_text()
+    except (OSError, TypeError) as exc:
+        raise InvalidArgument(f"save: the source file of {cls.__name__} cannot be read ({exc}); ModelNew "
+                              "subclasses it, so it must come from a file") from None
+    graph_module = next(iter(optimized.compiled.versions.values()))
+    if not isinstance(graph_module, torch.fx.GraphModule):
+        raise InvalidArgument(f"save: {cls.__name__} runs as torch code (it could not be exported); nothing to save")
+    graph = copy.deepcopy(graph_module.graph)
+    out_spec = graph._codegen.pytree_info.out_spec if hasattr(graph._codegen, "pytree_info") else None
+    for node in list(graph.nodes):  # the export's own input check: the kernels check their arguments
+        if node.op == "call_module" and node.target == "_guards_fn":
+            graph.erase_node(node)
+    graph._codegen = torch.fx.graph.CodeGen()
+    code = graph.python_code("self").src.replace("def forward(self", "def _axon_eg_graph(self", 1)
+    parts = [f"# ModelNew written by axon_eg {_version()}: the original file, then its kernels and ModelNew.",
+             f"# ===== the original: {origin.name}", original.rstrip(), "", "",
+             "# ===== axon_eg: each region's kernel and the graph that calls them (imports torch and triton only)",
+             "import torch  # noqa: E402", "from torch.utils import _pytree as _axon_eg_pytree  # noqa: E402",
+             _LOADER.strip(), "", ""]
+    regions = []
+    for name, child in graph_module.named_children():
+        if isinstance(child, RegionKernel):
+            program = child.best.program
+            shapes = [tuple(program.concrete_shape(o)) for o in program.outputs]
+            dtypes = [f"torch.{program.nodes[o].dtype.torch_name}" for o in program.outputs]
+            parts += [f"_AXON_EG_{name.upper()} = {child.best.path.read_text()!r}", ""]
+            regions.append(f"    {name} = staticmethod(_axon_eg_region(_axon_eg_kernel({name!r}, _AXON_EG_{name.upper()}), "
+                           f"{shapes!r}, [{', '.join(dtypes)}]))")
+        elif isinstance(child, torch.fx.GraphModule):  # a region left to torch: its aten ops as a function
+            sub = copy.deepcopy(child.graph)
+            sub._codegen = torch.fx.graph.CodeGen()
+            parts += [sub.python_code("self").src.replace("def forward(self", f"def _axon_eg_{name}(self", 1), ""]
+            regions.append(f"    def {name}(self, *args):\n        return _axon_eg_{name}(self, *args)")
+    parts += [code, ""]
+    spec = pytree.treespec_dumps(out_spec) if out_spec is not None else None
+    parts += [f"_AXON_EG_OUT_SPEC = {spec!r}", "", "",
+              f"class ModelNew({cls.__name__}):",
+              f'    """{cls.__name__} with axon_eg\'s kernels: same __init__ and parameters, forward through them."""',
+              "", *regions, "",
+              "    def forward(self, *args):",
+              "        out = _axon_eg_graph(self, *args)",
+              "        if _AXON_EG_OUT_SPEC is None:",
+              "            return out",
+              "        leaves = list(out) if isinstance(out, (tuple, list)) else [out]",
+              "        return _axon_eg_pytree.tree_unflatten(leaves, _axon_eg_pytree.treespec_loads(_AXON_EG_OUT_SPEC))",
+              ""]
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text("\n".join(parts))
+    tmp.replace(path)
+    return path
+
+
+def _version() -> str:
+    from axon_eg import __version__
+
+    return __version__
+
+
+def optimize(module: torch.nn.Module, example_inputs: Any, **opts: Any) -> OptimizedModule:
+    """``module`` optimized for ``example_inputs`` (options as the backend's, e.g. ``k=4, hw="h200"``)."""
+    if not isinstance(module, torch.nn.Module):
+        raise InvalidArgument(f"optimize takes an nn.Module, got {type(module).__name__}")
+    return OptimizedModule(module, example_inputs, **opts)
 
 
 def backend(gm: torch.fx.GraphModule, example_inputs: list[Any], *, options: Mapping[str, Any] | None = None,
@@ -259,5 +396,5 @@ def _first_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text.splitlines()[0] if text else ''}"[:300]
 
 
-__all__ = ["DEFAULTS", "Compiled", "Region", "RegionKernel", "backend", "compile_region", "options", "partition",
-           "signature"]
+__all__ = ["DEFAULTS", "Compiled", "OptimizedModule", "Region", "RegionKernel", "backend", "compile_region",
+           "optimize", "options", "partition", "signature", "write_model_new"]
