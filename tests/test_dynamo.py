@@ -151,6 +151,8 @@ def test_an_unknown_option_is_named():
     with pytest.raises(InvalidArgument, match="unknown option 'kk'"):
         dynamo.options({"kk": 3})
     assert dynamo.options({"k": 3})["k"] == 3
+    with pytest.raises(InvalidArgument, match="target 'nki': the backend runs Triton kernels"):
+        dynamo.options({"target": "nki"})
 
 
 def test_a_llama_style_decoder_block_matches_float64(tmp_path):

@@ -40,7 +40,7 @@ from typing import Any, ClassVar
 
 import torch
 
-from axon_eg.errors import AxonError, InvalidArgument
+from axon_eg.errors import InvalidArgument
 
 DEFAULTS: dict[str, Any] = {"target": "triton", "hw": "h200", "k": 4, "budget_s": None, "precision": None,
                             "cache_dir": None, "device": None, "saturation_s": 2.0, "verbose": False,
@@ -62,6 +62,10 @@ def options(given: Mapping[str, Any] | None) -> dict[str, Any]:
     if unknown:
         raise InvalidArgument(f"torch.compile(backend='axon_eg'): unknown option {unknown[0]!r} "
                               f"(options: {', '.join(sorted(DEFAULTS))})")
+    if given.get("target", "triton") != "triton":
+        raise InvalidArgument(f"torch.compile(backend='axon_eg'): target {given['target']!r}: the backend runs "
+                              "Triton kernels on torch tensors (for NKI, import with ax.from_torch and call "
+                              "ax.saturate_and_extract(program, target='nki'))")
     return {**DEFAULTS, **given}
 
 
@@ -116,9 +120,12 @@ def _axon_eg_kernel(name, source):
 
 
 def _axon_eg_region(kernel, shapes, dtypes):
-    """A region's kernel called as the graph calls it: contiguous inputs, outputs allocated here."""
+    """A region's kernel called as the graph calls it: contiguous inputs, outputs allocated here (a kernel
+    written to return its outputs is given none: ``shapes`` is None)."""
     def run(*args):
         args = [a.contiguous() for a in args]
+        if shapes is None:
+            return kernel(*args)
         outs = [torch.empty(s, dtype=d, device=args[0].device) for s, d in zip(shapes, dtypes)]
         kernel(*args, *outs)
         return outs[0] if len(outs) == 1 else tuple(outs)
@@ -159,8 +166,9 @@ def write_model_new(optimized: OptimizedModule, path: Path) -> Path:
     for name, child in graph_module.named_children():
         if isinstance(child, RegionKernel):
             program = child.best.program
-            shapes = [tuple(program.concrete_shape(o)) for o in program.outputs]
-            dtypes = [f"torch.{program.nodes[o].dtype.torch_name}" for o in program.outputs]
+            returns = child.best.mode == "return"
+            shapes = None if returns else [tuple(program.concrete_shape(o)) for o in program.outputs]
+            dtypes = [] if returns else [f"torch.{program.nodes[o].dtype.torch_name}" for o in program.outputs]
             parts += [f"_AXON_EG_{name.upper()} = {child.best.path.read_text()!r}", ""]
             regions.append(f"    {name} = staticmethod(_axon_eg_region(_axon_eg_kernel({name!r}, _AXON_EG_{name.upper()}), "
                            f"{shapes!r}, [{', '.join(dtypes)}]))")
@@ -275,7 +283,7 @@ class Compiled:
                 continue
             try:
                 kernel = compile_region(getattr(fused, name), node, f"{type(self.gm).__name__}_{name}", self.opts)
-            except (AxonError, NotImplementedError) as exc:
+            except Exception as exc:  # noqa: BLE001 - a region axon_eg cannot take stays torch, said in the report
                 region.why_torch = _first_line(exc)
                 continue
             if kernel.best.kind == "baseline":
