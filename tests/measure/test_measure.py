@@ -348,3 +348,32 @@ def test_programs_with_fp32_library_convolutions_are_held_to_the_tf32_tolerance(
     spec = [("x", (64,), "fp32")]
     assert harness.check_correctness(off, spec, ref).status == "wrong_result"
     assert harness.check_correctness(off, spec, ref, tolerance="tf32").status == "ok"
+
+
+def test_a_timed_batch_holds_the_gpu_until_the_host_has_enqueued_it(monkeypatch):
+    """The spinning kernel goes first, then every run's flush, events and call, then one synchronize: no
+    run's timed window can wait for the host (GPU-free: the CUDA calls are recorded, not made)."""
+    log = []
+
+    class Event:
+        def __init__(self, enable_timing):
+            self.t = None
+
+        def record(self):
+            log.append("record")
+
+        def elapsed_time(self, other):
+            return 0.02
+
+    class Flush:
+        device = "cuda"
+
+        def zero_(self):
+            log.append("flush")
+
+    monkeypatch.setattr(torch.cuda, "Event", Event)
+    monkeypatch.setattr(torch.cuda, "_sleep", lambda cycles: log.append(("sleep", cycles)), raising=False)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: log.append("sync"))
+    times = harness._batch(lambda *a: log.append("call"), "dps", [], [], Flush(), 3)
+    assert times == [20.0] * 3
+    assert log == [("sleep", harness.HOLD_CYCLES)] + ["flush", "record", "call", "record"] * 3 + ["sync"]

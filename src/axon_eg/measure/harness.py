@@ -420,8 +420,10 @@ def time_candidate(fn: Callable[..., Any], specs: Sequence[Any], *, seed: int = 
     minutes). The warm-up is ``warmup`` calls (one with a stop limit) and at least ``WARMUP_S`` of
     back-to-back work, so that the GPU has left its idle clocks: a card that sat idle while a kernel compiled starts at a
     fraction of its boost clock), then batches of ``runs`` (>= 30) timed runs, each run preceded by an L2
-    flush (writing a 256 MB buffer) and timed with CUDA events; a batch is enqueued whole and synchronized
-    once, so the GPU stays busy (a host round trip per run lets the clocks drop between runs). A batch whose
+    flush (writing a 256 MB buffer) and timed with CUDA events; a batch is enqueued whole, behind a spinning
+    kernel that holds the GPU until the host has enqueued it all, and synchronized once, so the GPU stays
+    busy (a host round trip per run lets the clocks drop between runs) and a run's window holds device work
+    only, never a wait for the host to launch (``_batch``). A batch whose
     spread (IQR) exceeds ``STEADY_IQR`` of its median (clock ramps, a busy neighbour) is followed by another,
     up to ``MAX_BATCHES``; the statistics are the steadiest batch's (``steadiest``), ``runs`` counts every
     timed run. On CPU every field is None."""
@@ -465,8 +467,14 @@ WARMUP_MAX_CALLS = 20000
 WARMUP_SYNC_EVERY = 8
 """The warm-up synchronizes every this many calls, so that its host clock follows the GPU."""
 def _batch(fn: Callable[..., Any], m: str, inputs: list, outputs: list, flush: torch.Tensor, runs: int) -> list[float]:
-    """``runs`` timed runs in microseconds, each after an L2 flush, enqueued whole and synchronized once."""
+    """``runs`` timed runs in microseconds, each after an L2 flush, enqueued whole and synchronized once. The
+    GPU is held back first (``HOLD_CYCLES`` of a spinning kernel), so that the host has enqueued the whole
+    batch before the first run starts: a run never waits inside its timed window for the host to launch
+    its kernels (a Python hiccup of 100 us made a 23 us call measure 195 us; held, the same calls measure
+    the same as undisturbed ones: benchmarks/results/2026-12-06-issue20-buckets-h100/harness/)."""
     events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(runs)]
+    if hasattr(torch.cuda, "_sleep"):
+        torch.cuda._sleep(HOLD_CYCLES)
     for start, end in events:
         flush.zero_()
         start.record()
@@ -476,6 +484,9 @@ def _batch(fn: Callable[..., Any], m: str, inputs: list, outputs: list, flush: t
     return [start.elapsed_time(end) * 1000.0 for start, end in events]
 
 
+HOLD_CYCLES = 100_000_000
+"""GPU clock cycles the GPU spins before a timed batch (about 50 ms at 2 GHz: room for the host to enqueue a
+batch of calls of up to 1 ms of Python each)."""
 PROBE_RUNS = 3
 """Timed runs before the warm-up when a stop limit is given (``time_candidate``'s ``stop_above_us``)."""
 STEADY_IQR = 0.05
