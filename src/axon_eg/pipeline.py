@@ -244,7 +244,9 @@ def _phase1(program: Program, nugraph: Any, hw: HardwareSpec, backend: Backend, 
     candidates, summary = enumerate_candidates(nugraph, hw, k, fallback=backend.fallback(hw), precision=precision)
     probes = probe_bindings(ranges) if ranges else []
     extra: list[tuple[dict[str, int], Any]] = []
-    if probes and saturate is not None and device != "cpu":  # without timings there is nothing to choose by
+    # without timings at the probes (the CPU; a backend measuring in process, at the tuned size only) there
+    # is nothing to choose the extra tilings by
+    if probes and saturate is not None and device != "cpu" and not backend.measures_in_process():
         for binding in probes:
             found, why = enumerate_candidates(saturate(program.bind(binding)), hw, k, fallback=backend.fallback(hw),
                                               precision=precision)
