@@ -240,3 +240,29 @@ def test_a_saved_model_new_runs_with_only_torch_and_triton_and_matches_model(tmp
     assert line is not None, proc.stderr[-3000:]
     err, loaded = line.split(" ", 2)[1:]
     assert float(err) < 1e-5 and loaded == "[]"
+
+
+class PassThrough(torch.nn.Module):
+    """A region whose outputs include its input (``.float()`` of a float tensor) and a value twice."""
+
+    def forward(self, x):
+        y = x.float()
+        s = torch.softmax(y * 2.0, dim=-1)
+        z = torch.erfinv(torch.tanh(y) * 0.9)
+        return s + z, s * 3.0, y
+
+
+def test_a_region_output_that_is_an_input_is_passed_through_not_copied(tmp_path):
+    x = torch.randn(4, 10)
+    m = PassThrough().eval()
+    with torch.no_grad():
+        want = m(x)
+        got = compiled(m, tmp_path)(x)
+    for g, w in zip(got, want):
+        torch.testing.assert_close(g, w, rtol=1e-4, atol=1e-5)
+    assert got[2] is x or got[2].data_ptr() == x.data_ptr()  # the input itself, as torch gives it
+    kernels = [k for c in dynamo.Compiled.made[-1:] for v in c.versions.values() for _, k in v.named_children()
+               if isinstance(k, dynamo.RegionKernel)]
+    assert kernels and all(len(k.best.program.outputs) == len({*k.best.program.outputs} - {*k.best.program.input_ids})
+                           for k in kernels)  # each kernel writes each distinct computed value once
+    assert any(k.where and ("in", 0) in k.where for k in kernels)  # y = x.float() is x, handed back

@@ -31,6 +31,7 @@ An unknown option is refused naming it.
 
 from __future__ import annotations
 
+import copy
 import operator
 import warnings
 from collections.abc import Callable, Mapping
@@ -119,23 +120,28 @@ def _axon_eg_kernel(name, source):
     return module.kernel
 
 
-def _axon_eg_region(kernel, shapes, dtypes):
+def _axon_eg_region(kernel, shapes, dtypes, single, where):
     """A region's kernel called as the graph calls it: contiguous inputs, outputs allocated here (a kernel
-    written to return its outputs is given none: ``shapes`` is None)."""
+    written to return its outputs is given none: ``shapes`` is None); ``where`` places each output of the
+    region: ("out", k) the kernel's k-th, ("in", k) the k-th argument itself."""
     def run(*args):
+        given = args
         args = [a.contiguous() for a in args]
         if shapes is None:
-            return kernel(*args)
-        outs = [torch.empty(s, dtype=d, device=args[0].device) for s, d in zip(shapes, dtypes)]
-        kernel(*args, *outs)
-        return outs[0] if len(outs) == 1 else tuple(outs)
+            outs = kernel(*args)
+            outs = list(outs) if isinstance(outs, (tuple, list)) else [outs]
+        else:
+            outs = [torch.empty(s, dtype=d, device=args[0].device) for s, d in zip(shapes, dtypes)]
+            kernel(*args, *outs)
+        if where is not None:
+            outs = [outs[k] if kind == "out" else given[k] for kind, k in where]
+        return outs[0] if single else tuple(outs)
     return run
 '''
 
 
 def write_model_new(optimized: OptimizedModule, path: Path) -> Path:
     """:meth:`OptimizedModule.save` (see there)."""
-    import copy
     import inspect
 
     from torch.utils import _pytree as pytree
@@ -171,7 +177,7 @@ def write_model_new(optimized: OptimizedModule, path: Path) -> Path:
             dtypes = [] if returns else [f"torch.{program.nodes[o].dtype.torch_name}" for o in program.outputs]
             parts += [f"_AXON_EG_{name.upper()} = {child.best.path.read_text()!r}", ""]
             regions.append(f"    {name} = staticmethod(_axon_eg_region(_axon_eg_kernel({name!r}, _AXON_EG_{name.upper()}), "
-                           f"{shapes!r}, [{', '.join(dtypes)}]))")
+                           f"{shapes!r}, [{', '.join(dtypes)}], {child.single!r}, {child.where!r}))")
         elif isinstance(child, torch.fx.GraphModule):  # a region left to torch: its aten ops as a function
             sub = copy.deepcopy(child.graph)
             sub._codegen = torch.fx.graph.CodeGen()
@@ -302,15 +308,19 @@ class Compiled:
 
 
 class RegionKernel(torch.nn.Module):
-    """A region's selected kernel standing in for its submodule: same arguments, same outputs."""
+    """A region's selected kernel standing in for its submodule: same arguments, same outputs. ``where``
+    gives each output of the region: ``("out", k)`` the kernel's k-th output, ``("in", k)`` the region's k-th
+    argument itself (an output that is an input, e.g. a ``.float()`` of a float tensor: never copied)."""
 
-    def __init__(self, best: Any, single: bool):
+    def __init__(self, best: Any, single: bool, where: list[tuple[str, int]] | None = None):
         super().__init__()
-        self.best, self.single = best, single
+        self.best, self.single, self.where = best, single, where
 
     def forward(self, *args: Any) -> Any:
         out = self.best(*(a.contiguous() if isinstance(a, torch.Tensor) else a for a in args))
-        outs = out if isinstance(out, (tuple, list)) else (out,)
+        outs = list(out) if isinstance(out, (tuple, list)) else [out]
+        if self.where is not None:
+            outs = [outs[k] if kind == "out" else args[k] for kind, k in self.where]
         return outs[0] if self.single else tuple(outs)
 
 
@@ -321,17 +331,47 @@ def compile_region(sub: torch.fx.GraphModule, call: torch.fx.Node, name: str, op
     from axon_eg.ir.torch_import import from_torch
     from axon_eg.pipeline import saturate_and_extract
 
+    out_node = next(n for n in sub.graph.nodes if n.op == "output")
+    single = not isinstance(out_node.args[0], (tuple, list))
     vals = [a.meta.get("val") if isinstance(a, torch.fx.Node) else a for a in call.args]
     if not all(isinstance(v, torch.Tensor) for v in vals):
         raise NotImplementedError("a region input that is not a tensor")
     with FakeTensorMode(allow_non_fake_inputs=True):  # shapes and dtypes only: no tensor memory
         fakes = tuple(torch.empty(tuple(v.shape), dtype=v.dtype, device="cpu") for v in vals)
     program = from_torch(sub, fakes, name=name)
+    where, keep = _outputs(program)
+    if not keep:
+        raise NotImplementedError("it computes nothing: each of its outputs is one of its inputs")
+    if len(keep) < len(program.outputs):  # the kernel writes each distinct computed output once
+        sub = copy.deepcopy(sub)
+        out = next(n for n in sub.graph.nodes if n.op == "output")
+        results = out.args[0] if isinstance(out.args[0], (tuple, list)) else [out.args[0]]
+        out.args = (tuple(results[j] for j in keep),)
+        sub.graph.eliminate_dead_code()
+        sub.recompile()
+        program = from_torch(sub, fakes, name=name)
     result = saturate_and_extract(program, target=opts["target"], hw=opts["hw"], k=opts["k"], budget_s=opts["budget_s"],
                                   cache_dir=opts["cache_dir"], device=opts["device"], precision=opts["precision"],
                                   saturation_s=opts["saturation_s"])
-    out = next(n for n in sub.graph.nodes if n.op == "output").args[0]
-    return RegionKernel(result.best, not isinstance(out, (tuple, list)))
+    return RegionKernel(result.best, single, None if len(keep) == len(where) else where)
+
+
+def _outputs(program: Any) -> tuple[list[tuple[str, int]], list[int]]:
+    """(each region output's source, ``RegionKernel.where``; the region outputs the kernel computes, by
+    index): an output that is a program input is that argument, a repeat is its first occurrence."""
+    inputs = list(program.input_ids)
+    where: list[tuple[str, int]] = []
+    keep: list[int] = []
+    for j, o in enumerate(program.outputs):
+        first = list(program.outputs).index(o)
+        if o in inputs:
+            where.append(("in", inputs.index(o)))
+        elif first < j:
+            where.append(where[first])
+        else:
+            keep.append(j)
+            where.append(("out", len(keep) - 1))
+    return where, keep
 
 
 def partition(module: torch.fx.GraphModule, max_ops: int = 12) -> torch.fx.GraphModule:
