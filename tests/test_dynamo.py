@@ -36,6 +36,12 @@ def compiled(module, tmp_path, **extra):
     return torch.compile(module, backend="axon_eg", options={**OPTS, "cache_dir": str(tmp_path), **extra})
 
 
+def eager_and_compiled(module, tmp_path, *inputs):
+    """(the module's outputs, the compiled module's), without gradients."""
+    with torch.no_grad():
+        return module(*inputs), compiled(module, tmp_path)(*inputs)
+
+
 def test_the_backend_is_registered_by_its_entry_point():
     assert "axon_eg" in torch._dynamo.list_backends(exclude_tags=())
 
@@ -110,10 +116,7 @@ def test_a_graph_break_gives_two_graphs_each_with_its_kernel(tmp_path):
 
 def test_an_unsupported_op_stays_torch_between_two_regions(tmp_path):
     x = torch.randn(5, 12)
-    m = Unsupported().eval()
-    with torch.no_grad():
-        want = m(x)
-        got = compiled(m, tmp_path)(x)
+    want, got = eager_and_compiled(Unsupported().eval(), tmp_path, x)
     torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5)
     regions = [r for c in dynamo.Compiled.made[-1:] for rs in c.report.values() for r in rs]
     assert len(regions) == 2 and all(r.kernel for r in regions), [r.line() for r in regions]
@@ -254,10 +257,7 @@ class PassThrough(torch.nn.Module):
 
 def test_a_region_output_that_is_an_input_is_passed_through_not_copied(tmp_path):
     x = torch.randn(4, 10)
-    m = PassThrough().eval()
-    with torch.no_grad():
-        want = m(x)
-        got = compiled(m, tmp_path)(x)
+    want, got = eager_and_compiled(PassThrough().eval(), tmp_path, x)
     for g, w in zip(got, want):
         torch.testing.assert_close(g, w, rtol=1e-4, atol=1e-5)
     assert got[2] is x or got[2].data_ptr() == x.data_ptr()  # the input itself, as torch gives it
