@@ -36,6 +36,7 @@ import operator
 import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from functools import cache
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -48,12 +49,14 @@ DEFAULTS: dict[str, Any] = {"target": "triton", "hw": "h200", "k": 4, "budget_s"
                             "region_ops": 12}
 """The backend's options and their defaults."""
 
-_VIEWS = {"aten.view.default", "aten._unsafe_view.default", "aten.reshape.default", "aten.transpose.int",
-          "aten.permute.default", "aten.t.default", "aten.unsqueeze.default", "aten.squeeze.dim",
-          "aten.squeeze.dims", "aten.squeeze.default", "aten.expand.default", "aten.alias.default",
-          "aten.detach.default", "aten.contiguous.default", "aten.clone.default", "aten.flatten.using_ints",
-          "aten.unflatten.int", "aten.slice.Tensor", "aten.select.int"}
-"""Ops that move no arithmetic: a region of these alone is left to torch (a kernel would only copy)."""
+@cache
+def _moves_no_arithmetic() -> frozenset[str]:
+    """Ops that move no arithmetic (the importer's view-like ops and ``clone``; not its casts, which convert
+    every element): a region of these alone is left to torch (a kernel would only copy), and they do not
+    count toward a region's size."""
+    from axon_eg.ir.aten_table import _VIEW_LIKE
+
+    return (_VIEW_LIKE | {"aten.clone.default"}) - {"aten.to.dtype", "aten.type_as.default"}
 
 
 def options(given: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -284,7 +287,7 @@ class Compiled:
         for name, node in _region_calls(fused):
             region = Region(name, [_target(n) for n in getattr(fused, name).graph.nodes if n.op == "call_function"])
             regions.append(region)
-            if all(op in _VIEWS or op == "getitem" for op in region.ops):
+            if all(op in _moves_no_arithmetic() or op == "getitem" for op in region.ops):
                 region.why_torch = "views only"
                 continue
             try:
@@ -410,7 +413,7 @@ def partition(module: torch.fx.GraphModule, max_ops: int = 12) -> torch.fx.Graph
 
 
 def _computes(node: torch.fx.Node) -> bool:
-    return node.target is not operator.getitem and _target(node) not in _VIEWS
+    return node.target is not operator.getitem and _target(node) not in _moves_no_arithmetic()
 
 
 def signature(args: tuple) -> tuple:
