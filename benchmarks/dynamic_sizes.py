@@ -120,15 +120,13 @@ def _choose(d: Path, bundle: str, chosen: dict) -> str:
     (``measure.spread.choice``, as the selection makes it); returns the chosen kernel's file, relative to DIR."""
     if bundle not in chosen:
         from axon_eg.measure import spread
-        from axon_eg.measure.worker import load_manifest, run_bundle
+        from axon_eg.measure.worker import load_manifest, read_rows, run_bundle
 
         bdir = d / bundle
         ids = [c["id"] for c in load_manifest(bdir) if c.get("kind") == "candidate"]
         out = d / "rows" / f"{bdir.name}.jsonl"
         out.parent.mkdir(exist_ok=True)
         run_bundle(bdir, out, ids=ids)
-        from axon_eg.measure.worker import read_rows
-
         rows = [r for r in read_rows(out) if r["id"] in ids]
         best = spread.choice(rows)
         meta = {r["id"]: r for r in json.loads((bdir / "candidates.json").read_text())}

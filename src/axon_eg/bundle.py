@@ -112,14 +112,7 @@ def write_bundle(directory: str | os.PathLike[str], program: Program, kernels: S
     root.mkdir(parents=True, exist_ok=True)
     if reference == "auto":
         reference = "npz" if reference_fits_npz(program) else "torch"
-    if reference == "npz":
-        tmp = root / "ref.tmp.npz"
-        np.savez(tmp, **reference_arrays(program, range(seed, seed + trials)))
-        os.replace(tmp, root / "ref.npz")
-        ref = "ref.npz"
-    else:
-        atomic_text(root / "reference.py", emit_module(program))
-        ref = "reference.py:reference_torch"
+    ref = _reference(root, program, reference == "npz", "ref.npz", "reference.py", seed, trials)
     at = [_probe(root, program, dict(b), reference, seed, trials) for b in probes]
     specs, dts = input_specs(program), output_dtypes(program)
     tolerance = library_tolerance(program)
@@ -145,15 +138,21 @@ def _probe(root: Path, program: Program, binding: dict[str, int], reference: str
     label = ",".join(f"{d}={v}" for d, v in sorted(binding.items()))
     name = "probe-" + "-".join(f"{d}{v}" for d, v in sorted(binding.items()))
     program = program.bind(binding)
-    if (reference == "npz" or reference == "auto") and reference_fits_npz(program):
-        tmp = root / f"{name}.tmp.npz"
+    npz = reference == "npz" and reference_fits_npz(program)
+    return {"label": label, "inputs": input_specs(program),
+            "reference": _reference(root, program, npz, f"{name}.npz", f"{name}.py", seed, trials)}
+
+
+def _reference(root: Path, program: Program, npz: bool, npz_name: str, py_name: str, seed: int, trials: int) -> str:
+    """Write ``program``'s reference into the bundle and return how the manifest names it: its float64 outputs
+    for the trial seeds (``npz``), else its torch module, run by the worker in float64."""
+    if npz:
+        tmp = root / npz_name.replace(".npz", ".tmp.npz")
         np.savez(tmp, **reference_arrays(program, range(seed, seed + trials)))
-        os.replace(tmp, root / f"{name}.npz")
-        ref = f"{name}.npz"
-    else:
-        atomic_text(root / f"{name}.py", emit_module(program))
-        ref = f"{name}.py:reference_torch"
-    return {"label": label, "inputs": input_specs(program), "reference": ref}
+        os.replace(tmp, root / npz_name)
+        return npz_name
+    atomic_text(root / py_name, emit_module(program))
+    return f"{py_name}:reference_torch"
 
 
 def atomic_text(path: Path, text: str) -> None:
