@@ -25,8 +25,19 @@ the captured graph as torch code (the backward is torch's), with a one-time warn
 Options (``torch.compile(..., options={...})``, all optional): ``target`` ("triton"), ``hw`` ("h200"),
 ``k`` (4 candidates per region), ``budget_s``, ``precision``, ``cache_dir``, ``device`` (where phase 2
 measures: the local GPU, else the Triton interpreter on the CPU), ``saturation_s``, ``verbose``,
-``region_ops`` (12: a longer region is cut into runs of that many computing ops, see :func:`partition`).
-An unknown option is refused naming it.
+``region_ops`` and ``region_contractions`` (24 and 3: a larger region is cut into runs of at most that many
+computing ops and contractions, see :func:`partition`),
+``remote`` (a directory: phase 2 on another machine's GPU, below). An unknown option is refused naming it.
+
+A region is measured against its eager code only (``REGION_BASELINES``): that is what runs in its place
+when no candidate is faster.
+
+**Remote phase 2** (``remote=DIR``; phase 1 here, where egglog and z3 are, the worker on a bare GPU box that
+has only torch and triton): the first build writes each region's bundle under ``DIR/bundles`` and runs the
+region as torch code (its report line names the bundle). On the GPU box, ``python -m axon_eg.measure
+DIR/bundles/*`` writes each bundle's ``rows.jsonl``; with those rows back in ``DIR``, the next build (a new
+process, or ``ax.optimize`` again) selects from them, and ``save`` writes the ``ModelNew`` file to run
+there.
 """
 
 from __future__ import annotations
@@ -46,7 +57,7 @@ from axon_eg.errors import InvalidArgument
 
 DEFAULTS: dict[str, Any] = {"target": "triton", "hw": "h200", "k": 4, "budget_s": None, "precision": None,
                             "cache_dir": None, "device": None, "saturation_s": 2.0, "verbose": False,
-                            "region_ops": 12}
+                            "region_ops": 24, "region_contractions": 3, "remote": None}
 """The backend's options and their defaults."""
 
 @cache
@@ -66,6 +77,11 @@ def options(given: Mapping[str, Any] | None) -> dict[str, Any]:
     if unknown:
         raise InvalidArgument(f"torch.compile(backend='axon_eg'): unknown option {unknown[0]!r} "
                               f"(options: {', '.join(sorted(DEFAULTS))})")
+    if given.get("remote") is not None and given.get("cache_dir") is not None and \
+            Path(given["remote"]).resolve() != Path(given["cache_dir"]).resolve():
+        raise InvalidArgument(f"torch.compile(backend='axon_eg'): remote {str(given['remote'])!r} and cache_dir "
+                              f"{str(given['cache_dir'])!r}: the remote directory is the cache of its regions' runs, "
+                              "give one of the two")
     if given.get("target", "triton") != "triton":
         raise InvalidArgument(f"torch.compile(backend='axon_eg'): target {given['target']!r}: the backend runs "
                               "Triton kernels on torch tensors (for NKI, import with ax.from_torch and call "
@@ -159,18 +175,23 @@ def write_model_new(optimized: OptimizedModule, path: Path) -> Path:
     graph_module = next(iter(optimized.compiled.versions.values()))
     if not isinstance(graph_module, torch.fx.GraphModule):
         raise InvalidArgument(f"save: {cls.__name__} runs as torch code (it could not be exported); nothing to save")
-    graph = copy.deepcopy(graph_module.graph)
+    with warnings.catch_warnings():  # torch's own deprecation inside copying a pytree spec
+        warnings.simplefilter("ignore", FutureWarning)
+        graph = copy.deepcopy(graph_module.graph)
     out_spec = graph._codegen.pytree_info.out_spec if hasattr(graph._codegen, "pytree_info") else None
     for node in list(graph.nodes):  # the export's own input check: the kernels check their arguments
         if node.op == "call_module" and node.target == "_guards_fn":
             graph.erase_node(node)
+    _portable(graph)
     graph._codegen = torch.fx.graph.CodeGen()
     code = graph.python_code("self").src.replace("def forward(self", "def _axon_eg_graph(self", 1)
     parts = [f"# ModelNew written by axon_eg {_version()}: the original file, then its kernels and ModelNew.",
              f"# ===== the original: {origin.name}", original.rstrip(), "", "",
              "# ===== axon_eg: each region's kernel and the graph that calls them (imports torch and triton only)",
              "import torch  # noqa: E402", "from torch.utils import _pytree as _axon_eg_pytree  # noqa: E402",
-             _LOADER.strip(), "", ""]
+             _LOADER.strip(), "", "",
+             "_AXON_EG_DEVICE = torch.device('cpu')  # the device of the inputs of the latest call: tensors the graph "
+             "creates go there", "", ""]
     regions = []
     for name, child in graph_module.named_children():
         if isinstance(child, RegionKernel):
@@ -183,6 +204,7 @@ def write_model_new(optimized: OptimizedModule, path: Path) -> Path:
                            f"{shapes!r}, [{', '.join(dtypes)}], {child.single!r}, {child.where!r}))")
         elif isinstance(child, torch.fx.GraphModule):  # a region left to torch: its aten ops as a function
             sub = copy.deepcopy(child.graph)
+            _portable(sub)
             sub._codegen = torch.fx.graph.CodeGen()
             parts += [sub.python_code("self").src.replace("def forward(self", f"def _axon_eg_{name}(self", 1), ""]
             regions.append(f"    def {name}(self, *args):\n        return _axon_eg_{name}(self, *args)")
@@ -193,6 +215,8 @@ def write_model_new(optimized: OptimizedModule, path: Path) -> Path:
               f'    """{cls.__name__} with axon_eg\'s kernels: same __init__ and parameters, forward through them."""',
               "", *regions, "",
               "    def forward(self, *args):",
+              "        global _AXON_EG_DEVICE",
+              "        _AXON_EG_DEVICE = next((a.device for a in args if isinstance(a, torch.Tensor)), _AXON_EG_DEVICE)",
               "        out = _axon_eg_graph(self, *args)",
               "        if _AXON_EG_OUT_SPEC is None:",
               "            return out",
@@ -203,6 +227,32 @@ def write_model_new(optimized: OptimizedModule, path: Path) -> Path:
     tmp.write_text("\n".join(parts))
     tmp.replace(path)
     return path
+
+
+class _CallersDevice:
+    """Written as ``_AXON_EG_DEVICE`` in the saved graph: the device of the call's inputs."""
+
+    def __repr__(self) -> str:
+        return "_AXON_EG_DEVICE"
+
+
+def _portable(graph: torch.fx.Graph) -> None:
+    """The graph free of the device it was exported on (the remote flow exports on the meta device, the
+    saved file runs on a GPU): a tensor the graph creates goes to the device of the call's inputs."""
+    _drop_asserts(graph)
+    for node in graph.nodes:
+        if isinstance(node.kwargs.get("device"), torch.device):
+            node.kwargs = {**node.kwargs, "device": _CallersDevice()}
+
+
+def _drop_asserts(graph: torch.fx.Graph) -> None:
+    """Export's metadata assertions (``aten._assert_tensor_metadata`` after a dtype conversion: checks of
+    what the version's signature already fixes, no value) removed: each reads a value, which would make the
+    region computing it write it out for nothing."""
+    for node in list(graph.nodes):
+        if node.op == "call_function" and node.target is torch.ops.aten._assert_tensor_metadata.default \
+                and not node.users:
+            graph.erase_node(node)
 
 
 def _version() -> str:
@@ -233,6 +283,7 @@ class Region:
     ops: list[str]
     kernel: str | None = None  # the selected candidate's id
     why_torch: str | None = None  # set when the region runs as torch code
+    bundle: str | None = None  # the remote flow: the region's bundle (waiting for its measurements, or measured)
 
     def line(self) -> str:
         what = f"kernel {self.kernel}" if self.kernel else f"torch ({self.why_torch})"
@@ -279,11 +330,13 @@ class Compiled:
             with torch.no_grad():
                 exported = torch.export.export(self.gm, tuple(args))
             module = exported.module()
+            _drop_asserts(module.graph)
+            module.recompile()
         except Exception as exc:  # noqa: BLE001 - any export failure leaves the graph to torch, said in the report
             regions.append(Region("graph", [], why_torch=f"torch.export: {_first_line(exc)}"))
             self._say(regions)
             return self.gm
-        fused = partition(module, self.opts["region_ops"])
+        fused = partition(module, self.opts["region_ops"], self.opts["region_contractions"])
         for name, node in _region_calls(fused):
             region = Region(name, [_target(n) for n in getattr(fused, name).graph.nodes if n.op == "call_function"])
             regions.append(region)
@@ -291,12 +344,12 @@ class Compiled:
                 region.why_torch = "views only"
                 continue
             try:
-                kernel = compile_region(getattr(fused, name), node, f"{type(self.gm).__name__}_{name}", self.opts)
+                kernel = compile_region(getattr(fused, name), node, f"{type(self.gm).__name__}_{name}", self.opts,
+                                        region)
             except Exception as exc:  # noqa: BLE001 - a region axon_eg cannot take stays torch, said in the report
-                region.why_torch = _first_line(exc)
+                region.why_torch = str(exc) if isinstance(exc, Unmeasured) else _first_line(exc)
                 continue
-            if kernel.best.kind == "baseline":
-                region.why_torch = f"the selection is {kernel.best.id}"
+            if kernel is None:
                 continue
             region.kernel = kernel.best.id
             setattr(fused, name, kernel)
@@ -327,12 +380,26 @@ class RegionKernel(torch.nn.Module):
         return outs[0] if self.single else tuple(outs)
 
 
-def compile_region(sub: torch.fx.GraphModule, call: torch.fx.Node, name: str, opts: Mapping[str, Any]) -> RegionKernel:
-    """The region's Program optimized (``saturate_and_extract``) and wrapped to stand in for ``sub``."""
+class Unmeasured(Exception):
+    """The remote flow: a region's bundle is written and waits for the worker's measurements."""
+
+
+REGION_BASELINES = ("torch_eager",)
+"""The only baseline a region is measured against: what runs in its place when no candidate beats it is its
+eager aten code (``torch.compile``'s, inside a dynamo backend, is not on offer)."""
+
+
+def compile_region(sub: torch.fx.GraphModule, call: torch.fx.Node, name: str, opts: Mapping[str, Any],
+                   region: Region | None = None) -> RegionKernel | None:
+    """The region's Program optimized (``saturate_and_extract``) and wrapped to stand in for ``sub``; None
+    when eager torch code is as fast (``region.why_torch`` says so). With ``opts["remote"]``: phase 1 writes
+    the region's bundle there and raises :class:`Unmeasured` until the worker's rows are in it (``BUNDLE/
+    rows.jsonl``), then the selection reads them."""
     from torch._subclasses.fake_tensor import FakeTensorMode
 
     from axon_eg.ir.torch_import import from_torch
-    from axon_eg.pipeline import saturate_and_extract
+    from axon_eg.measure.worker import ROWS_NAME
+    from axon_eg.pipeline import bundle_path, saturate_and_extract, write_bundle_only
 
     out_node = next(n for n in sub.graph.nodes if n.op == "output")
     single = not isinstance(out_node.args[0], (tuple, list))
@@ -353,10 +420,46 @@ def compile_region(sub: torch.fx.GraphModule, call: torch.fx.Node, name: str, op
         sub.graph.eliminate_dead_code()
         sub.recompile()
         program = from_torch(sub, fakes, name=name)
-    result = saturate_and_extract(program, target=opts["target"], hw=opts["hw"], k=opts["k"], budget_s=opts["budget_s"],
-                                  cache_dir=opts["cache_dir"], device=opts["device"], precision=opts["precision"],
-                                  saturation_s=opts["saturation_s"])
-    return RegionKernel(result.best, single, None if len(keep) == len(where) else where)
+    run = {"target": opts["target"], "hw": opts["hw"], "k": opts["k"], "precision": opts["precision"]}
+    more = {"saturation_s": opts["saturation_s"], "baselines": REGION_BASELINES}
+    if opts["remote"] is not None:
+        root = Path(opts["remote"])
+        bdir = bundle_path(program, **run, cache_dir=root)
+        if region is not None:
+            region.bundle = str(bdir)
+        rows = bdir / ROWS_NAME
+        if not rows.is_file():
+            write_bundle_only(program, **run, cache_dir=root, device="cuda", **more)
+            raise Unmeasured(f"not measured yet: its bundle is {bdir}; on a GPU run `python -m axon_eg.measure "
+                             f"{root / 'bundles'}/*`, bring the rows back into it and build again")
+        result = saturate_and_extract(program, **run, cache_dir=root, rows=rows, **more)
+    else:
+        result = saturate_and_extract(program, **run, budget_s=opts["budget_s"], cache_dir=opts["cache_dir"],
+                                      device=opts["device"], **more)
+    best = region_kernel(result)
+    if best is None:
+        if region is not None:
+            region.why_torch = f"the selection is {result.best.id}"
+        return None
+    return RegionKernel(best, single, None if len(keep) == len(where) else where)
+
+
+def region_kernel(result: Any) -> Any:
+    """The kernel a region runs, or None for its eager code: the selection when it is a kernel; when it is a
+    baseline, the fastest correct candidate that was timed faster than eager (a ``torch.compile`` baseline,
+    from an earlier run of the same program, cannot stand in for a region), else None."""
+    import polars as pl
+
+    from axon_eg.selection import kernel_of
+
+    if result.best.kind != "baseline":
+        return result.best
+    df = result.table.filter((pl.col("status") == "ok") & pl.col("median_us").is_not_null())
+    eager = df.filter(pl.col("id") == "torch_eager")["median_us"].first()
+    fast = df.filter((pl.col("kind") == "candidate") & (pl.col("median_us") < (eager if eager is not None else 0.0)))
+    if fast.height == 0:
+        return None
+    return kernel_of(result.table, fast.sort("median_us")["id"][0], result.best.program, result.bundle)
 
 
 def _outputs(program: Any) -> tuple[list[tuple[str, int]], list[int]]:
@@ -377,11 +480,14 @@ def _outputs(program: Any) -> tuple[list[tuple[str, int]], list[int]]:
     return where, keep
 
 
-def partition(module: torch.fx.GraphModule, max_ops: int = 12) -> torch.fx.GraphModule:
+def partition(module: torch.fx.GraphModule, max_ops: int = 24, max_contractions: int = 3) -> torch.fx.GraphModule:
     """``module`` with each maximal convex region of importable ``call_function`` nodes fused into
     submodules (``fused_0``, ``fused_1``, ...), a region of more than ``max_ops`` operations that compute
-    (views aside) cut into runs of its topological order of that many: the enumerator's plans and tilings
-    grow fast with a program's size (a whole decoder block, 67 ops, did not finish in 10 minutes)."""
+    (views aside) or ``max_contractions`` contractions (matmul, attention, convolution:
+    ``aten_table.contracts``) cut into runs of its topological order within both where the fewest bytes
+    cross (:func:`cut_region`): the enumerator's plans and tilings grow fast with a program's size, above all
+    with its contractions (a whole decoder block, 67 ops, did not finish in 10 minutes; three linears sharing
+    an input gave 16,632 candidates)."""
     from torch.fx.passes.infra.partitioner import CapabilityBasedPartitioner, Partition
     from torch.fx.passes.operator_support import OperatorSupportBase
 
@@ -399,17 +505,61 @@ def partition(module: torch.fx.GraphModule, max_ops: int = 12) -> torch.fx.Graph
     order = {n: i for i, n in enumerate(module.graph.nodes)}
     pieces: list[Partition] = []
     for part in partitioner.propose_partitions():
-        nodes = sorted(part.nodes, key=order.__getitem__)
-        chunk: list[torch.fx.Node] = []
-        for n in nodes:  # a run of a topological order is convex: cutting one keeps every piece convex
-            chunk.append(n)
-            if sum(_computes(c) for c in chunk) >= max_ops and n.target is not operator.getitem and \
-                    not any(u.target is operator.getitem for u in n.users):
-                pieces.append(Partition(len(pieces), chunk))
-                chunk = []
-        if chunk:
+        for chunk in cut_region(sorted(part.nodes, key=order.__getitem__), max_ops, max_contractions):
             pieces.append(Partition(len(pieces), chunk))
     return partitioner.fuse_partitions(pieces)
+
+
+def cut_region(nodes: list[torch.fx.Node], max_ops: int, max_contractions: int = 3) -> list[list[torch.fx.Node]]:
+    """``nodes`` (a region in topological order) cut into runs of that order (each convex) of at most
+    ``max_ops`` computing ops and ``max_contractions`` contractions, where the fewest bytes cross the cuts: a value made before a cut and read
+    after it is written to memory and read back, twice its size, once when the graph needs it anyway
+    (a region output, or read outside the region). So a cut falls between a residual add and the norm that
+    reads it (one tensor crosses), not inside the norm (its float32 intermediates would). Never between a
+    multi-output op and its ``getitem``. Ties go to fewer cuts; a run that cannot be cut is over the limit."""
+    n = len(nodes)
+    pos = {node: i for i, node in enumerate(nodes)}
+    cross = [0] * (n + 1)  # cross[j]: bytes crossing a cut before position j
+    for i, node in enumerate(nodes):
+        last = max((pos[u] for u in node.users if u in pos), default=i)
+        exported = any(u not in pos for u in node.users)
+        for j in range(i + 1, last + 1):
+            cross[j] += _bytes(node) * (1 if exported else 2)
+    from axon_eg.ir.aten_table import contracts
+
+    ops, heavy = [0], [0]
+    for node in nodes:
+        ops.append(ops[-1] + _computes(node))
+        heavy.append(heavy[-1] + (node.target is not operator.getitem and contracts(_target(node))))
+
+    def cuttable(j: int) -> bool:  # a cut before position j
+        return nodes[j].target is not operator.getitem and \
+            not any(u.target is operator.getitem for u in nodes[j - 1].users)
+
+    over = 1 + sum(cross)  # any cut is better than a run over the limit
+    best: list[tuple[int, int, int]] = [(0, 0, 0)] + [(0, 0, 0)] * n  # (cost, cuts, start of the last run)
+    for i in range(1, n + 1):
+        options = []
+        for j in range(i):
+            if j and not cuttable(j):
+                continue
+            excess = max(0, ops[i] - ops[j] - max_ops) + max(0, heavy[i] - heavy[j] - max_contractions)
+            cost = best[j][0] + (cross[j] if j else 0) + over * excess
+            options.append((cost, best[j][1] + (1 if j else 0), j))
+        best[i] = min(options)
+    runs: list[list[torch.fx.Node]] = []
+    i = n
+    while i > 0:
+        j = best[i][2]
+        runs.append(nodes[j:i])
+        i = j
+    return runs[::-1]
+
+
+def _bytes(node: torch.fx.Node) -> int:
+    val = node.meta.get("val")
+    vals = val if isinstance(val, (tuple, list)) else [val]
+    return sum(v.numel() * v.element_size() for v in vals if isinstance(v, torch.Tensor))
 
 
 def _computes(node: torch.fx.Node) -> bool:
@@ -447,5 +597,6 @@ def _first_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text.splitlines()[0] if text else ''}"[:300]
 
 
-__all__ = ["DEFAULTS", "Compiled", "OptimizedModule", "Region", "RegionKernel", "backend", "compile_region",
-           "optimize", "options", "partition", "signature", "write_model_new"]
+__all__ = ["DEFAULTS", "REGION_BASELINES", "Compiled", "OptimizedModule", "Region", "RegionKernel", "Unmeasured",
+           "backend", "compile_region", "cut_region", "optimize", "options", "partition", "region_kernel", "signature",
+           "write_model_new"]

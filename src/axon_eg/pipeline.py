@@ -39,7 +39,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -57,6 +57,7 @@ from axon_eg.cache import (  # noqa: F401 (re-exported: tests and callers reach 
     row_toolchain,
     toolchain,
 )
+from axon_eg.errors import InvalidArgument
 from axon_eg.hw import HardwareSpec, load
 from axon_eg.ir.program import Program
 from axon_eg.measure import tables
@@ -83,6 +84,19 @@ def _backend(target: str) -> Backend:
     return backend_for(target)
 
 
+def _baselines(backend: Backend, program: Program, baselines: Sequence[str] | None) -> None:
+    """InvalidArgument naming a baseline id the backend does not have."""
+    if baselines is None:
+        return
+    if isinstance(baselines, str):
+        raise InvalidArgument(f"baselines: a list of baseline ids, got the string {baselines!r}")
+    known = [b.name for b in backend.baselines(program, "cuda")] if backend.torch_baselines else []
+    unknown = [b for b in baselines if b not in known]
+    if unknown:
+        raise InvalidArgument(f"baselines: {unknown[0]!r} is not a baseline of target {backend.name!r} "
+                              f"(its baselines: {', '.join(known) or 'none'})")
+
+
 def _fits(backend: Backend, spec: HardwareSpec) -> None:
     """PipelineError when ``spec`` is hardware the backend does not generate code for."""
     if not backend.accepts(spec):
@@ -95,7 +109,8 @@ def saturate_and_extract(prog: Any, target: str = "triton", hw: str | HardwareSp
                          device: str | None = None, ray_address: str | None = None, rows: str | Path | None = None,
                          saturation_s: float = 2.0, progress: Progress | None = None,
                          force: bool = False, precision: str | None = None,
-                         sizes: Any = None, ranges: dict[str, tuple[int, int]] | None = None) -> Result:
+                         sizes: Any = None, ranges: dict[str, tuple[int, int]] | None = None,
+                         baselines: Sequence[str] | None = None) -> Result:
     """Optimize ``prog`` for ``target`` on ``hw``; see the module docstring.
 
     ``budget_s`` bounds the whole call: saturation gets at most a fifth of it, and candidates are
@@ -112,17 +127,21 @@ def saturate_and_extract(prog: Any, target: str = "triton", hw: str | HardwareSp
     128]}``) or a range per dim (``{"M": (1, 16384)}``, powers-of-two buckets); the result's ``best``
     dispatches each call to the best kernel of the bucket its sizes fall in and raises outside them.
     ``ranges`` (one bucket: dim -> inclusive (low, high), holding the program's bound sizes) makes every
-    candidate shape-generic over it (candidates that cannot be are recorded with the failing guard)."""
+    candidate shape-generic over it (candidates that cannot be are recorded with the failing guard).
+    ``baselines``: the ids of the backend's torch baselines to measure (None: all; Triton's are
+    ``torch_eager``, ``torch_compile`` and ``torch_compile_default``), e.g. only ``("torch_eager",)`` where
+    nothing but eager code can stand in for the kernel (the dynamo backend's regions)."""
     if sizes is not None:
         from axon_eg import buckets
 
         return buckets.optimize(prog, sizes, target=target, hw=hw, k=k, budget_s=budget_s, cache_dir=cache_dir,
                                 device=device, ray_address=ray_address, saturation_s=saturation_s,
-                                progress=progress, force=force, precision=precision)
+                                progress=progress, force=force, precision=precision, baselines=baselines)
     validate.pipeline_arguments(prog, target, hw, k, budget_s, cache_dir=cache_dir, rows=rows, saturation_s=saturation_s)
     precision = validate.precision(precision)
     backend = _backend(target)
     program = _as_program(prog)
+    _baselines(backend, program, baselines)
     spec = load(hw) if not isinstance(hw, HardwareSpec) else hw
     _fits(backend, spec)
     report = progress or (lambda *a: None)
@@ -162,7 +181,7 @@ def saturate_and_extract(prog: Any, target: str = "triton", hw: str | HardwareSp
         nugraph = graph()
         report("saturate", 1, 1, f"{nugraph.enode_count()} e-nodes")
         kernels, cand_rows = _phase1(program, nugraph, spec, backend, k, key, bdir, device, report, precision, ranges,
-                                     lambda p: _saturated(p, sat_s))
+                                     lambda p: _saturated(p, sat_s), baselines)
         phase1 = time.monotonic() - t0
         t1 = time.monotonic()
         built = [kern for kern in kernels if kern.source]
@@ -196,13 +215,16 @@ def saturate_and_extract(prog: Any, target: str = "triton", hw: str | HardwareSp
 def write_bundle_only(prog: Any, target: str = "triton", hw: str | HardwareSpec = "h200", k: int = 8, *,
                       cache_dir: str | Path | None = None, device: str = "cuda", saturation_s: float = 2.0,
                       progress: Progress | None = None, precision: str | None = None,
-                      ranges: dict[str, tuple[int, int]] | None = None) -> Path:
-    """Phase 1 only: write the bundle for a remote worker and return its directory (``precision`` and
-    ``ranges`` as in :func:`saturate_and_extract`)."""
+                      ranges: dict[str, tuple[int, int]] | None = None,
+                      baselines: Sequence[str] | None = None) -> Path:
+    """Phase 1 only: write the bundle for a remote worker and return its directory (``precision``,
+    ``ranges`` and ``baselines`` as in :func:`saturate_and_extract`); :func:`bundle_path` says where it goes
+    without writing it."""
     validate.pipeline_arguments(prog, target, hw, k, cache_dir=cache_dir, saturation_s=saturation_s)
     precision = validate.precision(precision)
     backend = _backend(target)
     program = _as_program(prog)
+    _baselines(backend, program, baselines)
     spec = load(hw) if not isinstance(hw, HardwareSpec) else hw
     _fits(backend, spec)
     tables.ensure_writable(cache_dir)
@@ -211,8 +233,19 @@ def write_bundle_only(prog: Any, target: str = "triton", hw: str | HardwareSpec 
     bkey = bundle_key(program, spec, target, k, precision, ranges)
     bdir = tables.cache_dir(cache_dir) / "bundles" / bkey
     _phase1(program, g, spec, backend, k, "", bdir, device, progress or (lambda *a: None), precision, ranges,
-            lambda p: _saturated(p, saturation_s))
+            lambda p: _saturated(p, saturation_s), baselines)
     return bdir
+
+
+def bundle_path(prog: Any, target: str = "triton", hw: str | HardwareSpec = "h200", k: int = 8, *,
+                cache_dir: str | Path | None = None, precision: str | None = None,
+                ranges: dict[str, tuple[int, int]] | None = None) -> Path:
+    """The directory :func:`write_bundle_only` writes for these arguments (and :func:`saturate_and_extract`
+    reads measurements made elsewhere from), without any work: no saturation, nothing written."""
+    program = _as_program(prog)
+    spec = load(hw) if not isinstance(hw, HardwareSpec) else hw
+    key = bundle_key(program, spec, target, k, validate.precision(precision), validate.ranges(program, ranges))
+    return tables.cache_dir(cache_dir) / "bundles" / key
 
 
 def _saturated(program: Program, seconds: float) -> Any:
@@ -228,7 +261,8 @@ def _saturated(program: Program, seconds: float) -> Any:
 def _phase1(program: Program, nugraph: Any, hw: HardwareSpec, backend: Backend, k: int, key: str, bdir: Path,
             device: str, report: Progress, precision: str = "ieee",
             ranges: dict[str, tuple[int, int]] | None = None,
-            saturate: Callable[[Program], Any] | None = None) -> tuple[list[Kernel], list[dict[str, Any]]]:
+            saturate: Callable[[Program], Any] | None = None,
+            baselines: Sequence[str] | None = None) -> tuple[list[Kernel], list[dict[str, Any]]]:
     """Enumerate, emit and bundle; returns the kernels and their ``candidates`` rows.
 
     With ``ranges`` (a shape bucket) every kernel is shape-generic over it and phase 2 also checks and times
@@ -253,6 +287,8 @@ def _phase1(program: Program, nugraph: Any, hw: HardwareSpec, backend: Backend, 
             extra += [(binding, c) for c in found if c.key not in why.errors]
     report("extract", 1, 1, f"{len(candidates) + len(extra)} candidates")
     kernels = backend.baselines(program, device) if backend.torch_baselines else []
+    if baselines is not None:
+        kernels = [b for b in kernels if b.name in baselines]
     now = _now()
     rows = [{"cache_key": key, "program": program.name, "program_hash": program.hash, "target": target, "hw": hw.name,
              "k": k, "id": b.name, "kind": "baseline", "lowering": b.meta["lowering"], "source": str(bdir / f"{b.name}.py"),

@@ -77,11 +77,15 @@ def select(key: str, program: Program, bdir: Path, cache_dir: Any, graph: Callab
                             f"(cache key {key}, bundle {bdir}){first}")
         err.table = df
         raise err
-    row = df.filter(pl.col("id") == best_id).row(0, named=True)
-    entry = next((c["entry"] for c in manifest(bdir) if c["id"] == best_id), "kernel")
-    mode = next((c.get("mode", "dps") for c in manifest(bdir) if c["id"] == best_id), "dps")
-    best = BestKernel(best_id, row["kind"], Path(row["source"]), entry, mode, program, str(row.get("hw") or ""))
-    return Result(best, df, key, hit, phase1, phase2, timed, bdir, graph)
+    return Result(kernel_of(df, best_id, program, bdir), df, key, hit, phase1, phase2, timed, bdir, graph)
 
 
-__all__ = ["VERDICTS", "choose", "select"]
+def kernel_of(table: pl.DataFrame, kernel_id: str, program: Program, bdir: Path) -> BestKernel:
+    """The callable kernel of one row of a run's table (the selection's, or any other measured one)."""
+    row = table.filter(pl.col("id") == kernel_id).row(0, named=True)
+    entry = next((c["entry"] for c in manifest(bdir) if c["id"] == kernel_id), "kernel")
+    mode = next((c.get("mode", "dps") for c in manifest(bdir) if c["id"] == kernel_id), "dps")
+    return BestKernel(kernel_id, row["kind"], Path(row["source"]), entry, mode, program, str(row.get("hw") or ""))
+
+
+__all__ = ["VERDICTS", "choose", "kernel_of", "select"]

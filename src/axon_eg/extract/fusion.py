@@ -269,8 +269,10 @@ def _acyclic(program: Program, groups: list[set[int]]) -> bool:
     return all(visit(gi) for gi in deps)
 
 
-def _fuse(program: Program, allowed: set[tuple[str, str]]) -> list[set[int]]:
-    groups = [set(g) for g in _initial(program).values()]
+def _fuse(program: Program, allowed: set[tuple[str, str]], start: list[set[int]] | None = None) -> list[set[int]]:
+    """Groups merged greedily along producer -> consumer edges whose kinds are ``allowed``, from one group per
+    compute node (or from ``start``), each merge convex and acyclic."""
+    groups = [set(g) for g in _initial(program).values()] if start is None else [set(g) for g in start]
     changed = True
     while changed:
         changed = False
@@ -324,6 +326,23 @@ def regroup(program: Program, sets: list[set[int]]) -> FusionPlan | None:
     return _plan(program, sets)
 
 
+ELEMENTWISE_MERGES = {(ELEMENTWISE, ELEMENTWISE), (LAYOUT, ELEMENTWISE), (ELEMENTWISE, LAYOUT)}
+"""The merges of element-wise and data-movement groups alone (no reduction, matmul or library)."""
+
+
+def merge_elementwise(plan: FusionPlan) -> FusionPlan | None:
+    """The plan with its element-wise groups merged along producer -> consumer edges wherever the result
+    stays convex and acyclic (``ELEMENTWISE_MERGES``); None when nothing merges. For plans derived by cutting
+    groups apart: a matmul's epilogue split from a library GEMM (``silu(x @ g)``) and the next one's
+    (``... * (x @ u)``) become one element-wise kernel once both GEMMs have run."""
+    program = plan.program
+    start = [set(g.nodes) for g in plan.groups]
+    merged = _fuse(program, ELEMENTWISE_MERGES, start)
+    if len(merged) == len(start):
+        return None
+    return regroup(program, merged)
+
+
 def plans(program: Program) -> list[FusionPlan]:
     """Distinct fusion plans, from unfused to greedily fused (deterministic order; the greedy plan last), with the
     plans whose reduction groups are cut by dependency level (``_split_by_level``) before the greedy one."""
@@ -333,6 +352,9 @@ def plans(program: Program) -> list[FusionPlan]:
         {(ELEMENTWISE, ELEMENTWISE), (LAYOUT, ELEMENTWISE)},
         {k for k in MERGES if MATMUL not in k and ATTENTION not in k},  # no matmul prologue/epilogue
         {k for k in MERGES if k != (REDUCTION, MATMUL) and k != (MATMUL, MATMUL)},
+        # everything but computed prologues: attention whose q / k come from element-wise work (RoPE) stays an
+        # attention group (its lowerings take views of the operands, not computed values)
+        set(MERGES) - {(ELEMENTWISE, MATMUL), (REDUCTION, MATMUL)},
         set(MERGES),  # greedy: everything the table allows
     ]
     fused = [_plan(program, _fuse(program, {k for k in allowed})) for allowed in strategies]

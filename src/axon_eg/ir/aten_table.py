@@ -237,6 +237,12 @@ _ATEN: dict[str, Handler] = {
 
 SUPPORTED_ATEN_OPS: tuple[str, ...] = tuple(sorted(_ATEN))
 
+
+def contracts(name: str) -> bool:
+    """Whether the aten op (overload name) imports as a contraction: a matmul, attention or convolution (the
+    ops whose ISA choices and tilings multiply a program's candidates)."""
+    return _ATEN.get(name) in (_matmul, _addmm, _linear, _sdpa, _conv)
+
 # Ops whose result may alias their input: an in-place op must not write through (or into) one of them.
 _VIEW_LIKE = frozenset({
     "aten.view.default", "aten.reshape.default", "aten._unsafe_view.default", "aten.t.default",

@@ -22,7 +22,9 @@ axon_eg.measure`` prints its one line (``axon-eg: interrupted (SIGTERM) after 3 
 FILE; run again to resume``) and exits 130 / 143; uncaught in a script it prints that line only. The
 previous handlers are restored afterwards.
 
-Runs on a bare GPU box. Usage: ``python -m axon_eg.measure BUNDLE --out FILE``.
+Runs on a bare GPU box. Usage: ``python -m axon_eg.measure BUNDLE --out FILE``, or ``python -m axon_eg.measure
+BUNDLE...`` (each bundle's rows into ``BUNDLE/rows.jsonl``, where ``saturate_and_extract`` and the dynamo
+backend's ``remote`` option look for them).
 
 Bundle layout: ``BUNDLE/manifest.json`` plus the source files it names. The manifest is a list of
 candidates, or ``{"limits": {...}, "cache_key": ..., "candidates": [...]}``; each candidate::
@@ -144,6 +146,8 @@ def run_candidate(bundle: Path, cand: dict[str, Any], gpu: int | str | None = No
     return _run_candidate(bundle, cand, gpu, interrupts._EPOCH)
 
 
+ROWS_NAME = "rows.jsonl"
+"""A bundle's own rows file (``python -m axon_eg.measure BUNDLE`` without ``--out``)."""
 STOP_FACTOR = 10.0
 """A candidate whose first timed runs are this many times slower than the fastest correct kernel measured
 before it in the run (or the rows file it resumes) is stopped and recorded as ``performance``."""
@@ -277,26 +281,38 @@ def run_bundle(bundle: str | os.PathLike[str], out: str | os.PathLike[str], gpus
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     ap = argparse.ArgumentParser(prog="python -m axon_eg.measure", description=__doc__.splitlines()[0])
-    ap.add_argument("bundle", help="bundle directory with manifest.json and sources")
-    ap.add_argument("--out", required=True, help="JSON-lines file of result rows (appended; resumable)")
+    ap.add_argument("bundle", nargs="+", help="bundle directory with manifest.json and sources (several: each "
+                    "into its own rows file)")
+    ap.add_argument("--out", help=f"JSON-lines file of result rows (appended; resumable); default "
+                    f"BUNDLE/{ROWS_NAME}, where the remote flows read them; one bundle only")
     ap.add_argument("--cpu", action="store_true", help="ignore GPUs, run sequentially on the CPU")
     ap.add_argument("--ray", metavar="ADDRESS", help="run candidates as Ray tasks on the cluster at ADDRESS "
                     "(\"local\": start a local one; \"auto\": the running one)")
     args = ap.parse_args(argv)
-    if args.ray:
-        from axon_eg.measure.ray_runner import run_bundle_ray
+    if args.out and len(args.bundle) > 1:
+        print(f"python -m axon_eg.measure: --out names one file, for one bundle; {len(args.bundle)} were given "
+              f"(without --out each bundle's rows go to BUNDLE/{ROWS_NAME})", file=sys.stderr)
+        return 2
+    for bundle in args.bundle:
+        if not (Path(bundle) / "manifest.json").is_file():
+            print(f"python -m axon_eg.measure: {bundle}: not a bundle (no manifest.json)", file=sys.stderr)
+            return 2
+    for bundle in args.bundle:
+        out = args.out or str(Path(bundle) / ROWS_NAME)
+        if args.ray:
+            from axon_eg.measure.ray_runner import run_bundle_ray
 
-        rows = run_bundle_ray(args.bundle, args.out, args.ray)
-    else:
-        try:
-            rows = run_bundle(args.bundle, args.out, gpus=[] if args.cpu else None)
-        except Interrupted as exc:
-            print(exc, file=sys.stderr)
-            return exc.exit_code
-    counts: dict[str, int] = {}
-    for r in rows:
-        counts[r["status"]] = counts.get(r["status"], 0) + 1
-    print(json.dumps({"new_rows": len(rows), "statuses": counts}))
+            rows = run_bundle_ray(bundle, out, args.ray)
+        else:
+            try:
+                rows = run_bundle(bundle, out, gpus=[] if args.cpu else None)
+            except Interrupted as exc:
+                print(exc, file=sys.stderr)
+                return exc.exit_code
+        counts: dict[str, int] = {}
+        for r in rows:
+            counts[r["status"]] = counts.get(r["status"], 0) + 1
+        print(json.dumps({"bundle": str(bundle), "out": out, "new_rows": len(rows), "statuses": counts}))
     return 0
 
 

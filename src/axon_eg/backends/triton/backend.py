@@ -122,15 +122,18 @@ class TritonBackend:
         return opts
 
     def derived_plans(self, plan: FusionPlan) -> list[FusionPlan]:
-        """Every matmul group split into prologue, library core and epilogue (``blas.split``); the element-wise
-        values a pooling alone reads moved into its group where our window kernel computes it
-        (``fusion.into_windows``, ``emit.window_pool``)."""
-        from axon_eg.extract.fusion import into_windows
+        """Every matmul group split into prologue, library core and epilogue (``blas.split``), and that split with
+        its element-wise parts merged where they meet (``fusion.merge_elementwise``: two GEMMs' epilogues run
+        as one kernel after both); the element-wise values a pooling alone reads moved into its group where
+        our window kernel computes it (``fusion.into_windows``, ``emit.window_pool``)."""
+        from axon_eg.extract.fusion import into_windows, merge_elementwise
 
         from . import blas
         from .emit import window_pool
 
-        derived = [blas.split(plan), into_windows(plan, lambda p, gi: window_pool(p, gi) is not None)]
+        split = blas.split(plan)
+        derived = [split, merge_elementwise(split) if split is not None else None,
+                   into_windows(plan, lambda p, gi: window_pool(p, gi) is not None)]
         return [d for d in derived if d is not None]
 
     def cost(self, plan: FusionPlan, tilings: Sequence[Any], hw: HardwareSpec,

@@ -28,7 +28,11 @@ class Call:
     out: int  # the node the group writes
     heads: tuple[int, int]  # (batch, query heads) of the 4-D call
     kv_heads: int  # key / value heads (fewer than the query heads: grouped-query attention, ``enable_gqa``)
-    strides: dict[str, tuple[int, int]]  # per operand role: its (batch, head) strides in the 4-D call
+    strides: dict[str, tuple[int, int] | None]  # per operand role: its (batch, head) strides in the 4-D call;
+    # None: its batch dims do not fold into two strides (a value broadcast over the query heads of a call
+    # whose keys are already per query head): the view over all of them, reshaped to 4-D (a copy, as eager's
+    # ``repeat_interleave`` makes)
+    batch: tuple[int, ...] = ()  # the attention's batch dims (for the roles whose strides are None)
 
 
 def _merge(sizes: tuple[int, ...], strides: tuple[int, ...]) -> int | None:
@@ -68,17 +72,24 @@ def core(plan: FusionPlan, gi: int) -> Call | None:
         head_sizes = heads[:-1] if kv else heads
         b = _merge(lead, o.batch[:len(lead)])
         h = _merge(head_sizes, o.batch[len(lead):len(lead) + len(head_sizes)])
-        if b is None or h is None:
-            return None
-        strides[role] = (b, h)
+        strides[role] = None if b is None or h is None else (b, h)
     n_heads = math.prod(heads)
-    return Call(a, plan.outputs_of(gi)[0], (math.prod(lead), n_heads), n_heads // group, strides)
+    return Call(a, plan.outputs_of(gi)[0], (math.prod(lead), n_heads), n_heads // group, strides, tuple(sizes))
 
 
 def _view(buf: str, call: Call, role: str, o: Operand, rows: int, cols: int) -> str:
+    """The operand in the library's 4-D form; copied to row-major when its last dim is not unit-stride (a
+    transposed key buffer): the library's fused kernels need that, its fallback materializes the scores
+    (4.2 ms against 0.55 ms for our kernel, measured on an H100 for 32 heads x 2048 x 128, causal)."""
     heads = call.kv_heads if role in ("k", "v") else call.heads[1]
+    dense = "" if o.cols == 1 or cols == 1 else ".contiguous()"
+    if call.strides[role] is None:  # every batch dim of its own, then the 4-D form (reshape copies)
+        kv = role in ("k", "v") and call.kv_heads != call.heads[1]
+        sizes, strides = (call.batch[:-1], o.batch[:-1]) if kv else (call.batch, o.batch)
+        return (f"torch.as_strided({buf}, {(*sizes, rows, cols)}, {(*strides, o.rows, o.cols)})"
+                f".reshape{(call.heads[0], heads, rows, cols)}{dense}")
     b, h = call.strides[role]
-    return f"torch.as_strided({buf}, {(call.heads[0], heads, rows, cols)}, {(b, h, o.rows, o.cols)})"
+    return f"torch.as_strided({buf}, {(call.heads[0], heads, rows, cols)}, {(b, h, o.rows, o.cols)}){dense}"
 
 
 def source(call: Call, bufs: dict[int, str], out: str) -> list[str]:
