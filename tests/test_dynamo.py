@@ -15,6 +15,7 @@ import warnings  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
 from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
 
 from axon_eg import dynamo  # noqa: E402
 from axon_eg.backends.torch.lower import emit_module  # noqa: E402
@@ -266,3 +267,133 @@ def test_a_region_output_that_is_an_input_is_passed_through_not_copied(tmp_path)
     assert kernels and all(len(k.best.program.outputs) == len({*k.best.program.outputs} - {*k.best.program.input_ids})
                            for k in kernels)  # each kernel writes each distinct computed value once
     assert any(k.where and ("in", 0) in k.where for k in kernels)  # y = x.float() is x, handed back
+
+
+SAVED_BLOCK = """
+import importlib.util, sys, torch
+spec = importlib.util.spec_from_file_location("model_new", sys.argv[1])
+mod = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(mod)
+sizes = (32, 4, 2, 64, 16)
+torch.manual_seed(0)
+ref = mod.DecoderBlock(*sizes).eval()
+torch.manual_seed(0)
+new = mod.ModelNew(*sizes).eval()
+x = torch.randn(1, 8, 32)
+with torch.no_grad():
+    want, got = ref.double()(x.double()), new(x)
+print("AXON_SAVED", float(((got.double() - want).norm() / want.norm())))
+"""
+
+
+def test_remote_phase_two_bundles_then_rows_then_a_saved_model_new(tmp_path):
+    """The flow for a GPU box without egglog: phase 1 on the meta device (no weights) writes a bundle per
+    region, the worker measures them elsewhere (here: the CPU), the next build selects from the rows, and
+    the saved ModelNew (exported on meta, so free of that device) runs on real tensors."""
+    import json
+    import subprocess
+
+    import axon_eg as ax
+    from axon_eg.measure.worker import main as worker
+
+    with torch.device("meta"):
+        block = DecoderBlock(hidden=32, heads=4, kv_heads=2, intermediate=64, max_seq=16).eval()
+        x = torch.empty(1, 8, 32)
+    remote = tmp_path / "remote"
+    first = ax.optimize(block, (x,), remote=str(remote), **OPTS)
+    waiting = [r for r in first.report if r.bundle]
+    assert waiting and all(r.why_torch.startswith("not measured yet") and r.kernel is None for r in waiting)
+    bundles = sorted(str(p) for p in (remote / "bundles").iterdir())
+    assert sorted(r.bundle for r in waiting) == bundles
+    assert worker([*bundles, "--cpu"]) == 0
+    assert all((remote / "bundles" / b / "rows.jsonl").is_file() for b in os.listdir(remote / "bundles"))
+    for b in bundles:  # a region is measured against its eager code only (what runs when no kernel wins)
+        ids = {json.loads(line)["id"] for line in open(os.path.join(b, "rows.jsonl"))}
+        assert "torch_eager" in ids and not {"torch_compile", "torch_compile_default"} & ids
+    second = ax.optimize(block, (x,), remote=str(remote), **OPTS)
+    assert any(r.kernel for r in second.report), [r.line() for r in second.report]
+    saved = second.save(tmp_path / "model_new.py")
+    assert "device(type='meta')" not in saved.read_text() and "_assert_tensor_metadata" not in saved.read_text()
+    proc = subprocess.run([sys.executable, "-c", SAVED_BLOCK, str(saved)], capture_output=True, text=True,
+                          timeout=300, env={**os.environ, "TRITON_INTERPRET": "1"})
+    line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("AXON_SAVED")), None)
+    assert line is not None, proc.stderr[-3000:]
+    assert float(line.split()[1]) < 1e-5
+
+
+def test_remote_and_another_cache_dir_are_refused(tmp_path):
+    with pytest.raises(InvalidArgument, match="remote"):
+        dynamo.options({"remote": str(tmp_path / "a"), "cache_dir": str(tmp_path / "b")})
+
+
+def _chain(kinds: list[tuple[str, int]]) -> list[torch.fx.Node]:
+    """An fx graph of a chain with skips: each node adds (``add``) or multiplies (``mm``) the previous value
+    and, every third node, the value three back; ``size`` sets its square shape (meta tensors)."""
+    graph = torch.fx.Graph()
+    x = graph.placeholder("x")
+    x.meta["val"] = torch.empty(4, 4, device="meta")
+    nodes: list[torch.fx.Node] = []
+    for i, (kind, size) in enumerate(kinds):
+        prev = nodes[-1] if nodes else x
+        other = nodes[i - 3] if i >= 3 and i % 3 == 0 else prev
+        target = torch.ops.aten.mm.default if kind == "mm" else torch.ops.aten.add.Tensor
+        node = graph.call_function(target, (prev, other))
+        node.meta["val"] = torch.empty(size, size, device="meta")
+        nodes.append(node)
+    graph.output(nodes[-1])
+    return nodes
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["add", "mm"]), st.integers(1, 64)), min_size=1, max_size=9),
+       st.integers(1, 4), st.integers(1, 2))
+def test_cut_region_is_the_cheapest_cut_within_the_limits(kinds, max_ops, max_mm):
+    """Against every set of cuts: the runs keep the order, stay within both limits, and no other cut set
+    within them moves fewer bytes (ties: fewer cuts)."""
+    import itertools
+
+    nodes = _chain(kinds)
+    runs = dynamo.cut_region(nodes, max_ops, max_mm)
+    assert [n for run in runs for n in run] == nodes
+
+    def fits(run):
+        return sum(1 for n in run) <= max_ops and sum(n.target is torch.ops.aten.mm.default for n in run) <= max_mm
+
+    def cost(starts):  # each value another run reads: written once (unless the output needs it), read once per run
+        pos = {n: i for i, n in enumerate(nodes)}
+        run_of = {n: sum(1 for s in starts if s <= i) for i, n in enumerate(nodes)}
+        moved = 0
+        for n in nodes:
+            readers = {run_of[u] for u in n.users if u in pos} - {run_of[n]}
+            if readers:
+                moved += dynamo._bytes(n) * (len(readers) + all(u in pos for u in n.users))
+        return moved, len(starts)
+
+    assert all(fits(run) for run in runs)
+    mine = cost([nodes.index(run[0]) for run in runs[1:]])
+    for r in range(len(nodes)):
+        for starts in itertools.combinations(range(1, len(nodes)), r):
+            bounds = [0, *starts, len(nodes)]
+            if all(fits(nodes[a:b]) for a, b in zip(bounds, bounds[1:])):
+                assert mine <= cost(list(starts)), (starts, mine, cost(list(starts)))
+
+
+def test_the_block_is_cut_where_only_bf16_values_cross():
+    """The Llama block's regions: at most 3 contractions each, and no float32 value of the norms (their
+    upcast and normalized rows) is written between two regions."""
+    torch.manual_seed(0)
+    block = DecoderBlock(hidden=64, heads=4, kv_heads=2, intermediate=128, max_seq=16).to(torch.bfloat16).eval()
+    with torch.no_grad():
+        module = torch.export.export(block, (torch.randn(1, 8, 64, dtype=torch.bfloat16),)).module()
+    dynamo._drop_asserts(module.graph)
+    module.recompile()
+    fused = dynamo.partition(module)
+    calls = dynamo._region_calls(fused)
+    assert len(calls) >= 2
+    for name, node in calls:
+        sub = getattr(fused, name)
+        assert sum(n.op == "call_function" and "linear" in str(n.target) for n in sub.graph.nodes) <= 3
+        for arg in node.args:
+            val = arg.meta.get("val") if isinstance(arg, torch.fx.Node) else None
+            if isinstance(val, torch.Tensor) and arg.op != "placeholder" and arg.op != "get_attr":
+                assert val.dtype == torch.bfloat16, (name, arg.name, val.dtype)

@@ -327,3 +327,14 @@ def test_argparse_type_helpers():
                                   (validate.budget_type, "-1", "the value must be a number of seconds > 0, got -1.0")):
         with pytest.raises(argparse.ArgumentTypeError, match=message):
             helper(text)
+
+
+def test_an_unknown_baseline_is_named_before_any_work(tmp_path):
+    from axon_eg import suite
+
+    program = suite.get("silu").bound(small=True)
+    with pytest.raises(InvalidArgument, match="baselines: 'torch_inductor' is not a baseline of target 'triton'"):
+        ax.saturate_and_extract(program, baselines=["torch_inductor"], cache_dir=str(tmp_path))
+    with pytest.raises(InvalidArgument, match="a list of baseline ids"):
+        ax.write_bundle_only(program, baselines="torch_eager", cache_dir=str(tmp_path))
+    assert not (tmp_path / "bundles").exists()

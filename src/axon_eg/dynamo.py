@@ -512,40 +512,43 @@ def partition(module: torch.fx.GraphModule, max_ops: int = 24, max_contractions:
 
 def cut_region(nodes: list[torch.fx.Node], max_ops: int, max_contractions: int = 3) -> list[list[torch.fx.Node]]:
     """``nodes`` (a region in topological order) cut into runs of that order (each convex) of at most
-    ``max_ops`` computing ops and ``max_contractions`` contractions, where the fewest bytes cross the cuts: a value made before a cut and read
-    after it is written to memory and read back, twice its size, once when the graph needs it anyway
-    (a region output, or read outside the region). So a cut falls between a residual add and the norm that
-    reads it (one tensor crosses), not inside the norm (its float32 intermediates would). Never between a
-    multi-output op and its ``getitem``. Ties go to fewer cuts; a run that cannot be cut is over the limit."""
-    n = len(nodes)
-    pos = {node: i for i, node in enumerate(nodes)}
-    cross = [0] * (n + 1)  # cross[j]: bytes crossing a cut before position j
-    for i, node in enumerate(nodes):
-        last = max((pos[u] for u in node.users if u in pos), default=i)
-        exported = any(u not in pos for u in node.users)
-        for j in range(i + 1, last + 1):
-            cross[j] += _bytes(node) * (1 if exported else 2)
+    ``max_ops`` computing ops and ``max_contractions`` contractions, moving the fewest bytes between runs: a
+    run reads each value an earlier run made once, and writes each value a later run reads, unless the graph
+    needs it anyway (it is read outside the region, so it is written regardless). So a cut falls between a
+    residual add and the norm that reads it (one tensor moves), not inside the norm (its float32
+    intermediates would). Never between a multi-output op and its ``getitem``. Ties go to fewer cuts; a run
+    that cannot be cut is over the limit. Exact over all cut sets (dynamic programming over run ends)."""
     from axon_eg.ir.aten_table import contracts
 
+    n = len(nodes)
+    pos = {node: i for i, node in enumerate(nodes)}
+    size = [_bytes(node) for node in nodes]
+    uses = [sorted(pos[u] for u in node.users if u in pos) for node in nodes]
+    exported = [any(u not in pos for u in node.users) for node in nodes]
+    reads = [sorted({pos[a] for a in node.all_input_nodes if a in pos}) for node in nodes]
     ops, heavy = [0], [0]
     for node in nodes:
         ops.append(ops[-1] + _computes(node))
         heavy.append(heavy[-1] + (node.target is not operator.getitem and contracts(_target(node))))
 
+    def moved(j: int, i: int) -> int:  # the run nodes[j:i]: what it reads from earlier runs and writes for later
+        read = {v for k in range(j, i) for v in reads[k] if v < j}
+        written = [k for k in range(j, i) if not exported[k] and uses[k] and uses[k][-1] >= i]
+        return sum(size[v] for v in read) + sum(size[k] for k in written)
+
     def cuttable(j: int) -> bool:  # a cut before position j
         return nodes[j].target is not operator.getitem and \
             not any(u.target is operator.getitem for u in nodes[j - 1].users)
 
-    over = 1 + sum(cross)  # any cut is better than a run over the limit
-    best: list[tuple[int, int, int]] = [(0, 0, 0)] + [(0, 0, 0)] * n  # (cost, cuts, start of the last run)
+    over = 1 + 2 * sum(size) * max(1, n)  # any cut is better than a run over the limit
+    best: list[tuple[int, int, int]] = [(0, 0, 0)] * (n + 1)  # (cost, cuts, start of the last run)
     for i in range(1, n + 1):
         options = []
         for j in range(i):
             if j and not cuttable(j):
                 continue
             excess = max(0, ops[i] - ops[j] - max_ops) + max(0, heavy[i] - heavy[j] - max_contractions)
-            cost = best[j][0] + (cross[j] if j else 0) + over * excess
-            options.append((cost, best[j][1] + (1 if j else 0), j))
+            options.append((best[j][0] + moved(j, i) + over * excess, best[j][1] + (1 if j else 0), j))
         best[i] = min(options)
     runs: list[list[torch.fx.Node]] = []
     i = n

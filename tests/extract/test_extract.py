@@ -282,3 +282,30 @@ def test_a_fused_statistic_prologue_is_charged_its_measured_rate(name: str) -> N
     assert first.plan.name == "reduction+matmul" and [base(i) for _, i in first.isa] == [BLAS]
     fused = [c for c in cands if c.plan.name == "matmul"]
     assert all(c.predicted_seconds > 1.3 * first.predicted_seconds for c in fused)
+
+
+def test_split_gemm_epilogues_merge_into_one_elementwise_kernel() -> None:
+    """SwiGLU through the library: ``silu(x @ g)`` and ``* (x @ u)`` split from their GEMMs become one
+    element-wise group after both GEMMs (``fusion.merge_elementwise``), a plan the backend derives."""
+    from axon_eg.backends.triton import blas
+    from axon_eg.backends.triton.backend import TritonBackend
+    from axon_eg.extract.fusion import ELEMENTWISE, check_plan, merge_elementwise
+
+    @ax.program(M=64, K=32, N=48)
+    def swiglu(x: ax.Tensor["M", "K", ax.bf16], w: ax.Tensor["K", ax.bf16], g: ax.Tensor["K", "N", ax.bf16],
+               u: ax.Tensor["K", "N", ax.bf16], d: ax.Tensor["N", "K", ax.bf16]):
+        h = x * w
+        return (ax.silu(h @ g) * (h @ u)) @ d + x
+
+    greedy = plans(swiglu)[-1]  # the scaled rows in the gate GEMM's group, silu and * in the two GEMMs' groups
+    split = blas.split(greedy)
+    assert split is not None and [g.kind for g in split.groups].count(ELEMENTWISE) == 3
+    merged = merge_elementwise(split)
+    assert merged is not None
+    check_plan(merged)
+    ops = [[swiglu.expand().nodes[n].op for n in g.nodes] for g in merged.groups]
+    assert ["silu", "mul"] in ops  # one kernel after both GEMMs
+    assert [g.kind for g in merged.groups].count(ELEMENTWISE) == 2  # that one and the scaled rows
+    derived = TritonBackend().derived_plans(greedy)
+    assert any([g.nodes for g in d.groups] == [g.nodes for g in merged.groups] for d in derived)
+    assert merge_elementwise(merged) is None  # nothing left to merge

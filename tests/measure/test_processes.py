@@ -138,7 +138,8 @@ def test_sigterm_and_sigint_kill_every_child_keep_rows_and_resume(tmp_path):
     env.pop("AXON_TEST_SLOW")
     done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
-    assert json.loads(done.stdout.splitlines()[-1]) == {"new_rows": 2, "statuses": {"ok": 2}}
+    assert json.loads(done.stdout.splitlines()[-1]) == {"bundle": str(bundle), "out": str(out), "new_rows": 2,
+                                                         "statuses": {"ok": 2}}
     rows = read_rows(out)
     assert rows[:2] == first and [r["id"] for r in rows] == IDS and {r["status"] for r in rows} == {"ok"}
 
@@ -204,3 +205,16 @@ def test_a_dead_server_or_parent_leaves_nothing_behind(tmp_path):
     while time.monotonic() < deadline and any(alive(p, s) for p, s in tree.items()):
         time.sleep(0.05)
     assert not [(p, cmdline(p)) for p, s in tree.items() if alive(p, s)]
+
+
+def test_several_bundles_each_into_its_own_rows_file(tmp_path, capsys):
+    from axon_eg.measure.worker import main
+
+    first, second = make_bundle(tmp_path / "a"), make_bundle(tmp_path / "b")
+    assert main([str(first), str(second), "--out", str(tmp_path / "rows.jsonl")]) == 2
+    assert "--out names one file" in capsys.readouterr().err
+    assert main([str(first), str(tmp_path / "nothing"), "--cpu"]) == 2  # checked before any work
+    assert "not a bundle" in capsys.readouterr().err and not (first / "rows.jsonl").exists()
+    assert main([str(first), str(second), "--cpu"]) == 0
+    for bundle in (first, second):
+        assert [r["id"] for r in read_rows(bundle / "rows.jsonl")] == IDS
