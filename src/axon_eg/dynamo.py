@@ -505,9 +505,37 @@ def partition(module: torch.fx.GraphModule, max_ops: int = 24, max_contractions:
     order = {n: i for i, n in enumerate(module.graph.nodes)}
     pieces: list[Partition] = []
     for part in partitioner.propose_partitions():
-        for chunk in cut_region(sorted(part.nodes, key=order.__getitem__), max_ops, max_contractions):
+        runs = _views_to_readers(cut_region(sorted(part.nodes, key=order.__getitem__), max_ops, max_contractions))
+        for chunk in runs:
             pieces.append(Partition(len(pieces), chunk))
     return partitioner.fuse_partitions(pieces)
+
+
+def _views_to_readers(runs: list[list[torch.fx.Node]]) -> list[list[torch.fx.Node]]:
+    """Each view (an op that moves no arithmetic) that only a later run reads, moved into that run: the run
+    that computes its input then writes that value as computed (a GEMM's output as the library writes it)
+    and the reader folds the view into its loads, where a view left as a region output would be a layout
+    copy (``linear(h).view(b, s, heads, d).transpose(1, 2)`` feeding RoPE in the next region). Runs stay
+    convex: the view's inputs are all in its own (earlier) run or outside the region."""
+    runs = [list(r) for r in runs]
+    order = {n: i for i, n in enumerate(n for r in runs for n in r)}
+    owner = {n: k for k, r in enumerate(runs) for n in r}
+    moved = True
+    while moved:
+        moved = False
+        for k, run in enumerate(runs):
+            for n in reversed(run):
+                readers = {owner.get(u) for u in n.users}
+                if _target(n) not in _moves_no_arithmetic() or len(readers) != 1:
+                    continue
+                later = next(iter(readers))
+                if later is None or later <= k or any(owner.get(a, k) != k for a in n.all_input_nodes):
+                    continue
+                run.remove(n)
+                runs[later] = sorted([*runs[later], n], key=order.__getitem__)
+                owner[n] = later
+                moved = True
+    return [r for r in runs if r]
 
 
 def cut_region(nodes: list[torch.fx.Node], max_ops: int, max_contractions: int = 3) -> list[list[torch.fx.Node]]:

@@ -353,8 +353,9 @@ def plans(program: Program) -> list[FusionPlan]:
         {k for k in MERGES if MATMUL not in k and ATTENTION not in k},  # no matmul prologue/epilogue
         {k for k in MERGES if k != (REDUCTION, MATMUL) and k != (MATMUL, MATMUL)},
         # everything but computed prologues: attention whose q / k come from element-wise work (RoPE) stays an
-        # attention group (its lowerings take views of the operands, not computed values)
-        set(MERGES) - {(ELEMENTWISE, MATMUL), (REDUCTION, MATMUL)},
+        # attention group (its lowerings take views of the operands, not computed values), and the transposes
+        # and head repeats of its operands stay views it reads, not copies the element-wise work writes
+        set(MERGES) - {(ELEMENTWISE, MATMUL), (REDUCTION, MATMUL), (ELEMENTWISE, LAYOUT)},
         set(MERGES),  # greedy: everything the table allows
     ]
     fused = [_plan(program, _fuse(program, {k for k in allowed})) for allowed in strategies]

@@ -464,6 +464,7 @@ def _launcher(plan: FusionPlan, lowered: list[Any], isa: dict[int, str], align: 
 
     made: set[int] = set()  # nodes a group wrote into a buffer of their own
     users = program.users()
+    owner = {n: gi for gi, g in enumerate(plan.groups) for n in g.nodes}
 
     def ensure(j: int) -> str:
         """A contiguous tensor holding node j (views and constants are built with torch)."""
@@ -505,11 +506,15 @@ def _launcher(plan: FusionPlan, lowered: list[Any], isa: dict[int, str], align: 
             continue
         if isinstance(k, sdpa.Call):  # the library's attention, copied into the group's output buffer
             bufs = {j: ensure(j) for j in plan.inputs_of(gi)}
-            if returns and k.out in program.outputs:  # returned as torch made it (row-major where read on)
+            # read only by library GEMMs (through torch views): torch's own result as it is (the flash kernels
+            # write [batch, rows, heads, dim], so the usual transpose back before the output projection is free)
+            direct = k.out not in target and bool(users[k.out]) and all(
+                u in owner and isinstance(lowered[owner[u]], blas.Call) for u in users[k.out])
+            if (returns and k.out in program.outputs) or direct:  # returned as torch made it
                 buf[k.out] = f"t{k.out}"
                 made.add(k.out)
                 lines.extend(sdpa.bound(k, bufs, buf[k.out], tuple(program.concrete_shape(k.out)),
-                                        contiguous=bool(users[k.out])))
+                                        contiguous=bool(users[k.out]) and not direct))
             else:
                 lines.extend(sdpa.source(k, bufs, written(k.out)))
             continue
