@@ -5,6 +5,7 @@
     python benchmarks/llama_block.py save DIR      # here: select from the rows, write DIR/model_new.py
     python benchmarks/llama_block.py time DIR      # GPU box: check and time eager, Inductor, ModelNew
     python benchmarks/llama_block.py report DIR    # the tables (standard library only)
+    python benchmarks/llama_block.py profile DIR   # GPU box: per-kernel device time of Inductor and ModelNew
 
 The block is :class:`axon_eg.testing.modules.DecoderBlock` (RMSNorm, RoPE, grouped-query attention through
 SDPA, SwiGLU, residuals), built on the meta device here (phase 1 needs shapes only: no weights, no
@@ -183,6 +184,41 @@ def cmd_time(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_profile(args: argparse.Namespace) -> int:
+    """Per-kernel device time of each variant (``torch.profiler``, 10 calls after a warm-up), into
+    ``DIR/profile.txt``: where one variant spends more than another."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    out = Path(args.dir)
+    cfg = json.loads((out / "config.json").read_text())
+    saved = _load(out / "model_new.py")
+    dtype = getattr(torch, cfg["dtype"])
+    sizes = (cfg["hidden"], cfg["heads"], cfg["kv_heads"], cfg["intermediate"], cfg["tokens"])
+    x = torch.randn(cfg["batch"], cfg["tokens"], cfg["hidden"], device="cuda", dtype=dtype)
+    text = []
+    for variant in args.variants or ("inductor", "axon_eg"):
+        torch._dynamo.reset()
+        torch.manual_seed(0)
+        model = (saved.ModelNew if variant == "axon_eg" else saved.DecoderBlock)(*sizes).to("cuda", dtype).eval()
+        if variant.startswith("inductor"):
+            model = torch.compile(model, **({"mode": "max-autotune-no-cudagraphs"} if "max" in variant else {}))
+        with torch.inference_mode():
+            for _ in range(5):
+                model(x)
+            torch.cuda.synchronize()
+            with profile(activities=[ProfilerActivity.CUDA]) as prof:
+                for _ in range(10):
+                    model(x)
+                torch.cuda.synchronize()
+        table = prof.key_averages().table(sort_by="cuda_time_total", row_limit=30, max_name_column_width=90)
+        text += [f"== {variant} (10 calls)", table]
+        del model
+    (out / "profile.txt").write_text("\n".join(text))
+    print("\n".join(text))
+    return 0
+
+
 def report_text(out: Path) -> str:
     lines: list[str] = []
     cfg = json.loads((out / "config.json").read_text())
@@ -200,8 +236,7 @@ def report_text(out: Path) -> str:
                          f"{_us(eager)} | {_us(chosen)} | {speed} | "
                          f"{sum(c['status'] == 'ok' for c in cands)} / {len(cands)} |")
         lines.append("")
-    timings = out / "timings.json"
-    if timings.exists():
+    for timings in sorted(out.glob("timings*.json")):  # timings.json, and copies from other cards
         t = json.loads(timings.read_text())
         lines.append(f"{t['device']}, torch {t['torch']}, triton {t['triton']}; hidden {cfg['hidden']}, "
                      f"{cfg['tokens']} tokens, {cfg['dtype']}")
@@ -214,6 +249,7 @@ def report_text(out: Path) -> str:
             lines.append(f"| {r['variant']} | {passes[0]} | {passes[1]} | {_us(b)} | {_ratio(best, 'eager', b)} | "
                          f"{_ratio(best, 'inductor', b)} | {r.get('rel_err', float('nan')):.2e} |"
                          + (f" error: {r['error']}" if r.get("error") else ""))
+        lines.append("")
     return "\n".join(lines)
 
 
@@ -245,8 +281,11 @@ def main(argv: list[str] | None = None) -> int:
     t = sub.add_parser("time")
     t.add_argument("dir")
     t.add_argument("--variants", nargs="*", choices=VARIANTS)
+    f = sub.add_parser("profile")
+    f.add_argument("dir")
+    f.add_argument("--variants", nargs="*", choices=VARIANTS)
     args = ap.parse_args(argv)
-    return {"build": cmd_build, "measure": cmd_measure, "save": cmd_save, "time": cmd_time,
+    return {"build": cmd_build, "measure": cmd_measure, "save": cmd_save, "time": cmd_time, "profile": cmd_profile,
             "report": cmd_report}[args.cmd](args)
 
 
