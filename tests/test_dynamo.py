@@ -397,3 +397,32 @@ def test_the_block_is_cut_where_only_bf16_values_cross():
             val = arg.meta.get("val") if isinstance(arg, torch.fx.Node) else None
             if isinstance(val, torch.Tensor) and arg.op != "placeholder" and arg.op != "get_attr":
                 assert val.dtype == torch.bfloat16, (name, arg.name, val.dtype)
+
+
+@pytest.mark.parametrize("given, message", [({"region_ops": 0}, "region_ops must be an integer >= 1"),
+                                            ({"region_contractions": 1.5}, "region_contractions must be"),
+                                            ({"remote": 3}, "remote must be a directory path")])
+def test_bad_option_values_are_named(given, message):
+    with pytest.raises(InvalidArgument, match=message):
+        dynamo.options(given)
+
+
+def test_a_region_runs_the_fastest_candidate_faster_than_eager_when_a_compile_baseline_was_selected(tmp_path):
+    """A cached run of the same program may hold a torch.compile row that won the selection; a region cannot
+    run it, so it runs the fastest correct candidate faster than eager, or its eager code."""
+    from types import SimpleNamespace
+
+    import polars as pl
+
+    (tmp_path / "manifest.json").write_text('{"candidates": [{"id": "c01", "entry": "kernel", "mode": "dps"}]}')
+    rows = [("torch_compile", "baseline", "ok", 5.0), ("torch_eager", "baseline", "ok", 20.0),
+            ("c00", "candidate", "ok", 25.0), ("c01", "candidate", "ok", 12.0), ("c02", "candidate", "wrong_result", 1.0)]
+    table = pl.DataFrame({"id": [r[0] for r in rows], "kind": [r[1] for r in rows], "status": [r[2] for r in rows],
+                          "median_us": [r[3] for r in rows], "source": [str(tmp_path / f"{r[0]}.py") for r in rows],
+                          "hw": ["h200"] * len(rows)})
+    result = SimpleNamespace(best=SimpleNamespace(kind="baseline", id="torch_compile", program=None), table=table,
+                             bundle=tmp_path)
+    chosen = dynamo.region_kernel(result)
+    assert chosen.id == "c01" and chosen.kind == "candidate" and chosen.mode == "dps"
+    slow = table.with_columns(pl.when(pl.col("id") == "c01").then(30.0).otherwise(pl.col("median_us")).alias("median_us"))
+    assert dynamo.region_kernel(SimpleNamespace(best=result.best, table=slow, bundle=tmp_path)) is None

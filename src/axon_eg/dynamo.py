@@ -77,6 +77,14 @@ def options(given: Mapping[str, Any] | None) -> dict[str, Any]:
     if unknown:
         raise InvalidArgument(f"torch.compile(backend='axon_eg'): unknown option {unknown[0]!r} "
                               f"(options: {', '.join(sorted(DEFAULTS))})")
+    from axon_eg import validate
+
+    for name in ("region_ops", "region_contractions"):
+        if name in given:
+            validate.positive_int(given[name], f"torch.compile(backend='axon_eg'): option {name}")
+    if given.get("remote") is not None and not isinstance(given["remote"], (str, Path)):
+        raise InvalidArgument(f"torch.compile(backend='axon_eg'): option remote must be a directory path, got "
+                              f"{type(given['remote']).__name__}")
     if given.get("remote") is not None and given.get("cache_dir") is not None and \
             Path(given["remote"]).resolve() != Path(given["cache_dir"]).resolve():
         raise InvalidArgument(f"torch.compile(backend='axon_eg'): remote {str(given['remote'])!r} and cache_dir "
