@@ -354,3 +354,23 @@ def test_the_library_is_named_for_the_target():
     c = next(c for c in candidates(program) if dict(c.isa).get(0) == BLAS)
     assert "(cuBLAS through torch)" in emit(c, H200, "k").source
     assert "(oneDNN through torch)" in emit(c, load("intel-xe2"), "k").source
+
+
+def test_library_attention_read_only_by_a_projection_is_not_copied(tmp_path):
+    """An attention only a library GEMM reads (the output projection): torch's result is used as it is (its
+    fused kernels write [batch, rows, heads, dim], so the projection's transpose back is a view), no copy
+    into a buffer of ours; the result still matches float64."""
+    b = Builder("attention_then_projection")
+    q, k, v = (b.input(n, (2, 4, s, 16), bf16) for n, s in (("q", 5), ("k", 7), ("v", 7)))
+    a = b.emit("sdpa", q, k, v)
+    heads = b.emit("transpose", a, perm=(0, 2, 1, 3))
+    rows = b.emit("reshape", heads, shape=(2, 5, 64))
+    program = b.build([b.emit("matmul", rows, b.input("w", (64, 8), bf16))]).expand()
+    found = [c for c in candidates(program) if SDPA in dict(c.isa).values()
+             and any(i == "blas" for _, i in c.isa)]
+    assert found
+    for i, c in enumerate(found[:2]):
+        kernel = emit(c, H200, f"k{i}")
+        assert "F.scaled_dot_product_attention(" in kernel.source and ".copy_(" not in kernel.source, kernel.source
+        out = run_kernel(kernel, program, tmp_path)
+        assert out.status == "ok", f"{out.error}\n{kernel.source}"

@@ -309,3 +309,47 @@ def test_split_gemm_epilogues_merge_into_one_elementwise_kernel() -> None:
     derived = TritonBackend().derived_plans(greedy)
     assert any([g.nodes for g in d.groups] == [g.nodes for g in merged.groups] for d in derived)
     assert merge_elementwise(merged) is None  # nothing left to merge
+
+
+def test_a_matmul_pays_for_its_last_wave_at_any_wave_count() -> None:
+    """688 output tiles of 128 x 256 on 132 SMs are 5.2 waves; the sixth is mostly idle SMs and costs a
+    whole tile's time: the model charges it for matmul tiles at any wave count."""
+    from axon_eg.extract.cost import _wave_efficiency
+    from axon_eg.extract.templates import MatmulTile, template_for, tile_of
+
+    @ax.program(M=2048, K=4096, N=11008)
+    def up(x: ax.Tensor["M", "K", ax.bf16], w: ax.Tensor["K", "N", ax.bf16]):
+        return x @ w
+
+    hw = load("h200")
+    plan = plans(up)[-1]
+    options, _ = template_for(plan, 0, hw).space(plan, 0, hw).tilings()
+    units = hw.value("compute.units")
+    charged = 0
+    for t in options:
+        tile = tile_of(plan, 0, t, hw)
+        assert isinstance(tile, MatmulTile)
+        programs, slots = tile.programs(plan, 0), units * tile.blocks_per_sm(hw)
+        want = programs / (math.ceil(programs / slots) * slots)
+        assert _wave_efficiency(plan, 0, tile, hw, units) == pytest.approx(want)
+        charged += programs >= 4 * slots and want < 1
+    assert charged  # some tilings have four waves or more and a partial last one
+
+
+def test_the_program_as_written_is_always_among_the_variants_planned() -> None:
+    from axon_eg.extract.candidates import with_original
+
+    @ax.program(M=64, K=32)
+    def residual(x: ax.Tensor["M", "K", ax.fp32], o: ax.Tensor["M", "K", ax.fp32], w: ax.Tensor["K", "K", ax.fp32]):
+        h = x + o
+        return h + ax.exp(h) @ w
+
+    graph = NuGraph(residual, load_rules())
+    graph.saturate(Limits(iterations=6))
+    original = residual.canonical().hash
+    variants = graph.extract(3, modulo_commutativity=True)
+    planned = with_original(graph, variants)
+    assert sum(v.program.canonical().hash == original for v in planned) == 1
+    others = [v for v in variants if v.program.canonical().hash != original]
+    added = with_original(graph, others)
+    assert added[:-1] == others and added[-1].program.canonical().hash == original and added[-1].cost is None

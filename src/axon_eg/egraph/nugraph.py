@@ -82,8 +82,8 @@ class Variant:
     """One algebraic variant taken out of the νGraph, as a Program (so the reference can check it)."""
 
     program: Program
-    cost: int  # tree cost (what extraction ranks by)
-    dag_cost: int  # shared subterms counted once
+    cost: int | None  # tree cost (what extraction ranks by); None: the program as written, added after them
+    dag_cost: int | None  # shared subterms counted once
     rank: int
     rules: tuple[str, ...] = ()  # the rules that created the e-nodes this variant is built from
 

@@ -90,6 +90,17 @@ COST_BUCKET = 1.03
 tie-break (measured habits of the target) orders them."""
 
 
+def with_original(nugraph: NuGraph, variants: list[Variant]) -> list[Variant]:
+    """``variants`` and, when none of them is it, the program as written: extraction ranks terms by tree
+    cost, which counts a shared value once per use, so a re-association can tie with or undercut the original
+    and crowd it out (the Llama MLP's ``(x + attn) + mlp``, whose ``x + attn`` the norm computes anyway, came
+    out as ``attn + (x + mlp)``: one add more, and the library GEMM lost its fused residual)."""
+    original = nugraph.program.canonical().hash
+    if any(v.program.canonical().hash == original for v in variants):
+        return variants
+    return [*variants, Variant(nugraph.program, None, None, len(variants), ())]
+
+
 def enumerate_candidates(nugraph: NuGraph, target: str | HardwareSpec, k: int = 8, *, variants: int = 8,
                          structural: int = 4, tilings_per_group: int = 4, fallback: Fallback | None = None,
                          precision: str = "ieee") -> tuple[list[Candidate], EnumerationSummary]:
@@ -148,7 +159,7 @@ def enumerate_candidates(nugraph: NuGraph, target: str | HardwareSpec, k: int = 
         return extra, error
     summary = EnumerationSummary()
     found: dict[tuple, Candidate] = {}
-    for variant in nugraph.extract(variants, modulo_commutativity=True, structural=structural):
+    for variant in with_original(nugraph, nugraph.extract(variants, modulo_commutativity=True, structural=structural)):
         summary.variants += 1
         base_plans = plans(variant.program)
         derived = [d for p in base_plans for d in backend.derived_plans(p)]

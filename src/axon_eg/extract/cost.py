@@ -560,12 +560,18 @@ def _extra_passes_bytes(plan: FusionPlan, gi: int, tile: Tile | None, hw: Hardwa
 
 
 def _wave_efficiency(plan: FusionPlan, gi: int, tile: Tile | None, hw: HardwareSpec, units: float) -> float:
-    """Useful fraction of the last wave: programs / (waves * slots), slots = SMs * blocks per SM."""
+    """Useful fraction of the last wave: programs / (waves * slots), slots = SMs * blocks per SM. Below
+    four waves for every kernel; at any wave count for a matmul's output tiles, each of which is seconds of
+    tensor-core work, so the idle SMs of the last wave cost a whole tile's time however many waves precede
+    it (a persistent kernel walks the same tiles: measured on an H200, the SwiGLU up projection 2048 x 11008
+    x 4096 in 128 x 256 tiles, 688 tiles over 132 SMs, 5.2 waves, ran 292 us where cuBLAS ran 237 us,
+    ``benchmarks/results/2026-12-06-issue21-llama/profile-h200.txt``)."""
     programs = tile.programs(plan, gi) if tile is not None else 1
     per_sm = tile.blocks_per_sm(hw) if tile is not None else 1
     slots = units * per_sm
     waves = math.ceil(programs / slots)
-    return max(1e-3, programs / (waves * slots)) if programs < slots * 4 else 1.0
+    tiles = isinstance(tile, MatmulTile)
+    return max(1e-3, programs / (waves * slots)) if programs < slots * 4 or tiles else 1.0
 
 
 # ------------------------------------------------------------------------------------------------

@@ -379,7 +379,8 @@ def _file(candidate: Candidate, plan: FusionPlan, hw: HardwareSpec, name: str, l
           isa: dict[int, str], returns: bool = False, generic: _Generic | None = None) -> str:
     program = plan.program
     head = [f"# axon_eg kernel {name}: {program.name} on {hw.name} (Triton)",
-            f"# variant {candidate.variant.rank} (program {program.hash[:12]}, tree cost {candidate.variant.cost}); "
+            f"# variant {candidate.variant.rank} (program {program.hash[:12]}, "
+            f"{'not extracted' if candidate.variant.cost is None else f'tree cost {candidate.variant.cost}'}); "
             f"predicted {candidate.predicted_seconds * 1e6:.2f} us",
             f"# rules with e-nodes in this variant: {', '.join(candidate.variant.rules) or 'none (the program as written)'}",
             f"# fusion plan {plan.name}:"]
@@ -508,7 +509,7 @@ def _launcher(plan: FusionPlan, lowered: list[Any], isa: dict[int, str], align: 
             bufs = {j: ensure(j) for j in plan.inputs_of(gi)}
             # read only by library GEMMs (through torch views): torch's own result as it is (the flash kernels
             # write [batch, rows, heads, dim], so the usual transpose back before the output projection is free)
-            direct = k.out not in target and bool(users[k.out]) and all(
+            direct = k.out not in program.outputs and bool(users[k.out]) and all(
                 u in owner and isinstance(lowered[owner[u]], blas.Call) for u in users[k.out])
             if (returns and k.out in program.outputs) or direct:  # returned as torch made it
                 buf[k.out] = f"t{k.out}"
