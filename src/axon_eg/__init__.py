@@ -35,6 +35,7 @@ _LAZY = {
     # the pipeline and its tables
     "saturate_and_extract": "axon_eg.pipeline",
     "optimize": "axon_eg.dynamo",
+    "optimize_triton": "axon_eg.triton_in",
     "write_bundle_only": "axon_eg.pipeline",
     "Result": "axon_eg.pipeline",
     "results": "axon_eg.measure.tables",

@@ -5,6 +5,7 @@
     axon-eg inspect TARGET           print a program and run its float64 reference
     axon-eg show TARGET              the program's νGraph: e-classes, members, SVG
     axon-eg optimize TARGET          the whole pipeline: best kernel, report, table (see optimize_cli.py)
+    axon-eg optimize-triton FILE     an existing Triton program: stages, cascade, the fastest correct file
     axon-eg rules discover|verify|list   the Z3-proven rewrite rules
     axon-eg cache ls|rm              the cached runs: list them, remove some or all (see cache_cli.py)
 
@@ -272,6 +273,17 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_optimize(sub)
 
+    p = sub.add_parser("optimize-triton", help="an existing Triton program in, its stages' candidates checked and "
+                                                "timed, the fastest correct file out")
+    p.add_argument("file", help="a KernelBench file with Model and ModelNew, or a file whose Model launches the kernels")
+    p.add_argument("--reference", help="the PyTorch reference (a KernelBench-format file) when FILE's Model launches "
+                                       "the kernels")
+    p.add_argument("--spec", help="YAML: inputs ([{shape: [...], dtype: fp32}, ...]) and init (the __init__ arguments)")
+    p.add_argument("--hw", default="h200", help="hardware description (data/hw_costs)")
+    p.add_argument("--out", help="output directory (default axon_eg_out/triton_<file>)")
+    p.add_argument("--cpu", action="store_true", help="check under the Triton interpreter only, no timing")
+    p.set_defaults(func=cmd_optimize_triton)
+
     from axon_eg import cache_cli
 
     cache_cli.add_parser(sub)
@@ -292,6 +304,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--conditions", action="store_true")
     p.set_defaults(func=cmd_rules_list)
     return parser
+
+
+def cmd_optimize_triton(args: argparse.Namespace) -> int:
+    from axon_eg.triton_in import optimize_triton
+
+    result = optimize_triton(args.file, reference=args.reference, spec=args.spec, hw=args.hw, out=args.out,
+                             device="cpu" if args.cpu else None)
+    print(result.summary())
+    print(f"\nwrote {result.best_path}")
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,0 +1,257 @@
+"""``ax.optimize_triton(path)``: an existing Triton program in, its stages' candidates through the cascade.
+
+1. :func:`axon_eg.triton_in.source.load` reads the file; the reference is its own ``Model`` (KernelBench
+   form, the kernels in ``ModelNew``) or the ``Model`` of ``reference`` (the Triton-to-Triton form, whose
+   ``Model`` launches the kernels; ``spec`` gives the inputs and ``__init__`` arguments).
+2. Every stage's points (:mod:`axon_eg.triton_in.stages`) become candidate files; one that changes anything
+   outside its kernels and their launches' keyword arguments is refused before it runs (``wrapper`` stage of
+   the cascade, recorded with the reason), as the fixed harness demands.
+3. A bundle for the measurement worker: the user's file unchanged is the baseline (``kind`` baseline, id
+   ``input``), each candidate a file; each gets the same appended entry (the wrapper built once, seeded with 0,
+   from the ``__init__`` arguments, called under ``no_grad``); the reference is the reference ``Model``
+   built the same way, run in float64. The worker checks (syntax, structure, correctness on fresh random
+   inputs, then timing on a GPU) and writes one row each.
+4. The choice: the fastest correct candidate faster than the input, else the input (on a CPU, correctness
+   only: the input). ``best.py`` is that file with a header naming the stage and its parameters.
+
+Inputs come from the file's ``get_inputs()`` run under a fake-tensor mode (shapes and dtypes only) or from
+the spec's ``inputs`` (``[{"shape": [..], "dtype": "fp32"}, ...]``); the harness makes the values.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from axon_eg.hw import load as load_hw
+
+from .source import TritonFile, TritonInputError, load
+from .stages import STAGES, Point, wrapper_unchanged
+
+_DTYPES = {"torch.float32": "fp32", "torch.float16": "fp16", "torch.bfloat16": "bf16", "torch.float64": "fp64",
+           "torch.int64": "int64", "torch.int32": "int32", "torch.bool": "bool"}
+
+ENTRY = '''
+
+# ===== axon_eg harness entry (fixed: the same in every candidate) =====
+import torch as _axon_eg_torch  # noqa: E402
+
+_AXON_EG_INIT = {init!r}
+_AXON_EG_MODEL = None
+
+
+def _axon_eg_entry(*inputs):
+    global _AXON_EG_MODEL
+    if _AXON_EG_MODEL is None:
+        _axon_eg_torch.manual_seed(0)
+        _AXON_EG_MODEL = {wrapper}(*_AXON_EG_INIT).to(inputs[0].device).eval()
+    with _axon_eg_torch.no_grad():
+        return _AXON_EG_MODEL(*inputs)
+'''
+
+REFERENCE = '''"""The reference: ``Model`` of {name}, built as the candidates' wrapper is, run in float64."""
+import importlib.util
+import pathlib
+
+import torch
+
+_spec = importlib.util.spec_from_file_location("axon_eg_triton_reference", pathlib.Path(__file__).with_name({name!r}))
+_mod = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_mod)
+_INIT = {init!r}
+_MODEL = {{}}
+
+
+def reference_torch(*tensors):
+    device = tensors[0].device
+    if device not in _MODEL:
+        torch.manual_seed(0)
+        _MODEL[device] = _mod.Model(*_INIT).to(device).double().eval()
+    with torch.no_grad():
+        out = _MODEL[device](*[t.double() if t.is_floating_point() else t for t in tensors])
+    return out
+
+
+reference_torch._takes_torch = True
+'''
+
+
+@dataclass
+class TritonResult:
+    """What ``optimize_triton`` found: every row (the input, each candidate, refused ones), the choice."""
+
+    best: str  # the id of the chosen file ("input" when nothing beat it)
+    best_path: Path
+    rows: list[dict[str, Any]]
+    timed: bool
+    bundle: Path
+    points: dict[str, Point] = field(default_factory=dict, repr=False)
+
+    def summary(self) -> str:
+        how = "timed on the GPU" if self.timed else "correctness only (no GPU): the input is kept"
+        lines = [f"best: {self.best}; {how}; {len(self.rows)} rows", "",
+                 "| id | transform | params | status | median us | error |", "|---|---|---|---|---:|---|"]
+        for r in self.rows:
+            us = f"{r['median_us']:.1f}" if r.get("median_us") else "-"
+            lines.append(f"| {r['id']} | {r.get('transform', '-')} | {json.dumps(r.get('params')) if r.get('params') else '-'} | "
+                         f"{r['status']} | {us} | {(r.get('error') or '').splitlines()[0][:80] if r.get('error') else ''} |")
+        return "\n".join(lines)
+
+
+def _inputs_and_init(source: Path, spec: dict[str, Any] | None) -> tuple[list[dict], list[Any]]:
+    """The harness's input specs and the ``__init__`` arguments: from the spec, else from ``source``'s
+    ``get_inputs()`` (under a fake-tensor mode: shapes and dtypes only) and ``get_init_inputs()``."""
+    if spec is not None:
+        try:
+            inputs = [{"name": f"x{i}", "shape": [int(d) for d in s["shape"]], "dtype": str(s.get("dtype", "fp32"))}
+                      for i, s in enumerate(spec["inputs"])]
+        except (KeyError, TypeError, ValueError) as exc:
+            raise TritonInputError(f"spec: 'inputs' must be a list of {{shape: [...], dtype: ...}} ({exc})") from None
+        return inputs, list(spec.get("init", []))
+    import importlib.util
+
+    import torch
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    spec_ = importlib.util.spec_from_file_location("axon_eg_triton_input", source)
+    mod = importlib.util.module_from_spec(spec_)
+    try:
+        spec_.loader.exec_module(mod)
+    except Exception as exc:  # noqa: BLE001 - the user's file failed: say so in one line
+        raise TritonInputError(f"{source}: importing it raised {type(exc).__name__}: {exc}") from None
+    for name in ("get_inputs", "get_init_inputs"):
+        if not callable(getattr(mod, name, None)):
+            raise TritonInputError(f"{source}: no {name}() (give the inputs in a spec: --spec YAML)")
+    try:
+        init = list(mod.get_init_inputs())
+        with FakeTensorMode(allow_non_fake_inputs=True):
+            example = list(mod.get_inputs())
+    except Exception as exc:  # noqa: BLE001 - the user's file failed: say so in one line
+        raise TritonInputError(f"{source}: running it raised {type(exc).__name__}: {exc}") from None
+    inputs = []
+    for i, t in enumerate(example):
+        if not isinstance(t, torch.Tensor):
+            raise TritonInputError(f"{source}: get_inputs() item {i} is a {type(t).__name__}, not a tensor")
+        dtype = _DTYPES.get(str(t.dtype))
+        if dtype is None:
+            raise TritonInputError(f"{source}: get_inputs() item {i} has dtype {t.dtype}, which the harness cannot make")
+        inputs.append({"name": f"x{i}", "shape": list(t.shape), "dtype": dtype})
+    return inputs, init
+
+
+def optimize_triton(path: str | os.PathLike[str], *, reference: str | os.PathLike[str] | None = None,
+                    spec: str | os.PathLike[str] | dict[str, Any] | None = None, hw: str = "h200",
+                    out: str | os.PathLike[str] | None = None, device: str | None = None) -> TritonResult:
+    """Optimize the Triton program in ``path`` (see the module docstring). ``device``: "cpu" to check under
+    the Triton interpreter only; by default the local GPU when there is one."""
+    path = Path(path)
+    tf = load(path)
+    spec_dict = _spec(spec)
+    if tf.wrapper == "Model":
+        if reference is None:
+            raise TritonInputError(f"{path}: its Model launches the kernels; give the PyTorch reference (--reference "
+                                   "REF, a KernelBench-format file whose Model computes the same)")
+        ref_path = Path(reference)
+        if not ref_path.is_file():
+            raise TritonInputError(f"{ref_path}: no such reference file")
+    else:
+        ref_path = path
+    inputs, init = _inputs_and_init(ref_path, spec_dict)
+    spec_hw = load_hw(hw)
+    root = Path(out or Path("axon_eg_out") / f"triton_{path.stem}")
+    bundle = root / "bundle"
+    if bundle.exists():
+        shutil.rmtree(bundle)
+    bundle.mkdir(parents=True)
+    shutil.copyfile(ref_path, bundle / "reference_model.py")
+    (bundle / "reference.py").write_text(REFERENCE.format(name="reference_model.py", init=init))
+    entry = ENTRY.format(init=init, wrapper=tf.wrapper)
+    cands: list[dict[str, Any]] = []
+    refused: list[dict[str, Any]] = []
+    chosen_points: dict[str, Point] = {}
+
+    def add(cid: str, text: str, kind: str, meta: dict[str, Any]) -> None:
+        (bundle / f"{cid}.py").write_text(text + entry)
+        cands.append({"id": cid, "source": f"{cid}.py", "entry": "_axon_eg_entry", "mode": "return", "kind": kind,
+                      "inputs": inputs, "reference": "reference.py:reference_torch", "timeout_s": 300, "meta": meta})
+
+    add("input", tf.text, "baseline", {"stage": "input"})
+    for i, point in enumerate(p for stage in STAGES for p in _stage_points(stage, tf, spec_hw)):
+        cid = f"c{i:03d}"
+        why = wrapper_unchanged(tf, point.text)
+        if why is not None:
+            refused.append({"id": cid, "status": "wrapper_changed", "stage": "wrapper", "transform": point.stage,
+                            "params": point.params, "error": why})
+            continue
+        chosen_points[cid] = point
+        add(cid, point.text, "candidate", {"stage": point.stage, "params": point.params})
+    (bundle / "manifest.json").write_text(json.dumps({"program": path.stem, "hw": spec_hw.name, "candidates": cands},
+                                                     indent=1))
+    rows = _measure(bundle, device) + refused
+    meta = {c["id"]: c["meta"] for c in cands}
+    for r in rows:  # ``stage`` is the cascade's (where a row stopped), ``transform`` the optimizer's
+        r.setdefault("transform", meta.get(r["id"], {}).get("stage"))
+        r.setdefault("params", meta.get(r["id"], {}).get("params"))
+    best, timed = _choose(rows)
+    best_path = root / "best.py"
+    text = tf.text if best == "input" else chosen_points[best].text
+    applied = "none (the input was not beaten)" if best == "input" else \
+        json.dumps({"stage": chosen_points[best].stage, **chosen_points[best].params})
+    header = f"# axon_eg optimize-triton: {path.name}; stage applied: {applied}\n"
+    best_path.write_text(header + text)
+    (root / "rows.json").write_text(json.dumps(rows, indent=1, default=str))
+    return TritonResult(best, best_path, rows, timed, bundle, chosen_points)
+
+
+def _spec(spec: str | os.PathLike[str] | dict[str, Any] | None) -> dict[str, Any] | None:
+    if spec is None or isinstance(spec, dict):
+        return spec
+    import yaml
+
+    p = Path(spec)
+    if not p.is_file():
+        raise TritonInputError(f"{p}: no such spec file")
+    try:
+        data = yaml.safe_load(p.read_text())
+    except yaml.YAMLError as exc:
+        raise TritonInputError(f"{p}: not YAML ({str(exc).splitlines()[0]})") from None
+    if not isinstance(data, dict) or "inputs" not in data:
+        raise TritonInputError(f"{p}: a spec is a mapping with 'inputs' (and optionally 'init')")
+    return data
+
+
+def _stage_points(stage: Any, tf: TritonFile, hw: Any) -> list[Point]:
+    if not stage.detect(tf):
+        return []
+    return [Point(stage.name, p, stage.apply(tf, p)) for p in stage.space(tf, hw)]
+
+
+def _measure(bundle: Path, device: str | None) -> list[dict[str, Any]]:
+    from axon_eg.measure.worker import run_bundle
+
+    gpus: list[int] | None = None
+    if device == "cpu":
+        gpus = []
+    out = bundle / "rows.jsonl"
+    out.unlink(missing_ok=True)
+    return run_bundle(bundle, out, gpus=gpus)
+
+
+def _choose(rows: list[dict[str, Any]]) -> tuple[str, bool]:
+    ok = [r for r in rows if r.get("status") == "ok"]
+    timed = any(r.get("median_us") for r in ok)
+    base = next((r for r in ok if r["id"] == "input"), None)
+    if not timed or base is None:
+        return "input", timed
+    fastest = min((r for r in ok if r["id"] != "input" and r.get("median_us")), key=lambda r: r["median_us"],
+                  default=None)
+    if fastest is not None and fastest["median_us"] < base["median_us"]:
+        return fastest["id"], timed
+    return "input", timed
+
+
+__all__ = ["TritonResult", "optimize_triton"]

@@ -1,0 +1,161 @@
+"""Stages: source-to-source transformations of an existing Triton program, each with its detector.
+
+A stage reads a :class:`~axon_eg.triton_in.source.TritonFile`, says where it applies (``detect``: empty,
+the stage is skipped), offers the parameter points of its space on a hardware description (``space``: the
+numbers come from ``data/hw_costs``, never from here) and writes the file at one point (``apply``: a libcst
+transformation, so only what the stage changes moves). Stages run in dependency order (``after``).
+
+- :class:`LaunchKnobs`: the launch's ``num_warps`` and ``num_stages`` of each kernel not under
+  ``@triton.autotune`` (which picks them itself), one kernel at a time, over the hardware file's
+  ``knobs.num_warps`` and ``knobs.num_stages`` range. Launch knobs never change what a kernel computes; the
+  cascade still checks every candidate.
+
+:func:`wrapper_unchanged` is the fixed-harness rule every candidate passes before it is measured: apart
+from the kernels' own code and their launches' keyword arguments, the file must be the input's, byte for
+byte (the ``Model`` / ``ModelNew`` wrappers, input generation and everything the harness calls).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import libcst as cst
+
+from axon_eg.hw import HardwareSpec
+
+from .source import TritonFile, _dotted, load
+
+
+@dataclass(frozen=True)
+class Point:
+    """One candidate of a stage: its parameters and the file it writes."""
+
+    stage: str
+    params: dict[str, Any] = field(hash=False)
+    text: str = field(hash=False, repr=False)
+
+
+class Stage(Protocol):
+    name: str
+    after: tuple[str, ...]
+
+    def detect(self, tf: TritonFile) -> list[str]: ...
+
+    def space(self, tf: TritonFile, hw: HardwareSpec) -> list[dict[str, Any]]: ...
+
+    def apply(self, tf: TritonFile, params: dict[str, Any]) -> str: ...
+
+
+class _SetLaunchKeywords(cst.CSTTransformer):
+    """Every launch of ``kernel`` with ``values`` as its keyword arguments (replaced or appended)."""
+
+    def __init__(self, kernel: str, values: dict[str, int]):
+        self.kernel, self.values = kernel, values
+
+    def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.Call:
+        func = updated.func
+        if not (isinstance(func, cst.Subscript) and isinstance(func.value, cst.Name) and func.value.value == self.kernel):
+            return updated
+        args = list(updated.args)
+        done = set()
+        for i, a in enumerate(args):
+            if a.keyword is not None and a.keyword.value in self.values:
+                args[i] = a.with_changes(value=cst.Integer(str(self.values[a.keyword.value])))
+                done.add(a.keyword.value)
+        for key, value in self.values.items():
+            if key in done:
+                continue
+            if args and args[-1].comma is cst.MaybeSentinel.DEFAULT:
+                args[-1] = args[-1].with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+            args.append(cst.Arg(value=cst.Integer(str(value)), keyword=cst.Name(key),
+                                equal=cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""),
+                                                      whitespace_after=cst.SimpleWhitespace(""))))
+        return updated.with_changes(args=args)
+
+
+class LaunchKnobs:
+    """``num_warps`` x ``num_stages`` for one kernel's launches at a time (see the module docstring)."""
+
+    name = "launch_knobs"
+    after: tuple[str, ...] = ()
+
+    def detect(self, tf: TritonFile) -> list[str]:
+        launched = {launch.kernel for launch in tf.launches}
+        return [k.name for k in tf.kernels.values() if k.name in launched and not k.autotuned]
+
+    def space(self, tf: TritonFile, hw: HardwareSpec) -> list[dict[str, Any]]:
+        if hw.kind != "gpu":
+            return []
+        warps = [int(w) for w in hw.value("knobs.num_warps")]
+        stages = range(int(hw.value("knobs.num_stages.min")), int(hw.value("knobs.num_stages.max")) + 1)
+        points = []
+        for kernel in self.detect(tf):
+            given = [launch.keywords for launch in tf.launches if launch.kernel == kernel]
+            for w in warps:
+                for s in stages:
+                    if all(kw.get("num_warps") == w and kw.get("num_stages") == s for kw in given):
+                        continue  # what the input already launches
+                    points.append({"kernel": kernel, "num_warps": w, "num_stages": s})
+        return points
+
+    def apply(self, tf: TritonFile, params: dict[str, Any]) -> str:
+        values = {k: int(params[k]) for k in ("num_warps", "num_stages") if k in params}
+        return tf.module.visit(_SetLaunchKeywords(params["kernel"], values)).code
+
+
+STAGES: tuple[Stage, ...] = (LaunchKnobs(),)
+"""Every stage, in dependency order."""
+
+
+def points(tf: TritonFile, hw: HardwareSpec, stages: Sequence[Stage] = STAGES) -> list[Point]:
+    """Every stage's candidates for ``tf`` on ``hw`` (stages whose detector finds nothing give none)."""
+    out: list[Point] = []
+    for stage in stages:
+        if not stage.detect(tf):
+            continue
+        out += [Point(stage.name, p, stage.apply(tf, p)) for p in stage.space(tf, hw)]
+    return out
+
+
+class _Skeleton(cst.CSTTransformer):
+    """The file without what stages may change: each kernel's decorators and body, and the keyword arguments
+    of its launches."""
+
+    def __init__(self, kernels: set[str]):
+        self.kernels = kernels
+
+    def leave_FunctionDef(self, original: cst.FunctionDef, updated: cst.FunctionDef) -> cst.FunctionDef:
+        if updated.name.value not in self.kernels:
+            return updated
+        return updated.with_changes(decorators=(), body=cst.IndentedBlock(body=[cst.SimpleStatementLine([cst.Pass()])]))
+
+    def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.Call:
+        func = updated.func
+        if isinstance(func, cst.Subscript) and _dotted(func.value) in self.kernels:
+            return updated.with_changes(args=[a for a in updated.args if a.keyword is None])
+        return updated
+
+
+def wrapper_unchanged(original: TritonFile, text: str) -> str | None:
+    """None when ``text`` differs from the input only inside its kernels and their launches' keyword
+    arguments; else why (the first differing line outside them)."""
+    try:
+        candidate = load(original.path, text)
+    except Exception as exc:  # noqa: BLE001 - a candidate that no longer parses as a Triton program
+        return f"not a Triton program any more: {exc}"
+    if set(candidate.kernels) != set(original.kernels):
+        return f"kernels {sorted(original.kernels)} became {sorted(candidate.kernels)}"
+    names = set(original.kernels)
+    a = original.module.visit(_Skeleton(names)).code.splitlines()
+    b = candidate.module.visit(_Skeleton(names)).code.splitlines()
+    for i, (x, y) in enumerate(zip(a, b)):
+        if x != y:
+            return f"changed outside the kernels (skeleton line {i + 1}): {x.strip()!r} -> {y.strip()!r}"
+    if len(a) != len(b):
+        return f"changed outside the kernels: {len(a)} skeleton lines became {len(b)}"
+    return None
+
+
+__all__ = ["STAGES", "LaunchKnobs", "Point", "Stage", "points", "wrapper_unchanged"]

@@ -1,0 +1,145 @@
+"""Triton to Triton (``axon_eg.triton_in``), on the CPU under the Triton interpreter: reading both input
+forms, the launch-knob stage keeping results equal to the reference (hypothesis over its parameters), the
+fixed-harness rule refusing candidates that touch anything but kernels, and one-line errors."""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("TRITON_INTERPRET", "1")
+
+import importlib.util  # noqa: E402
+import json  # noqa: E402
+import sys  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+import axon_eg as ax  # noqa: E402
+from axon_eg.hw import load as load_hw  # noqa: E402
+from axon_eg.triton_in import TritonInputError, load  # noqa: E402
+from axon_eg.triton_in.stages import LaunchKnobs, points, wrapper_unchanged  # noqa: E402
+
+DATA = Path(__file__).parent / "data" / "triton_in"
+SOFTMAX = DATA / "softmax_kb.py"
+
+
+def _module(text: str, tmp_path: Path, name: str):
+    path = tmp_path / f"{name}.py"
+    path.write_text(text)
+    spec = importlib.util.spec_from_file_location(name, path)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_both_forms_are_read_kernels_launches_and_wrapper():
+    kb = load(SOFTMAX)
+    assert kb.wrapper == "ModelNew" and list(kb.kernels) == ["softmax_kernel"]
+    assert kb.kernels["softmax_kernel"].constexprs == ("BLOCK",)
+    assert [(launch.kernel, launch.keywords.get("num_warps")) for launch in kb.launches] == [("softmax_kernel", 4)]
+    t2t = load(DATA / "scale_add_t2t.py")
+    assert t2t.wrapper == "Model" and t2t.launches[0].keywords == {"BLOCK": 256}
+
+
+@settings(max_examples=6, deadline=None, suppress_health_check=list(HealthCheck))
+@given(st.data())
+def test_every_launch_knob_point_keeps_the_result_of_the_reference(tmp_path_factory, data):
+    tf = load(SOFTMAX)
+    space = LaunchKnobs().space(tf, load_hw("h200"))
+    point = data.draw(st.sampled_from(space))
+    text = LaunchKnobs().apply(tf, point)
+    assert wrapper_unchanged(tf, text) is None
+    assert f"num_warps={point['num_warps']}" in text and f"num_stages={point['num_stages']}" in text
+    mod = _module(text, tmp_path_factory.mktemp("knobs"), f"knobs_{point['num_warps']}_{point['num_stages']}")
+    rows, cols = data.draw(st.integers(1, 9)), data.draw(st.integers(1, 70))
+    x = torch.randn(rows, cols) * data.draw(st.floats(0.1, 10.0))
+    want = mod.Model()(x.double())
+    got = mod.ModelNew()(x)
+    assert torch.allclose(got.double(), want, rtol=1e-5, atol=1e-6)
+
+
+def test_the_input_file_itself_is_the_baseline_and_stays_unless_beaten(tmp_path):
+    result = ax.optimize_triton(SOFTMAX, out=tmp_path / "out", device="cpu")
+    ids = [r["id"] for r in result.rows]
+    assert ids[0] == "input" and len(ids) == 1 + len(LaunchKnobs().space(load(SOFTMAX), load_hw("h200")))
+    assert all(r["status"] == "ok" for r in result.rows), [r for r in result.rows if r["status"] != "ok"]
+    assert result.best == "input" and not result.timed  # the CPU checks, it does not time
+    best = result.best_path.read_text()
+    assert best.startswith("# axon_eg optimize-triton: softmax_kb.py; stage applied: none")
+    assert best.split("\n", 1)[1] == SOFTMAX.read_text()
+    assert json.loads((tmp_path / "out" / "rows.json").read_text())[1]["transform"] == "launch_knobs"
+
+
+def test_the_triton_to_triton_form_takes_its_reference_and_inputs_apart(tmp_path):
+    with pytest.raises(TritonInputError, match="give the PyTorch reference"):
+        ax.optimize_triton(DATA / "scale_add_t2t.py", out=tmp_path / "a", device="cpu")
+    spec = tmp_path / "spec.yaml"
+    spec.write_text("inputs:\n  - {shape: [5, 33], dtype: fp32}\ninit: [33]\n")
+    result = ax.optimize_triton(DATA / "scale_add_t2t.py", reference=DATA / "scale_add_ref.py", spec=spec,
+                                out=tmp_path / "b", device="cpu")
+    assert {r["status"] for r in result.rows} == {"ok"}
+    manifest = json.loads((result.bundle / "manifest.json").read_text())
+    assert manifest["candidates"][0]["inputs"] == [{"name": "x0", "shape": [5, 33], "dtype": "fp32"}]
+
+
+CHEATS = {
+    "the wrapper computes the answer in torch": ("        return y\n", "        return torch.softmax(x, dim=-1)\n"),
+    "the inputs are changed": ("    return [torch.randn(rows, cols)]", "    return [torch.zeros(rows, cols)]"),
+    "a module constant is changed": ("rows, cols = 37, 100", "rows, cols = 1, 1"),
+    "the grid is changed": ("softmax_kernel[(x.shape[0],)]", "softmax_kernel[(1,)]"),
+    "a kernel is added": ("class Model(nn.Module):", "@triton.jit\ndef extra(x):\n    pass\n\n\nclass Model(nn.Module):"),
+}
+
+
+@pytest.mark.parametrize("what", sorted(CHEATS))
+def test_a_candidate_touching_anything_but_kernels_and_launch_keywords_is_refused(what):
+    tf = load(SOFTMAX)
+    old, new = CHEATS[what]
+    assert old in tf.text
+    why = wrapper_unchanged(tf, tf.text.replace(old, new, 1))
+    assert why is not None, what
+
+
+def test_a_kernel_body_change_passes_the_rule_and_is_left_to_the_correctness_check():
+    tf = load(SOFTMAX)
+    wrong = tf.text.replace("e / tl.sum(e, axis=0)", "e")  # not the softmax any more: correctness rejects it
+    assert wrapper_unchanged(tf, wrong) is None
+    assert wrapper_unchanged(tf, tf.text.replace("BLOCK=triton.next_power_of_2(x.shape[1])", "BLOCK=128")) is None
+
+
+def test_stages_whose_detector_finds_nothing_give_no_candidates():
+    tf = load(SOFTMAX)
+    autotuned = tf.text.replace("@triton.jit", "@triton.autotune(configs=[triton.Config({})], key=[])\n@triton.jit")
+    assert not points(load(SOFTMAX, autotuned), load_hw("h200"))
+    assert not points(tf, load_hw("trn2"))  # no warps on a NeuronCore
+
+
+@pytest.mark.parametrize("text, message", [
+    ("import torch\n", "no @triton.jit kernel"),
+    ("import triton\n@triton.jit\ndef k(x):\n    pass\n", "kernel k is never launched"),
+    ("import triton\n@triton.jit\ndef k(x):\n    pass\n\ndef f(x):\n    k[(1,)](x)\n", "no class ModelNew"),
+    ("def f(:\n", "syntax error"),
+])
+def test_bad_input_files_get_one_line_naming_the_file(tmp_path, text, message):
+    path = tmp_path / "bad.py"
+    path.write_text(text)
+    with pytest.raises(TritonInputError, match=message) as info:
+        load(path)
+    assert str(path) in str(info.value) and "\n" not in str(info.value)
+
+
+def test_the_command_line_runs_it_and_words_user_errors_in_one_line(tmp_path, capsys):
+    from axon_eg import cli
+
+    assert cli.main(["optimize-triton", str(DATA / "scale_add_t2t.py"), "--cpu", "--out", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("axon-eg: error: ") and "--reference" in err and err.count("\n") == 1
+    assert cli.main(["optimize-triton", str(DATA / "scale_add_t2t.py"), "--reference", str(DATA / "scale_add_ref.py"),
+                     "--cpu", "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "best: input" in out and (tmp_path / "best.py").is_file()
