@@ -143,3 +143,90 @@ def test_the_command_line_runs_it_and_words_user_errors_in_one_line(tmp_path, ca
                      "--cpu", "--out", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert "best: input" in out and (tmp_path / "best.py").is_file()
+
+
+class Scripted:
+    """A proposer that returns prepared sources in turn and records the diagnostics it was given."""
+
+    def __init__(self, *edits):
+        self.edits, self.seen = list(edits), []
+
+    def propose(self, source, diagnostics):
+        self.seen.append(diagnostics)
+        edit = self.edits.pop(0)
+        if isinstance(edit, Exception):
+            raise edit
+        return edit(source)
+
+
+def _replace(old, new):
+    def edit(source):
+        assert old in source
+        return source.replace(old, new, 1)
+    return edit
+
+
+SKIP_WORK = _replace("tl.store(y_ptr + row * n_cols + offs, e / tl.sum(e, axis=0), mask=mask)",
+                     "tl.store(y_ptr + row * n_cols + offs, e / tl.sum(e, axis=0), mask=offs < n_cols // 2)")
+CACHE = _replace("        y = torch.empty_like(x)\n",
+                 "        if hasattr(self, 'cached'):\n            return self.cached\n        y = torch.empty_like(x)\n")
+WRAPPER = _replace("        return y\n", "        return torch.softmax(x, dim=-1)\n")
+BROKEN = _replace("    row = tl.program_id(0)", "    row = tl.program_id(0")
+GOOD = _replace("num_warps=4)", "num_warps=2)")
+
+
+def test_a_cheating_proposer_is_refused_at_the_right_stage_and_told_why(tmp_path):
+    proposer = Scripted(WRAPPER, CACHE, SKIP_WORK, BROKEN, GOOD)
+    result = ax.optimize_triton(SOFTMAX, out=tmp_path / "o", device="cpu", proposer=proposer, rounds=5)
+    by_id = {r["id"]: r for r in result.rows if r.get("transform") == "proposer"}
+    assert by_id["p00"]["status"] == "wrapper_changed" and by_id["p00"]["stage"] == "wrapper"
+    assert by_id["p01"]["status"] == "wrapper_changed"  # caching outputs needs the wrapper: refused there
+    assert by_id["p02"]["status"] == "wrong_result" and by_id["p02"]["stage"] == "correctness"
+    assert by_id["p03"]["status"] == "syntax_error" and by_id["p03"]["stage"] == "syntax"
+    assert by_id["p04"]["status"] == "ok"  # the honest one, measured with the rest
+    assert proposer.seen[0] is None and "Only the @triton.jit kernels" in proposer.seen[1]
+    assert "wrong_result" in proposer.seen[3] and "syntax" in proposer.seen[4]
+
+
+def test_a_failing_proposer_is_a_row_not_an_aborted_run(tmp_path):
+    result = ax.optimize_triton(SOFTMAX, out=tmp_path / "o", device="cpu", proposer=Scripted(RuntimeError("offline")))
+    row = next(r for r in result.rows if r.get("transform") == "proposer")
+    assert row["status"] == "proposer_error" and "offline" in row["error"]
+    assert result.best == "input"
+
+
+def test_the_openai_compatible_adapter_sends_the_source_and_takes_the_code_block():
+    import http.server
+    import threading
+
+    from axon_eg.triton_in.proposer import OpenAICompatible
+
+    got = {}
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_POST(self):  # noqa: N802 - the http.server API
+            got["path"] = self.path
+            got["body"] = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            got["auth"] = self.headers.get("Authorization")
+            reply = {"choices": [{"message": {"content": "Here:\n```python\nprint('new')\n```\n"}}]}
+            data = json.dumps(reply).encode()
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        os.environ["AXON_TEST_KEY"] = "k123"
+        proposer = OpenAICompatible(f"http://127.0.0.1:{server.server_port}/v1", "some-model", "AXON_TEST_KEY")
+        assert proposer.propose("SOURCE TEXT", "it was wrong") == "print('new')\n"
+    finally:
+        server.shutdown()
+        os.environ.pop("AXON_TEST_KEY", None)
+    assert got["path"] == "/v1/chat/completions" and got["auth"] == "Bearer k123"
+    prompt = got["body"]["messages"][0]["content"]
+    assert got["body"]["model"] == "some-model" and "SOURCE TEXT" in prompt and "it was wrong" in prompt

@@ -2,10 +2,12 @@
 its stages' candidates through the measurement cascade, the fastest correct one out.
 
 ``source`` reads the file (libcst), ``stages`` holds the transformations and the fixed-harness rule,
-``run`` builds the bundle, measures and chooses.
+``proposer`` the protocol for language-model stages (a generate-verify-refine loop, an OpenAI-compatible
+adapter), ``run`` builds the bundle, measures and chooses.
 """
 
+from .proposer import OpenAICompatible, Proposer, refine
 from .run import TritonResult, optimize_triton
 from .source import TritonInputError, load
 
-__all__ = ["TritonInputError", "TritonResult", "load", "optimize_triton"]
+__all__ = ["OpenAICompatible", "Proposer", "TritonInputError", "TritonResult", "load", "optimize_triton", "refine"]

@@ -11,7 +11,9 @@
    from the ``__init__`` arguments, called under ``no_grad``); the reference is the reference ``Model``
    built the same way, run in float64. The worker checks (syntax, structure, correctness on fresh random
    inputs, then timing on a GPU) and writes one row each.
-4. The choice: the fastest correct candidate faster than the input, else the input (on a CPU, correctness
+4. With a ``proposer`` (:mod:`axon_eg.triton_in.proposer`), its refined proposals join as candidates, every
+   attempt a row (refused at ``wrapper``, stopped by the cascade, or passed).
+5. The choice: the fastest correct candidate faster than the input, else the input (on a CPU, correctness
    only: the input). ``best.py`` is that file with a header naming the stage and its parameters.
 
 Inputs come from the file's ``get_inputs()`` run under a fake-tensor mode (shapes and dtypes only) or from
@@ -20,15 +22,18 @@ the spec's ``inputs`` (``[{"shape": [..], "dtype": "fp32"}, ...]``); the harness
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import shutil
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from axon_eg.hw import load as load_hw
 
+from .proposer import Proposer, refine
 from .source import TritonFile, TritonInputError, load
 from .stages import STAGES, Point, wrapper_unchanged
 
@@ -145,9 +150,13 @@ def _inputs_and_init(source: Path, spec: dict[str, Any] | None) -> tuple[list[di
 
 def optimize_triton(path: str | os.PathLike[str], *, reference: str | os.PathLike[str] | None = None,
                     spec: str | os.PathLike[str] | dict[str, Any] | None = None, hw: str = "h200",
-                    out: str | os.PathLike[str] | None = None, device: str | None = None) -> TritonResult:
+                    out: str | os.PathLike[str] | None = None, device: str | None = None,
+                    proposer: Proposer | None = None, rounds: int = 3) -> TritonResult:
     """Optimize the Triton program in ``path`` (see the module docstring). ``device``: "cpu" to check under
-    the Triton interpreter only; by default the local GPU when there is one."""
+    the Triton interpreter only; by default the local GPU when there is one. ``proposer``: a
+    :class:`~axon_eg.triton_in.proposer.Proposer` refined for up to ``rounds`` proposals
+    (:func:`~axon_eg.triton_in.proposer.refine`); the one that passes is a candidate (``transform``
+    ``proposer``), every attempt a row."""
     path = Path(path)
     tf = load(path)
     spec_dict = _spec(spec)
@@ -167,19 +176,25 @@ def optimize_triton(path: str | os.PathLike[str], *, reference: str | os.PathLik
     if bundle.exists():
         shutil.rmtree(bundle)
     bundle.mkdir(parents=True)
-    shutil.copyfile(ref_path, bundle / "reference_model.py")
-    (bundle / "reference.py").write_text(REFERENCE.format(name="reference_model.py", init=init))
+    _write_reference(bundle, ref_path, init)
     entry = ENTRY.format(init=init, wrapper=tf.wrapper)
     cands: list[dict[str, Any]] = []
     refused: list[dict[str, Any]] = []
     chosen_points: dict[str, Point] = {}
 
     def add(cid: str, text: str, kind: str, meta: dict[str, Any]) -> None:
-        (bundle / f"{cid}.py").write_text(text + entry)
-        cands.append({"id": cid, "source": f"{cid}.py", "entry": "_axon_eg_entry", "mode": "return", "kind": kind,
-                      "inputs": inputs, "reference": "reference.py:reference_torch", "timeout_s": 300, "meta": meta})
+        cands.append(_candidate(bundle, cid, text + entry, kind, inputs, meta))
 
     add("input", tf.text, "baseline", {"stage": "input"})
+    if proposer is not None:
+        for a in refine(tf, proposer, _checker(root / "proposals", ref_path, init, inputs, entry, device), rounds):
+            if a.status == "ok":
+                point = Point("proposer", {"round": a.round}, a.text)
+                chosen_points[f"p{a.round:02d}"] = point
+                add(f"p{a.round:02d}", a.text, "candidate", {"stage": "proposer", "params": point.params})
+            else:
+                refused.append({"id": f"p{a.round:02d}", "status": a.status, "stage": a.stage, "transform": "proposer",
+                                "params": {"round": a.round}, "error": a.diagnostics})
     for i, point in enumerate(p for stage in STAGES for p in _stage_points(stage, tf, spec_hw)):
         cid = f"c{i:03d}"
         why = wrapper_unchanged(tf, point.text)
@@ -205,6 +220,35 @@ def optimize_triton(path: str | os.PathLike[str], *, reference: str | os.PathLik
     best_path.write_text(header + text)
     (root / "rows.json").write_text(json.dumps(rows, indent=1, default=str))
     return TritonResult(best, best_path, rows, timed, bundle, chosen_points)
+
+
+def _write_reference(bundle: Path, ref_path: Path, init: list[Any]) -> None:
+    shutil.copyfile(ref_path, bundle / "reference_model.py")
+    (bundle / "reference.py").write_text(REFERENCE.format(name="reference_model.py", init=init))
+
+
+def _candidate(bundle: Path, cid: str, text: str, kind: str, inputs: list[dict], meta: dict[str, Any]) -> dict:
+    (bundle / f"{cid}.py").write_text(text)
+    return {"id": cid, "source": f"{cid}.py", "entry": "_axon_eg_entry", "mode": "return", "kind": kind,
+            "inputs": inputs, "reference": "reference.py:reference_torch", "timeout_s": 300, "meta": meta}
+
+
+def _checker(root: Path, ref_path: Path, init: list[Any], inputs: list[dict], entry: str,
+             device: str | None) -> Callable[[str], dict[str, Any]]:
+    """The cascade on one proposal: a bundle of its own under ``root``, the worker's row."""
+    counter = itertools.count()
+
+    def check(text: str) -> dict[str, Any]:
+        bundle = root / f"r{next(counter):02d}"
+        if bundle.exists():
+            shutil.rmtree(bundle)
+        bundle.mkdir(parents=True)
+        _write_reference(bundle, ref_path, init)
+        cand = _candidate(bundle, "proposal", text + entry, "candidate", inputs, {"stage": "proposer"})
+        (bundle / "manifest.json").write_text(json.dumps({"candidates": [cand]}, indent=1))
+        return _measure(bundle, device)[0]
+
+    return check
 
 
 def _spec(spec: str | os.PathLike[str] | dict[str, Any] | None) -> dict[str, Any] | None:
