@@ -66,7 +66,7 @@ def test_every_launch_knob_point_keeps_the_result_of_the_reference(tmp_path_fact
 def test_the_input_file_itself_is_the_baseline_and_stays_unless_beaten(tmp_path):
     result = ax.optimize_triton(SOFTMAX, out=tmp_path / "out", device="cpu")
     ids = [r["id"] for r in result.rows]
-    assert ids[0] == "input" and len(ids) == 1 + len(LaunchKnobs().space(load(SOFTMAX), load_hw("h200")))
+    assert ids[0] == "input" and len(ids) == 1 + len(points(load(SOFTMAX), load_hw("h200")))
     assert all(r["status"] == "ok" for r in result.rows), [r for r in result.rows if r["status"] != "ok"]
     assert result.best == "input" and not result.timed  # the CPU checks, it does not time
     best = result.best_path.read_text()
@@ -230,3 +230,23 @@ def test_the_openai_compatible_adapter_sends_the_source_and_takes_the_code_block
     assert got["path"] == "/v1/chat/completions" and got["auth"] == "Bearer k123"
     prompt = got["body"]["messages"][0]["content"]
     assert got["body"]["model"] == "some-model" and "SOURCE TEXT" in prompt and "it was wrong" in prompt
+
+
+def test_the_autotune_stage_tunes_over_the_hardware_grid_keyed_by_the_size_arguments(tmp_path):
+    from axon_eg.backends.triton import interpreter
+    from axon_eg.triton_in.stages import AutotuneGrid
+
+    interpreter.apply()  # the interpreter cannot time configs: the first one runs
+    tf = load(SOFTMAX)
+    hw = load_hw("h200")
+    [point] = AutotuneGrid().space(tf, hw)
+    assert point["key"] == ["n_cols", "BLOCK"]  # the launch passes x.shape[1] and next_power_of_2(x.shape[1])
+    text = AutotuneGrid().apply(tf, point)
+    assert wrapper_unchanged(tf, text) is None
+    stages = int(hw.value("knobs.num_stages.max")) - int(hw.value("knobs.num_stages.min")) + 1
+    configs = len(hw.value("knobs.num_warps")) * stages
+    assert text.count("triton.Config(") == configs and "num_warps=4)" not in text.split("class Model")[1]
+    mod = _module(text, tmp_path, "autotuned_softmax")
+    x = torch.randn(6, 45)
+    assert torch.allclose(mod.ModelNew()(x).double(), mod.Model()(x.double()), rtol=1e-5, atol=1e-6)
+    assert not AutotuneGrid().detect(load(SOFTMAX, text))  # already autotuned: nothing more to do

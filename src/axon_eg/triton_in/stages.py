@@ -9,6 +9,8 @@ transformation, so only what the stage changes moves). Stages run in dependency 
   ``@triton.autotune`` (which picks them itself), one kernel at a time, over the hardware file's
   ``knobs.num_warps`` and ``knobs.num_stages`` range. Launch knobs never change what a kernel computes; the
   cascade still checks every candidate.
+- :class:`AutotuneGrid`: the same grid as an ``@triton.autotune`` of the kernel, chosen at run time per
+  value of its size arguments.
 
 :func:`wrapper_unchanged` is the fixed-harness rule every candidate passes before it is measured: apart
 from the kernels' own code and their launches' keyword arguments, the file must be the input's, byte for
@@ -105,7 +107,78 @@ class LaunchKnobs:
         return tf.module.visit(_SetLaunchKeywords(params["kernel"], values)).code
 
 
-STAGES: tuple[Stage, ...] = (LaunchKnobs(),)
+class _Autotune(cst.CSTTransformer):
+    """``@triton.autotune(configs=..., key=...)`` over ``kernel``'s ``@triton.jit``; its launches lose the
+    ``num_warps`` / ``num_stages`` the configs now choose."""
+
+    def __init__(self, kernel: str, decorator: str):
+        self.kernel, self.decorator = kernel, decorator
+
+    def leave_FunctionDef(self, original: cst.FunctionDef, updated: cst.FunctionDef) -> cst.FunctionDef:
+        if updated.name.value != self.kernel:
+            return updated
+        extra = cst.Decorator(decorator=cst.parse_expression(self.decorator))
+        return updated.with_changes(decorators=(extra, *updated.decorators))
+
+    def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.Call:
+        func = updated.func
+        if isinstance(func, cst.Subscript) and isinstance(func.value, cst.Name) and func.value.value == self.kernel:
+            args = [a for a in updated.args if a.keyword is None or a.keyword.value not in ("num_warps", "num_stages")]
+            if args:
+                args[-1] = args[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
+            return updated.with_changes(args=args)
+        return updated
+
+
+_SIZE_HINTS = (".shape", ".numel(", ".size(", "len(")
+
+
+class AutotuneGrid:
+    """``@triton.autotune`` over the hardware file's ``num_warps`` x ``num_stages`` for each launched kernel
+    not already autotuned: the choice made at run time, per value of the size arguments (``key``: the
+    parameters its launches pass sizes to, ``x.shape[1]``, ``x.numel()``, ``len(...)``)."""
+
+    name = "autotune_grid"
+    after: tuple[str, ...] = ("launch_knobs",)
+
+    def detect(self, tf: TritonFile) -> list[str]:
+        return LaunchKnobs().detect(tf)
+
+    def space(self, tf: TritonFile, hw: HardwareSpec) -> list[dict[str, Any]]:
+        if hw.kind != "gpu":
+            return []
+        warps = [int(w) for w in hw.value("knobs.num_warps")]
+        stages = list(range(int(hw.value("knobs.num_stages.min")), int(hw.value("knobs.num_stages.max")) + 1))
+        return [{"kernel": k, "num_warps": warps, "num_stages": stages, "key": self.key(tf, k)} for k in self.detect(tf)]
+
+    @staticmethod
+    def key(tf: TritonFile, kernel: str) -> list[str]:
+        """The kernel's parameters that its launches pass a size expression to (positionally or by name)."""
+        params = tf.kernels[kernel].params
+        found: list[str] = []
+
+        class Finder(cst.CSTVisitor):
+            def visit_Call(self, node: cst.Call) -> None:
+                func = node.func
+                if not (isinstance(func, cst.Subscript) and isinstance(func.value, cst.Name) and func.value.value == kernel):
+                    return
+                for i, a in enumerate(node.args):
+                    name = a.keyword.value if a.keyword is not None else (params[i] if i < len(params) else None)
+                    code = cst.Module([]).code_for_node(a.value)
+                    if name in params and any(h in code for h in _SIZE_HINTS) and name not in found:
+                        found.append(name)
+
+        tf.module.visit(Finder())
+        return found
+
+    def apply(self, tf: TritonFile, params: dict[str, Any]) -> str:
+        configs = ", ".join(f"triton.Config({{}}, num_warps={w}, num_stages={s})"
+                            for w in params["num_warps"] for s in params["num_stages"])
+        decorator = f"triton.autotune(configs=[{configs}], key={params['key']!r})"
+        return tf.module.visit(_Autotune(params["kernel"], decorator)).code
+
+
+STAGES: tuple[Stage, ...] = (LaunchKnobs(), AutotuneGrid())
 """Every stage, in dependency order."""
 
 
@@ -158,4 +231,4 @@ def wrapper_unchanged(original: TritonFile, text: str) -> str | None:
     return None
 
 
-__all__ = ["STAGES", "LaunchKnobs", "Point", "Stage", "points", "wrapper_unchanged"]
+__all__ = ["STAGES", "AutotuneGrid", "LaunchKnobs", "Point", "Stage", "points", "wrapper_unchanged"]
