@@ -64,7 +64,7 @@ def test_every_launch_knob_point_keeps_the_result_of_the_reference(tmp_path_fact
 
 
 def test_the_input_file_itself_is_the_baseline_and_stays_unless_beaten(tmp_path):
-    result = ax.optimize_triton(SOFTMAX, out=tmp_path / "out", device="cpu")
+    result = ax.optimize_triton(SOFTMAX, out=tmp_path / "out", device="cpu", nugraph_k=0)
     ids = [r["id"] for r in result.rows]
     assert ids[0] == "input" and len(ids) == 1 + len(points(load(SOFTMAX), load_hw("h200")))
     assert all(r["status"] == "ok" for r in result.rows), [r for r in result.rows if r["status"] != "ok"]
@@ -177,7 +177,7 @@ GOOD = _replace("num_warps=4)", "num_warps=2)")
 
 def test_a_cheating_proposer_is_refused_at_the_right_stage_and_told_why(tmp_path):
     proposer = Scripted(WRAPPER, CACHE, SKIP_WORK, BROKEN, GOOD)
-    result = ax.optimize_triton(SOFTMAX, out=tmp_path / "o", device="cpu", proposer=proposer, rounds=5)
+    result = ax.optimize_triton(SOFTMAX, out=tmp_path / "o", device="cpu", proposer=proposer, rounds=5, nugraph_k=0)
     by_id = {r["id"]: r for r in result.rows if r.get("transform") == "proposer"}
     assert by_id["p00"]["status"] == "wrapper_changed" and by_id["p00"]["stage"] == "wrapper"
     assert by_id["p01"]["status"] == "wrapper_changed"  # caching outputs needs the wrapper: refused there
@@ -189,7 +189,8 @@ def test_a_cheating_proposer_is_refused_at_the_right_stage_and_told_why(tmp_path
 
 
 def test_a_failing_proposer_is_a_row_not_an_aborted_run(tmp_path):
-    result = ax.optimize_triton(SOFTMAX, out=tmp_path / "o", device="cpu", proposer=Scripted(RuntimeError("offline")))
+    result = ax.optimize_triton(SOFTMAX, out=tmp_path / "o", device="cpu", proposer=Scripted(RuntimeError("offline")),
+                                nugraph_k=0)
     row = next(r for r in result.rows if r.get("transform") == "proposer")
     assert row["status"] == "proposer_error" and "offline" in row["error"]
     assert result.best == "input"
@@ -250,3 +251,37 @@ def test_the_autotune_stage_tunes_over_the_hardware_grid_keyed_by_the_size_argum
     x = torch.randn(6, 45)
     assert torch.allclose(mod.ModelNew()(x).double(), mod.Model()(x.double()), rtol=1e-5, atol=1e-6)
     assert not AutotuneGrid().detect(load(SOFTMAX, text))  # already autotuned: nothing more to do
+
+
+def test_the_reference_through_the_nugraph_gives_candidates_of_axon_eg_in_both_forms(tmp_path):
+    for name, kwargs in (("softmax", {}), ("scale_add", {"reference": DATA / "scale_add_ref.py"})):
+        path = SOFTMAX if name == "softmax" else DATA / "scale_add_t2t.py"
+        result = ax.optimize_triton(path, out=tmp_path / name, device="cpu", nugraph_k=2, **kwargs)
+        own = [r for r in result.rows if r.get("transform") == "nugraph"]
+        assert len(own) == 2 and all(r["status"] == "ok" for r in own), own  # correct against the reference
+        assert all(r["params"]["plan"] and r["params"]["lowering"].startswith("triton") for r in own)
+
+
+def test_a_reference_the_importer_refuses_is_a_row_and_the_rest_runs(tmp_path):
+    text = SOFTMAX.read_text().replace("return torch.softmax(x, dim=-1)", "return torch.softmax(torch.erfinv(x * 0) + x, dim=-1)")
+    path = tmp_path / "erfinv_kb.py"
+    path.write_text(text)
+    result = ax.optimize_triton(path, out=tmp_path / "o", device="cpu", nugraph_k=2)
+    row = next(r for r in result.rows if r["id"] == "nugraph")
+    assert row["status"] == "import_refused" and "erfinv" in row["error"]
+    assert any(r.get("transform") == "launch_knobs" and r["status"] == "ok" for r in result.rows)
+
+
+def test_a_faster_kernel_of_axon_eg_is_chosen_and_written_with_what_it_reads(tmp_path, monkeypatch):
+    from axon_eg.triton_in import run
+
+    def timed(bundle, device):  # a GPU's rows, made up: axon_eg's first kernel the fastest
+        manifest = json.loads((bundle / "manifest.json").read_text())["candidates"]
+        return [{"id": c["id"], "status": "ok", "median_us": 5.0 if c["id"] == "g00" else 10.0} for c in manifest]
+
+    monkeypatch.setattr(run, "_measure", timed)
+    result = ax.optimize_triton(SOFTMAX, out=tmp_path / "o", nugraph_k=2)
+    assert result.best == "g00" and result.timed
+    text = result.best_path.read_text()
+    assert '"stage": "nugraph"' in text.splitlines()[0] and "def _axon_eg_entry" in text
+    assert (tmp_path / "o" / "reference_model.py").read_text() == SOFTMAX.read_text()

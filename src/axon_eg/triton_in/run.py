@@ -11,9 +11,11 @@
    from the ``__init__`` arguments, called under ``no_grad``); the reference is the reference ``Model``
    built the same way, run in float64. The worker checks (syntax, structure, correctness on fresh random
    inputs, then timing on a GPU) and writes one row each.
-4. With a ``proposer`` (:mod:`axon_eg.triton_in.proposer`), its refined proposals join as candidates, every
+4. The algorithmic stage (:mod:`axon_eg.triton_in.nugraph`): the reference through the νGraph, axon_eg's own
+   k best kernels as candidates (a reference the importer refuses is a row saying why).
+5. With a ``proposer`` (:mod:`axon_eg.triton_in.proposer`), its refined proposals join as candidates, every
    attempt a row (refused at ``wrapper``, stopped by the cascade, or passed).
-5. The choice: the fastest correct candidate faster than the input, else the input (on a CPU, correctness
+6. The choice: the fastest correct candidate faster than the input, else the input (on a CPU, correctness
    only: the input). ``best.py`` is that file with a header naming the stage and its parameters.
 
 Inputs come from the file's ``get_inputs()`` run under a fake-tensor mode (shapes and dtypes only) or from
@@ -151,12 +153,13 @@ def _inputs_and_init(source: Path, spec: dict[str, Any] | None) -> tuple[list[di
 def optimize_triton(path: str | os.PathLike[str], *, reference: str | os.PathLike[str] | None = None,
                     spec: str | os.PathLike[str] | dict[str, Any] | None = None, hw: str = "h200",
                     out: str | os.PathLike[str] | None = None, device: str | None = None,
-                    proposer: Proposer | None = None, rounds: int = 3) -> TritonResult:
+                    proposer: Proposer | None = None, rounds: int = 3, nugraph_k: int = 4) -> TritonResult:
     """Optimize the Triton program in ``path`` (see the module docstring). ``device``: "cpu" to check under
     the Triton interpreter only; by default the local GPU when there is one. ``proposer``: a
     :class:`~axon_eg.triton_in.proposer.Proposer` refined for up to ``rounds`` proposals
     (:func:`~axon_eg.triton_in.proposer.refine`); the one that passes is a candidate (``transform``
-    ``proposer``), every attempt a row."""
+    ``proposer``), every attempt a row. ``nugraph_k``: how many of axon_eg's own kernels for the reference
+    ``Model`` join (:mod:`axon_eg.triton_in.nugraph`; 0: none)."""
     path = Path(path)
     tf = load(path)
     spec_dict = _spec(spec)
@@ -182,8 +185,8 @@ def optimize_triton(path: str | os.PathLike[str], *, reference: str | os.PathLik
     refused: list[dict[str, Any]] = []
     chosen_points: dict[str, Point] = {}
 
-    def add(cid: str, text: str, kind: str, meta: dict[str, Any]) -> None:
-        cands.append(_candidate(bundle, cid, text + entry, kind, inputs, meta))
+    def add(cid: str, text: str, kind: str, meta: dict[str, Any], wrapped: bool = True) -> None:
+        cands.append(_candidate(bundle, cid, text + entry if wrapped else text, kind, inputs, meta))
 
     add("input", tf.text, "baseline", {"stage": "input"})
     if proposer is not None:
@@ -204,6 +207,17 @@ def optimize_triton(path: str | os.PathLike[str], *, reference: str | os.PathLik
             continue
         chosen_points[cid] = point
         add(cid, point.text, "candidate", {"stage": point.stage, "params": point.params})
+    own: dict[str, str] = {}
+    if nugraph_k:
+        from . import nugraph
+
+        try:
+            for cid, text, meta in nugraph.candidates(ref_path, init, inputs, spec_hw, nugraph_k):
+                own[cid] = text
+                add(cid, text, "candidate", meta, wrapped=False)
+        except Exception as exc:  # noqa: BLE001 - a reference the importer refuses: a row saying why, the rest runs
+            refused.append({"id": "nugraph", "status": "import_refused", "stage": "import", "transform": "nugraph",
+                            "error": f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"})
     (bundle / "manifest.json").write_text(json.dumps({"program": path.stem, "hw": spec_hw.name, "candidates": cands},
                                                      indent=1))
     rows = _measure(bundle, device) + refused
@@ -213,9 +227,14 @@ def optimize_triton(path: str | os.PathLike[str], *, reference: str | os.PathLik
         r.setdefault("params", meta.get(r["id"], {}).get("params"))
     best, timed = _choose(rows)
     best_path = root / "best.py"
-    text = tf.text if best == "input" else chosen_points[best].text
-    applied = "none (the input was not beaten)" if best == "input" else \
-        json.dumps({"stage": chosen_points[best].stage, **chosen_points[best].params})
+    if best in own:  # axon_eg's kernel for the reference, with its entry (reads reference_model.py beside it)
+        text = own[best]
+        shutil.copyfile(ref_path, root / "reference_model.py")
+        applied = json.dumps({"stage": "nugraph", **meta[best]["params"]})
+    else:
+        text = tf.text if best == "input" else chosen_points[best].text
+        applied = "none (the input was not beaten)" if best == "input" else \
+            json.dumps({"stage": chosen_points[best].stage, **chosen_points[best].params})
     header = f"# axon_eg optimize-triton: {path.name}; stage applied: {applied}\n"
     best_path.write_text(header + text)
     (root / "rows.json").write_text(json.dumps(rows, indent=1, default=str))

@@ -1,0 +1,104 @@
+"""The algorithmic stage: the reference ``Model`` through the νGraph, axon_eg's own kernels as candidates.
+
+The reference module is imported (``ir.torch_import.import_torch``: parameters and buffers become named
+inputs) at the harness's input shapes on fake tensors, saturated with the discovered rules and enumerated
+(the pipeline's phase 1: a cheaper program such as a GEMM turned GEMV, folded constants, fusions); the k best
+candidates are emitted by the Triton backend. Each kernel file gets an entry that calls it the way the
+wrapper is called: the reference ``Model`` is built once (seeded with 0, from the ``__init__`` arguments, as
+the wrapper and the reference are) to take its parameters and buffers, the user's inputs go where the
+program reads them, and destination-passing kernels get their outputs allocated. The kernels then go
+through the same cascade as every other candidate.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+ENTRY = '''
+
+# ===== axon_eg harness entry (fixed): the kernel called as the wrapper is =====
+import importlib.util as _axon_eg_util  # noqa: E402
+import pathlib as _axon_eg_pathlib  # noqa: E402
+
+import torch as _axon_eg_torch  # noqa: E402
+
+_AXON_EG_INIT = {init!r}
+_AXON_EG_ORDER = {order!r}  # ("input", k): the k-th input; ("state", name): the Model's parameter or buffer
+_AXON_EG_OUT = {outs!r}  # destination passing: each output's shape and dtype; None: the kernel returns them
+_AXON_EG_STATE = None
+
+
+def _axon_eg_entry(*inputs):
+    global _AXON_EG_STATE
+    if _AXON_EG_STATE is None:
+        spec = _axon_eg_util.spec_from_file_location(
+            "axon_eg_reference_of_kernel", _axon_eg_pathlib.Path(__file__).with_name("reference_model.py"))
+        mod = _axon_eg_util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+        _axon_eg_torch.manual_seed(0)
+        model = mod.Model(*_AXON_EG_INIT).to(inputs[0].device)
+        named = dict(model.named_parameters())
+        named.update(model.named_buffers())
+        _AXON_EG_STATE = {{k: v.detach().contiguous() for k, v in named.items()}}
+    args = [inputs[i] if kind == "input" else _AXON_EG_STATE[i] for kind, i in _AXON_EG_ORDER]
+    if _AXON_EG_OUT is None:
+        return {entry}(*args)
+    outs = [_axon_eg_torch.empty(s, dtype=getattr(_axon_eg_torch, d), device=inputs[0].device) for s, d in _AXON_EG_OUT]
+    {entry}(*args, *outs)
+    return outs[0] if len(outs) == 1 else tuple(outs)
+'''
+
+
+def candidates(ref_path: Path, init: list[Any], inputs: list[dict[str, Any]], hw: Any, k: int,
+               saturation_s: float = 1.0) -> list[tuple[str, str, dict[str, Any]]]:
+    """(id, file text, meta) of the k best kernels of the reference ``Model``; the import's refusal raises
+    (the caller records it as a row)."""
+    import importlib.util
+
+    import torch
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    from axon_eg.backends.base import backend_for
+    from axon_eg.extract.candidates import enumerate_candidates
+    from axon_eg.ir.torch_import import import_torch
+    from axon_eg.measure.harness import TORCH_DTYPES
+    from axon_eg.pipeline import _saturated
+
+    spec = importlib.util.spec_from_file_location("axon_eg_triton_reference_for_nugraph", ref_path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        model = mod.Model(*init).eval()
+    with FakeTensorMode(allow_non_fake_inputs=True):
+        fakes = tuple(torch.empty(tuple(s["shape"]), dtype=TORCH_DTYPES[s["dtype"]]) for s in inputs)
+    program = import_torch(model, fakes, name=f"{ref_path.stem}_reference").program
+    roles = dict(program.roles)
+    order, user = [], 0
+    for spec_in in program.inputs:
+        if spec_in.name in roles:
+            order.append(("state", spec_in.name))
+        else:
+            order.append(("input", user))
+            user += 1
+    backend = backend_for("triton")
+    found, summary = enumerate_candidates(_saturated(program, saturation_s), hw, k, fallback=backend.fallback(hw))
+    out = []
+    for i, c in enumerate(found):
+        if c.key in summary.errors:
+            continue
+        try:
+            kern = backend.emit(c, hw, f"nugraph_{i:02d}")
+        except Exception:  # noqa: BLE001, S112 - a candidate the backend cannot lower is not offered
+            continue
+        outs = None if kern.mode == "return" else [
+            (list(program.concrete_shape(o)), program.nodes[o].dtype.torch_name) for o in program.outputs]
+        text = kern.source + ENTRY.format(init=init, order=order, outs=outs, entry=kern.entry)
+        out.append((f"g{i:02d}", text, {"stage": "nugraph", "params": {
+            "plan": c.plan.name, "lowering": kern.meta.get("lowering"), "predicted_us": round(c.predicted_seconds * 1e6, 2),
+            "rules": list(c.variant.rules)}}))
+    return out
+
+
+__all__ = ["candidates"]
