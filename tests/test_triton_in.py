@@ -277,7 +277,9 @@ def test_a_faster_kernel_of_axon_eg_is_chosen_and_written_with_what_it_reads(tmp
 
     def timed(bundle, device):  # a GPU's rows, made up: axon_eg's first kernel the fastest
         manifest = json.loads((bundle / "manifest.json").read_text())["candidates"]
-        return [{"id": c["id"], "status": "ok", "median_us": 5.0 if c["id"] == "g00" else 10.0} for c in manifest]
+        rows = [{"id": c["id"], "status": "ok", "median_us": 5.0 if c["id"] == "g00" else 10.0} for c in manifest]
+        (bundle / "rows.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+        return rows
 
     monkeypatch.setattr(run, "_measure", timed)
     result = ax.optimize_triton(SOFTMAX, out=tmp_path / "o", nugraph_k=2)
@@ -285,3 +287,19 @@ def test_a_faster_kernel_of_axon_eg_is_chosen_and_written_with_what_it_reads(tmp
     text = result.best_path.read_text()
     assert '"stage": "nugraph"' in text.splitlines()[0] and "def _axon_eg_entry" in text
     assert (tmp_path / "o" / "reference_model.py").read_text() == SOFTMAX.read_text()
+
+
+def test_phase_two_elsewhere_prepare_here_the_worker_there_finish_here(tmp_path):
+    """The remote flow: ``prepare`` writes the bundle (no measurement), the worker measures it as on a GPU
+    box (here on the CPU), ``finish`` chooses from its rows; without rows it says what to run."""
+    from axon_eg.measure.worker import main as worker
+    from axon_eg.triton_in import finish, prepare
+
+    root = prepare(SOFTMAX, out=tmp_path / "o", nugraph_k=1)
+    assert (root / "bundle" / "manifest.json").is_file() and not (root / "bundle" / "rows.jsonl").exists()
+    with pytest.raises(TritonInputError, match="python -m axon_eg.measure"):
+        finish(root)
+    assert worker([str(root / "bundle"), "--cpu"]) == 0
+    result = finish(root)
+    assert result.best == "input" and {r["status"] for r in result.rows} == {"ok"}
+    assert result.best_path.read_text().split("\n", 1)[1] == SOFTMAX.read_text()

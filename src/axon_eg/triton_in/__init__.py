@@ -7,7 +7,8 @@ adapter), ``run`` builds the bundle, measures and chooses.
 """
 
 from .proposer import OpenAICompatible, Proposer, refine
-from .run import TritonResult, optimize_triton
+from .run import TritonResult, finish, optimize_triton, prepare
 from .source import TritonInputError, load
 
-__all__ = ["OpenAICompatible", "Proposer", "TritonInputError", "TritonResult", "load", "optimize_triton", "refine"]
+__all__ = ["OpenAICompatible", "Proposer", "TritonInputError", "TritonResult", "finish", "load", "optimize_triton",
+           "prepare", "refine"]

@@ -29,11 +29,12 @@ import json
 import os
 import shutil
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from axon_eg.hw import load as load_hw
+from axon_eg.measure.worker import ROWS_NAME
 
 from .proposer import Proposer, refine
 from .source import TritonFile, TritonInputError, load
@@ -96,7 +97,6 @@ class TritonResult:
     rows: list[dict[str, Any]]
     timed: bool
     bundle: Path
-    points: dict[str, Point] = field(default_factory=dict, repr=False)
 
     def summary(self) -> str:
         how = "timed on the GPU" if self.timed else "correctness only (no GPU): the input is kept"
@@ -159,7 +159,21 @@ def optimize_triton(path: str | os.PathLike[str], *, reference: str | os.PathLik
     :class:`~axon_eg.triton_in.proposer.Proposer` refined for up to ``rounds`` proposals
     (:func:`~axon_eg.triton_in.proposer.refine`); the one that passes is a candidate (``transform``
     ``proposer``), every attempt a row. ``nugraph_k``: how many of axon_eg's own kernels for the reference
-    ``Model`` join (:mod:`axon_eg.triton_in.nugraph`; 0: none)."""
+    ``Model`` join (:mod:`axon_eg.triton_in.nugraph`; 0: none). The same in two halves for a GPU elsewhere:
+    :func:`prepare` here, ``python -m axon_eg.measure OUT/bundle`` there, :func:`finish` here."""
+    root = prepare(path, reference=reference, spec=spec, hw=hw, out=out, device=device, proposer=proposer,
+                   rounds=rounds, nugraph_k=nugraph_k)
+    _measure(root / "bundle", device)
+    return finish(root)
+
+
+def prepare(path: str | os.PathLike[str], *, reference: str | os.PathLike[str] | None = None,
+            spec: str | os.PathLike[str] | dict[str, Any] | None = None, hw: str = "h200",
+            out: str | os.PathLike[str] | None = None, device: str | None = None,
+            proposer: Proposer | None = None, rounds: int = 3, nugraph_k: int = 4) -> Path:
+    """Everything before the measurements (arguments as :func:`optimize_triton`): the bundle in
+    ``OUT/bundle`` and ``OUT/prepared.json`` (what :func:`finish` needs); returns ``OUT``. A proposer's
+    proposals are checked here (on ``device``)."""
     path = Path(path)
     tf = load(path)
     spec_dict = _spec(spec)
@@ -183,18 +197,18 @@ def optimize_triton(path: str | os.PathLike[str], *, reference: str | os.PathLik
     entry = ENTRY.format(init=init, wrapper=tf.wrapper)
     cands: list[dict[str, Any]] = []
     refused: list[dict[str, Any]] = []
-    chosen_points: dict[str, Point] = {}
+    wrapped: list[str] = []
 
-    def add(cid: str, text: str, kind: str, meta: dict[str, Any], wrapped: bool = True) -> None:
-        cands.append(_candidate(bundle, cid, text + entry if wrapped else text, kind, inputs, meta))
+    def add(cid: str, text: str, kind: str, meta: dict[str, Any], with_entry: bool = True) -> None:
+        cands.append(_candidate(bundle, cid, text + entry if with_entry else text, kind, inputs, meta))
+        if with_entry:
+            wrapped.append(cid)
 
     add("input", tf.text, "baseline", {"stage": "input"})
     if proposer is not None:
         for a in refine(tf, proposer, _checker(root / "proposals", ref_path, init, inputs, entry, device), rounds):
             if a.status == "ok":
-                point = Point("proposer", {"round": a.round}, a.text)
-                chosen_points[f"p{a.round:02d}"] = point
-                add(f"p{a.round:02d}", a.text, "candidate", {"stage": "proposer", "params": point.params})
+                add(f"p{a.round:02d}", a.text, "candidate", {"stage": "proposer", "params": {"round": a.round}})
             else:
                 refused.append({"id": f"p{a.round:02d}", "status": a.status, "stage": a.stage, "transform": "proposer",
                                 "params": {"round": a.round}, "error": a.diagnostics})
@@ -205,40 +219,54 @@ def optimize_triton(path: str | os.PathLike[str], *, reference: str | os.PathLik
             refused.append({"id": cid, "status": "wrapper_changed", "stage": "wrapper", "transform": point.stage,
                             "params": point.params, "error": why})
             continue
-        chosen_points[cid] = point
         add(cid, point.text, "candidate", {"stage": point.stage, "params": point.params})
-    own: dict[str, str] = {}
     if nugraph_k:
         from . import nugraph
 
         try:
             for cid, text, meta in nugraph.candidates(ref_path, init, inputs, spec_hw, nugraph_k):
-                own[cid] = text
-                add(cid, text, "candidate", meta, wrapped=False)
+                add(cid, text, "candidate", meta, with_entry=False)
         except Exception as exc:  # noqa: BLE001 - a reference the importer refuses: a row saying why, the rest runs
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
             refused.append({"id": "nugraph", "status": "import_refused", "stage": "import", "transform": "nugraph",
-                            "error": f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"})
+                            "error": f"{type(exc).__name__}: {first}"})
     (bundle / "manifest.json").write_text(json.dumps({"program": path.stem, "hw": spec_hw.name, "candidates": cands},
                                                      indent=1))
-    rows = _measure(bundle, device) + refused
-    meta = {c["id"]: c["meta"] for c in cands}
+    (root / "prepared.json").write_text(json.dumps({
+        "input": str(path.resolve()), "reference": str(ref_path.resolve()), "entry": entry, "wrapped": wrapped,
+        "refused": refused, "meta": {c["id"]: c["meta"] for c in cands}}, indent=1, default=str))
+    (bundle / ROWS_NAME).unlink(missing_ok=True)
+    return root
+
+
+def finish(out: str | os.PathLike[str]) -> TritonResult:
+    """The choice from the worker's rows in ``OUT/bundle/rows.jsonl`` (measured here or on a GPU elsewhere):
+    every row, ``OUT/rows.json``, and ``OUT/best.py`` with its header."""
+    from axon_eg.measure.worker import read_rows
+
+    root = Path(out)
+    bundle = root / "bundle"
+    prepared = json.loads((root / "prepared.json").read_text())
+    measured = read_rows(bundle / ROWS_NAME) if (bundle / ROWS_NAME).exists() else []
+    if not measured:
+        raise TritonInputError(f"{bundle / ROWS_NAME}: no measurements (run python -m axon_eg.measure {bundle})")
+    meta = prepared["meta"]
+    rows = [dict(r) for r in measured] + prepared["refused"]
     for r in rows:  # ``stage`` is the cascade's (where a row stopped), ``transform`` the optimizer's
         r.setdefault("transform", meta.get(r["id"], {}).get("stage"))
         r.setdefault("params", meta.get(r["id"], {}).get("params"))
     best, timed = _choose(rows)
+    text = (bundle / f"{best}.py").read_text()
+    if best in prepared["wrapped"]:  # the user's file or a stage's: without the harness's entry
+        text = text.removesuffix(prepared["entry"])
+    else:  # axon_eg's kernel for the reference, with its entry (it reads reference_model.py beside it)
+        shutil.copyfile(prepared["reference"], root / "reference_model.py")
+    applied = "none (the input was not beaten)" if best == "input" else \
+        json.dumps({"stage": meta[best]["stage"], **(meta[best].get("params") or {})})
     best_path = root / "best.py"
-    if best in own:  # axon_eg's kernel for the reference, with its entry (reads reference_model.py beside it)
-        text = own[best]
-        shutil.copyfile(ref_path, root / "reference_model.py")
-        applied = json.dumps({"stage": "nugraph", **meta[best]["params"]})
-    else:
-        text = tf.text if best == "input" else chosen_points[best].text
-        applied = "none (the input was not beaten)" if best == "input" else \
-            json.dumps({"stage": chosen_points[best].stage, **chosen_points[best].params})
-    header = f"# axon_eg optimize-triton: {path.name}; stage applied: {applied}\n"
-    best_path.write_text(header + text)
+    best_path.write_text(f"# axon_eg optimize-triton: {Path(prepared['input']).name}; stage applied: {applied}\n" + text)
     (root / "rows.json").write_text(json.dumps(rows, indent=1, default=str))
-    return TritonResult(best, best_path, rows, timed, bundle, chosen_points)
+    return TritonResult(best, best_path, rows, timed, bundle)
 
 
 def _write_reference(bundle: Path, ref_path: Path, init: list[Any]) -> None:
@@ -296,12 +324,7 @@ def _stage_points(stage: Any, tf: TritonFile, hw: Any) -> list[Point]:
 def _measure(bundle: Path, device: str | None) -> list[dict[str, Any]]:
     from axon_eg.measure.worker import run_bundle
 
-    gpus: list[int] | None = None
-    if device == "cpu":
-        gpus = []
-    out = bundle / "rows.jsonl"
-    out.unlink(missing_ok=True)
-    return run_bundle(bundle, out, gpus=gpus)
+    return run_bundle(bundle, bundle / ROWS_NAME, gpus=[] if device == "cpu" else None)
 
 
 def _choose(rows: list[dict[str, Any]]) -> tuple[str, bool]:
@@ -317,4 +340,4 @@ def _choose(rows: list[dict[str, Any]]) -> tuple[str, bool]:
     return "input", timed
 
 
-__all__ = ["TritonResult", "optimize_triton"]
+__all__ = ["TritonResult", "finish", "optimize_triton", "prepare"]
