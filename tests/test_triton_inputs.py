@@ -83,3 +83,15 @@ def test_every_triton_to_triton_input_matches_its_reference(path):
         want = ref(*[x.double() for x in xs])
         got = new(*xs)
     assert torch.allclose(got.double(), want, rtol=1e-4, atol=1e-4), float((got.double() - want).abs().max())
+
+
+def test_the_corpus_benchmark_runs_end_to_end_at_small_sizes(tmp_path, capsys):
+    sys.path.insert(0, str(CORPUS.parent.parent))
+    from benchmarks import triton_to_triton as bench
+
+    out = str(tmp_path / "run")
+    assert bench.main(["build", out, "--small", "--k", "1", "--files", "rowsum_kb", "rmsnorm_t2t"]) == 0
+    assert bench.main(["measure", out, "--cpu"]) == 0
+    assert bench.main(["report", out]) == 0
+    table = capsys.readouterr().out
+    assert "| rowsum_kb |" in table and "| rmsnorm_t2t |" in table and "Error" not in table
