@@ -303,3 +303,28 @@ def test_phase_two_elsewhere_prepare_here_the_worker_there_finish_here(tmp_path)
     result = finish(root)
     assert result.best == "input" and {r["status"] for r in result.rows} == {"ok"}
     assert result.best_path.read_text().split("\n", 1)[1] == SOFTMAX.read_text()
+
+
+def test_the_dtype_stage_narrows_float64_work_in_kernels_only_and_the_result_holds(tmp_path):
+    from axon_eg.triton_in.stages import DtypeCorrection
+
+    text = (DATA / "scale_add_t2t.py").read_text().replace(
+        "    x = tl.load(x_ptr + offs, mask=mask)\n",
+        "    x = tl.load(x_ptr + offs, mask=mask).to(tl.float64)\n").replace(
+        "    tl.store(y_ptr + offs, x * 2.0 + b, mask=mask)",
+        "    tl.store(y_ptr + offs, (x * 2.0 + b).to(tl.float32), mask=mask)")
+    text += "\n\nPRECISION = tl.float64  # module code outside the kernels: left as it is\n"
+    path = tmp_path / "fp64_t2t.py"
+    path.write_text(text)
+    tf = load(path)
+    stage = DtypeCorrection()
+    assert stage.detect(tf) == ["scale_add_kernel"]
+    [point] = stage.space(tf, load_hw("h200"))
+    narrowed = stage.apply(tf, point)
+    assert wrapper_unchanged(tf, narrowed) is None
+    assert ".to(tl.float32)\n" in narrowed and narrowed.count("tl.float64") == 1  # the module constant
+    assert not stage.detect(load(path, narrowed))
+    result = ax.optimize_triton(path, reference=DATA / "scale_add_ref.py", out=tmp_path / "o", device="cpu",
+                                nugraph_k=0)
+    row = next(r for r in result.rows if r.get("transform") == "dtype_correction")
+    assert row["status"] == "ok", row

@@ -11,6 +11,11 @@ transformation, so only what the stage changes moves). Stages run in dependency 
   cascade still checks every candidate.
 - :class:`AutotuneGrid`: the same grid as an ``@triton.autotune`` of the kernel, chosen at run time per
   value of its size arguments.
+- :class:`DtypeCorrection`: ``tl.float64`` inside kernels written as ``tl.float32`` (fp64 runs at a fraction
+  of the fp32 rate; the reference's tolerance decides whether float32 is enough).
+
+Each stage's points are applied to the input; stages do not build on one another's winners yet (that needs
+a measurement per round).
 
 :func:`wrapper_unchanged` is the fixed-harness rule every candidate passes before it is measured: apart
 from the kernels' own code and their launches' keyword arguments, the file must be the input's, byte for
@@ -178,7 +183,65 @@ class AutotuneGrid:
         return tf.module.visit(_Autotune(params["kernel"], decorator)).code
 
 
-STAGES: tuple[Stage, ...] = (LaunchKnobs(), AutotuneGrid())
+class _Narrow(cst.CSTTransformer):
+    """Inside the kernels named: every ``tl.float64`` written as ``tl.float32``."""
+
+    def __init__(self, kernels: set[str]):
+        self.kernels, self.inside = kernels, 0
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        self.inside += node.name.value in self.kernels
+
+    def leave_FunctionDef(self, original: cst.FunctionDef, updated: cst.FunctionDef) -> cst.FunctionDef:
+        self.inside -= original.name.value in self.kernels
+        return updated
+
+    def leave_Attribute(self, original: cst.Attribute, updated: cst.Attribute) -> cst.Attribute:
+        if self.inside and updated.attr.value == "float64" and _dotted(updated.value) in ("tl", "triton.language"):
+            return updated.with_changes(attr=cst.Name("float32"))
+        return updated
+
+
+class DtypeCorrection:
+    """Kernels that compute in ``tl.float64`` (accumulators, casts) computed in ``tl.float32`` instead: GPUs
+    run fp64 at a small fraction of the fp32 rate (the H100 and H200: 1/2 on SXM parts, far less on others),
+    and a float32 result is what the reference's tolerance asks for; the cascade checks that it holds."""
+
+    name = "dtype_correction"
+    after: tuple[str, ...] = ()
+
+    def detect(self, tf: TritonFile) -> list[str]:
+        found: list[str] = []
+
+        class Finder(cst.CSTVisitor):
+            def __init__(self) -> None:
+                self.kernel: str | None = None
+
+            def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+                if node.name.value in tf.kernels:
+                    self.kernel = node.name.value
+
+            def leave_FunctionDef(self, node: cst.FunctionDef) -> None:
+                if node.name.value in tf.kernels:
+                    self.kernel = None
+
+            def visit_Attribute(self, node: cst.Attribute) -> None:
+                if self.kernel and node.attr.value == "float64" and _dotted(node.value) in ("tl", "triton.language") \
+                        and self.kernel not in found:
+                    found.append(self.kernel)
+
+        tf.module.visit(Finder())
+        return found
+
+    def space(self, tf: TritonFile, hw: HardwareSpec) -> list[dict[str, Any]]:
+        kernels = self.detect(tf)
+        return [{"kernels": kernels}] if kernels else []
+
+    def apply(self, tf: TritonFile, params: dict[str, Any]) -> str:
+        return tf.module.visit(_Narrow(set(params["kernels"]))).code
+
+
+STAGES: tuple[Stage, ...] = (DtypeCorrection(), LaunchKnobs(), AutotuneGrid())
 """Every stage, in dependency order."""
 
 
@@ -231,4 +294,4 @@ def wrapper_unchanged(original: TritonFile, text: str) -> str | None:
     return None
 
 
-__all__ = ["STAGES", "AutotuneGrid", "LaunchKnobs", "Point", "Stage", "points", "wrapper_unchanged"]
+__all__ = ["STAGES", "AutotuneGrid", "DtypeCorrection", "LaunchKnobs", "Point", "Stage", "points", "wrapper_unchanged"]
