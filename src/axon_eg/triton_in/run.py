@@ -37,8 +37,8 @@ from axon_eg.hw import load as load_hw
 from axon_eg.measure.worker import ROWS_NAME
 
 from .proposer import Proposer, refine
-from .source import TritonFile, TritonInputError, load
-from .stages import STAGES, Point, wrapper_unchanged
+from .source import TritonInputError, load
+from .stages import points, wrapper_unchanged
 
 _DTYPES = {"torch.float32": "fp32", "torch.float16": "fp16", "torch.bfloat16": "bf16", "torch.float64": "fp64",
            "torch.int64": "int64", "torch.int32": "int32", "torch.bool": "bool"}
@@ -212,7 +212,7 @@ def prepare(path: str | os.PathLike[str], *, reference: str | os.PathLike[str] |
             else:
                 refused.append({"id": f"p{a.round:02d}", "status": a.status, "stage": a.stage, "transform": "proposer",
                                 "params": {"round": a.round}, "error": a.diagnostics})
-    for i, point in enumerate(p for stage in STAGES for p in _stage_points(stage, tf, spec_hw)):
+    for i, point in enumerate(points(tf, spec_hw)):
         cid = f"c{i:03d}"
         why = wrapper_unchanged(tf, point.text)
         if why is not None:
@@ -313,12 +313,6 @@ def _spec(spec: str | os.PathLike[str] | dict[str, Any] | None) -> dict[str, Any
     if not isinstance(data, dict) or "inputs" not in data:
         raise TritonInputError(f"{p}: a spec is a mapping with 'inputs' (and optionally 'init')")
     return data
-
-
-def _stage_points(stage: Any, tf: TritonFile, hw: Any) -> list[Point]:
-    if not stage.detect(tf):
-        return []
-    return [Point(stage.name, p, stage.apply(tf, p)) for p in stage.space(tf, hw)]
 
 
 def _measure(bundle: Path, device: str | None) -> list[dict[str, Any]]:
