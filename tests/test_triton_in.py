@@ -8,9 +8,7 @@ import os
 
 os.environ.setdefault("TRITON_INTERPRET", "1")
 
-import importlib.util  # noqa: E402
 import json  # noqa: E402
-import sys  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 import pytest  # noqa: E402
@@ -20,6 +18,7 @@ from hypothesis import strategies as st  # noqa: E402
 
 import axon_eg as ax  # noqa: E402
 from axon_eg.hw import load as load_hw  # noqa: E402
+from axon_eg.testing.kernels import import_file  # noqa: E402
 from axon_eg.triton_in import TritonInputError, load  # noqa: E402
 from axon_eg.triton_in.stages import LaunchKnobs, points, wrapper_unchanged  # noqa: E402
 
@@ -30,11 +29,7 @@ SOFTMAX = DATA / "softmax_kb.py"
 def _module(text: str, tmp_path: Path, name: str):
     path = tmp_path / f"{name}.py"
     path.write_text(text)
-    spec = importlib.util.spec_from_file_location(name, path)
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[name] = mod
-    spec.loader.exec_module(mod)
-    return mod
+    return import_file(path, name)
 
 
 def test_both_forms_are_read_kernels_launches_and_wrapper():

@@ -8,7 +8,6 @@ import os
 
 os.environ.setdefault("TRITON_INTERPRET", "1")
 
-import importlib.util  # noqa: E402
 import sys  # noqa: E402
 from pathlib import Path  # noqa: E402
 
@@ -18,20 +17,13 @@ import yaml  # noqa: E402
 
 from axon_eg.hw import load as load_hw  # noqa: E402
 from axon_eg.measure.harness import TORCH_DTYPES  # noqa: E402
+from axon_eg.testing.kernels import import_file  # noqa: E402
 from axon_eg.triton_in import load  # noqa: E402
 from axon_eg.triton_in.stages import points  # noqa: E402
 
 CORPUS = Path(__file__).resolve().parent.parent / "benchmarks" / "triton_inputs"
 KB = sorted(CORPUS.glob("*_kb.py"))
 T2T = sorted(CORPUS.glob("*_t2t.py"))
-
-
-def _import(path: Path, name: str):
-    spec = importlib.util.spec_from_file_location(name, path)
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[name] = mod
-    spec.loader.exec_module(mod)
-    return mod
 
 
 def test_the_corpus_has_ten_inputs_in_both_forms():
@@ -51,7 +43,7 @@ def test_every_input_is_read_and_offers_candidates(path):
 
 @pytest.mark.parametrize("path", KB, ids=lambda p: p.stem)
 def test_every_kernelbench_input_matches_its_model(path):
-    mod = _import(path, f"corpus_{path.stem}")
+    mod = import_file(path, f"corpus_{path.stem}")
     for k, v in mod.SMALL_SIZES.items():
         setattr(mod, k, v)
     init = mod.get_init_inputs()
@@ -71,8 +63,8 @@ def test_every_kernelbench_input_matches_its_model(path):
 def test_every_triton_to_triton_input_matches_its_reference(path):
     stem = path.name.removesuffix("_t2t.py")
     small = yaml.safe_load((CORPUS / f"{stem}.yaml").read_text())["small"]
-    mod = _import(path, f"corpus_{path.stem}")
-    ref_mod = _import(CORPUS / f"{stem}_ref.py", f"corpus_{stem}_ref")
+    mod = import_file(path, f"corpus_{path.stem}")
+    ref_mod = import_file(CORPUS / f"{stem}_ref.py", f"corpus_{stem}_ref")
     torch.manual_seed(0)
     ref = ref_mod.Model(*small["init"]).double()
     torch.manual_seed(0)

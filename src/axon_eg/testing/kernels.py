@@ -47,12 +47,19 @@ def load_kernel(kernel: Kernel, directory: str | Path) -> Any:
     interpreter.apply()  # under TRITON_INTERPRET=1 only
     path = Path(directory) / f"{kernel.name}.py"
     path.write_text(kernel.source)
-    spec = importlib.util.spec_from_file_location(f"axon_eg_test_{kernel.name}_{abs(hash(str(path)))}", path)
+    mod = import_file(path, f"axon_eg_test_{kernel.name}_{abs(hash(str(path)))}")
+    return getattr(mod, kernel.entry)
+
+
+def import_file(path: str | Path, name: str) -> Any:
+    """The Python file at ``path`` imported as module ``name`` (registered in ``sys.modules``, where
+    ``triton.jit`` finds a kernel's source)."""
+    spec = importlib.util.spec_from_file_location(name, path)
     assert spec is not None and spec.loader is not None
     mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod  # triton.jit reads the source through the module
+    sys.modules[name] = mod
     spec.loader.exec_module(mod)
-    return getattr(mod, kernel.entry)
+    return mod
 
 
 def run_kernel(kernel: Kernel, program: Program, directory: str | Path, trials: int = 3) -> Any:
