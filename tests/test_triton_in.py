@@ -323,3 +323,17 @@ def test_the_dtype_stage_narrows_float64_work_in_kernels_only_and_the_result_hol
                                 nugraph_k=0)
     row = next(r for r in result.rows if r.get("transform") == "dtype_correction")
     assert row["status"] == "ok", row
+
+
+def test_on_an_intel_xpu_the_launch_knobs_are_warps_register_file_and_warp_size():
+    tf = load(SOFTMAX)
+    hw = load_hw("intel-xe2")
+    space = LaunchKnobs().space(tf, hw)
+    cap = int(hw.value("knobs.large_grf_max_warps"))
+    assert {p["grf_mode"] for p in space} == {str(g) for g in hw.value("knobs.grf_mode")}
+    assert {p["warp_size"] for p in space} == {int(w) for w in hw.value("knobs.warp_size")}
+    assert all(p["num_warps"] <= cap for p in space if p["grf_mode"] in ("256", "512"))
+    point = next(p for p in space if p["grf_mode"] == "256" and p["warp_size"] == 16)
+    text = LaunchKnobs().apply(tf, point)
+    assert "grf_mode='256'" in text and "warp_size=16" in text and wrapper_unchanged(tf, text) is None
+    assert all("num_stages" not in p for p in space)  # the stages stay as launched

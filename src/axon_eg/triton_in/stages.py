@@ -7,7 +7,8 @@ transformation, so only what the stage changes moves). Stages run in dependency 
 
 - :class:`LaunchKnobs`: the launch's ``num_warps`` and ``num_stages`` of each kernel not under
   ``@triton.autotune`` (which picks them itself), one kernel at a time, over the hardware file's
-  ``knobs.num_warps`` and ``knobs.num_stages`` range. Launch knobs never change what a kernel computes; the
+  ``knobs.num_warps`` and ``knobs.num_stages`` range (on an Intel XPU ``num_warps``, ``grf_mode`` and
+  ``warp_size``). Launch knobs never change what a kernel computes; the
   cascade still checks every candidate.
 - :class:`AutotuneGrid`: the same grid as an ``@triton.autotune`` of the kernel, chosen at run time per
   value of its size arguments.
@@ -58,8 +59,12 @@ class Stage(Protocol):
 class _SetLaunchKeywords(cst.CSTTransformer):
     """Every launch of ``kernel`` with ``values`` as its keyword arguments (replaced or appended)."""
 
-    def __init__(self, kernel: str, values: dict[str, int]):
+    def __init__(self, kernel: str, values: dict[str, int | str]):
         self.kernel, self.values = kernel, values
+
+    @staticmethod
+    def literal(value: int | str) -> cst.BaseExpression:
+        return cst.SimpleString(repr(value)) if isinstance(value, str) else cst.Integer(str(value))
 
     def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.Call:
         func = updated.func
@@ -69,14 +74,14 @@ class _SetLaunchKeywords(cst.CSTTransformer):
         done = set()
         for i, a in enumerate(args):
             if a.keyword is not None and a.keyword.value in self.values:
-                args[i] = a.with_changes(value=cst.Integer(str(self.values[a.keyword.value])))
+                args[i] = a.with_changes(value=self.literal(self.values[a.keyword.value]))
                 done.add(a.keyword.value)
         for key, value in self.values.items():
             if key in done:
                 continue
             if args and args[-1].comma is cst.MaybeSentinel.DEFAULT:
                 args[-1] = args[-1].with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
-            args.append(cst.Arg(value=cst.Integer(str(value)), keyword=cst.Name(key),
+            args.append(cst.Arg(value=self.literal(value), keyword=cst.Name(key),
                                 equal=cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""),
                                                       whitespace_after=cst.SimpleWhitespace(""))))
         return updated.with_changes(args=args)
@@ -93,22 +98,31 @@ class LaunchKnobs:
         return [k.name for k in tf.kernels.values() if k.name in launched and not k.autotuned]
 
     def space(self, tf: TritonFile, hw: HardwareSpec) -> list[dict[str, Any]]:
+        """NVIDIA: ``num_warps`` x ``num_stages``. Intel XPU (a hardware file with ``knobs.grf_mode``):
+        ``num_warps`` x ``grf_mode`` x ``warp_size``, the stages as launched; a large register file (256 or
+        512) only up to ``knobs.large_grf_max_warps``."""
         if hw.kind != "gpu":
             return []
         warps = [int(w) for w in hw.value("knobs.num_warps")]
-        stages = range(int(hw.value("knobs.num_stages.min")), int(hw.value("knobs.num_stages.max")) + 1)
+        if hw.get("knobs.grf_mode"):
+            cap = int(hw.get("knobs.large_grf_max_warps") or max(warps))
+            grid = [{"num_warps": w, "grf_mode": str(g), "warp_size": int(ws)} for w in warps
+                    for g in hw.value("knobs.grf_mode") for ws in hw.value("knobs.warp_size")
+                    if not (str(g) in ("256", "512") and w > cap)]
+        else:
+            stages = range(int(hw.value("knobs.num_stages.min")), int(hw.value("knobs.num_stages.max")) + 1)
+            grid = [{"num_warps": w, "num_stages": s} for w in warps for s in stages]
         points = []
         for kernel in self.detect(tf):
             given = [launch.keywords for launch in tf.launches if launch.kernel == kernel]
-            for w in warps:
-                for s in stages:
-                    if all(kw.get("num_warps") == w and kw.get("num_stages") == s for kw in given):
-                        continue  # what the input already launches
-                    points.append({"kernel": kernel, "num_warps": w, "num_stages": s})
+            for knobs in grid:
+                if all(all(kw.get(k) == v for k, v in knobs.items()) for kw in given):
+                    continue  # what the input already launches
+                points.append({"kernel": kernel, **knobs})
         return points
 
     def apply(self, tf: TritonFile, params: dict[str, Any]) -> str:
-        values = {k: int(params[k]) for k in ("num_warps", "num_stages") if k in params}
+        values = {k: params[k] for k in ("num_warps", "num_stages", "grf_mode", "warp_size") if k in params}
         return tf.module.visit(_SetLaunchKeywords(params["kernel"], values)).code
 
 
