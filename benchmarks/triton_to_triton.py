@@ -2,6 +2,8 @@
 
     python benchmarks/triton_to_triton.py build DIR [--small] [--files ...]   # here: triton_in.prepare per input
     python benchmarks/triton_to_triton.py measure DIR                           # GPU box: the worker, every bundle
+    python benchmarks/triton_to_triton.py combine DIR                           # here: the stages' winners on one file
+    python benchmarks/triton_to_triton.py measure DIR                           # GPU box: the combined files only
     python benchmarks/triton_to_triton.py report DIR                            # here: triton_in.finish, the table
 
 The inputs are ``benchmarks/triton_inputs`` (``*_kb.py``: KernelBench form; ``*_t2t.py`` with ``*_ref.py`` and
@@ -88,6 +90,17 @@ def cmd_measure(args: argparse.Namespace) -> int:
     return worker(bundles + (["--cpu"] if args.cpu else []))
 
 
+def cmd_combine(args: argparse.Namespace) -> int:
+    from axon_eg.triton_in import combine
+
+    out = Path(args.dir)
+    plan = json.loads((out / "plan.json").read_text())
+    for name, info in plan.items():
+        if "dir" in info:
+            print(f"{name}: {'a combined file to measure' if combine(out / info['dir']) else 'nothing to combine'}")
+    return 0
+
+
 def cmd_report(args: argparse.Namespace) -> int:
     from axon_eg.triton_in import finish
 
@@ -134,9 +147,10 @@ def main(argv: list[str] | None = None) -> int:
     m = sub.add_parser("measure")
     m.add_argument("dir")
     m.add_argument("--cpu", action="store_true")
+    sub.add_parser("combine").add_argument("dir")
     sub.add_parser("report").add_argument("dir")
     args = ap.parse_args(argv)
-    return {"build": cmd_build, "measure": cmd_measure, "report": cmd_report}[args.cmd](args)
+    return {"build": cmd_build, "measure": cmd_measure, "combine": cmd_combine, "report": cmd_report}[args.cmd](args)
 
 
 if __name__ == "__main__":

@@ -84,6 +84,7 @@ def test_the_corpus_benchmark_runs_end_to_end_at_small_sizes(tmp_path, capsys):
     out = str(tmp_path / "run")
     assert bench.main(["build", out, "--small", "--k", "1", "--files", "rowsum_kb", "rmsnorm_t2t"]) == 0
     assert bench.main(["measure", out, "--cpu"]) == 0
+    assert bench.main(["combine", out]) == 0  # nothing timed on the CPU: nothing to combine
     assert bench.main(["report", out]) == 0
     table = capsys.readouterr().out
     assert "| rowsum_kb |" in table and "| rmsnorm_t2t |" in table and "Error" not in table

@@ -7,8 +7,8 @@ adapter), ``run`` builds the bundle, measures and chooses.
 """
 
 from .proposer import OpenAICompatible, Proposer, refine
-from .run import TritonResult, finish, optimize_triton, prepare
+from .run import TritonResult, combine, finish, optimize_triton, prepare
 from .source import TritonInputError, load
 
-__all__ = ["OpenAICompatible", "Proposer", "TritonInputError", "TritonResult", "finish", "load", "optimize_triton",
-           "prepare", "refine"]
+__all__ = ["OpenAICompatible", "Proposer", "TritonInputError", "TritonResult", "combine", "finish", "load",
+           "optimize_triton", "prepare", "refine"]

@@ -15,7 +15,9 @@
    k best kernels as candidates (a reference the importer refuses is a row saying why).
 5. With a ``proposer`` (:mod:`axon_eg.triton_in.proposer`), its refined proposals join as candidates, every
    attempt a row (refused at ``wrapper``, stopped by the cascade, or passed).
-6. The choice: the fastest correct candidate faster than the input, else the input (on a CPU, correctness
+6. After a timed round, :func:`combine` applies every stage's winner (each kernel's, for the launch knobs)
+   to one file, measured in a second round.
+7. The choice: the fastest correct candidate faster than the input, else the input (on a CPU, correctness
    only: the input). ``best.py`` is that file with a header naming the stage and its parameters.
 
 Inputs come from the file's ``get_inputs()`` run under a fake-tensor mode (shapes and dtypes only) or from
@@ -164,7 +166,62 @@ def optimize_triton(path: str | os.PathLike[str], *, reference: str | os.PathLik
     root = prepare(path, reference=reference, spec=spec, hw=hw, out=out, device=device, proposer=proposer,
                    rounds=rounds, nugraph_k=nugraph_k)
     _measure(root / "bundle", device)
+    if combine(root):  # the stages' winners on one file: measured in a second round
+        _measure(root / "bundle", device)
     return finish(root)
+
+
+def combine(out: str | os.PathLike[str]) -> bool:
+    """After a timed round: each source-to-source stage's fastest correct point faster than the input,
+    applied one after another in stage order to the input (for ``LaunchKnobs``, each kernel's fastest), as
+    one more candidate (``combined``) appended to the bundle, so the worker's resume measures it alone;
+    False (nothing added) without timings, when no stage beat the input, or when the combination is a
+    file already measured."""
+    from axon_eg.measure.worker import read_rows
+
+    from .stages import STAGES
+
+    root = Path(out)
+    bundle = root / "bundle"
+    prepared = json.loads((root / "prepared.json").read_text())
+    rows = {r["id"]: r for r in (read_rows(bundle / ROWS_NAME) if (bundle / ROWS_NAME).exists() else [])}
+    base = rows.get("input", {}).get("median_us")
+    if not base or rows.get("input", {}).get("status") != "ok" or "combined" in prepared["meta"]:
+        return False
+    meta = prepared["meta"]
+    winners: dict[tuple[str, str], tuple[float, dict[str, Any]]] = {}  # (stage, kernel) -> fastest point
+    for cid, m in meta.items():
+        r = rows.get(cid, {})
+        if r.get("status") != "ok" or not r.get("median_us") or r["median_us"] >= base or cid not in prepared["wrapped"]:
+            continue
+        if m.get("stage") in {st.name for st in STAGES}:
+            slot = (m["stage"], str((m.get("params") or {}).get("kernel", "")))
+            if slot not in winners or r["median_us"] < winners[slot][0]:
+                winners[slot] = (r["median_us"], m["params"])
+    if not winners:
+        return False
+    tf = load(prepared["input"])
+    applied = []
+    for stage in STAGES:  # in dependency order, each on the file the last one wrote
+        for (name, _), (_, params) in sorted(winners.items()):
+            if name == stage.name and (not params.get("kernel") or params["kernel"] in stage.detect(tf)):
+                tf = load(prepared["input"], stage.apply(tf, params))
+                applied.append({"stage": name, **params})
+    if wrapper_unchanged(load(prepared["input"]), tf.text) is not None:
+        return False
+    texts = {(bundle / f"{cid}.py").read_text().removesuffix(prepared["entry"]) for cid in prepared["wrapped"]}
+    if tf.text in texts or len(applied) < 2:
+        return False  # one stage alone: already measured as that stage's point
+    manifest = json.loads((bundle / "manifest.json").read_text())
+    first = manifest["candidates"][0]
+    cand = _candidate(bundle, "combined", tf.text + prepared["entry"], "candidate", first["inputs"],
+                      {"stage": "combined", "params": {"applied": applied}})
+    manifest["candidates"].append(cand)
+    (bundle / "manifest.json").write_text(json.dumps(manifest, indent=1))
+    prepared["meta"]["combined"] = cand["meta"]
+    prepared["wrapped"].append("combined")
+    (root / "prepared.json").write_text(json.dumps(prepared, indent=1, default=str))
+    return True
 
 
 def prepare(path: str | os.PathLike[str], *, reference: str | os.PathLike[str] | None = None,
@@ -334,4 +391,4 @@ def _choose(rows: list[dict[str, Any]]) -> tuple[str, bool]:
     return "input", timed
 
 
-__all__ = ["TritonResult", "finish", "optimize_triton", "prepare"]
+__all__ = ["TritonResult", "combine", "finish", "optimize_triton", "prepare"]
