@@ -118,7 +118,7 @@ def _rel(out, ref) -> float:
 def cmd_time(args: argparse.Namespace) -> int:
     import torch
 
-    from axon_eg.measure.harness import time_candidate
+    from axon_eg.measure.harness import TORCH_DTYPES, time_candidate
 
     out = Path(args.dir)
     cfg = json.loads((out / "config.json").read_text())
@@ -168,8 +168,8 @@ def cmd_time(args: argparse.Namespace) -> int:
                     torch.cuda.synchronize()
                     row.setdefault("first_call_s", time.monotonic() - t0)
                     row["rel_err"] = max(_rel(o, r) for o, r in zip(outs, refs))
-                    t = time_candidate(model, [("x", shape, {"bfloat16": "bf16", "float16": "fp16",
-                                                             "float32": "fp32"}[cfg["dtype"]])], seed=p + 2)
+                    name = next(k for k, d in TORCH_DTYPES.items() if d == dtype)  # the harness's dtype name
+                    t = time_candidate(model, [("x", shape, name)], seed=p + 2)
                 row["median_us"].append(t["median_us"])
                 row["iqr_us"].append(t["iqr_us"])
             except Exception as exc:  # noqa: BLE001 - a variant that fails is a row, the others still run

@@ -42,9 +42,6 @@ from .proposer import Proposer, refine
 from .source import TritonInputError, load
 from .stages import points, wrapper_unchanged
 
-_DTYPES = {"torch.float32": "fp32", "torch.float16": "fp16", "torch.bfloat16": "bf16", "torch.float64": "fp64",
-           "torch.int64": "int64", "torch.int32": "int32", "torch.bool": "bool"}
-
 ENTRY = '''
 
 # ===== axon_eg harness entry (fixed: the same in every candidate) =====
@@ -126,6 +123,8 @@ def _inputs_and_init(source: Path, spec: dict[str, Any] | None) -> tuple[list[di
     import torch
     from torch._subclasses.fake_tensor import FakeTensorMode
 
+    from axon_eg.measure.harness import TORCH_DTYPES
+
     spec_ = importlib.util.spec_from_file_location("axon_eg_triton_input", source)
     mod = importlib.util.module_from_spec(spec_)
     try:
@@ -145,7 +144,7 @@ def _inputs_and_init(source: Path, spec: dict[str, Any] | None) -> tuple[list[di
     for i, t in enumerate(example):
         if not isinstance(t, torch.Tensor):
             raise TritonInputError(f"{source}: get_inputs() item {i} is a {type(t).__name__}, not a tensor")
-        dtype = _DTYPES.get(str(t.dtype))
+        dtype = next((name for name, d in TORCH_DTYPES.items() if d == t.dtype), None)
         if dtype is None:
             raise TritonInputError(f"{source}: get_inputs() item {i} has dtype {t.dtype}, which the harness cannot make")
         inputs.append({"name": f"x{i}", "shape": list(t.shape), "dtype": dtype})
