@@ -38,6 +38,7 @@ from typing import Any
 from axon_eg.hw import load as load_hw
 from axon_eg.measure.worker import ROWS_NAME
 
+from .launches import trace
 from .proposer import Proposer, refine
 from .source import TritonInputError, load
 from .stages import points, wrapper_unchanged
@@ -243,6 +244,7 @@ def prepare(path: str | os.PathLike[str], *, reference: str | os.PathLike[str] |
     else:
         ref_path = path
     inputs, init = _inputs_and_init(ref_path, spec_dict)
+    tf.trace = trace(tf, inputs, init)  # the launches at these sizes: the tiling stages' problem sizes
     spec_hw = load_hw(hw)
     root = Path(out or Path("axon_eg_out") / f"triton_{path.stem}")
     bundle = root / "bundle"

@@ -56,6 +56,7 @@ class TritonFile:
     wrapper: str  # the class whose forward launches the kernels: ModelNew, or Model (the other form)
     classes: set[str] = field(default_factory=set)
     functions: set[str] = field(default_factory=set)
+    trace: list[Any] | None = None  # the launches at the harness's sizes (launches.trace), when known
 
     def where(self, line: int) -> str:
         return f"{self.path}:{line}"

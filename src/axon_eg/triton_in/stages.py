@@ -19,12 +19,15 @@ Each stage's points are applied to the input; stages do not build on one another
 a measurement per round).
 
 :func:`wrapper_unchanged` is the fixed-harness rule every candidate passes before it is measured: apart
-from the kernels' own code and their launches' keyword arguments, the file must be the input's, byte for
-byte (the ``Model`` / ``ModelNew`` wrappers, input generation and everything the harness calls).
+from the kernels' own code and their launches (keyword arguments that are literals; a grid that follows
+the tile sizes or is a persistent launch's: :mod:`axon_eg.triton_in.launches`), the file must be the
+input's, byte for byte (the ``Model`` / ``ModelNew`` wrappers, input generation and everything the harness
+calls).
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -33,6 +36,7 @@ import libcst as cst
 
 from axon_eg.hw import HardwareSpec
 
+from .launches import SetLaunchKeywords, grid_variables, launch_changes_allowed
 from .source import TritonFile, _dotted, load
 
 
@@ -54,37 +58,6 @@ class Stage(Protocol):
     def space(self, tf: TritonFile, hw: HardwareSpec) -> list[dict[str, Any]]: ...
 
     def apply(self, tf: TritonFile, params: dict[str, Any]) -> str: ...
-
-
-class _SetLaunchKeywords(cst.CSTTransformer):
-    """Every launch of ``kernel`` with ``values`` as its keyword arguments (replaced or appended)."""
-
-    def __init__(self, kernel: str, values: dict[str, int | str]):
-        self.kernel, self.values = kernel, values
-
-    @staticmethod
-    def literal(value: int | str) -> cst.BaseExpression:
-        return cst.SimpleString(repr(value)) if isinstance(value, str) else cst.Integer(str(value))
-
-    def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.Call:
-        func = updated.func
-        if not (isinstance(func, cst.Subscript) and isinstance(func.value, cst.Name) and func.value.value == self.kernel):
-            return updated
-        args = list(updated.args)
-        done = set()
-        for i, a in enumerate(args):
-            if a.keyword is not None and a.keyword.value in self.values:
-                args[i] = a.with_changes(value=self.literal(self.values[a.keyword.value]))
-                done.add(a.keyword.value)
-        for key, value in self.values.items():
-            if key in done:
-                continue
-            if args and args[-1].comma is cst.MaybeSentinel.DEFAULT:
-                args[-1] = args[-1].with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
-            args.append(cst.Arg(value=self.literal(value), keyword=cst.Name(key),
-                                equal=cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""),
-                                                      whitespace_after=cst.SimpleWhitespace(""))))
-        return updated.with_changes(args=args)
 
 
 class LaunchKnobs:
@@ -123,7 +96,7 @@ class LaunchKnobs:
 
     def apply(self, tf: TritonFile, params: dict[str, Any]) -> str:
         values = {k: params[k] for k in ("num_warps", "num_stages", "grf_mode", "warp_size") if k in params}
-        return tf.module.visit(_SetLaunchKeywords(params["kernel"], values)).code
+        return tf.module.visit(SetLaunchKeywords(params["kernel"], values)).code
 
 
 class _Autotune(cst.CSTTransformer):
@@ -255,8 +228,14 @@ class DtypeCorrection:
         return tf.module.visit(_Narrow(set(params["kernels"]))).code
 
 
-STAGES: tuple[Stage, ...] = (DtypeCorrection(), LaunchKnobs(), AutotuneGrid())
-"""Every stage, in dependency order."""
+def _stages() -> tuple[Stage, ...]:
+    from .tiles import Persistent, Swizzle, TileSizes
+
+    return (DtypeCorrection(), LaunchKnobs(), TileSizes(), Swizzle(), Persistent(), AutotuneGrid())
+
+
+STAGES: tuple[Stage, ...] = _stages()
+"""Every stage, in dependency order (each one's ``after`` names stages before it)."""
 
 
 def points(tf: TritonFile, hw: HardwareSpec, stages: Sequence[Stage] = STAGES) -> list[Point]:
@@ -269,28 +248,46 @@ def points(tf: TritonFile, hw: HardwareSpec, stages: Sequence[Stage] = STAGES) -
     return out
 
 
-class _Skeleton(cst.CSTTransformer):
-    """The file without what stages may change: each kernel's decorators and body, and the keyword arguments
-    of its launches."""
+_GRID_PARAM = re.compile(r"AXON_GRID_\d+$")
 
-    def __init__(self, kernels: set[str]):
-        self.kernels = kernels
+
+class _Skeleton(cst.CSTTransformer):
+    """The file without what stages may change: each kernel's decorators and body (and the ``AXON_GRID_<i>``
+    parameters a persistent kernel takes), its launches' grids and
+    keyword arguments, and the values of the variables those grids name (``launches.launch_changes_allowed``
+    checks what changed there)."""
+
+    def __init__(self, kernels: set[str], grids: set[str]):
+        self.kernels, self.grids = kernels, grids
 
     def leave_FunctionDef(self, original: cst.FunctionDef, updated: cst.FunctionDef) -> cst.FunctionDef:
         if updated.name.value not in self.kernels:
             return updated
-        return updated.with_changes(decorators=(), body=cst.IndentedBlock(body=[cst.SimpleStatementLine([cst.Pass()])]))
+        params = [p for p in updated.params.params if not _GRID_PARAM.match(p.name.value)]
+        if params:
+            params[-1] = params[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
+        return updated.with_changes(decorators=(), params=updated.params.with_changes(params=params),
+                                    body=cst.IndentedBlock(body=[cst.SimpleStatementLine([cst.Pass()])]))
+
+    def leave_Assign(self, original: cst.Assign, updated: cst.Assign) -> cst.Assign:
+        if len(updated.targets) == 1 and isinstance(updated.targets[0].target, cst.Name) \
+                and updated.targets[0].target.value in self.grids:
+            return updated.with_changes(value=cst.Name("GRID"))
+        return updated
 
     def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.Call:
         func = updated.func
         if isinstance(func, cst.Subscript) and _dotted(func.value) in self.kernels:
-            return updated.with_changes(args=[a for a in updated.args if a.keyword is None])
+            return updated.with_changes(func=func.with_changes(slice=[cst.SubscriptElement(cst.Index(cst.Name("GRID")))]),
+                                        args=[a for a in updated.args if a.keyword is None])
         return updated
 
 
 def wrapper_unchanged(original: TritonFile, text: str) -> str | None:
-    """None when ``text`` differs from the input only inside its kernels and their launches' keyword
-    arguments; else why (the first differing line outside them)."""
+    """None when ``text`` differs from the input only inside its kernels and in their launches as
+    :func:`~axon_eg.triton_in.launches.launch_changes_allowed` allows (keyword arguments made literals, a
+    grid following the tile sizes, a persistent launch); else why (the first differing line outside them,
+    or the launch argument)."""
     try:
         candidate = load(original.path, text)
     except Exception as exc:  # noqa: BLE001 - a candidate that no longer parses as a Triton program
@@ -298,14 +295,15 @@ def wrapper_unchanged(original: TritonFile, text: str) -> str | None:
     if set(candidate.kernels) != set(original.kernels):
         return f"kernels {sorted(original.kernels)} became {sorted(candidate.kernels)}"
     names = set(original.kernels)
-    a = original.module.visit(_Skeleton(names)).code.splitlines()
-    b = candidate.module.visit(_Skeleton(names)).code.splitlines()
+    grids = grid_variables(original) | grid_variables(candidate)
+    a = original.module.visit(_Skeleton(names, grids)).code.splitlines()
+    b = candidate.module.visit(_Skeleton(names, grids)).code.splitlines()
     for i, (x, y) in enumerate(zip(a, b)):
         if x != y:
             return f"changed outside the kernels (skeleton line {i + 1}): {x.strip()!r} -> {y.strip()!r}"
     if len(a) != len(b):
         return f"changed outside the kernels: {len(a)} skeleton lines became {len(b)}"
-    return None
+    return launch_changes_allowed(original, candidate)
 
 
 __all__ = ["STAGES", "AutotuneGrid", "DtypeCorrection", "LaunchKnobs", "Point", "Stage", "points", "wrapper_unchanged"]
