@@ -15,8 +15,8 @@
    k best kernels as candidates (a reference the importer refuses is a row saying why).
 5. With a ``proposer`` (:mod:`axon_eg.triton_in.proposer`), its refined proposals join as candidates, every
    attempt a row (refused at ``wrapper``, stopped by the cascade, or passed).
-6. After a timed round, :func:`combine` applies every stage's winner (each kernel's, for the launch knobs)
-   to one file, measured in a second round.
+6. After a timed round, :func:`combine` applies every stage's winner (each kernel's) to one file, and
+   with three winners or more each combination that leaves one out, measured in a second round.
 7. The choice: the fastest correct candidate faster than the input, else the input (on a CPU, correctness
    only: the input). ``best.py`` is that file with a header naming the stage and its parameters.
 
@@ -172,11 +172,13 @@ def optimize_triton(path: str | os.PathLike[str], *, reference: str | os.PathLik
 
 
 def combine(out: str | os.PathLike[str]) -> bool:
-    """After a timed round: each source-to-source stage's fastest correct point faster than the input,
-    applied one after another in stage order to the input (for ``LaunchKnobs``, each kernel's fastest), as
-    one more candidate (``combined``) appended to the bundle, so the worker's resume measures it alone;
-    False (nothing added) without timings, when no stage beat the input, or when the combination is a
-    file already measured."""
+    """After a timed round: each source-to-source stage's fastest correct point faster than the input (for a
+    stage with a kernel parameter, each kernel's), applied one after another in stage order to the input, as
+    one more candidate (``combined``); with three winners or more, also every combination that leaves one of
+    them out (``combined_1``, ...: a winner measured alone may lose next to another, larger tiles under a
+    persistent loop, say). They are appended to the bundle, so the worker's resume measures them alone.
+    False (nothing added) without timings, when fewer than two stages beat the input, when the bundle was
+    combined already, or when every combination is a file already measured."""
     from axon_eg.measure.worker import read_rows
 
     from .stages import STAGES
@@ -186,9 +188,9 @@ def combine(out: str | os.PathLike[str]) -> bool:
     prepared = json.loads((root / "prepared.json").read_text())
     rows = {r["id"]: r for r in (read_rows(bundle / ROWS_NAME) if (bundle / ROWS_NAME).exists() else [])}
     base = rows.get("input", {}).get("median_us")
-    if not base or rows.get("input", {}).get("status") != "ok" or "combined" in prepared["meta"]:
-        return False
     meta = prepared["meta"]
+    if not base or rows.get("input", {}).get("status") != "ok" or any(m.get("stage") == "combined" for m in meta.values()):
+        return False
     winners: dict[tuple[str, str], tuple[float, dict[str, Any]]] = {}  # (stage, kernel) -> fastest point
     for cid, m in meta.items():
         r = rows.get(cid, {})
@@ -198,28 +200,36 @@ def combine(out: str | os.PathLike[str]) -> bool:
             slot = (m["stage"], str((m.get("params") or {}).get("kernel", "")))
             if slot not in winners or r["median_us"] < winners[slot][0]:
                 winners[slot] = (r["median_us"], m["params"])
-    if not winners:
-        return False
-    tf = load(prepared["input"])
-    applied = []
-    for stage in STAGES:  # in dependency order, each on the file the last one wrote
-        for (name, _), (_, params) in sorted(winners.items()):
-            if name == stage.name and (not params.get("kernel") or params["kernel"] in stage.detect(tf)):
-                tf = load(prepared["input"], stage.apply(tf, params))
-                applied.append({"stage": name, **params})
-    if wrapper_unchanged(load(prepared["input"]), tf.text) is not None:
-        return False
-    texts = {(bundle / f"{cid}.py").read_text().removesuffix(prepared["entry"]) for cid in prepared["wrapped"]}
-    if tf.text in texts or len(applied) < 2:
-        return False  # one stage alone: already measured as that stage's point
+    slots = sorted(winners)
+    combos = [slots] + ([[s for s in slots if s != left] for left in slots] if len(slots) >= 3 else [])
+    original = load(prepared["input"])
+    seen = {(bundle / f"{cid}.py").read_text().removesuffix(prepared["entry"]) for cid in prepared["wrapped"]}
     manifest = json.loads((bundle / "manifest.json").read_text())
     first = manifest["candidates"][0]
-    cand = _candidate(bundle, "combined", tf.text + prepared["entry"], "candidate", first["inputs"],
-                      {"stage": "combined", "params": {"applied": applied}})
-    manifest["candidates"].append(cand)
+    added = 0
+    for combo in combos:
+        if len(combo) < 2:
+            continue  # one stage alone: already measured as that stage's point
+        tf, applied = original, []
+        for stage in STAGES:  # in dependency order, each on the file the last one wrote
+            for name, kernel in combo:
+                params = winners[(name, kernel)][1]
+                if name == stage.name and (not params.get("kernel") or params["kernel"] in stage.detect(tf)):
+                    tf = load(prepared["input"], stage.apply(tf, params))
+                    applied.append({"stage": name, **params})
+        if len(applied) < 2 or tf.text in seen or wrapper_unchanged(original, tf.text) is not None:
+            continue
+        seen.add(tf.text)
+        cid = "combined" if added == 0 else f"combined_{added}"
+        cand = _candidate(bundle, cid, tf.text + prepared["entry"], "candidate", first["inputs"],
+                          {"stage": "combined", "params": {"applied": applied}})
+        manifest["candidates"].append(cand)
+        meta[cid] = cand["meta"]
+        prepared["wrapped"].append(cid)
+        added += 1
+    if not added:
+        return False
     (bundle / "manifest.json").write_text(json.dumps(manifest, indent=1))
-    prepared["meta"]["combined"] = cand["meta"]
-    prepared["wrapped"].append("combined")
     (root / "prepared.json").write_text(json.dumps(prepared, indent=1, default=str))
     return True
 
