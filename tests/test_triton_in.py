@@ -49,8 +49,8 @@ def test_every_launch_knob_point_keeps_the_result_of_the_reference(tmp_path_fact
     point = data.draw(st.sampled_from(space))
     text = LaunchKnobs().apply(tf, point)
     assert wrapper_unchanged(tf, text) is None
-    assert f"num_warps={point['num_warps']}" in text and f"num_stages={point['num_stages']}" in text
-    mod = _module(text, tmp_path_factory.mktemp("knobs"), f"knobs_{point['num_warps']}_{point['num_stages']}")
+    assert f"num_warps={point['num_warps']}" in text and "num_stages" not in point  # no loop: nothing to pipeline
+    mod = _module(text, tmp_path_factory.mktemp("knobs"), f"knobs_{point['num_warps']}")
     rows, cols = data.draw(st.integers(1, 9)), data.draw(st.integers(1, 70))
     x = torch.randn(rows, cols) * data.draw(st.floats(0.1, 10.0))
     want = mod.Model()(x.double())
@@ -239,8 +239,7 @@ def test_the_autotune_stage_tunes_over_the_hardware_grid_keyed_by_the_size_argum
     assert point["key"] == ["n_cols", "BLOCK"]  # the launch passes x.shape[1] and next_power_of_2(x.shape[1])
     text = AutotuneGrid().apply(tf, point)
     assert wrapper_unchanged(tf, text) is None
-    stages = int(hw.value("knobs.num_stages.max")) - int(hw.value("knobs.num_stages.min")) + 1
-    configs = len(hw.value("knobs.num_warps")) * stages
+    configs = len(hw.value("knobs.num_warps"))  # x 1 stage count: a kernel without a loop pipelines nothing
     assert text.count("triton.Config(") == configs and "num_warps=4)" not in text.split("class Model")[1]
     mod = _module(text, tmp_path, "autotuned_softmax")
     x = torch.randn(6, 45)
@@ -350,7 +349,7 @@ def test_each_stage_and_kernel_winner_combined_on_one_file_and_measured_in_a_sec
     small.write_text((corpus / "silu_mul_kb.py").read_text() + "\nROWS, COLS = 5, 77\n")
     root = prepare(small, out=tmp_path / "o", nugraph_k=0)
     manifest = json.loads((root / "bundle" / "manifest.json").read_text())["candidates"]
-    fast = {("silu_kernel", 8, 2): 5.0, ("mul_kernel", 2, 3): 6.0}
+    fast = {("silu_kernel", 8): 5.0, ("mul_kernel", 2): 6.0}
 
     def us(c):
         p = c["meta"].get("params") or {}
@@ -358,15 +357,15 @@ def test_each_stage_and_kernel_winner_combined_on_one_file_and_measured_in_a_sec
             return 10.0
         if c["meta"]["stage"] != "launch_knobs":
             return 10.5  # slower than the input: not combined
-        return fast.get((p.get("kernel"), p.get("num_warps"), p.get("num_stages")), 9.5)
+        return fast.get((p.get("kernel"), p.get("num_warps")), 9.5)
 
     rows = [{"id": c["id"], "status": "ok", "median_us": us(c)} for c in manifest]
     (root / "bundle" / "rows.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     assert combine(root)
     assert not combine(root)  # once
     combined = (root / "bundle" / "combined.py").read_text()
-    assert "silu_kernel[(triton.cdiv(n, 512),)](a, t, n, BLOCK=512, num_warps=8, num_stages=2)" in combined
-    assert "mul_kernel[(triton.cdiv(n, 512),)](t, b, y, n, BLOCK=512, num_warps=2, num_stages=3)" in combined
+    assert "silu_kernel[(triton.cdiv(n, 512),)](a, t, n, BLOCK=512, num_warps=8)" in combined
+    assert "mul_kernel[(triton.cdiv(n, 512),)](t, b, y, n, BLOCK=512, num_warps=2)" in combined
     assert worker([str(root / "bundle"), "--cpu"]) == 0
     result = finish(root)
     row = next(r for r in result.rows if r["id"] == "combined")

@@ -171,3 +171,14 @@ def test_a_grid_following_its_tiles_and_a_persistent_launch_pass_the_rule():
     persistent = Persistent().apply(tf, {"kernel": "matmul_kernel", "programs": 132})
     assert "[(132,)]" in persistent and "AXON_GRID_0=triton.cdiv(m, 64)" in persistent
     assert wrapper_unchanged(tf, persistent) is None
+
+
+def test_the_trace_records_each_launch_at_the_harness_sizes_without_tensor_memory(tmp_path):
+    tf = load(MATMUL)
+    (traced,) = trace(tf, [{"shape": [1 << 20, 4096], "dtype": "bf16"}, {"shape": [4096, 3], "dtype": "bf16"}], [])
+    assert traced.grid == (16384, 1) and traced.ints["M"] == 1 << 20 and traced.tensor_items == {
+        "a_ptr": 2, "b_ptr": 2, "c_ptr": 2}
+    # a wrapper that reads values cannot run on the meta device: no trace, and the stages plan without sizes
+    reads = load(MATMUL, tf.text.replace("m, k = a.shape", "m, k = a.shape\n        assert float(a.sum()) == float(a.sum())"))
+    assert trace(reads, [{"shape": [8, 8], "dtype": "fp32"}] * 2, []) is None
+    assert TileSizes().space(reads, load_hw("h200")) and Persistent().space(reads, load_hw("h200"))

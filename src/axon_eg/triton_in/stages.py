@@ -7,7 +7,8 @@ transformation, so only what the stage changes moves). Stages run in dependency 
 
 - :class:`LaunchKnobs`: the launch's ``num_warps`` and ``num_stages`` of each kernel not under
   ``@triton.autotune`` (which picks them itself), one kernel at a time, over the hardware file's
-  ``knobs.num_warps`` and ``knobs.num_stages`` range (on an Intel XPU ``num_warps``, ``grf_mode`` and
+  ``knobs.num_warps`` and ``knobs.num_stages`` range (``num_stages`` only for a kernel with a loop, the
+  only thing it pipelines) (on an Intel XPU ``num_warps``, ``grf_mode`` and
   ``warp_size``). Launch knobs never change what a kernel computes; the
   cascade still checks every candidate.
 - :class:`AutotuneGrid`: the same grid as an ``@triton.autotune`` of the kernel, chosen at run time per
@@ -60,6 +61,22 @@ class Stage(Protocol):
     def apply(self, tf: TritonFile, params: dict[str, Any]) -> str: ...
 
 
+def _has_loop(tf: TritonFile, kernel: str) -> bool:
+    """Whether ``kernel``'s body has a loop (what ``num_stages`` software-pipelines)."""
+    node = next(n for n in tf.module.body if isinstance(n, cst.FunctionDef) and n.name.value == kernel)
+    found = []
+
+    class Finder(cst.CSTVisitor):
+        def visit_For(self, n: cst.For) -> None:
+            found.append(n)
+
+        def visit_While(self, n: cst.While) -> None:
+            found.append(n)
+
+    node.body.visit(Finder())
+    return bool(found)
+
+
 class LaunchKnobs:
     """``num_warps`` x ``num_stages`` for one kernel's launches at a time (see the module docstring)."""
 
@@ -88,7 +105,12 @@ class LaunchKnobs:
         points = []
         for kernel in self.detect(tf):
             given = [launch.keywords for launch in tf.launches if launch.kernel == kernel]
+            pipelined = _has_loop(tf, kernel)
             for knobs in grid:
+                if not pipelined and "num_stages" in knobs:
+                    if knobs["num_stages"] != int(hw.value("knobs.num_stages.min")):
+                        continue  # no loop to pipeline: the stages change nothing
+                    knobs = {k: v for k, v in knobs.items() if k != "num_stages"}
                 if all(all(kw.get(k) == v for k, v in knobs.items()) for kw in given):
                     continue  # what the input already launches
                 points.append({"kernel": kernel, **knobs})
@@ -141,7 +163,8 @@ class AutotuneGrid:
             return []
         warps = [int(w) for w in hw.value("knobs.num_warps")]
         stages = list(range(int(hw.value("knobs.num_stages.min")), int(hw.value("knobs.num_stages.max")) + 1))
-        return [{"kernel": k, "num_warps": warps, "num_stages": stages, "key": self.key(tf, k)} for k in self.detect(tf)]
+        return [{"kernel": k, "num_warps": warps, "num_stages": stages if _has_loop(tf, k) else stages[:1],
+                 "key": self.key(tf, k)} for k in self.detect(tf)]
 
     @staticmethod
     def key(tf: TritonFile, kernel: str) -> list[str]:
