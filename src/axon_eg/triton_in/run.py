@@ -202,7 +202,9 @@ def combine(out: str | os.PathLike[str]) -> bool:
                 winners[slot] = (r["median_us"], m["params"])
     slots = sorted(winners)
     combos = [slots] + ([[s for s in slots if s != left] for left in slots] if len(slots) >= 3 else [])
-    original = load(prepared["input"])
+    # the input as the bundle holds it (the bundle may be combined on another machine, where the input's path
+    # is not)
+    original = load(prepared["input"], (bundle / "input.py").read_text().removesuffix(prepared["entry"]))
     seen = {(bundle / f"{cid}.py").read_text().removesuffix(prepared["entry"]) for cid in prepared["wrapped"]}
     manifest = json.loads((bundle / "manifest.json").read_text())
     first = manifest["candidates"][0]
@@ -215,7 +217,7 @@ def combine(out: str | os.PathLike[str]) -> bool:
             for name, kernel in combo:
                 params = winners[(name, kernel)][1]
                 if name == stage.name and (not params.get("kernel") or params["kernel"] in stage.detect(tf)):
-                    tf = load(prepared["input"], stage.apply(tf, params))
+                    tf = load(original.path, stage.apply(tf, params))
                     applied.append({"stage": name, **params})
         if len(applied) < 2 or tf.text in seen or wrapper_unchanged(original, tf.text) is not None:
             continue
