@@ -339,7 +339,7 @@ def test_on_an_intel_xpu_the_launch_knobs_are_warps_register_file_and_warp_size(
 
 
 def test_each_stage_and_kernel_winner_combined_on_one_file_and_measured_in_a_second_round(tmp_path):
-    """Two kernels (SiLU, then the product): after a timed round in which one launch point per kernel won,
+    """Two kernels (SiLU, then the product): after a timed round in which one tile point per kernel won,
     ``combine`` writes both on one file; the worker's resume measures only that one (here its correctness)."""
     from axon_eg.measure.worker import main as worker
     from axon_eg.triton_in import combine, finish, prepare
@@ -349,23 +349,26 @@ def test_each_stage_and_kernel_winner_combined_on_one_file_and_measured_in_a_sec
     small.write_text((corpus / "silu_mul_kb.py").read_text() + "\nROWS, COLS = 5, 77\n")
     root = prepare(small, out=tmp_path / "o", nugraph_k=0)
     manifest = json.loads((root / "bundle" / "manifest.json").read_text())["candidates"]
-    fast = {("silu_kernel", 8): 5.0, ("mul_kernel", 2): 6.0}
+    fast = {}  # the last tile point of each kernel wins
+    for c in manifest:
+        if c["meta"]["stage"] == "tile_sizes":
+            fast[c["meta"]["params"]["kernel"]] = c["id"]
+    assert set(fast) == {"silu_kernel", "mul_kernel"}
 
     def us(c):
-        p = c["meta"].get("params") or {}
         if c["id"] == "input":
             return 10.0
-        if c["meta"]["stage"] != "launch_knobs":
-            return 10.5  # slower than the input: not combined
-        return fast.get((p.get("kernel"), p.get("num_warps")), 9.5)
+        return 5.0 if c["id"] in fast.values() else 10.5  # slower than the input: not combined
 
     rows = [{"id": c["id"], "status": "ok", "median_us": us(c)} for c in manifest]
     (root / "bundle" / "rows.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     assert combine(root)
     assert not combine(root)  # once
     combined = (root / "bundle" / "combined.py").read_text()
-    assert "silu_kernel[(triton.cdiv(n, 512),)](a, t, n, BLOCK=512, num_warps=8)" in combined
-    assert "mul_kernel[(triton.cdiv(n, 512),)](t, b, y, n, BLOCK=512, num_warps=2)" in combined
+    for kernel, cid in fast.items():
+        p = next(c for c in manifest if c["id"] == cid)["meta"]["params"]
+        block = p["tiles"]["BLOCK"]
+        assert f"{kernel}[(triton.cdiv(n, {block}),)]" in combined and f"BLOCK={block}, num_warps={p['num_warps']}" in combined
     assert worker([str(root / "bundle"), "--cpu"]) == 0
     result = finish(root)
     row = next(r for r in result.rows if r["id"] == "combined")

@@ -6,7 +6,8 @@ numbers come from ``data/hw_costs``, never from here) and writes the file at one
 transformation, so only what the stage changes moves). Stages run in dependency order (``after``).
 
 - :class:`LaunchKnobs`: the launch's ``num_warps`` and ``num_stages`` of each kernel not under
-  ``@triton.autotune`` (which picks them itself), one kernel at a time, over the hardware file's
+  ``@triton.autotune`` (which picks them itself) nor under the tile stage (``tiles.TileSizes``, whose space
+  holds them), one kernel at a time, over the hardware file's
   ``knobs.num_warps`` and ``knobs.num_stages`` range (``num_stages`` only for a kernel with a loop, the
   only thing it pipelines) (on an Intel XPU ``num_warps``, ``grf_mode`` and
   ``warp_size``). Launch knobs never change what a kernel computes; the
@@ -84,8 +85,13 @@ class LaunchKnobs:
     after: tuple[str, ...] = ()
 
     def detect(self, tf: TritonFile) -> list[str]:
+        """Launched kernels not under ``@triton.autotune`` and not covered by the tile stage (whose template
+        space searches warps and stages jointly with the tiles)."""
+        from .tiles import TileSizes
+
         launched = {launch.kernel for launch in tf.launches}
-        return [k.name for k in tf.kernels.values() if k.name in launched and not k.autotuned]
+        tiled = set(TileSizes().detect(tf))
+        return [k.name for k in tf.kernels.values() if k.name in launched and not k.autotuned and k.name not in tiled]
 
     def space(self, tf: TritonFile, hw: HardwareSpec) -> list[dict[str, Any]]:
         """NVIDIA: ``num_warps`` x ``num_stages``. Intel XPU (a hardware file with ``knobs.grf_mode``):
@@ -156,7 +162,8 @@ class AutotuneGrid:
     after: tuple[str, ...] = ("launch_knobs",)
 
     def detect(self, tf: TritonFile) -> list[str]:
-        return LaunchKnobs().detect(tf)
+        launched = {launch.kernel for launch in tf.launches}
+        return [k.name for k in tf.kernels.values() if k.name in launched and not k.autotuned]
 
     def space(self, tf: TritonFile, hw: HardwareSpec) -> list[dict[str, Any]]:
         if hw.kind != "gpu":
