@@ -47,7 +47,10 @@ ENTRY = '''
 
 # ===== axon_eg harness entry (fixed: the same in every candidate) =====
 import torch as _axon_eg_torch  # noqa: E402
+import triton as _axon_eg_triton  # noqa: E402
 
+
+{allocator}
 _AXON_EG_INIT = {init!r}
 _AXON_EG_MODEL = None
 
@@ -60,6 +63,17 @@ def _axon_eg_entry(*inputs):
     with _axon_eg_torch.no_grad():
         return _AXON_EG_MODEL(*inputs)
 '''
+
+ALLOCATOR = """def _axon_eg_scratch(size, alignment, stream):
+    \"\"\"Global scratch for tensor descriptors made inside kernels (tl.make_tensor_descriptor).\"\"\"
+    return _axon_eg_torch.empty(size, dtype=_axon_eg_torch.int8, device="cuda")
+
+
+if hasattr(_axon_eg_triton, "set_allocator"):
+    _axon_eg_triton.set_allocator(_axon_eg_scratch)
+"""
+"""The harness's scratch allocator: a kernel that makes tensor descriptors on the device needs one (the
+``tensor_descriptors`` stage's candidates); ``finish`` appends it to a chosen file that makes them."""
 
 REFERENCE = '''"""The reference: ``Model`` of {name}, built as the candidates' wrapper is, run in float64."""
 import importlib.util
@@ -264,7 +278,7 @@ def prepare(path: str | os.PathLike[str], *, reference: str | os.PathLike[str] |
         shutil.rmtree(bundle)
     bundle.mkdir(parents=True)
     _write_reference(bundle, ref_path, init)
-    entry = ENTRY.format(init=init, wrapper=tf.wrapper)
+    entry = ENTRY.format(init=init, wrapper=tf.wrapper, allocator=ALLOCATOR)
     cands: list[dict[str, Any]] = []
     refused: list[dict[str, Any]] = []
     wrapped: list[str] = []
@@ -333,6 +347,9 @@ def finish(out: str | os.PathLike[str]) -> TritonResult:
         shutil.copyfile(prepared["reference"], root / "reference_model.py")
     applied = "none (the input was not beaten)" if best == "input" else \
         json.dumps({"stage": meta[best]["stage"], **(meta[best].get("params") or {})})
+    if "make_tensor_descriptor" in text and "set_allocator" not in text:  # the harness gave it the scratch
+        text += "\n\n# axon_eg: tensor descriptors made inside kernels need global scratch\n" \
+                "import torch as _axon_eg_torch  # noqa: E402\nimport triton as _axon_eg_triton  # noqa: E402\n\n\n" + ALLOCATOR
     best_path = root / "best.py"
     best_path.write_text(f"# axon_eg optimize-triton: {Path(prepared['input']).name}; stage applied: {applied}\n" + text)
     (root / "rows.json").write_text(json.dumps(rows, indent=1, default=str))
