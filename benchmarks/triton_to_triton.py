@@ -56,8 +56,9 @@ def _small_kb(path: Path, out: Path) -> Path:
 def cmd_build(args: argparse.Namespace) -> int:
     import yaml
 
-    from axon_eg.triton_in import prepare
+    from axon_eg.triton_in import prepare, tiles
 
+    tiles.TILE_POINTS = args.tile_points
     out = Path(args.dir)
     out.mkdir(parents=True, exist_ok=True)
     plan = {}
@@ -144,6 +145,7 @@ def main(argv: list[str] | None = None) -> int:
     b.add_argument("--files", nargs="*", help="input names (default: the whole corpus)")
     b.add_argument("--hw", default="h200")
     b.add_argument("--k", type=int, default=4, help="axon_eg's own kernels per input (the nugraph stage)")
+    b.add_argument("--tile-points", type=int, default=8, help="tile-size candidates per kernel (tiles.TILE_POINTS)")
     m = sub.add_parser("measure")
     m.add_argument("dir")
     m.add_argument("--cpu", action="store_true")

@@ -259,9 +259,11 @@ class DtypeCorrection:
 
 
 def _stages() -> tuple[Stage, ...]:
+    from .descriptors import TensorDescriptors
     from .tiles import Persistent, Swizzle, TileSizes
 
-    return (DtypeCorrection(), LaunchKnobs(), TileSizes(), Swizzle(), Persistent(), AutotuneGrid())
+    return (DtypeCorrection(), LaunchKnobs(), TileSizes(), Swizzle(), TensorDescriptors(), Persistent(),
+            AutotuneGrid())
 
 
 STAGES: tuple[Stage, ...] = _stages()
