@@ -110,7 +110,8 @@ def test_a_kernel_body_change_passes_the_rule_and_is_left_to_the_correctness_che
 def test_stages_whose_detector_finds_nothing_give_no_candidates():
     tf = load(SOFTMAX)
     autotuned = tf.text.replace("@triton.jit", "@triton.autotune(configs=[triton.Config({})], key=[])\n@triton.jit")
-    assert not points(load(SOFTMAX, autotuned), load_hw("h200"))
+    # autotuned: no launch knobs, tiles or second autotune; only its loads and stores may still change
+    assert {p.stage for p in points(load(SOFTMAX, autotuned), load_hw("h200"))} <= {"tensor_descriptors"}
     assert not points(tf, load_hw("trn2"))  # no warps on a NeuronCore
 
 

@@ -91,7 +91,14 @@ def test_every_stage_point_of_every_corpus_input_computes_the_reference(tmp_path
     path = data.draw(st.sampled_from(INPUTS), label="input")
     tf, pts = _planned(path)
     point = data.draw(st.sampled_from(pts), label="point")
-    got, want = _run(path, point.text, tmp_path_factory.mktemp("stage"), data.draw(st.integers(1, 2**16)))
+    try:
+        got, want = _run(path, point.text, tmp_path_factory.mktemp("stage"), data.draw(st.integers(1, 2**16)))
+    except Exception as exc:
+        # a tensor descriptor needs 16-byte aligned rows (TMA): at a small odd size it refuses to run, a row
+        # the cascade records, never a wrong result (aligned sizes: tests/test_triton_descriptors.py)
+        if point.stage == "tensor_descriptors" and "16-byte" in str(exc):
+            return
+        raise
     assert torch.allclose(got.double(), want, rtol=1e-4, atol=1e-4), (path.name, point.stage, point.params,
                                                                       float((got.double() - want).abs().max()))
 

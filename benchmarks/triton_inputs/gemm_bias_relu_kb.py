@@ -1,4 +1,4 @@
-"""GEMM + bias + ReLU: one program per output tile, a K loop of tl.dot, no swizzle, fixed tiles."""
+"""GEMM + bias + ReLU: one program per output tile, a K loop of fp32 tl.dot (IEEE, as torch computes it), fixed tiles."""
 import torch
 import torch.nn as nn
 import triton
@@ -20,7 +20,7 @@ def gemm_bias_relu_kernel(a_ptr, w_ptr, b_ptr, c_ptr, M, N, K, BLOCK_M: tl.const
         rk = k0 + tl.arange(0, BLOCK_K)
         a = tl.load(a_ptr + rm[:, None] * K + rk[None, :], mask=(rm[:, None] < M) & (rk[None, :] < K), other=0.0)
         w = tl.load(w_ptr + rn[None, :] * K + rk[:, None], mask=(rn[None, :] < N) & (rk[:, None] < K), other=0.0)
-        acc += tl.dot(a, w)
+        acc += tl.dot(a, w, input_precision="ieee")
     bias = tl.load(b_ptr + rn, mask=rn < N, other=0.0)
     acc = tl.maximum(acc + bias[None, :], 0.0)
     tl.store(c_ptr + rm[:, None] * N + rn[None, :], acc, mask=(rm[:, None] < M) & (rn[None, :] < N))
