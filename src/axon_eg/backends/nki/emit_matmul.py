@@ -25,8 +25,16 @@ from .emit_rows import ROW_REDUCTIONS, Space, tile_body
 from .emit_writer import NotLowerable, Writer, nl_dtype, pick, render_lowering, typed_tile
 from .synthesis import Lowering, TileOp
 
-
 # --------------------------------------------------------------------------------------------- matmul
+
+def _transposed(hbm: str, start: str, count: str, dialect: str) -> str:
+    """The [ks, count] tile ``hbm[start:start + count, k0:k0 + ks]`` read transposed from HBM by the DMA: an
+    index grid in the legacy dialect, an access pattern (``.ap``: k steps by 1 down the partitions, the rows
+    by the row length along the free axis) in the current one, whose documentation has no ``nl.arange``."""
+    if dialect == "current":
+        return f"{hbm}.ap([[1, ks], [{hbm}.shape[1], {count}]], offset={start} * {hbm}.shape[1] + k0)"
+    return f"{hbm}[{start} + nl.arange({count})[None, :], k0 + nl.arange(ks)[:, None]]"
+
 def matmul_group(w: Writer, program: Program, group: Group, tiling: Tiling | Tile | Mapping[str, int] | None,
                  hbm: Mapping[int, str], outputs: Mapping[int, str], target: str, spec: HardwareSpec,
                  choice: str | None = None) -> str:
@@ -132,8 +140,7 @@ def matmul_group(w: Writer, program: Program, group: Group, tiling: Tiling | Til
         render_lowering(w, lw_t, {"x": src}, "aT", {}, out_dtype=a_dtype)
         w.pin = False
     else:
-        src = (f"{ka}[k0:k0 + ks, r0:r0 + rows]" if a_layout == "km"
-               else f"{ka}[r0 + nl.arange(rows)[None, :], k0 + nl.arange(ks)[:, None]]")
+        src = (f"{ka}[k0:k0 + ks, r0:r0 + rows]" if a_layout == "km" else _transposed(ka, "r0", "rows", w.dialect))
         w.load("aT", src, "(ks, rows)", a_dtype)
     w.line("a_row.append(aT)")
     w.depth -= 1
@@ -151,8 +158,7 @@ def matmul_group(w: Writer, program: Program, group: Group, tiling: Tiling | Til
     w.line(f"    for kk in nl.static_range({nk}):")
     w.depth += 2
     w.line(f"k0 = kk * TILE_K\nks = min(TILE_K, {k} - k0)")
-    src = (f"{kb}[k0:k0 + ks, c0:c0 + cols]" if b_layout == "kn"
-           else f"{kb}[c0 + nl.arange(cols)[None, :], k0 + nl.arange(ks)[:, None]]")
+    src = f"{kb}[k0:k0 + ks, c0:c0 + cols]" if b_layout == "kn" else _transposed(kb, "c0", "cols", w.dialect)
     w.load("b_tile", src, "(ks, cols)", b_dtype)
     w.line("b_col.append(b_tile)")
     w.depth -= 1

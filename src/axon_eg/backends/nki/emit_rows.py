@@ -77,15 +77,22 @@ class Space:
         shape = self.program.concrete_shape(node)
         return int(shape[-1]) if shape else 1
 
-    def view(self, hbm: str, node: int, kind: str) -> str:
-        """The HBM slice of the current tile (rows r0.., columns c0..) of a value of this kind."""
+    def view(self, hbm: str, node: int, kind: str, dialect: str = "legacy") -> str:
+        """The HBM slice of the current tile (rows r0.., columns c0..) of a value of this kind. A value
+        broadcast down the partitions (one value, one row of columns) is an index expression with a zero
+        partition step: ``nl.arange`` grids in the legacy dialect, an access pattern (``.ap``) in the current
+        one, whose documentation has no ``nl.arange``."""
         shape = tuple(self.program.concrete_shape(node))
         if kind == "row":
             flat = hbm if shape == (self.m, 1) else f"{hbm}.reshape(({self.m}, 1))"
             return f"{flat}[r0:r0 + rows, 0:1]"
         if kind == "one":
+            if dialect == "current":
+                return f"{hbm}.ap([[0, rows], [1, 1]], offset=0)"
             return f"{hbm}.reshape((1, 1))[nl.arange(rows)[:, None] * 0, nl.arange(1)[None, :]]"
         if kind == "col":
+            if dialect == "current":
+                return f"{hbm}.ap([[0, rows], [1, cols]], offset=c0)"
             flat = hbm if shape == (1, self.n) else f"{hbm}.reshape((1, {self.n}))"
             return f"{flat}[nl.arange(rows)[:, None] * 0, c0 + nl.arange(cols)[None, :]]"
         if kind == "part":
@@ -117,7 +124,7 @@ def tile_body(w: Writer, space: Space, nodes: list[int], values: dict[int, Any],
                 if node not in hbm:
                     raise NotLowerable(f"{program.nodes[node].op} node {node} feeds the group but is not in HBM")
                 var = w.fresh("in")
-                w.load(var, space.view(hbm[node], node, kind), _shape(kind, space.width(node)),
+                w.load(var, space.view(hbm[node], node, kind, w.dialect), _shape(kind, space.width(node)),
                        nl_dtype(program.nodes[node].dtype.name))
                 values[node] = var
         return values[node]
@@ -164,7 +171,7 @@ def tile_body(w: Writer, space: Space, nodes: list[int], values: dict[int, Any],
         values[node] = var
     for node, out in outputs.items():
         kind = space.kind(node)
-        w.store(space.view(out, node, kind), values[node])
+        w.store(space.view(out, node, kind, w.dialect), values[node])
 
 
 def _slice_concat(w: Writer, space: Space, node: int, ins: list[Any]) -> str:
@@ -305,6 +312,6 @@ def _input(w: Writer, space: Space, node: int, hbm: Mapping[int, str]) -> str:
     if node not in hbm:
         raise NotLowerable(f"cumsum input (node {node}) is neither computed in the group nor in HBM")
     var = w.fresh("in")
-    w.load(var, space.view(hbm[node], node, space.kind(node)), "(rows, cols)",
+    w.load(var, space.view(hbm[node], node, space.kind(node), w.dialect), "(rows, cols)",
            nl_dtype(space.program.nodes[node].dtype.name))
     return var

@@ -142,6 +142,42 @@ class NkiTensor:
         shape = shape[0] if len(shape) == 1 and isinstance(shape[0], (tuple, list)) else shape
         return NkiTensor(self._buf, self._flat.reshape(tuple(int(s) for s in shape)))
 
+    def ap(self, pattern: Any, offset: int = 0, scalar_offset: Any = None, vector_offset: Any = None,
+           indirect_dim: int = 0, dtype: Any = None) -> NkiTensor:
+        """An access pattern (NKI 2.x, ``nl.ndarray.ap``): the tensor flattened, element ``offset + sum(i_d *
+        step_d)`` at index ``(i_0, i_1, ...)`` of a view shaped by the pattern's ``[step, num]`` pairs. Only on
+        a whole ``nl.ndarray`` (not a view of one); on SBUF / PSUM the first pair walks whole partitions (its
+        step is the tensor's elements per partition). ``scalar_offset`` / ``vector_offset`` (indirect access)
+        and ``dtype`` (a reinterpreting cast) are not modelled."""
+        if scalar_offset is not None or vector_offset is not None or dtype is not None:
+            what = "scalar_offset" if scalar_offset is not None else "vector_offset" if vector_offset is not None else "dtype"
+            raise NotImplementedError(f"tensor.ap: {what} is not supported by the axon_eg NKI simulator")
+        size = self._buf.data.size
+        if self._flat.size != size or not np.array_equal(self._flat.ravel(), np.arange(size)):
+            raise isa.NkiSimulationError(f"{self._buf.name}.ap: an access pattern is only allowed on an nl.ndarray, "
+                                         "not on a view or tile of one")
+        try:
+            pairs = [(int(step), int(num)) for step, num in pattern]
+        except (TypeError, ValueError):
+            raise isa.NkiSimulationError(f"{self._buf.name}.ap: pattern must be [[step, num], ...], got {pattern!r}") from None
+        if not pairs or any(num < 1 for _, num in pairs):
+            raise isa.NkiSimulationError(f"{self._buf.name}.ap: every [step, num] needs num >= 1, got {pattern!r}")
+        if self._buf.space != HBM:
+            per_partition = size // max(1, self.shape[0] if self.shape else 1)
+            if pairs[0][0] != per_partition:
+                raise isa.NkiSimulationError(
+                    f"{self._buf.name}.ap: on {self._buf.space} the first [step, num] walks whole partitions, its step "
+                    f"must be {per_partition} (the elements per partition), got {pairs[0][0]}")
+        index = np.full([num for _, num in pairs], int(offset), dtype=np.int64)
+        for axis, (step, num) in enumerate(pairs):
+            shape = [1] * len(pairs)
+            shape[axis] = num
+            index = index + step * np.arange(num).reshape(shape)
+        if index.min() < 0 or index.max() >= size:
+            raise isa.NkiSimulationError(f"{self._buf.name}.ap: pattern {pairs} at offset {offset} reaches elements "
+                                         f"{int(index.min())}..{int(index.max())} of a tensor of {size}")
+        return NkiTensor(self._buf, index)
+
     def __repr__(self) -> str:
         return f"<{self._buf.space} tensor {self._buf.name} view {list(self.shape)} {isa.dtype_name(self.dtype)}>"
 
