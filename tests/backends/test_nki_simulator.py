@@ -622,14 +622,14 @@ A, B = np.ones((128, 128), np.float32), np.ones((128, 1024), np.float32)
     ("s = nl.ndarray((128, 128), dtype=a.dtype, buffer=nl.sbuf)\nnisa.dma_copy(dst=s, src=a)\n"
      "nisa.dma_copy(dst=s, src=s[nl.arange(128)[None, :], nl.arange(128)[:, None]])",
      NkiSimulationError, r"does not keep the partition axis"),
-    ("t = nl.exp(a)", NotImplementedError, r"nl.exp\(\.\.\.\) as a function is not supported"),
+    ("t = nl.exp(a)", NkiLimitError, r"activation: data memory hbm not in \{psum, sbuf\}"),  # tiles, not HBM
     ("t = nl.softmax(a)", NotImplementedError, r"nki.language.softmax is not supported"),
     ("t = nl.ndarray((128, 4), dtype=nl.float8_e4m3, buffer=nl.sbuf)", NotImplementedError,
      r"nki.language.float8_e4m3 is not supported"),
 ], ids=["partition-256", "moving-free-1024", "psum-banks", "tensor-engine-writes-sbuf", "gpsimd-reads-psum",
         "psum-free-size", "sbuf-free-size", "sbuf-capacity", "matmul-spans-banks", "vector-transpose-64",
         "reduce-partition-axis", "activation-reduce-max", "scalar-bias", "reduce-registers-unset", "read-unwritten",
-        "shape-mismatch", "partition-not-axis-0", "nl-function", "unknown-api", "unknown-dtype"])
+        "shape-mismatch", "partition-not-axis-0", "nl-function-on-hbm", "unknown-api", "unknown-dtype"])
 def test_planted_violations_are_refused(body, error, message):
     """Each planted mistake raises its error, naming the instruction, operand, limit and hardware key."""
     with pytest.raises(error, match=message) as info:

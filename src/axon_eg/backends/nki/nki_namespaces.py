@@ -138,13 +138,116 @@ def _language(s: _Session) -> dict[str, Any]:
         def __call__(self, *args: Any, **kwargs: Any) -> Any:
             if self.name == "copy":
                 return copy(*args, **kwargs)
-            raise NotImplementedError(f"nl.{self.name}(...) as a function is not supported by the simulator; pass "
-                                      f"nl.{self.name} as the op of nisa.activation / tensor_tensor / tensor_scalar")
+            return elementwise(self, *args, **kwargs)
 
-    def copy(x: Any, dtype: Any = None, *, mask: Any = None, **kw: Any) -> _Result:
+    def copy(x: Any = None, dtype: Any = None, *, src: Any = None, mask: Any = None, **kw: Any) -> _Result:
         _unsupported("nl.copy", mask=mask, **kw)
-        x = _tensor(x)
+        x = _tensor(x if x is not None else src)
         return s.prepare("tensor_copy", {"src": x}, {}, None, x.shape, dtype or x.dtype, SBUF)
+
+    # The high-level tile functions (``nl.exp(x)``, ``nl.add(x, y)``, ``nl.sum(x, axis=1)``, ``nl.matmul``,
+    # ``nl.transpose`` ...): each is the instruction the NKI compiler would pick for it, run through the same
+    # rules and trace as a kernel calling that instruction itself.
+    legacy = _legacy_isa(s)
+
+    def is_tile(v: Any) -> bool:
+        return isinstance(v, NkiTensor | _Result)
+
+    def elementwise(op: Op, *args: Any, dtype: Any = None, mask: Any = None, **kw: Any) -> Any:
+        name = op.name
+        _unsupported(f"nl.{name}", mask=mask)
+        if name in isa.ALU_OPS:
+            x, y = _two(name, args, kw)
+            if is_tile(x) and is_tile(y):
+                xs, ys = tuple(x.shape), tuple(y.shape)
+                if xs != ys and len(ys) == 2 and ys == (xs[0], 1):  # a [P, 1] column: one scalar per partition
+                    return legacy["tensor_scalar"](x, op, y, dtype=dtype)
+                if xs != ys and len(xs) == 2 and xs == (ys[0], 1):
+                    return legacy["tensor_scalar"](y, op, x, reverse0=True, dtype=dtype)
+                return legacy["tensor_tensor"](x, y, op, dtype=dtype)
+            if is_tile(x):
+                return legacy["tensor_scalar"](x, op, float(y), dtype=dtype)
+            if is_tile(y):
+                return legacy["tensor_scalar"](y, op, float(x), reverse0=True, dtype=dtype)
+            return float(isa.ALU_OPS[name](x, y))
+        x = args[0] if args else kw.pop("x")
+        if kw:
+            raise TypeError(f"nl.{name}() got unexpected keyword arguments {sorted(kw)}")
+        return legacy["activation"](op, x, dtype=dtype)
+
+    def _two(name: str, args: tuple, kw: dict) -> tuple[Any, Any]:
+        values = list(args) + [kw.pop(k) for k in ("x", "y") if k in kw]
+        if len(values) != 2 or kw:
+            raise TypeError(f"nl.{name}(x, y, dtype=None) takes two operands, got {len(values)}"
+                            + (f" and {sorted(kw)}" if kw else ""))
+        return values[0], values[1]
+
+    def negative(x: Any, dtype: Any = None, *, mask: Any = None) -> _Result:
+        _unsupported("nl.negative", mask=mask)
+        return legacy["tensor_scalar"](x, "multiply", -1.0, dtype=dtype)
+
+    def reduction(name: str, op: str) -> Callable[..., _Result]:
+        def reduce(x: Any, axis: Any, dtype: Any = None, keepdims: bool = False, *, mask: Any = None) -> _Result:
+            _unsupported(f"nl.{name}", mask=mask)
+            out = legacy["tensor_reduce"](op, x, axis, dtype=dtype, keepdims=keepdims)
+            if name != "mean":
+                return out
+            count = math.prod(_tensor(x).shape[a] for a in isa.reduce_axes(axis, _tensor(x).ndim))
+            return legacy["tensor_scalar"](out, "multiply", 1.0 / count, dtype=dtype)
+
+        reduce.__name__ = name
+        return reduce
+
+    def transpose(x: Any, dtype: Any = None, *, mask: Any = None) -> _Result:
+        _unsupported("nl.transpose", mask=mask)
+        return legacy["nc_transpose"](x, dtype=dtype)
+
+    def matmul(x: Any, y: Any, transpose_x: bool = False, *, mask: Any = None) -> _Result:
+        """``x @ y`` on the Tensor engine into PSUM: ``x`` is [M, K] (``transpose_x``: given as [K, M], the
+        stationary operand as the engine takes it), ``y`` is [K, N]; an untransposed ``x`` is transposed first."""
+        _unsupported("nl.matmul", mask=mask)
+        stationary = x if transpose_x else copy(legacy["nc_transpose"](x, engine=isa.TENSOR))  # PSUM -> SBUF
+        return legacy["nc_matmul"](stationary, y)
+
+    def load_transpose2d(src: Any, dtype: Any = None, *, mask: Any = None) -> _Result:
+        """An HBM [M, K] tile loaded as the SBUF tile [K, M]: a DMA whose access pattern walks the source
+        column by column (any dtype, every NeuronCore; the DMA-transpose engine of trn2 is ``nisa.dma_transpose``)."""
+        _unsupported("nl.load_transpose2d", mask=mask)
+        src = _tensor(src)
+        if src.ndim != 2:
+            raise isa.NkiSimulationError(f"nl.load_transpose2d: src must be a 2-D HBM tile, got shape {list(src.shape)}")
+        view = NkiTensor(src._buf, src._flat.T)
+        return s.prepare("load", {"src": view}, {}, None, view.shape, dtype or src.dtype, SBUF)
+
+    def broadcast_to(x: Any = None, shape: Any = None, dtype: Any = None, *, src: Any = None) -> _Result:
+        """``x`` copied to ``shape`` along axes of size 1 (the Vector engine reads the size-1 axes repeatedly)."""
+        x = _tensor(x if x is not None else src)
+        shape = tuple(int(d) for d in shape)
+        try:
+            view = NkiTensor(x._buf, np.broadcast_to(x._flat, shape))
+        except ValueError:
+            raise isa.NkiSimulationError(f"nl.broadcast_to: shape {list(x.shape)} does not broadcast to "
+                                         f"{list(shape)}") from None
+        return s.prepare("tensor_copy", {"src": view}, {}, None, shape, dtype or x.dtype, SBUF)
+
+    def like(value: float | None) -> Callable[..., NkiTensor]:
+        def make(x: Any = None, dtype: Any = None, buffer: Any = None, name: str | None = None, *, a: Any = None) -> NkiTensor:
+            x = _tensor(x if x is not None else a)
+            if value is None:
+                return ndarray(x.shape, dtype or x.dtype, buffer, name)
+            return filled(value)(x.shape, dtype or x.dtype, buffer, name)
+        return make
+
+    def full(shape: Any, fill_value: float, dtype: Any, buffer: Any = None, name: str | None = None) -> NkiTensor:
+        return filled(float(fill_value))(shape, dtype, buffer, name)
+
+    def device_print(prefix: Any = "", tensor: Any = None, *, print_prefix: Any = None, x: Any = None,
+                     mask: Any = None) -> None:
+        """Prints the tile's values (the simulator's stdout; on a device the runtime's)."""
+        _unsupported("nl.device_print", mask=mask)
+        t = _tensor(next(v for v in (tensor, x) if v is not None))
+        label = print_prefix if print_prefix is not None else prefix
+        print(label, np.asarray(t._buf.data[t._flat]))
 
     limits = s.spec.value
     tile_size = _Namespace("nl.tile_size", {"pmax": limits("limits.partition_max"),
@@ -153,7 +256,12 @@ def _language(s: _Session) -> dict[str, Any]:
     ops = {n: Op(n) for n in (*isa.ALU_OPS, *isa.ACTIVATIONS, "identity")}
     dtypes = {"float32": np.float32, "bfloat16": ml_dtypes.bfloat16, "float16": np.float16, "int32": np.int32,
               "uint32": np.uint32, "int16": np.int16, "uint16": np.uint16, "int8": np.int8, "uint8": np.uint8}
-    return {**ops, **dtypes, "ndarray": ndarray, "zeros": filled(0.0), "ones": filled(1.0), "load": load,
+    functions = {"negative": negative, "transpose": transpose, "matmul": matmul, "load_transpose2d": load_transpose2d,
+                 "broadcast_to": broadcast_to, "zeros_like": like(0.0), "empty_like": like(None), "full": full,
+                 "device_print": device_print,
+                 **{n: reduction(n, op) for n, op in (("sum", "add"), ("max", "maximum"), ("min", "minimum"),
+                                                      ("mean", "add"))}}
+    return {**ops, **dtypes, **functions, "ndarray": ndarray, "zeros": filled(0.0), "ones": filled(1.0), "load": load,
             "store": store, "arange": lambda *a, **k: np.arange(*map(plain, a), **k), "mgrid": _MGrid(),
             "ds": lambda start, size: slice(start, start + size), "par_dim": _ParDim, "affine_range": loop_range("affine_range"),
             "sequential_range": loop_range("sequential_range"), "static_range": range,
