@@ -282,6 +282,11 @@ def test_a_faster_kernel_of_axon_eg_is_chosen_and_written_with_what_it_reads(tmp
     text = result.best_path.read_text()
     assert '"stage": "nugraph"' in text.splitlines()[0] and "def _axon_eg_entry" in text
     assert (tmp_path / "o" / "reference_model.py").read_text() == SOFTMAX.read_text()
+    # the chosen file is a drop-in: its ModelNew, built as the input's is, computes the reference's result
+    best = import_file(result.best_path, "axon_eg_best_softmax")
+    x = torch.randn(37, 100)  # the sizes it was built for (a kernel of other sizes refuses them in one line)
+    assert torch.allclose(best.ModelNew()(x).double(), import_file(SOFTMAX, "ref_softmax").Model()(x.double()),
+                          rtol=1e-5, atol=1e-6)
 
 
 def test_phase_two_elsewhere_prepare_here_the_worker_there_finish_here(tmp_path):

@@ -3,10 +3,11 @@
 The reference module is imported (``ir.torch_import.import_torch``: parameters and buffers become named
 inputs) at the harness's input shapes on fake tensors, saturated with the discovered rules and enumerated
 (the pipeline's phase 1: a cheaper program such as a GEMM turned GEMV, folded constants, fusions); the k best
-candidates are emitted by the Triton backend. Each kernel file gets an entry that calls it the way the
-wrapper is called: the reference ``Model`` is built once (seeded with 0, from the ``__init__`` arguments, as
-the wrapper and the reference are) to take its parameters and buffers, the user's inputs go where the
-program reads them, and destination-passing kernels get their outputs allocated. The kernels then go
+candidates are emitted by the Triton backend. Each kernel file defines the input's wrapper class
+(``ModelNew`` or ``Model``) as a drop-in module: built from the same ``__init__`` arguments, it holds the
+reference ``Model`` (its parameters and buffers), passes the user's inputs and those tensors where the
+program reads them, and allocates the outputs of destination-passing kernels. The harness entry builds it
+once (seeded with 0, as the wrapper and the reference are). The kernels then go
 through the same cascade as every other candidate.
 """
 
@@ -17,7 +18,7 @@ from typing import Any
 
 ENTRY = '''
 
-# ===== axon_eg harness entry (fixed): the kernel called as the wrapper is =====
+# ===== axon_eg: the kernel as a drop-in module, and the harness entry (fixed) =====
 import importlib.util as _axon_eg_util  # noqa: E402
 import pathlib as _axon_eg_pathlib  # noqa: E402
 
@@ -26,34 +27,60 @@ import torch as _axon_eg_torch  # noqa: E402
 _AXON_EG_INIT = {init!r}
 _AXON_EG_ORDER = {order!r}  # ("input", k): the k-th input; ("state", name): the Model's parameter or buffer
 _AXON_EG_OUT = {outs!r}  # destination passing: each output's shape and dtype; None: the kernel returns them
-_AXON_EG_STATE = None
+
+
+def _axon_eg_reference():
+    path = _axon_eg_pathlib.Path(__file__).with_name("reference_model.py")
+    spec = _axon_eg_util.spec_from_file_location("axon_eg_reference_of_kernel", path)
+    mod = _axon_eg_util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+class {wrapper}(_axon_eg_torch.nn.Module):
+    \"\"\"axon_eg's kernel for the reference ``Model`` (``reference_model.py`` beside this file), called as the
+    input's ``{wrapper}`` is: built from the same ``__init__`` arguments, it owns the reference's parameters and
+    buffers and passes them where the kernel reads them. The kernel is specialized to the shapes it was built
+    for (the inputs of the run that chose it).\"\"\"
+
+    def __init__(self, *args, **kwargs):
+        super().__init__()
+        self.reference = _axon_eg_reference().Model(*args, **kwargs)
+        self._axon_eg_state = None
+
+    def forward(self, *inputs):
+        if self._axon_eg_state is None or self._axon_eg_state[0] != inputs[0].device:
+            named = dict(self.reference.named_parameters())
+            named.update(self.reference.named_buffers())
+            self._axon_eg_state = (inputs[0].device, {{k: v.detach().contiguous() for k, v in named.items()}})
+        state = self._axon_eg_state[1]
+        args = [inputs[i] if kind == "input" else state[i] for kind, i in _AXON_EG_ORDER]
+        if _AXON_EG_OUT is None:
+            return {entry}(*args)
+        outs = [_axon_eg_torch.empty(s, dtype=getattr(_axon_eg_torch, d), device=inputs[0].device)
+                for s, d in _AXON_EG_OUT]
+        {entry}(*args, *outs)
+        return outs[0] if len(outs) == 1 else tuple(outs)
+
+
+_AXON_EG_MODEL = None
 
 
 def _axon_eg_entry(*inputs):
-    global _AXON_EG_STATE
-    if _AXON_EG_STATE is None:
-        spec = _axon_eg_util.spec_from_file_location(
-            "axon_eg_reference_of_kernel", _axon_eg_pathlib.Path(__file__).with_name("reference_model.py"))
-        mod = _axon_eg_util.module_from_spec(spec)
-        spec.loader.exec_module(mod)
+    global _AXON_EG_MODEL
+    if _AXON_EG_MODEL is None:
         _axon_eg_torch.manual_seed(0)
-        model = mod.Model(*_AXON_EG_INIT).to(inputs[0].device)
-        named = dict(model.named_parameters())
-        named.update(model.named_buffers())
-        _AXON_EG_STATE = {{k: v.detach().contiguous() for k, v in named.items()}}
-    args = [inputs[i] if kind == "input" else _AXON_EG_STATE[i] for kind, i in _AXON_EG_ORDER]
-    if _AXON_EG_OUT is None:
-        return {entry}(*args)
-    outs = [_axon_eg_torch.empty(s, dtype=getattr(_axon_eg_torch, d), device=inputs[0].device) for s, d in _AXON_EG_OUT]
-    {entry}(*args, *outs)
-    return outs[0] if len(outs) == 1 else tuple(outs)
+        _AXON_EG_MODEL = {wrapper}(*_AXON_EG_INIT).to(inputs[0].device).eval()
+    with _axon_eg_torch.no_grad():
+        return _AXON_EG_MODEL(*inputs)
 '''
 
 
 def candidates(ref_path: Path, init: list[Any], inputs: list[dict[str, Any]], hw: Any, k: int,
-               saturation_s: float = 1.0) -> list[tuple[str, str, dict[str, Any]]]:
-    """(id, file text, meta) of the k best kernels of the reference ``Model``; the import's refusal raises
-    (the caller records it as a row)."""
+               saturation_s: float = 1.0, wrapper: str = "ModelNew") -> list[tuple[str, str, dict[str, Any]]]:
+    """(id, file text, meta) of the k best kernels of the reference ``Model``, each file also defining
+    ``wrapper`` (the input's wrapper class name) as a drop-in module; the import's refusal raises (the caller
+    records it as a row)."""
     import importlib.util
 
     import torch
@@ -94,7 +121,7 @@ def candidates(ref_path: Path, init: list[Any], inputs: list[dict[str, Any]], hw
             continue
         outs = None if kern.mode == "return" else [
             (list(program.concrete_shape(o)), program.nodes[o].dtype.torch_name) for o in program.outputs]
-        text = kern.source + ENTRY.format(init=init, order=order, outs=outs, entry=kern.entry)
+        text = kern.source + ENTRY.format(init=init, order=order, outs=outs, entry=kern.entry, wrapper=wrapper)
         out.append((f"g{i:02d}", text, {"stage": "nugraph", "params": {
             "plan": c.plan.name, "lowering": kern.meta.get("lowering"), "predicted_us": round(c.predicted_seconds * 1e6, 2),
             "rules": list(c.variant.rules)}}))

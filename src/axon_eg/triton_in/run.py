@@ -308,7 +308,7 @@ def prepare(path: str | os.PathLike[str], *, reference: str | os.PathLike[str] |
         from . import nugraph
 
         try:
-            for cid, text, meta in nugraph.candidates(ref_path, init, inputs, spec_hw, nugraph_k):
+            for cid, text, meta in nugraph.candidates(ref_path, init, inputs, spec_hw, nugraph_k, wrapper=tf.wrapper):
                 add(cid, text, "candidate", meta, with_entry=False)
         except Exception as exc:  # noqa: BLE001 - a reference the importer refuses: a row saying why, the rest runs
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
