@@ -2,7 +2,9 @@
 
     python benchmarks/triton_to_triton.py build DIR [--small] [--files ...]   # here: triton_in.prepare per input
     python benchmarks/triton_to_triton.py measure DIR                           # GPU box: the worker, every bundle
-    python benchmarks/triton_to_triton.py combine DIR                           # here: the stages' winners on one file
+    python benchmarks/triton_to_triton.py combine DIR                           # here (or on the GPU box after
+                                                                                # python -m pip install libcst):
+                                                                                # the stages' winners on one file
     python benchmarks/triton_to_triton.py measure DIR                           # GPU box: the combined files only
     python benchmarks/triton_to_triton.py report DIR                            # here: triton_in.finish, the table
 
