@@ -17,7 +17,7 @@ import yaml  # noqa: E402
 
 from axon_eg.hw import load as load_hw  # noqa: E402
 from axon_eg.measure.harness import TORCH_DTYPES  # noqa: E402
-from axon_eg.testing.kernels import import_file  # noqa: E402
+from axon_eg.testing.kernels import close_to_reference, import_file  # noqa: E402
 from axon_eg.triton_in import load  # noqa: E402
 from axon_eg.triton_in.stages import points  # noqa: E402
 
@@ -56,7 +56,7 @@ def test_every_kernelbench_input_matches_its_model(path):
     with torch.no_grad():
         want = ref(*[x.double() for x in xs])
         got = new(*xs)
-    assert torch.allclose(got.double(), want, rtol=1e-4, atol=1e-4), float((got.double() - want).abs().max())
+    assert close_to_reference(got, want), float((got.double() - want).abs().max())
 
 
 @pytest.mark.parametrize("path", T2T, ids=lambda p: p.stem)
@@ -74,7 +74,7 @@ def test_every_triton_to_triton_input_matches_its_reference(path):
     with torch.no_grad():
         want = ref(*[x.double() for x in xs])
         got = new(*xs)
-    assert torch.allclose(got.double(), want, rtol=1e-4, atol=1e-4), float((got.double() - want).abs().max())
+    assert close_to_reference(got, want), float((got.double() - want).abs().max())
 
 
 def test_the_corpus_benchmark_runs_end_to_end_at_small_sizes(tmp_path, capsys):

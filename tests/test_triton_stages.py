@@ -23,7 +23,7 @@ from hypothesis import strategies as st  # noqa: E402
 from axon_eg.backends.triton import interpreter  # noqa: E402
 from axon_eg.hw import load as load_hw  # noqa: E402
 from axon_eg.measure.harness import TORCH_DTYPES  # noqa: E402
-from axon_eg.testing.kernels import import_file  # noqa: E402
+from axon_eg.testing.kernels import close_to_reference, import_file  # noqa: E402
 from axon_eg.triton_in import load  # noqa: E402
 from axon_eg.triton_in.launches import launch_changes_allowed, trace  # noqa: E402
 from axon_eg.triton_in.run import _inputs_and_init  # noqa: E402
@@ -99,7 +99,7 @@ def test_every_stage_point_of_every_corpus_input_computes_the_reference(tmp_path
         if point.stage == "tensor_descriptors" and "16-byte" in str(exc):
             return
         raise
-    assert torch.allclose(got.double(), want, rtol=1e-4, atol=1e-4), (path.name, point.stage, point.params,
+    assert close_to_reference(got, want), (path.name, point.stage, point.params,
                                                                       float((got.double() - want).abs().max()))
 
 
@@ -140,7 +140,7 @@ def test_matmul_tiles_swizzle_and_persistent_loops_compose_at_random_sizes(tmp_p
         ref = mod.Model(k, n).double()
         with torch.no_grad():
             got, want = model(x), ref(x.double())
-    assert torch.allclose(got.double(), want, rtol=1e-4, atol=1e-4), (applied, m, k, n)
+    assert close_to_reference(got, want), (applied, m, k, n)
 
 
 def test_tile_roles_are_read_from_the_kernel_and_the_grid():

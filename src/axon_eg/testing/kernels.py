@@ -51,6 +51,17 @@ def load_kernel(kernel: Kernel, directory: str | Path) -> Any:
     return getattr(mod, kernel.entry)
 
 
+def close_to_reference(got: Any, want: Any) -> bool:
+    """Whether a kernel's torch result equals its float64 reference within what the result's dtype holds:
+    1e-4 for fp32, 2e-2 of the largest magnitude for a 16-bit result (bf16 keeps 8 bits of mantissa)."""
+    import torch
+
+    if got.dtype in (torch.bfloat16, torch.float16):
+        tol = 2e-2 * max(1.0, float(want.abs().max()))
+        return torch.allclose(got.double(), want, rtol=2e-2, atol=tol)
+    return torch.allclose(got.double(), want, rtol=1e-4, atol=1e-4)
+
+
 def import_file(path: str | Path, name: str) -> Any:
     """The Python file at ``path`` imported as module ``name`` (registered in ``sys.modules``, where
     ``triton.jit`` finds a kernel's source)."""
