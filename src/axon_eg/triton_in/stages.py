@@ -203,8 +203,8 @@ class AutotuneGrid:
         return tf.module.visit(_Autotune(params["kernel"], decorator)).code
 
 
-class _Narrow(cst.CSTTransformer):
-    """Inside the kernels named: every ``tl.float64`` written as ``tl.float32``."""
+class _InKernels(cst.CSTTransformer):
+    """A transformer that knows whether it is inside one of the kernels named (``self.inside``)."""
 
     def __init__(self, kernels: set[str]):
         self.kernels, self.inside = kernels, 0
@@ -215,6 +215,10 @@ class _Narrow(cst.CSTTransformer):
     def leave_FunctionDef(self, original: cst.FunctionDef, updated: cst.FunctionDef) -> cst.FunctionDef:
         self.inside -= original.name.value in self.kernels
         return updated
+
+
+class _Narrow(_InKernels):
+    """Inside the kernels named: every ``tl.float64`` written as ``tl.float32``."""
 
     def leave_Attribute(self, original: cst.Attribute, updated: cst.Attribute) -> cst.Attribute:
         if self.inside and updated.attr.value == "float64" and _dotted(updated.value) in ("tl", "triton.language"):
@@ -264,19 +268,13 @@ class DtypeCorrection:
 _IEEE = ("'ieee'", '"ieee"')
 
 
-class _DotPrecision(cst.CSTTransformer):
+class _DotPrecision(_InKernels):
     """Inside the kernels named: ``tl.dot(..., input_precision="ieee")`` (or ``allow_tf32=False``) with
     ``input_precision`` set to ``precision``."""
 
     def __init__(self, kernels: set[str], precision: str):
-        self.kernels, self.precision, self.inside = kernels, precision, 0
-
-    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
-        self.inside += node.name.value in self.kernels
-
-    def leave_FunctionDef(self, original: cst.FunctionDef, updated: cst.FunctionDef) -> cst.FunctionDef:
-        self.inside -= original.name.value in self.kernels
-        return updated
+        super().__init__(kernels)
+        self.precision = precision
 
     def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.Call:
         if not self.inside or _dotted(updated.func) not in ("tl.dot", "triton.language.dot") or not _ieee_dot(updated):
