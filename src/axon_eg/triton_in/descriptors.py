@@ -49,8 +49,9 @@ What is recognized (libcst, on the syntax tree; every other access is left as wr
   ``tl.broadcast_to`` the block shape (a descriptor store takes exactly a block-shaped value where a pointer
   store broadcasts a scalar or a smaller tile; both are no-ops on a value that already has them).
 
-A kernel with no recognized access is not detected. ``space``: one point per detected kernel (on GPUs), the
-kernel's every recognized access rewritten at once.
+A kernel with no recognized access is not detected. ``space``: one point per detected kernel (on GPUs) that
+has a ``tl.dot`` of 16-bit operands, the kernel's every recognized access rewritten at once (see
+``TensorDescriptors.space`` for the measurements that confine it there).
 
 Run-time requirements, not refused here (a candidate that breaks one fails when it is compiled or run, and
 the measurement cascade records it as a failed row):
