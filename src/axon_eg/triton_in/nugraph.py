@@ -16,6 +16,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from .run import CALL
+
 ENTRY = '''
 
 # ===== axon_eg: the kernel as a drop-in module, and the harness entry (fixed) =====
@@ -63,17 +65,7 @@ class {wrapper}(_axon_eg_torch.nn.Module):
         return outs[0] if len(outs) == 1 else tuple(outs)
 
 
-_AXON_EG_MODEL = None
-
-
-def _axon_eg_entry(*inputs):
-    global _AXON_EG_MODEL
-    if _AXON_EG_MODEL is None:
-        _axon_eg_torch.manual_seed(0)
-        _AXON_EG_MODEL = {wrapper}(*_AXON_EG_INIT).to(inputs[0].device).eval()
-    with _axon_eg_torch.no_grad():
-        return _AXON_EG_MODEL(*inputs)
-'''
+''' + CALL
 
 
 def candidates(ref_path: Path, init: list[Any], inputs: list[dict[str, Any]], hw: Any, k: int,

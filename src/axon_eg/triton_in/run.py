@@ -52,7 +52,9 @@ import triton as _axon_eg_triton  # noqa: E402
 
 {allocator}
 _AXON_EG_INIT = {init!r}
-_AXON_EG_MODEL = None
+'''
+
+CALL = '''_AXON_EG_MODEL = None
 
 
 def _axon_eg_entry(*inputs):
@@ -63,6 +65,10 @@ def _axon_eg_entry(*inputs):
     with _axon_eg_torch.no_grad():
         return _AXON_EG_MODEL(*inputs)
 '''
+"""How the harness calls every candidate: the wrapper (``{wrapper}``) built once, seeded with 0, from the
+``__init__`` arguments (``_AXON_EG_INIT``), on the inputs' device, called under ``no_grad``; the end of
+``ENTRY`` and of the νGraph kernels' entry (``nugraph.ENTRY``)."""
+ENTRY += CALL
 
 ALLOCATOR = """def _axon_eg_scratch(size, alignment, stream):
     \"\"\"Global scratch for tensor descriptors made inside kernels (tl.make_tensor_descriptor).\"\"\"
