@@ -283,7 +283,7 @@ def _matmul_kernels(tf: TritonFile) -> list[str]:
     out = []
     for k in _launched(tf):
         facts = kernel_facts(tf, k)
-        if facts.dot and facts.axes == {0, 1} and all((s.elements() or [None, None, None]).__len__() == 2
+        if facts.dot and facts.axes == {0, 1} and all(len(s.elements() or ()) == 2
                                                       for s in sites(tf) if s.kernel == k):
             out.append(k)
     return out
