@@ -810,9 +810,10 @@ def test_legacy_plus_equals_on_a_vector_result_is_a_vector_add():
     assert {e.engine for e in trace if e.instruction == "tensor_tensor"} == {"vector"}
 
 
-def test_masks_are_refused_cleanly():
-    body = "t = nl.load(a[nl.arange(128)[:, None], nl.arange(128)[None, :]], mask=(nl.arange(128)[:, None] < 5))"
-    with pytest.raises(NotImplementedError, match=r"nl.load: mask=<index expression \[128, 1\]> is not supported"):
+def test_a_mask_on_a_matmul_is_refused_cleanly():
+    body = ("i = nl.arange(128)[:, None]\nt = nl.load(a)\n"
+            "r = nisa.nc_matmul(t, t, mask=(i < 5))")
+    with pytest.raises(NotImplementedError, match=r"nisa.nc_matmul: mask=<index expression \[128, 1\]> is not supported"):
         simulate(planted(body, LEGACY), A, B)
 
 

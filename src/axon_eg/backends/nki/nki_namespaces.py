@@ -120,13 +120,15 @@ def _language(s: _Session) -> dict[str, Any]:
         return make
 
     def load(src: Any, *, mask: Any = None, dtype: Any = None, **kw: Any) -> _Result:
-        _unsupported("nl.load", mask=mask, **kw)
+        _unsupported("nl.load", **kw)
         src = _tensor(src)
-        return s.prepare("load", {"src": src}, {}, None, src.shape, dtype or src.dtype, SBUF)
+        with s.masked(mask, "nl.load"):
+            return s.prepare("load", {"src": src}, {}, None, src.shape, dtype or src.dtype, SBUF)
 
     def store(dst: Any, value: Any, *, mask: Any = None, **kw: Any) -> None:
-        _unsupported("nl.store", mask=mask, **kw)
-        s.run("store", {"dst": dst, "src": value}, {})
+        _unsupported("nl.store", **kw)
+        with s.masked(mask, "nl.store"):
+            s.run("store", {"dst": dst, "src": value}, {})
 
     class Op(_Token):
         """``nl.add``, ``nl.exp`` ...: what instructions take as ``op``; ``nl.copy(x, dtype)`` also copies."""
@@ -141,9 +143,10 @@ def _language(s: _Session) -> dict[str, Any]:
             return elementwise(self, *args, **kwargs)
 
     def copy(x: Any = None, dtype: Any = None, *, src: Any = None, mask: Any = None, **kw: Any) -> _Result:
-        _unsupported("nl.copy", mask=mask, **kw)
+        _unsupported("nl.copy", **kw)
         x = _tensor(x if x is not None else src)
-        return s.prepare("tensor_copy", {"src": x}, {}, None, x.shape, dtype or x.dtype, SBUF)
+        with s.masked(mask, "nl.copy"):
+            return s.prepare("tensor_copy", {"src": x}, {}, None, x.shape, dtype or x.dtype, SBUF)
 
     # The high-level tile functions (``nl.exp(x)``, ``nl.add(x, y)``, ``nl.sum(x, axis=1)``, ``nl.matmul``,
     # ``nl.transpose`` ...): each is the instruction the NKI compiler would pick for it, run through the same
@@ -154,8 +157,11 @@ def _language(s: _Session) -> dict[str, Any]:
         return isinstance(v, NkiTensor | _Result)
 
     def elementwise(op: Op, *args: Any, dtype: Any = None, mask: Any = None, **kw: Any) -> Any:
+        with s.masked(mask, f"nl.{op.name}"):
+            return _elementwise(op, *args, dtype=dtype, **kw)
+
+    def _elementwise(op: Op, *args: Any, dtype: Any = None, **kw: Any) -> Any:
         name = op.name
-        _unsupported(f"nl.{name}", mask=mask)
         if name in isa.ALU_OPS:
             x, y = _two(name, args, kw)
             if is_tile(x) and is_tile(y):
@@ -183,13 +189,17 @@ def _language(s: _Session) -> dict[str, Any]:
         return values[0], values[1]
 
     def negative(x: Any, dtype: Any = None, *, mask: Any = None) -> _Result:
-        _unsupported("nl.negative", mask=mask)
-        return legacy["tensor_scalar"](x, "multiply", -1.0, dtype=dtype)
+        return legacy["tensor_scalar"](x, "multiply", -1.0, dtype=dtype, mask=mask)
 
     def reduction(name: str, op: str) -> Callable[..., _Result]:
         def reduce(x: Any, axis: Any, dtype: Any = None, keepdims: bool = False, *, mask: Any = None) -> _Result:
-            _unsupported(f"nl.{name}", mask=mask)
-            out = legacy["tensor_reduce"](op, x, axis, dtype=dtype, keepdims=keepdims)
+            if name == "mean" and mask is not None:
+                m = np.broadcast_to(np.asarray(mask), _tensor(x).shape)
+                axes = isa.reduce_axes(axis, m.ndim)
+                if (m.any(axis=axes) != m.all(axis=axes)).any():
+                    raise NotImplementedError("nl.mean: a mask= that leaves out part of a reduced row is not supported "
+                                              "by the axon_eg NKI simulator (mask whole rows: i_p < n)")
+            out = legacy["tensor_reduce"](op, x, axis, dtype=dtype, keepdims=keepdims, mask=mask)
             if name != "mean":
                 return out
             count = math.prod(_tensor(x).shape[a] for a in isa.reduce_axes(axis, _tensor(x).ndim))
@@ -212,12 +222,12 @@ def _language(s: _Session) -> dict[str, Any]:
     def load_transpose2d(src: Any, dtype: Any = None, *, mask: Any = None) -> _Result:
         """An HBM [M, K] tile loaded as the SBUF tile [K, M]: a DMA whose access pattern walks the source
         column by column (any dtype, every NeuronCore; the DMA-transpose engine of trn2 is ``nisa.dma_transpose``)."""
-        _unsupported("nl.load_transpose2d", mask=mask)
         src = _tensor(src)
         if src.ndim != 2:
             raise isa.NkiSimulationError(f"nl.load_transpose2d: src must be a 2-D HBM tile, got shape {list(src.shape)}")
         view = NkiTensor(src._buf, src._flat.T)
-        return s.prepare("load", {"src": view}, {}, None, view.shape, dtype or src.dtype, SBUF)
+        with s.masked(mask, "nl.load_transpose2d"):  # over the loaded [K, M] tile
+            return s.prepare("load", {"src": view}, {}, None, view.shape, dtype or src.dtype, SBUF)
 
     def broadcast_to(x: Any = None, shape: Any = None, dtype: Any = None, *, src: Any = None) -> _Result:
         """``x`` copied to ``shape`` along axes of size 1 (the Vector engine reads the size-1 axes repeatedly)."""
@@ -363,7 +373,10 @@ def _legacy_isa(s: _Session) -> dict[str, Any]:
 
     def activation(op, data, *, bias=None, scale=1.0, reduce_op=None, reduce_res=None, reduce_cmd=None, mask=None,
                    dtype=None):
-        _unsupported("nisa.activation", mask=mask)
+        with s.masked(mask, "nisa.activation"):
+            return _activation(op, data, bias, scale, reduce_op, reduce_res, reduce_cmd, dtype)
+
+    def _activation(op, data, bias, scale, reduce_op, reduce_res, reduce_cmd, dtype):
         data = _tensor(data)
         return s.prepare("activation", {"data": data, "bias": bias, "scale": scale, "reduce_res": reduce_res},
                          {"op": _op(op, A, "activation"), "reduce_op": _op(reduce_op, R, "activation", "reduce_op"),
@@ -374,46 +387,47 @@ def _legacy_isa(s: _Session) -> dict[str, Any]:
                           reduce_cmd="reset_reduce", mask=mask, dtype=dtype)
 
     def tensor_tensor(data1, data2, op, *, dtype=None, mask=None, engine=None):
-        _unsupported("nisa.tensor_tensor", mask=mask)
         d1, d2 = _tensor(data1), _tensor(data2)
         dtype = dtype or (d1.dtype if d1.dtype == d2.dtype else np.float32)
-        return s.prepare("tensor_tensor", {"data1": d1, "data2": d2}, {"op": _op(op, ALU, "tensor_tensor")}, engine,
+        with s.masked(mask, "nisa.tensor_tensor"):
+            return s.prepare("tensor_tensor", {"data1": d1, "data2": d2}, {"op": _op(op, ALU, "tensor_tensor")}, engine,
                          d1.shape, dtype, SBUF)
 
     def tensor_scalar(data, op0, operand0, reverse0=False, op1=None, operand1=None, reverse1=False, *, dtype=None,
                       mask=None, engine=None):
-        _unsupported("nisa.tensor_scalar", mask=mask)
         data = _tensor(data)
-        return s.prepare("tensor_scalar", {"data": data, "operand0": operand0, "operand1": operand1},
+        with s.masked(mask, "nisa.tensor_scalar"):
+            return s.prepare("tensor_scalar", {"data": data, "operand0": operand0, "operand1": operand1},
                          {"op0": _op(op0, ALU, "tensor_scalar", "op0"), "op1": _op(op1, ALU, "tensor_scalar", "op1"),
                           "reverse0": bool(reverse0), "reverse1": bool(reverse1)}, engine, data.shape,
                          dtype or data.dtype, SBUF)
 
     def tensor_reduce(op, data, axis, *, dtype=None, negate=False, keepdims=False, mask=None):
-        _unsupported("nisa.tensor_reduce", mask=mask)
         data = _tensor(data)
         axes = isa.reduce_axes(axis, data.ndim)
         shape = tuple(1 if i in axes else d for i, d in enumerate(data.shape) if keepdims or i not in axes)
-        return s.prepare("tensor_reduce", {"data": data}, {"op": _op(op, R, "tensor_reduce"), "axis": axis,
+        with s.masked(mask, "nisa.tensor_reduce"):  # over data: left-out elements do not count
+            return s.prepare("tensor_reduce", {"data": data}, {"op": _op(op, R, "tensor_reduce"), "axis": axis,
                          "negate": bool(negate), "keepdims": bool(keepdims)}, None, shape, dtype or data.dtype, SBUF)
 
     def tensor_copy(src, *, mask=None, dtype=None, engine=None):
-        _unsupported("nisa.tensor_copy", mask=mask)
         src = _tensor(src)
-        return s.prepare("tensor_copy", {"src": src}, {}, engine, src.shape, dtype or src.dtype, SBUF)
+        with s.masked(mask, "nisa.tensor_copy"):
+            return s.prepare("tensor_copy", {"src": src}, {}, engine, src.shape, dtype or src.dtype, SBUF)
 
     def memset(shape, value, dtype, *, mask=None, engine=None):
-        _unsupported("nisa.memset", mask=mask)
-        return s.prepare("memset", {}, {"value": float(value)}, engine, tuple(shape), dtype, SBUF)
+        with s.masked(mask, "nisa.memset"):
+            return s.prepare("memset", {}, {"value": float(value)}, engine, tuple(shape), dtype, SBUF)
 
     def iota(expr, dtype, *, mask=None):
-        _unsupported("nisa.iota", mask=mask)
         expr = np.asarray(expr)
-        return s.prepare("iota", {}, {"expr": expr}, None, expr.shape, dtype, SBUF)
+        with s.masked(mask, "nisa.iota"):
+            return s.prepare("iota", {}, {"expr": expr}, None, expr.shape, dtype, SBUF)
 
     def dma_copy(*, dst, src, mask=None, dst_rmw_op=None, oob_mode=None, dge_mode=None):
-        _unsupported("nisa.dma_copy", mask=mask, dst_rmw_op=dst_rmw_op)
-        s.run("dma_copy", {"dst": dst, "src": src}, {})
+        _unsupported("nisa.dma_copy", dst_rmw_op=dst_rmw_op)
+        with s.masked(mask, "nisa.dma_copy"):
+            s.run("dma_copy", {"dst": dst, "src": src}, {})
 
     def dma_transpose(src, *, axes=None, mask=None, dtype=None, dge_mode=None):
         _unsupported("nisa.dma_transpose", mask=mask)

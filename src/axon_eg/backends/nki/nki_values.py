@@ -129,7 +129,11 @@ class NkiTensor:
     name = property(lambda self: self._buf.name)
 
     def __getitem__(self, index: Any) -> NkiTensor:
-        return NkiTensor(self._buf, self._flat[_subscript(self, index)])
+        items, outside = _subscript(self, index)
+        flat = self._flat[items]
+        if outside is not None:  # an index expression past the tensor: those elements exist only under a mask
+            flat = np.where(np.broadcast_to(outside, flat.shape), OUTSIDE, flat)
+        return NkiTensor(self._buf, flat)
 
     def __setitem__(self, index: Any, value: Any) -> None:
         self._buf.session.assign(self[index], value)
@@ -193,9 +197,17 @@ class NkiTensor:
     __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = __truediv__ = __rtruediv__ = __neg__ = _arith
 
 
-def _subscript(t: NkiTensor, index: Any) -> tuple:
+OUTSIDE = -1
+"""The flat index of a view element that an index expression put past its tensor (``a[i_p + k * 128, i_f]`` on
+the last partial tile): such a view may be used only by an instruction whose ``mask`` leaves those elements
+out; reading or writing one raises IndexError (:meth:`_Session.elements`)."""
+
+
+def _subscript(t: NkiTensor, index: Any) -> tuple[tuple, np.ndarray | None]:
     """Check an NKI subscript against the view's shape; slices mixed with nl.arange index arrays become
-    index arrays along their own axis (``t[i_p, 0:512]`` with ``i_p`` of shape [128, 1])."""
+    index arrays along their own axis (``t[i_p, 0:512]`` with ``i_p`` of shape [128, 1]). Ints and slices must
+    lie inside the view; index expressions may reach past it (a masked partial tile): their values are clipped
+    and the second result marks the elements past the view (None when there are none)."""
     items = [plain(x) for x in (index if isinstance(index, tuple) else (index,))]
     if any(x is Ellipsis for x in items):
         at = items.index(Ellipsis)
@@ -218,8 +230,6 @@ def _subscript(t: NkiTensor, index: Any) -> tuple:
             a = np.asarray(x)
             if a.dtype.kind not in "iu":
                 raise IndexError(f"index {x!r} on {where} is not an integer index expression")
-            if a.size and (a.min() < 0 or a.max() >= dim):
-                raise IndexError(f"index expression with values {a.min()}..{a.max()} out of range [0, {dim}) on {where}")
             items[axis] = a
     arrays = [x for x in items if isinstance(x, np.ndarray)]
     if arrays and any(isinstance(x, slice) for x in items):
@@ -231,7 +241,13 @@ def _subscript(t: NkiTensor, index: Any) -> tuple:
             if isinstance(items[axis], slice):
                 s = items[axis]
                 items[axis] = np.arange(s.start, s.stop, s.step).reshape([-1 if q == k else 1 for q in range(len(free))])
-    return tuple(items)
+    outside = None
+    for axis, (x, dim) in enumerate(zip(items, t.shape)):
+        if isinstance(x, np.ndarray) and x.size and (x.min() < 0 or x.max() >= dim):
+            past = (x < 0) | (x >= dim)
+            outside = past if outside is None else outside | past
+            items[axis] = np.clip(x, 0, dim - 1)
+    return tuple(items), outside
 
 
 # ---------------------------------------------------------------------------------------- legacy results

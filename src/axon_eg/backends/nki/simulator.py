@@ -26,19 +26,23 @@ Supported surface (anything else raises NotImplementedError naming the API): ``n
 static_range``, ``nl.tile_size.{pmax, gemm_stationary_fmax, gemm_moving_fmax}``, dtypes, buffers and op tokens;
 the ``nisa`` instructions of :data:`isa.INSTRUCTIONS` (the declared ones, plus ``activation_reduce``) in the dialect's
 signature, ``nisa.engine/reduce_cmd/dge_mode/oob_mode/nc_version``; views by ints, slices and ``nl.arange``
-index expressions, ``.reshape``, ``.shape``, ``.dtype``, ``.buffer``; ``t[...] = r`` and ``t[...] += r``.
+index expressions, ``.reshape``, ``.shape``, ``.dtype``, ``.buffer``; ``t[...] = r`` and ``t[...] += r``. Legacy
+``mask=`` on loads, stores, copies, element-wise instructions and reductions: an index expression may reach past
+its tensor where the mask leaves the elements out (the last partial tile), which are then neither read nor
+written; touching one without a mask raises IndexError naming the view and the kernel line.
 """
 
 from __future__ import annotations
 
 import builtins
+import contextlib
 import dataclasses
 import inspect
 import linecache
 import math
 import sys
 import weakref
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -55,6 +59,7 @@ from .nki_values import (
     _SCALAR_OPERANDS,
     CURRENT,
     LEGACY,
+    OUTSIDE,
     NkiTensor,
     Trace,
     TraceEntry,
@@ -64,6 +69,11 @@ from .nki_values import (
     _Result,
     _tensor,
 )
+
+MASKABLE = frozenset({"load", "store", "dma_copy", "tensor_copy", "tensor_tensor", "tensor_scalar", "activation",
+                      "tensor_reduce", "memset", "iota"})
+"""The instructions a ``mask=`` may restrict: those whose operands index the same iteration space as their
+destination (or a reduction of it). Matmuls and transposes refuse a mask."""
 
 
 # ---------------------------------------------------------------------------------------------- session
@@ -77,6 +87,45 @@ class _Session:
         self.live = {SBUF: 0, PSUM: 0}  # SBUF bytes per partition, PSUM banks
         lanes = spec.value("limits.partition_max")
         self.regs, self.regs_valid = np.full((lanes, 1), np.nan), np.zeros(lanes, bool)
+        self.mask: np.ndarray | None = None  # the ``mask=`` of the instruction being called (see masked)
+
+    @contextlib.contextmanager
+    def masked(self, mask: Any, api: str) -> Iterator[None]:
+        """The instructions ``api`` runs inside execute under ``mask``: a boolean expression of ``nl.arange``
+        indices over the instruction's iteration space (``(i_p + k * 128 < n) & (i_f < m)``). An operand element
+        the mask leaves out is neither read nor written, so an index expression may reach past its tensor there."""
+        if mask is None or mask is False and not isinstance(mask, np.ndarray):
+            yield
+            return
+        if self.dialect == CURRENT:
+            raise NkiSimulationError(f"{api}: mask= is legacy NKI (neuronxcc.nki); the current nki dialect has no "
+                                     f"masks: size the tile to the data (nl.ds, .ap) instead")
+        m = np.asarray(mask)
+        if m.dtype != bool:
+            raise NkiSimulationError(f"{api}: mask must be a boolean expression of nl.arange indices (i_p < n), got "
+                                     f"{type(mask).__name__} of dtype {m.dtype}")
+        outer, self.mask = self.mask, m
+        try:
+            yield
+        finally:
+            self.mask = outer
+
+    def fit_mask(self, instruction: str, key: str, mask: np.ndarray | None, shape: tuple[int, ...],
+                 attrs: Mapping[str, Any] | None = None) -> np.ndarray | None:
+        """The instruction's mask as it falls on an operand of ``shape``: broadcast to it, or, on an operand with
+        size-1 axes where the mask has more (a [P, 1] column, a reduction's result), kept where any masked-in
+        element uses it."""
+        if mask is None:
+            return None
+        if attrs is not None and instruction == "tensor_reduce" and key == "dst":
+            data = np.broadcast_to(mask, attrs["_data_shape"])
+            return data.any(axis=isa.reduce_axes(attrs["axis"], data.ndim), keepdims=attrs["keepdims"]).reshape(shape)
+        m = mask.reshape((1,) * (len(shape) - mask.ndim) + mask.shape) if mask.ndim < len(shape) else mask
+        if m.ndim == len(shape) and all(d in (1, s) or s == 1 for d, s in zip(m.shape, shape)):
+            wide = tuple(i for i, (d, s) in enumerate(zip(m.shape, shape)) if s == 1 and d != 1)
+            return np.broadcast_to(m.any(axis=wide, keepdims=True) if wide else m, shape)
+        raise NkiSimulationError(f"{instruction}: mask of shape {list(mask.shape)} does not fit {key} of shape "
+                                 f"{list(shape)}")
 
     # -- memory
     def allocate(self, shape: Any, dtype: Any, space: str, name: str | None = None, what: str = "nl.ndarray") -> NkiTensor:
@@ -140,28 +189,60 @@ class _Session:
     # -- operands
     def operand(self, instruction: str, key: str, t: NkiTensor) -> Operand:
         buf = t._buf
-        if buf.space in ON_CHIP and t.ndim:
-            parts = buf.coords(t._flat)[0].reshape(t.shape[0], -1)
-            if (parts != parts[:, :1]).any() or len(np.unique(parts[:, 0])) != t.shape[0]:
+        if buf.space in ON_CHIP and t.ndim and t.size:
+            flat = t._flat.reshape(t.shape[0], -1)
+            inside = flat != OUTSIDE
+            parts = buf.coords(np.where(inside, flat, 0))[0]
+            first = np.take_along_axis(parts, np.argmax(inside, axis=1)[:, None], axis=1)  # a row's first element inside
+            rows = inside.any(axis=1)
+            if (inside & (parts != first)).any() or len(np.unique(first[rows, 0])) != int(rows.sum()):
                 raise NkiSimulationError(f"{instruction}: {key} {t!r} does not keep the partition axis of {buf.name} "
                                          f"{list(buf.shape)} on its axis 0 (one distinct partition per row)")
         return Operand(t.shape, buf.dtype, buf.space)
 
-    def read(self, instruction: str, key: str, t: NkiTensor) -> np.ndarray:
-        written = t._buf.written[t._flat]
+    def elements(self, instruction: str, key: str, t: NkiTensor, mask: np.ndarray | None) -> np.ndarray:
+        """The flat buffer indices an instruction touches in ``t``: those the mask keeps (all without one).
+        Raises IndexError where one of them lies past the tensor."""
+        flat = t._flat if mask is None else t._flat[mask]
+        past = flat == OUTSIDE
+        if past.any():
+            first = np.unravel_index(int(np.argmax(t._flat == OUTSIDE if mask is None else (t._flat == OUTSIDE) & mask)),
+                                     t.shape) if t.ndim else ()
+            raise IndexError(f"{instruction}: {key} {t!r} indexes {int(past.sum())} elements past {t._buf.name} "
+                             f"{list(t._buf.shape)} (first at {tuple(map(int, first))})"
+                             + (" that the mask does not leave out" if mask is not None else
+                                "; leave them out with mask=, e.g. mask=(i_p + k * 128 < n)"))
+        return flat
+
+    def read(self, instruction: str, key: str, t: NkiTensor, mask: np.ndarray | None = None,
+             fill: float = 0.0) -> np.ndarray:
+        """``t``'s values as float64; where ``mask`` leaves an element out, ``fill``."""
+        flat = self.elements(instruction, key, t, mask)
+        written = t._buf.written[flat]
         if not written.all():
-            first = np.unravel_index(int(np.argmin(written)), t.shape) if t.ndim else ()
-            raise NkiUninitializedError(f"{instruction}: {key} reads {int((~written).sum())} of {t.size} elements that "
+            where = np.flatnonzero(mask)[int(np.argmin(written))] if mask is not None else int(np.argmin(written))
+            first = np.unravel_index(where, t.shape) if t.ndim else ()
+            raise NkiUninitializedError(f"{instruction}: {key} reads {int((~written).sum())} of {flat.size} elements that "
                                         f"no instruction wrote ({t!r}, first at {tuple(map(int, first))}); new buffers "
                                         f"hold NaN")
-        return t._buf.data[t._flat].astype(np.float64)
+        if mask is None:
+            return t._buf.data[flat].astype(np.float64)
+        out = np.full(t.shape, fill, np.float64)
+        out[mask] = t._buf.data[flat]
+        return out
 
-    def write(self, instruction: str, t: NkiTensor, values: np.ndarray, accumulate: bool | None = False) -> None:
-        buf, flat = t._buf, t._flat
+    def write(self, instruction: str, t: NkiTensor, values: np.ndarray, accumulate: bool | None = False,
+              mask: np.ndarray | None = None) -> None:
+        """Write ``values`` into ``t`` (where ``mask`` keeps an element; elsewhere ``t`` keeps what it held)."""
+        buf = t._buf
+        flat = self.elements(instruction, "dst", t, mask)
         self.charge(buf, instruction)
         values = np.asarray(values, np.float64).reshape(t.shape).astype(np.float32)  # engines compute in fp32
+        if mask is not None:
+            values = values[mask]
         if accumulate is not False:  # nc_matmul into PSUM: True adds, None adds where already written
-            old = self.read("nc_matmul", "dst (accumulate=True)", t) if accumulate else buf.data[flat].astype(np.float32)
+            old = self.read("nc_matmul", "dst (accumulate=True)", t, mask) if accumulate else buf.data[flat]
+            old = old[mask] if accumulate and mask is not None else old
             values = np.where(buf.written[flat], old.astype(np.float32) + values, values) if accumulate is None \
                 else old.astype(np.float32) + values
         if buf.dtype.kind in "iu":
@@ -212,18 +293,29 @@ class _Session:
             ops["dst"] = dst
         engine = self.engine(instruction, engine, ops)
         rules = isa.check(instruction, ops, attrs, self.spec, engine)
-        ins = {k: self.read(instruction, k, t) for k, t in tensors.items() if k in instr.reads}
-        shapes = {k: op.shape for k, op in ops.items()}
-        if instruction == "activation":
-            ins["reduce_regs"] = self._registers(attrs, ops["data"].partitions, "reduce_res" in tensors)
-        outs = instr.semantics(ins, attrs, shapes)
+        mask = self.mask
+        if mask is not None and (instruction not in MASKABLE or (instruction == "activation" and (
+                "reduce_res" in tensors or attrs.get("reduce_op") or attrs["reduce_cmd"] != "idle"))):
+            raise NotImplementedError(f"{instruction}: mask= is not supported by the axon_eg NKI simulator on "
+                                      f"{'an accumulating activation' if instruction == 'activation' else instruction}")
+        fill = isa.REDUCE_OPS[attrs["op"]][1] if instruction == "tensor_reduce" else 0.0
+        with np.errstate(all="ignore") if mask is not None else contextlib.nullcontext():  # left-out elements
+            ins = {k: self.read(instruction, k, t, self.fit_mask(instruction, k, mask, t.shape), fill)
+                   for k, t in tensors.items() if k in instr.reads}
+            shapes = {k: op.shape for k, op in ops.items()}
+            if instruction == "activation":
+                ins["reduce_regs"] = self._registers(attrs, ops["data"].partitions, "reduce_res" in tensors)
+            outs = instr.semantics(ins, attrs, shapes)
         for key, t in tensors.items():  # side outputs (reduce_res) land now; dst when the destination is known
             if key in instr.writes and key != "dst":
                 self.write(instruction, t, outs[key])
         if "reduce_regs" in outs:
             self.regs[: ops["data"].partitions] = outs["reduce_regs"].astype(np.float32)
         entry = self._record(instruction, rules, tensors, dst) if dst is not None else None
-        return {"tensors": tensors, "attrs": attrs, "engine": engine, "ops": ops, "values": outs["dst"], "entry": entry}
+        if mask is not None and instruction == "tensor_reduce":
+            attrs = {**attrs, "_data_shape": tensors["data"].shape}
+        return {"tensors": tensors, "attrs": attrs, "engine": engine, "ops": ops, "values": outs["dst"], "entry": entry,
+                "mask": mask}
 
     def _registers(self, attrs: Mapping[str, Any], lanes: int, read_out: bool) -> np.ndarray:
         cmd = attrs["reduce_cmd"]
@@ -247,10 +339,12 @@ class _Session:
                 replace: bool) -> None:
         ops = {**pending["ops"], "dst": self.operand(instruction, "dst", dst)}
         attrs = {**pending["attrs"], "accumulate": accumulate} if instruction == "nc_matmul" else pending["attrs"]
+        attrs = {k: v for k, v in attrs.items() if k != "_data_shape"}
         rules = isa.check(instruction, ops, attrs, self.spec, pending["engine"])
         if instruction == "nc_matmul":
             self._one_bank(dst)
-        self.write(instruction, dst, pending["values"], accumulate if instruction == "nc_matmul" else False)
+        mask = self.fit_mask(instruction, "dst", pending["mask"], dst.shape, pending["attrs"])
+        self.write(instruction, dst, pending["values"], accumulate if instruction == "nc_matmul" else False, mask)
         entry = self._record(instruction, rules, {**pending["tensors"], "dst": dst}, None)
         if replace:  # the legacy call recorded a provisional entry in program order: complete it
             self.entries.pop()
@@ -259,7 +353,7 @@ class _Session:
     def _one_bank(self, dst: NkiTensor) -> None:
         key = isa.get("nc_matmul").declaration.limit("psum_bank")
         bank = self.spec.value(key)
-        banks = dst._buf.coords(dst._flat)[1] * dst.dtype.itemsize // bank
+        banks = dst._buf.coords(dst._flat[dst._flat != OUTSIDE])[1] * dst.dtype.itemsize // bank
         if banks.size and banks.min() != banks.max():
             raise NkiLimitError("nc_matmul", "dst", bank, int(banks.max() - banks.min() + 1) * bank, message=(
                 f"nc_matmul: dst {dst!r} spans PSUM banks {int(banks.min())}..{int(banks.max())} of its buffer; one "
