@@ -227,6 +227,8 @@ def combine(out: str | os.PathLike[str]) -> bool:
     original = load(prepared["input"], (bundle / "input.py").read_text().removesuffix(prepared["entry"]))
     seen = {(bundle / f"{cid}.py").read_text().removesuffix(prepared["entry"]) for cid in prepared["wrapped"]}
     manifest = json.loads((bundle / "manifest.json").read_text())
+    if any(c["id"] == "combined" for c in manifest["candidates"]):  # combined already (prepared.json of another copy)
+        return False
     first = manifest["candidates"][0]
     added = 0
     for combo in combos:
