@@ -160,6 +160,8 @@ _TRAINIUM: dict[str, Field] = {
     "limits.transpose.vector_engine_max": _q("count"),
     "limits.vector.free_max_sbuf": _q("count"),
     "limits.vector.free_max_psum": _q("count"),
+    "limits.vector.bn_stats_free_max": _q("count"),
+    "limits.vector.max8_free_max": _q("count"),
     "features.dma_transpose": Field("bool"),
     "features.nki_dialect": Field("str", choices=("legacy", "current")),
     "costs.dma_fixed": _q("time"),

@@ -1,9 +1,10 @@
 """NKI kernels written the way the NKI documentation and tutorials write them (``tests/data/nki_corpus``, issue 23),
 each run in the simulator against NumPy on random inputs (hypothesis over sizes and values, never zeros): vector
 add, a tiled matmul with hoisted loads in both dialects, a transpose, softmax, layer norm, RMS norm and fused
-self-attention. A kernel that uses only API both dialects document runs in both: the legacy file is the current
-one with its imports swapped (``import neuronxcc.nki as nki``), as a user ports it. Every kernel also passes the
-documented-API check of its dialect."""
+self-attention; an RMS norm over any row count with masks on its partial tile (legacy) and the tutorial's layer
+norm on ``bn_stats`` / ``bn_aggr`` (current). A kernel that uses only API both dialects document runs in both:
+the legacy file is the current one with its imports swapped (``import neuronxcc.nki as nki``), as a user ports
+it. Every kernel also passes the documented-API check of its dialect."""
 
 from __future__ import annotations
 
@@ -58,6 +59,16 @@ def case(name: str, data: st.DataObject) -> tuple[list[np.ndarray], np.ndarray]:
     if name == "softmax":
         x = _values(rng, 128 * blocks, cols) * 3
         return [x], _softmax(x.astype(np.float64))
+    if name == "rmsnorm_masked":  # any row count: the last tile partial
+        x, w = _values(rng, data.draw(st.integers(1, 300), label="rows"), cols), _values(rng, cols)
+        x64 = x.astype(np.float64)
+        return [x, w], x64 / np.sqrt((x64 * x64).mean(-1, keepdims=True) + 1e-6) * w
+    if name == "layernorm_bn":  # rows longer than one bn_stats chunk (512) too
+        cols = data.draw(st.sampled_from([2, 7, 513, 1100]), label="bn columns")
+        x, w, b = _values(rng, 128 * blocks, cols) + 2.0, _values(rng, cols), _values(rng, cols)
+        x64 = x.astype(np.float64)
+        c = x64 - x64.mean(-1, keepdims=True)
+        return [x, w, b], c / np.sqrt((c * c).mean(-1, keepdims=True) + 1e-5) * w + b
     if name.startswith("rmsnorm"):
         x, w = _values(rng, 128 * blocks, cols), _values(rng, cols)
         x64 = x.astype(np.float64)
@@ -82,7 +93,7 @@ def case(name: str, data: st.DataObject) -> tuple[list[np.ndarray], np.ndarray]:
 
 KERNELS = [(n, d) for n in SHARED for d in ("current", "legacy")] + [
     ("matmul", "current"), ("matmul", "legacy"), ("rmsnorm", "current"), ("rmsnorm", "legacy"),
-    ("layernorm", "current"), ("layernorm", "legacy")]
+    ("layernorm", "current"), ("layernorm", "legacy"), ("rmsnorm_masked", "legacy"), ("layernorm_bn", "current")]
 
 
 @pytest.mark.parametrize("name, dialect", KERNELS, ids=[f"{n}-{d}" for n, d in KERNELS])

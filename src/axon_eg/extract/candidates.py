@@ -185,8 +185,9 @@ def enumerate_candidates(nugraph: NuGraph, target: str | HardwareSpec, k: int = 
             best = [opts[0] for opts in per_group]
             # the best tiling everywhere, then alternatives for the most expensive group
             costs = [group_cost(plan, gi, best[gi], hw) for gi in range(len(best))]
-            worst = max(range(len(best)), key=lambda gi: costs[gi])
-            for alt in per_group[worst]:
+            # (no group: nothing to compute, the program returns an input as it is, dropout at p=0 say)
+            worst = max(range(len(best)), key=lambda gi: costs[gi], default=-1)
+            for alt in per_group[worst] if best else [None]:
                 tiled = tuple(alt if gi == worst else best[gi] for gi in range(len(best)))
                 for isa in isa_choices(plan, hw, precision):
                     # a library call has no tiling of ours: its group keeps the best, so alternatives collapse

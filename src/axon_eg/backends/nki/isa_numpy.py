@@ -24,11 +24,26 @@ from .nki_checks import DTYPES, NkiLimitError, NkiSimulationError, Rules, dtype_
 Semantics = Callable[[Mapping[str, Any], Mapping[str, Any], Mapping[str, tuple[int, ...]]], dict[str, np.ndarray]]
 
 # ------------------------------------------------------------------ the declared vocabularies in NumPy
+def _bits(op: Callable[[Any, Any], Any]) -> Callable[[Any, Any], np.ndarray]:
+    """A bitwise op on the integer values of its operands (the engines' integer ALU paths)."""
+    return lambda x, y: op(np.asarray(x).astype(np.int64), np.asarray(y).astype(np.int64)).astype(np.float64)
+
+
+def _truth(op: Callable[[Any, Any], Any]) -> Callable[[Any, Any], np.ndarray]:
+    """A comparison or logical op: 1.0 where it holds, else 0.0 (nonzero is true)."""
+    return lambda x, y: op(x, y).astype(np.float64)
+
+
 ALU_OPS: dict[str, Callable[[Any, Any], np.ndarray]] = {
     "add": np.add, "subtract": np.subtract, "multiply": np.multiply, "divide": np.divide,
-    "maximum": np.maximum, "minimum": np.minimum}
+    "maximum": np.maximum, "minimum": np.minimum, "power": np.power, "fmod": np.fmod, "mod": np.mod,
+    "equal": _truth(np.equal), "not_equal": _truth(np.not_equal), "greater": _truth(np.greater),
+    "greater_equal": _truth(np.greater_equal), "less": _truth(np.less), "less_equal": _truth(np.less_equal),
+    "logical_and": _truth(np.logical_and), "logical_or": _truth(np.logical_or), "logical_xor": _truth(np.logical_xor),
+    "bitwise_and": _bits(np.bitwise_and), "bitwise_or": _bits(np.bitwise_or), "bitwise_xor": _bits(np.bitwise_xor),
+    "left_shift": _bits(np.left_shift), "right_shift": _bits(np.right_shift)}
 REDUCE_OPS: dict[str, tuple[Callable[..., np.ndarray], float]] = {  # reduction, identity
-    "add": (np.sum, 0.0), "maximum": (np.max, -np.inf), "minimum": (np.min, np.inf)}
+    "add": (np.sum, 0.0), "maximum": (np.max, -np.inf), "minimum": (np.min, np.inf), "multiply": (np.prod, 1.0)}
 _erf = np.frompyfunc(math.erf, 1, 1)
 
 
@@ -43,7 +58,15 @@ ACTIVATIONS: dict[str, Callable[[np.ndarray], np.ndarray]] = {
     "gelu": lambda x: 0.5 * x * (1.0 + _erf(x / math.sqrt(2.0)).astype(np.float64)),
     "gelu_apprx_tanh": lambda x: 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x**3))),
     "relu": lambda x: np.maximum(x, 0.0), "square": np.square, "abs": np.abs,
-    "erf": lambda x: _erf(x).astype(np.float64), "softplus": lambda x: np.logaddexp(0.0, x)}
+    "erf": lambda x: _erf(x).astype(np.float64), "softplus": lambda x: np.logaddexp(0.0, x),
+    "sin": np.sin, "cos": np.cos, "tan": np.tan, "arctan": np.arctan, "ceil": np.ceil, "floor": np.floor,
+    "trunc": np.trunc, "sign": np.sign, "mish": lambda x: x * np.tanh(np.logaddexp(0.0, x)),
+    "gelu_dx": lambda x: 0.5 * (1.0 + _erf(x / math.sqrt(2.0)).astype(np.float64))
+                         + x * np.exp(-0.5 * x * x) / math.sqrt(2.0 * math.pi),
+    "gelu_apprx_sigmoid": lambda x: x * _sigmoid(1.702 * x),
+    "gelu_apprx_sigmoid_dx": lambda x: _sigmoid(1.702 * x) * (1.0 + 1.702 * x * (1.0 - _sigmoid(1.702 * x))),
+    "silu_dx": lambda x: _sigmoid(x) * (1.0 + x * (1.0 - _sigmoid(x))),
+    "erf_dx": lambda x: 2.0 / math.sqrt(math.pi) * np.exp(-x * x)}
 
 
 @dataclass(frozen=True)
@@ -269,4 +292,206 @@ def _iota_rule(r: Rules) -> None:
         count = math.prod(n for _, n in r.attrs["pattern"])
         if count != r.ops["dst"].free_size:
             raise ShapeError(f"iota: pattern {r.attrs['pattern']} makes {count} values per partition, dst "
+                             f"{list(r.ops['dst'].shape)} holds {r.ops['dst'].free_size}")
+
+
+# ------------------------------------------------------------------------- more Vector / GpSimd instructions
+def _rows(x: Any) -> np.ndarray:
+    """A tile as [P, free elements]."""
+    x = np.asarray(x)
+    return x.reshape(x.shape[0], -1)
+
+
+@_implements("reciprocal", semantics=lambda ins, a, s: {"dst": (1.0 / np.asarray(ins["data"])).reshape(s["dst"])})
+def _reciprocal_rule(r: Rules) -> None:
+    r.same_layout("data", "dst")
+
+
+def _scalar_tensor_tensor(ins: Mapping[str, Any], attrs: Mapping[str, Any], shapes: Mapping[str, tuple[int, ...]]) -> dict:
+    data = np.asarray(ins["data"])
+    operand0 = _per_partition(ins.get("operand0", attrs["operand0"]), data.ndim)
+    other = np.asarray(ins["operand1"]).reshape(data.shape)
+    op0, op1 = ALU_OPS[attrs["op0"]], ALU_OPS[attrs["op1"]]
+    v = op0(operand0, data) if attrs["reverse0"] else op0(data, operand0)
+    return {"dst": (op1(other, v) if attrs["reverse1"] else op1(v, other)).reshape(shapes["dst"])}
+
+
+@_implements("scalar_tensor_tensor", semantics=_scalar_tensor_tensor)
+def _scalar_tensor_tensor_rule(r: Rules) -> None:
+    r.same_layout("data", "dst")
+    r.same_layout("operand1", "dst")
+    r.vector("operand0", r.ops["data"].partitions)
+    if "operand0" not in r.ops and r.attrs.get("operand0") is None:
+        raise NkiSimulationError("scalar_tensor_tensor: operand0 (a scalar or [P, 1] tile) is required")
+    if r.ops["data"].space == "psum" and r.ops["operand1"].space == "psum":
+        raise NkiLimitError("scalar_tensor_tensor", "operand1", "sbuf", "psum", message="scalar_tensor_tensor: data and "
+                            "operand1 are both in PSUM; at most one may be (nki.isa.scalar_tensor_tensor docs)")
+
+
+def _tensor_scalar_reduce(ins: Mapping[str, Any], attrs: Mapping[str, Any], shapes: Mapping[str, tuple[int, ...]]) -> dict:
+    data = np.asarray(ins["data"])
+    operand0 = _per_partition(ins.get("operand0", attrs["operand0"]), data.ndim)
+    out = ALU_OPS[attrs["op0"]](data, operand0)
+    return {"dst": out.reshape(shapes["dst"]),
+            "reduce_res": REDUCE_OPS[attrs["reduce_op"]][0](_rows(out), axis=1).reshape(shapes["reduce_res"])}
+
+
+@_implements("tensor_scalar_reduce", semantics=_tensor_scalar_reduce)
+def _tensor_scalar_reduce_rule(r: Rules) -> None:
+    r.same_layout("data", "dst")
+    r.vector("operand0", r.ops["data"].partitions)
+    r.vector("reduce_res", r.ops["data"].partitions)
+    if "operand0" not in r.ops and r.attrs.get("operand0") is None:
+        raise NkiSimulationError("tensor_scalar_reduce: operand0 (a scalar or [P, 1] tile) is required")
+
+
+def _copy_predicated(ins: Mapping[str, Any], attrs: Mapping[str, Any], shapes: Mapping[str, tuple[int, ...]]) -> dict:
+    keep = np.asarray(ins["predicate"]).reshape(shapes["dst"]) != 0
+    return {"dst": np.asarray(ins["src"]).reshape(shapes["dst"]), "where": ~keep if attrs["reverse_pred"] else keep}
+
+
+@_implements("tensor_copy_predicated", semantics=_copy_predicated)
+def _tensor_copy_predicated_rule(r: Rules) -> None:
+    r.same_layout("src", "dst")
+    r.same_layout("predicate", "dst")
+    pred = r.ops["predicate"].dtype
+    r.rule(pred.kind == "u", "predicate", "dtype", dtype_name(pred), "uint8, uint16 or uint32",
+           "tensor_copy_predicated takes an unsigned integer predicate", relation="is not")
+    r.rule(r.ops["src"].dtype == r.ops["dst"].dtype, "dst", "dtype", dtype_name(r.ops["dst"].dtype),
+           dtype_name(r.ops["src"].dtype), "tensor_copy_predicated does not cast")
+    if r.ops["src"].space == "psum" and r.ops["predicate"].space == "psum":
+        raise NkiLimitError("tensor_copy_predicated", "predicate", "sbuf", "psum", message="tensor_copy_predicated: src "
+                            "and predicate are both in PSUM; at most one may be")
+
+
+_PARTITION_REDUCE = {"add": np.add.reduce, "maximum": np.maximum.reduce, "bitwise_or": np.bitwise_or.reduce,
+                     "bitwise_and": np.bitwise_and.reduce}
+
+
+def _partition_reduce(ins: Mapping[str, Any], attrs: Mapping[str, Any], shapes: Mapping[str, tuple[int, ...]]) -> dict:
+    data = np.asarray(ins["data"])
+    if attrs["op"].startswith("bitwise"):
+        data = data.astype(np.int64)
+    return {"dst": _PARTITION_REDUCE[attrs["op"]](data, axis=0, keepdims=True).astype(np.float64).reshape(shapes["dst"])}
+
+
+@_implements("tensor_partition_reduce", semantics=_partition_reduce)
+def _tensor_partition_reduce_rule(r: Rules) -> None:
+    data, dst = r.ops["data"], r.ops["dst"]
+    if (dst.partitions, dst.free_size) != (1, data.free_size):
+        raise ShapeError(f"tensor_partition_reduce: dst {list(dst.shape)} must be [1, {data.free_size}] (data "
+                         f"{list(data.shape)} reduced over its partitions)")
+
+
+def _bn_stats(ins: Mapping[str, Any], attrs: Mapping[str, Any], shapes: Mapping[str, tuple[int, ...]]) -> dict:
+    data = _rows(ins["data"])
+    out = []
+    for half in (data[:, 0::2], data[:, 1::2]):
+        n = half.shape[1]
+        mean = half.mean(axis=1) if n else np.zeros(len(half))
+        out += [np.full(len(half), float(n)), mean, ((half - mean[:, None]) ** 2).sum(axis=1)]
+    return {"dst": np.stack(out, axis=1).reshape(shapes["dst"])}
+
+
+@_implements("bn_stats", semantics=_bn_stats)
+def _bn_stats_rule(r: Rules) -> None:
+    data, dst = r.ops["data"], r.ops["dst"]
+    r.at_most("data", "free size", data.free_size, r.key("free"))
+    if (dst.partitions, dst.free_size) != (data.partitions, 6):
+        raise ShapeError(f"bn_stats: dst {list(dst.shape)} must be [{data.partitions}, 6] (count, mean, variance * count "
+                         f"of the even and of the odd elements)")
+
+
+def _bn_aggr(ins: Mapping[str, Any], attrs: Mapping[str, Any], shapes: Mapping[str, tuple[int, ...]]) -> dict:
+    stats = _rows(ins["data"]).reshape(len(np.asarray(ins["data"])), -1, 3)
+    count, mean, m2 = stats[..., 0], stats[..., 1], stats[..., 2]
+    total = count.sum(axis=1)
+    with np.errstate(all="ignore"):
+        mu = (count * mean).sum(axis=1) / total
+        var = (m2 + count * (mean - mu[:, None]) ** 2).sum(axis=1) / total
+    return {"dst": np.stack([mu, var], axis=1).reshape(shapes["dst"])}
+
+
+@_implements("bn_aggr", semantics=_bn_aggr)
+def _bn_aggr_rule(r: Rules) -> None:
+    data, dst = r.ops["data"], r.ops["dst"]
+    if data.free_size % 3:
+        raise ShapeError(f"bn_aggr: data {list(data.shape)} holds {data.free_size} elements per partition, not a "
+                         f"multiple of 3 ((count, mean, variance * count) triples)")
+    if (dst.partitions, dst.free_size) != (data.partitions, 2):
+        raise ShapeError(f"bn_aggr: dst {list(dst.shape)} must be [{data.partitions}, 2] (mean, variance)")
+
+
+@_implements("max8", semantics=lambda ins, a, s: {"dst": -np.sort(-_rows(ins["src"]), axis=1)[:, :8].reshape(s["dst"])})
+def _max8_rule(r: Rules) -> None:
+    src, dst = r.ops["src"], r.ops["dst"]
+    r.rule(src.free_size >= 8, "src", "free size", src.free_size, 8, "max8 needs at least 8 elements per partition",
+           relation="<")
+    r.at_most("src", "free size", src.free_size, r.key("free"))
+    if (dst.partitions, dst.free_size) != (src.partitions, 8):
+        raise ShapeError(f"max8: dst {list(dst.shape)} must be [{src.partitions}, 8]")
+
+
+def _find_index8(ins: Mapping[str, Any], attrs: Mapping[str, Any], shapes: Mapping[str, tuple[int, ...]]) -> dict:
+    data, vals = _rows(ins["data"]), _rows(ins["vals"])
+    hits = data[:, None, :] == vals[:, :, None]  # [P, 8, F]
+    if not hits.any(axis=2).all():
+        p, j = np.argwhere(~hits.any(axis=2))[0]
+        raise NkiSimulationError(f"nc_find_index8: value {vals[p, j]!r} (vals[{p}, {j}]) does not occur in partition {p} "
+                                 f"of data")
+    return {"dst": np.argmax(hits, axis=2).astype(np.float64).reshape(shapes["dst"])}
+
+
+@_implements("nc_find_index8", semantics=_find_index8)
+def _find_index8_rule(r: Rules) -> None:
+    data, vals, dst = r.ops["data"], r.ops["vals"], r.ops["dst"]
+    r.at_most("data", "free size", data.free_size, r.key("free"))
+    for key, op in (("vals", vals), ("dst", dst)):
+        if (op.partitions, op.free_size) != (data.partitions, 8):
+            raise ShapeError(f"nc_find_index8: {key} {list(op.shape)} must be [{data.partitions}, 8]")
+    r.rule(dst.dtype.kind in "iu", "dst", "dtype", dtype_name(dst.dtype), "an integer dtype",
+           "nc_find_index8 writes indices", relation="is not")
+
+
+def _scan(ins: Mapping[str, Any], attrs: Mapping[str, Any], shapes: Mapping[str, tuple[int, ...]]) -> dict:
+    d0, d1 = _rows(ins["data0"]), _rows(ins["data1"]).reshape(_rows(ins["data0"]).shape)
+    prev = np.broadcast_to(np.asarray(ins.get("initial", attrs["initial"]), np.float64).reshape(-1), len(d0)).copy()
+    op0, op1, out = ALU_OPS[attrs["op0"]], ALU_OPS[attrs["op1"]], np.empty_like(d0)
+    with np.errstate(all="ignore"):  # what a step computes (inf, nan) is the value, as an engine's would be
+        for i in range(d0.shape[1]):
+            v = op0(prev, d0[:, i]) if attrs["reverse0"] else op0(d0[:, i], prev)
+            prev = op1(d1[:, i], v) if attrs["reverse1"] else op1(v, d1[:, i])
+            out[:, i] = prev
+    return {"dst": out.reshape(shapes["dst"])}
+
+
+@_implements("tensor_tensor_scan", semantics=_scan)
+def _scan_rule(r: Rules) -> None:
+    r.same_layout("data0", "dst")
+    r.same_layout("data1", "dst")
+    r.vector("initial", r.ops["data0"].partitions)
+    if "initial" not in r.ops and r.attrs.get("initial") is None:
+        raise NkiSimulationError("tensor_tensor_scan: initial (a scalar or [P, 1] tile) is required")
+    if r.ops["data0"].space == "psum" and r.ops["data1"].space == "psum":
+        raise NkiLimitError("tensor_tensor_scan", "data1", "sbuf", "psum", message="tensor_tensor_scan: data0 and data1 "
+                            "are both in PSUM; at most one may be")
+
+
+def _affine_select(ins: Mapping[str, Any], attrs: Mapping[str, Any], shapes: Mapping[str, tuple[int, ...]]) -> dict:
+    on_true = np.asarray(ins["on_true_tile"]).reshape(shapes["dst"])
+    if attrs.get("expr") is not None:  # legacy: an nl.arange predicate, evaluated as written
+        keep = np.broadcast_to(np.asarray(attrs["expr"]) != 0, shapes["dst"])
+    else:
+        value = _iota({}, {**attrs, "offset": attrs["offset"]}, {"dst": shapes["dst"]})["dst"]
+        keep = ALU_OPS[attrs["cmp_op"]](value, 0.0) != 0
+    return {"dst": np.where(keep, on_true, float(attrs["on_false_value"]))}
+
+
+@_implements("affine_select", semantics=_affine_select)
+def _affine_select_rule(r: Rules) -> None:
+    r.same_layout("on_true_tile", "dst")
+    if r.attrs.get("expr") is None:
+        count = math.prod(n for _, n in r.attrs["pattern"]) if r.attrs["pattern"] else 0
+        if count != r.ops["dst"].free_size:
+            raise ShapeError(f"affine_select: pattern {r.attrs['pattern']} makes {count} values per partition, dst "
                              f"{list(r.ops['dst'].shape)} holds {r.ops['dst'].free_size}")

@@ -17,9 +17,11 @@ from axon_eg.hw import HardwareSpec
 from axon_eg.semantics.isa.declarations import DECLARATIONS, Declaration
 
 BFLOAT16 = np.dtype(ml_dtypes.bfloat16)
+FLOAT8 = {n: np.dtype(getattr(ml_dtypes, n)) for n in ("float8_e4m3", "float8_e5m2", "float8_e4m3fn")}
 DTYPES: dict[str, np.dtype] = {"float32": np.dtype(np.float32), "bfloat16": BFLOAT16, "float16": np.dtype(np.float16),
-                               **{n: np.dtype(n) for n in ("int32", "uint32", "int16", "uint16", "int8", "uint8")}}
-FLOAT_DTYPES = frozenset({DTYPES["float32"], BFLOAT16, DTYPES["float16"]})
+                               **{n: np.dtype(n) for n in ("int32", "uint32", "int16", "uint16", "int8", "uint8")},
+                               "bool_": np.dtype(np.bool_), **FLOAT8}
+FLOAT_DTYPES = frozenset({DTYPES["float32"], BFLOAT16, DTYPES["float16"], *FLOAT8.values()})
 
 
 def as_dtype(dtype: Any, what: str = "dtype") -> np.dtype:

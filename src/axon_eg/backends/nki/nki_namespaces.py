@@ -3,6 +3,7 @@ NKI tokens (dtypes, buffers, ops, enums), index grids, and the instruction funct
 
 from __future__ import annotations
 
+import contextlib
 import math
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
@@ -12,7 +13,7 @@ import numpy as np
 
 from . import isa
 from .isa import HBM, PSUM, SBUF
-from .nki_values import NkiTensor, _ParDim, _Result, _tensor, loop_range, plain
+from .nki_values import LEGACY, NkiTensor, _ParDim, _Result, _tensor, loop_range, plain
 
 if TYPE_CHECKING:  # annotations only: the session lives in simulator.py, which imports this module
     from .simulator import _Session
@@ -106,6 +107,8 @@ def _language(s: _Session) -> dict[str, Any]:
 
     def ndarray(shape: Any, dtype: Any, buffer: Any = None, name: str | None = None, **kw: Any) -> NkiTensor:
         _unsupported("nl.ndarray", **kw)
+        if s.grid and getattr(buffer, "name", None) in ("shared_hbm", "hbm"):  # one tensor all programs share
+            return s.shared_hbm(shape, dtype, name)
         return s.allocate(shape, dtype, space(buffer), name)
 
     def filled(value: float) -> Callable[..., NkiTensor]:
@@ -202,8 +205,11 @@ def _language(s: _Session) -> dict[str, Any]:
             out = legacy["tensor_reduce"](op, x, axis, dtype=dtype, keepdims=keepdims, mask=mask)
             if name != "mean":
                 return out
-            count = math.prod(_tensor(x).shape[a] for a in isa.reduce_axes(axis, _tensor(x).ndim))
-            return legacy["tensor_scalar"](out, "multiply", 1.0 / count, dtype=dtype)
+            axes = isa.reduce_axes(axis, _tensor(x).ndim)
+            count = math.prod(_tensor(x).shape[a] for a in axes)
+            kept = None if mask is None else np.broadcast_to(np.asarray(mask), _tensor(x).shape).any(axis=axes,
+                                                                                                       keepdims=keepdims)
+            return legacy["tensor_scalar"](out, "multiply", 1.0 / count, dtype=dtype, mask=kept)
 
         reduce.__name__ = name
         return reduce
@@ -259,18 +265,166 @@ def _language(s: _Session) -> dict[str, Any]:
         label = print_prefix if print_prefix is not None else prefix
         print(label, np.asarray(t._buf.data[t._flat]))
 
+    # -- composites: what the compiler makes of the higher-level functions, as instruction sequences
+    def unary_alu(name: str, op: str, operand: Callable[[np.dtype], float]) -> Callable[..., _Result]:
+        def call(x: Any, dtype: Any = None, *, mask: Any = None) -> _Result:
+            x = _tensor(x)
+            return legacy["tensor_scalar"](x, op, operand(x.dtype), dtype=dtype, mask=mask)
+        call.__name__ = name
+        return call
+
+    def ones_of(dt: np.dtype) -> float:  # every bit set: ~x = x ^ ones
+        return float(2 ** (8 * dt.itemsize) - 1) if dt.kind == "u" else -1.0
+
+    def spread(column: Any, shape: tuple[int, ...], dtype: Any) -> Any:
+        """A reduction's keepdims result read along the reduced axes as a tile of ``shape`` (the Vector engine's
+        repeated read of the size-1 axes)."""
+        return broadcast_to(column, shape, dtype)
+
+    def with_column(x: Any, op: str, column: Any, dtype: Any = None) -> _Result:
+        """x op column, where column is x reduced with keepdims (a [P, 1] column: tensor_scalar)."""
+        x, column = _tensor(x), _tensor(column)
+        if x.ndim == 2 and tuple(column.shape) == (x.shape[0], 1):
+            return legacy["tensor_scalar"](x, op, column, dtype=dtype)
+        return legacy["tensor_tensor"](x, spread(column, x.shape, np.float32), op, dtype=dtype)
+
+    def where(condition: Any, x: Any, y: Any, dtype: Any = None, *, mask: Any = None) -> _Result:
+        """``x`` where ``condition`` is nonzero, else ``y``: y copied, then x copied over it under the predicate
+        (``nisa.tensor_copy_predicated``; a float condition is first copied to a uint8 predicate)."""
+        cond = _tensor(condition)
+        dtype = isa.as_dtype(dtype or next((v.dtype for v in (x, y) if is_tile(v)), np.float32), "nl.where dtype")
+        pred = cond if cond.dtype.kind == "u" else copy(cond, np.uint8, mask=mask)
+        def tile(v: Any) -> Any:
+            return full(cond.shape, float(v), dtype) if not is_tile(v) else v
+        out = copy(tile(y), dtype, mask=mask)._tile()
+        with s.masked(mask, "nl.where"):
+            s.run("tensor_copy_predicated", {"dst": out, "src": copy(tile(x), dtype), "predicate": pred},
+                  {"reverse_pred": False})
+        return out
+
+    def all_(x: Any, axis: Any, dtype: Any = None, *, mask: Any = None) -> _Result:
+        nonzero = legacy["tensor_scalar"](x, "not_equal", 0.0, dtype=np.float32, mask=mask)
+        return legacy["tensor_reduce"]("minimum", nonzero, axis, dtype=dtype or np.uint8, mask=mask)
+
+    def var(x: Any, axis: Any, dtype: Any = None, *, mask: Any = None) -> _Result:
+        """The population variance: the mean of the squared deviations from the mean (two passes)."""
+        _unsupported("nl.var", mask=mask)
+        x = _tensor(x)
+        n = math.prod(x.shape[a] for a in isa.reduce_axes(axis, x.ndim))
+        mean = legacy["tensor_reduce"]("add", x, axis, dtype=np.float32, keepdims=True)
+        mean = legacy["tensor_scalar"](mean, "multiply", 1.0 / n, dtype=np.float32)
+        dev = with_column(x, "subtract", mean, np.float32)
+        sq = legacy["tensor_tensor"](dev, dev, "multiply", dtype=np.float32)
+        total = legacy["tensor_reduce"]("add", sq, axis, dtype=np.float32)
+        return legacy["tensor_scalar"](total, "multiply", 1.0 / n, dtype=dtype or x.dtype)
+
+    def softmax(x: Any, axis: Any, dtype: Any = None, compute_dtype: Any = None, *, mask: Any = None) -> _Result:
+        """exp(x - max) / sum(exp(x - max)) along ``axis``."""
+        _unsupported("nl.softmax", mask=mask)
+        x = _tensor(x)
+        top = legacy["tensor_reduce"]("maximum", x, axis, dtype=np.float32, keepdims=True)
+        e = legacy["activation"]("exp", with_column(x, "subtract", top, np.float32), dtype=np.float32)
+        total = legacy["tensor_reduce"]("add", e, axis, dtype=np.float32, keepdims=True)
+        return with_column(e, "divide", total, dtype or x.dtype)
+
+    def rms_norm(x: Any, w: Any, axis: Any, n: int, epsilon: float = 1e-6, dtype: Any = None,
+                 compute_dtype: Any = None, *, mask: Any = None) -> _Result:
+        """x / sqrt(sum(x^2, axis) / n + epsilon) * w."""
+        _unsupported("nl.rms_norm", mask=mask)
+        x = _tensor(x)
+        sq = legacy["activation"]("square", x, dtype=np.float32)
+        total = legacy["tensor_reduce"]("add", sq, axis, dtype=np.float32, keepdims=True)
+        rms = legacy["activation"]("rsqrt", total, scale=1.0 / float(n), bias=None, dtype=np.float32) if not epsilon \
+            else legacy["activation"]("rsqrt", legacy["tensor_scalar"](total, "multiply", 1.0 / float(n), op1="add",
+                                                                        operand1=float(epsilon), dtype=np.float32),
+                                      dtype=np.float32)
+        normed = with_column(x, "multiply", rms, np.float32)
+        w = _tensor(w)
+        if tuple(w.shape) != tuple(x.shape):
+            w = spread(w, x.shape, w.dtype)
+        return legacy["tensor_tensor"](normed, w, "multiply", dtype=dtype or x.dtype)
+
+    def expand_dims(data: Any, axis: Any) -> Any:
+        """A view with a size-1 axis added after the last (the only place the docs allow)."""
+        t = _tensor(data)
+        axes = (axis,) if isinstance(axis, int) else tuple(axis)
+        if any(a in (0, -t.ndim - 1) for a in axes):
+            raise isa.NkiSimulationError(f"nl.expand_dims: axis {list(axes)} includes the partition axis 0")
+        if sorted(a % (t.ndim + len(axes)) for a in axes) != list(range(t.ndim, t.ndim + len(axes))):
+            raise NotImplementedError(f"nl.expand_dims: axis {list(axes)} of a rank-{t.ndim} tile: only expanding "
+                                      f"after the last axis is supported (nki.language.expand_dims)")
+        return t.reshape(*t.shape, *(1 for _ in axes))
+
+    grid = s.grid
+
+    def program_id(axis: int = 0) -> int:
+        if not 0 <= int(axis) < max(len(grid), 1):
+            raise isa.NkiSimulationError(f"nl.program_id({axis}): the launch grid {list(grid) or '()'} has "
+                                         f"{len(grid)} axes")
+        return s.program[int(axis)] if grid else 0
+
+    def num_programs(axes: Any = None) -> int:
+        if axes is None:
+            return math.prod(grid)
+        if isinstance(axes, (tuple, list)):
+            return math.prod(num_programs(a) for a in axes)
+        return int(grid[int(axes)]) if grid else 1
+
+    def is_space(*spaces: str) -> Callable[[Any], bool]:
+        return lambda buffer: getattr(buffer, "space", None) in spaces
+
+    class _Finfo:
+        def __init__(self, dtype: Any):
+            info = ml_dtypes.finfo(isa.as_dtype(dtype, "nl.finfo"))
+            self.min, self.max, self.eps, self.tiny = float(info.min), float(info.max), float(info.eps), float(info.tiny)
+            self.bits, self.dtype = int(info.bits), info.dtype
+
+    def shared_constant(constant: Any, dtype: Any = None) -> NkiTensor:
+        """A trace-time array placed in HBM as a constant tensor."""
+        values = np.asarray(constant)
+        t = s.allocate(values.shape, dtype or values.dtype, HBM, what="nl.shared_constant")
+        t._buf.data[:] = values.reshape(-1).astype(t.dtype)
+        t._buf.written[:] = True
+        return t
+
+    def shared_identity_matrix(n: int, dtype: Any = np.uint8, dst: Any = None) -> NkiTensor:
+        """The n x n identity as a constant HBM tensor (the stationary operand of a TensorE transpose)."""
+        _unsupported("nl.shared_identity_matrix", dst=dst)
+        return shared_constant(np.eye(int(n)), dtype)
+
+    def dynamic_range(start: Any, stop: Any = None, step: int = 1) -> Any:
+        """A loop whose bounds may be runtime values: here the values they have."""
+        if int(step) <= 0:
+            raise isa.NkiSimulationError(f"nl.dynamic_range: step must be a positive compile-time integer, got {step!r}")
+        return loop_range("dynamic_range")(*((0, start) if stop is None else (start, stop)), step)
+
     limits = s.spec.value
     tile_size = _Namespace("nl.tile_size", {"pmax": limits("limits.partition_max"),
                                             "gemm_stationary_fmax": limits("limits.matmul.stationary_free_max"),
-                                            "gemm_moving_fmax": limits("limits.matmul.moving_free_max")})
+                                            "gemm_moving_fmax": limits("limits.matmul.moving_free_max"),
+                                            "bn_stats_fmax": limits("limits.vector.bn_stats_free_max")})
     ops = {n: Op(n) for n in (*isa.ALU_OPS, *isa.ACTIVATIONS, "identity")}
     dtypes = {"float32": np.float32, "bfloat16": ml_dtypes.bfloat16, "float16": np.float16, "int32": np.int32,
-              "uint32": np.uint32, "int16": np.int16, "uint16": np.uint16, "int8": np.int8, "uint8": np.uint8}
+              "uint32": np.uint32, "int16": np.int16, "uint16": np.uint16, "int8": np.int8, "uint8": np.uint8,
+              "bool_": np.bool_, "float8_e4m3": ml_dtypes.float8_e4m3, "float8_e5m2": ml_dtypes.float8_e5m2,
+              "float8_e4m3fn": ml_dtypes.float8_e4m3fn}
     functions = {"negative": negative, "transpose": transpose, "matmul": matmul, "load_transpose2d": load_transpose2d,
                  "broadcast_to": broadcast_to, "zeros_like": like(0.0), "empty_like": like(None), "full": full,
-                 "device_print": device_print,
+                 "device_print": device_print, "where": where, "all": all_, "var": var, "softmax": softmax,
+                 "rms_norm": rms_norm, "expand_dims": expand_dims, "program_id": program_id,
+                 "num_programs": num_programs, "program_ndim": lambda: len(grid),
+                 "invert": unary_alu("invert", "bitwise_xor", ones_of),
+                 "logical_not": unary_alu("logical_not", "equal", lambda dt: 0.0),
+                 "is_hbm": is_space(HBM), "is_sbuf": is_space(SBUF), "is_psum": is_space(PSUM),
+                 "is_on_chip": is_space(SBUF, PSUM), "finfo": _Finfo, "shared_constant": shared_constant,
+                 "shared_identity_matrix": shared_identity_matrix, "dynamic_range": dynamic_range,
+                 "no_reorder": contextlib.nullcontext,  # one instruction at a time: there is no reordering to stop
+                 "static_cast": lambda input_data, dtype: np.asarray(input_data).astype(isa.as_dtype(dtype)),
                  **{n: reduction(n, op) for n, op in (("sum", "add"), ("max", "maximum"), ("min", "minimum"),
-                                                      ("mean", "add"))}}
+                                                      ("mean", "add"), ("prod", "multiply"))}}
+    if s.dialect == LEGACY:  # the legacy module's float constants (min: the most negative finite value)
+        functions.update(fp32=_Namespace("nl.fp32", {"min": float(np.finfo(np.float32).min)}),
+                         bfp16=_Namespace("nl.bfp16", {"min": float(ml_dtypes.finfo(ml_dtypes.bfloat16).min)}))
     return {**ops, **dtypes, **functions, "ndarray": ndarray, "zeros": filled(0.0), "ones": filled(1.0), "load": load,
             "store": store, "arange": lambda *a, **k: np.arange(*map(plain, a), **k), "mgrid": _MGrid(),
             "ds": lambda start, size: slice(start, start + size), "par_dim": _ParDim, "affine_range": loop_range("affine_range"),
@@ -293,6 +447,7 @@ def _isa_common(s: _Session) -> dict[str, Any]:
             "dge_mode": _enum("nisa.dge_mode", "unknown", "swdge", "hwdge", "none"),
             "oob_mode": _enum("nisa.oob_mode", "error", "skip"), "nc_version": versions,
             "matmul_perf_mode": _enum("nisa.matmul_perf_mode", "none", "double_row"), "get_nc_version": get_nc_version,
+            "NkiValidationError": isa.NkiSimulationError,  # what a kernel may catch: the simulator's refusals
             **{f"{e}_engine": getattr(engine, e) for e in ("tensor", "vector", "scalar", "gpsimd", "unknown")}}
 
 
@@ -345,9 +500,60 @@ def _current_isa(s: _Session) -> dict[str, Any]:
     def dma_transpose(dst, src, axes=None, priority=None, dge_mode=None, oob_mode=None, name=None):
         s.run("dma_transpose", {"dst": dst, "src": src}, {"axes": None if axes is None else tuple(axes)})
 
+    def reciprocal(dst, data, name=None):
+        s.run("reciprocal", {"dst": dst, "data": data}, {})
+
+    def scalar_tensor_tensor(dst, data, op0, operand0, op1, operand1, reverse0=False, reverse1=False, name=None):
+        s.run("scalar_tensor_tensor", {"dst": dst, "data": data, "operand0": operand0, "operand1": operand1},
+              {"op0": _op(op0, ALU, "scalar_tensor_tensor", "op0"), "op1": _op(op1, ALU, "scalar_tensor_tensor", "op1"),
+               "reverse0": bool(reverse0), "reverse1": bool(reverse1)})
+
+    def tensor_scalar_reduce(dst, data, op0, operand0, reduce_op, reduce_res, reverse0=False, reduce_cmd=None,
+                             reduce_init=None, name=None):
+        _unsupported("nisa.tensor_scalar_reduce", reverse0=reverse0, reduce_cmd=reduce_cmd, reduce_init=reduce_init)
+        s.run("tensor_scalar_reduce", {"dst": dst, "data": data, "operand0": operand0, "reduce_res": reduce_res},
+              {"op0": _op(op0, ALU, "tensor_scalar_reduce", "op0"),
+               "reduce_op": _op(reduce_op, R, "tensor_scalar_reduce", "reduce_op")})
+
+    def tensor_copy_predicated(dst, src, predicate, reverse_pred=False, name=None):
+        s.run("tensor_copy_predicated", {"dst": dst, "src": src, "predicate": predicate},
+              {"reverse_pred": bool(reverse_pred)})
+
+    def tensor_partition_reduce(dst, op, data, name=None):
+        s.run("tensor_partition_reduce", {"dst": dst, "data": data}, {"op": _op(op, PARTITION_OPS, "tensor_partition_reduce")})
+
+    def bn_stats(dst, data, name=None):
+        s.run("bn_stats", {"dst": dst, "data": data}, {})
+
+    def bn_aggr(dst, data, name=None):
+        s.run("bn_aggr", {"dst": dst, "data": data}, {})
+
+    def max8(dst, src, name=None):
+        s.run("max8", {"dst": dst, "src": src}, {})
+
+    def nc_find_index8(dst, data, vals, name=None):
+        s.run("nc_find_index8", {"dst": dst, "data": data, "vals": vals}, {})
+
+    def tensor_tensor_scan(dst, data0, data1, initial, op0, op1, reverse0=False, reverse1=False, name=None):
+        s.run("tensor_tensor_scan", {"dst": dst, "data0": data0, "data1": data1, "initial": initial},
+              {"op0": _op(op0, ALU, "tensor_tensor_scan", "op0"), "op1": _op(op1, ALU, "tensor_tensor_scan", "op1"),
+               "reverse0": bool(reverse0), "reverse1": bool(reverse1)})
+
+    def affine_select(dst, pattern, channel_multiplier, on_true_tile, on_false_value, cmp_op=None, offset=0, name=None):
+        s.run("affine_select", {"dst": dst, "on_true_tile": on_true_tile},
+              {"pattern": tuple(tuple(int(v) for v in p) for p in pattern), "offset": int(offset),
+               "channel_multiplier": int(channel_multiplier), "on_false_value": float(on_false_value),
+               **({} if cmp_op is None else {"cmp_op": _op(cmp_op, COMPARE_OPS, "affine_select", "cmp_op")})})
+
     return {**_isa_common(s), **{f.__name__: f for f in (
         nc_matmul, nc_transpose, activation, activation_reduce, tensor_tensor, tensor_scalar, tensor_reduce,
-        tensor_copy, memset, iota, dma_copy, dma_transpose)}}
+        tensor_copy, memset, iota, dma_copy, dma_transpose, reciprocal, scalar_tensor_tensor, tensor_scalar_reduce,
+        tensor_copy_predicated, tensor_partition_reduce, bn_stats, bn_aggr, max8, nc_find_index8, tensor_tensor_scan,
+        affine_select)}}
+
+
+PARTITION_OPS = {o: None for o in isa.get("tensor_partition_reduce").declaration.attrs["op"].values}
+COMPARE_OPS = {o: None for o in isa.get("affine_select").declaration.attrs["cmp_op"].values}
 
 
 def _legacy_isa(s: _Session) -> dict[str, Any]:
@@ -435,8 +641,71 @@ def _legacy_isa(s: _Session) -> dict[str, Any]:
         return s.prepare("dma_transpose", {"src": src}, {"axes": None if axes is None else tuple(axes)}, None,
                          src.shape[::-1], dtype or src.dtype, SBUF)
 
+    def reciprocal(data, *, dtype=None, mask=None):
+        data = _tensor(data)
+        with s.masked(mask, "nisa.reciprocal"):
+            return s.prepare("reciprocal", {"data": data}, {}, None, data.shape, dtype or data.dtype, SBUF)
+
+    def scalar_tensor_tensor(*, data, op0, operand0, op1, operand1, reverse0=False, reverse1=False, dtype=None,
+                             mask=None):
+        data = _tensor(data)
+        with s.masked(mask, "nisa.scalar_tensor_tensor"):
+            return s.prepare("scalar_tensor_tensor", {"data": data, "operand0": operand0, "operand1": operand1},
+                             {"op0": _op(op0, ALU, "scalar_tensor_tensor", "op0"),
+                              "op1": _op(op1, ALU, "scalar_tensor_tensor", "op1"), "reverse0": bool(reverse0),
+                              "reverse1": bool(reverse1)}, None, data.shape, dtype or data.dtype, SBUF)
+
+    def tensor_scalar_reduce(*, data, op0, operand0, reduce_op, reduce_res, reverse0=False, dtype=None, mask=None):
+        _unsupported("nisa.tensor_scalar_reduce", mask=mask, reverse0=reverse0)
+        data = _tensor(data)
+        return s.prepare("tensor_scalar_reduce", {"data": data, "operand0": operand0, "reduce_res": reduce_res},
+                         {"op0": _op(op0, ALU, "tensor_scalar_reduce", "op0"),
+                          "reduce_op": _op(reduce_op, R, "tensor_scalar_reduce", "reduce_op")},
+                         None, data.shape, dtype or data.dtype, SBUF)
+
+    def tensor_copy_predicated(*, src, dst, predicate, reverse_pred=False, mask=None, dtype=None):
+        _unsupported("nisa.tensor_copy_predicated", dtype=dtype)
+        with s.masked(mask, "nisa.tensor_copy_predicated"):
+            s.run("tensor_copy_predicated", {"dst": dst, "src": src, "predicate": predicate},
+                  {"reverse_pred": bool(reverse_pred)})
+
+    def tensor_partition_reduce(op, data, *, mask=None, dtype=None):
+        _unsupported("nisa.tensor_partition_reduce", mask=mask)
+        data = _tensor(data)
+        return s.prepare("tensor_partition_reduce", {"data": data},
+                         {"op": _op(op, PARTITION_OPS, "tensor_partition_reduce")}, None, (1, *data.shape[1:]),
+                         dtype or data.dtype, SBUF)
+
+    def fixed(name: str, width: int, operand: str = "data") -> Callable[..., _Result]:
+        def call(*args, mask=None, dtype=None, **kw):
+            _unsupported(f"nisa.{name}", mask=mask)
+            values = dict(zip((operand, "vals") if name == "nc_find_index8" else (operand,), args), **kw)
+            first = _tensor(values[operand])
+            return s.prepare(name, values, {}, None, (first.shape[0], width),
+                             dtype or (np.uint32 if name == "nc_find_index8" else np.float32 if name.startswith("bn_")
+                                       else first.dtype), SBUF)
+        call.__name__ = name
+        return call
+
+    def tensor_tensor_scan(data0, data1, initial, op0, op1, reverse0=False, reverse1=False, *, dtype=None, mask=None):
+        _unsupported("nisa.tensor_tensor_scan", mask=mask)
+        d0 = _tensor(data0)
+        return s.prepare("tensor_tensor_scan", {"data0": d0, "data1": data1, "initial": initial},
+                         {"op0": _op(op0, ALU, "tensor_tensor_scan", "op0"), "op1": _op(op1, ALU, "tensor_tensor_scan", "op1"),
+                          "reverse0": bool(reverse0), "reverse1": bool(reverse1)}, None, d0.shape, dtype or d0.dtype, SBUF)
+
+    def affine_select(pred, on_true_tile, on_false_value, *, mask=None, dtype=None):
+        _unsupported("nisa.affine_select", mask=mask)
+        on_true = _tensor(on_true_tile)
+        return s.prepare("affine_select", {"on_true_tile": on_true},
+                         {"expr": np.asarray(pred), "on_false_value": float(on_false_value)}, None, on_true.shape,
+                         dtype or on_true.dtype, SBUF)
+
     return {**_isa_common(s), **{f.__name__: f for f in (
         nc_matmul, nc_transpose, activation, activation_reduce, tensor_tensor, tensor_scalar, tensor_reduce,
-        tensor_copy, memset, iota, dma_copy, dma_transpose)}}
+        tensor_copy, memset, iota, dma_copy, dma_transpose, reciprocal, scalar_tensor_tensor, tensor_scalar_reduce,
+        tensor_copy_predicated, tensor_partition_reduce, tensor_tensor_scan, affine_select)},
+        "bn_stats": fixed("bn_stats", 6), "bn_aggr": fixed("bn_aggr", 2), "max8": fixed("max8", 8, "src"),
+        "nc_find_index8": fixed("nc_find_index8", 8)}
 
 

@@ -38,6 +38,7 @@ import builtins
 import contextlib
 import dataclasses
 import inspect
+import itertools
 import linecache
 import math
 import sys
@@ -71,7 +72,7 @@ from .nki_values import (
 )
 
 MASKABLE = frozenset({"load", "store", "dma_copy", "tensor_copy", "tensor_tensor", "tensor_scalar", "activation",
-                      "tensor_reduce", "memset", "iota"})
+                      "tensor_reduce", "memset", "iota", "reciprocal", "scalar_tensor_tensor", "tensor_copy_predicated"})
 """The instructions a ``mask=`` may restrict: those whose operands index the same iteration space as their
 destination (or a reduction of it). Matmuls and transposes refuse a mask."""
 
@@ -88,6 +89,22 @@ class _Session:
         lanes = spec.value("limits.partition_max")
         self.regs, self.regs_valid = np.full((lanes, 1), np.nan), np.zeros(lanes, bool)
         self.mask: np.ndarray | None = None  # the ``mask=`` of the instruction being called (see masked)
+        self.grid: tuple[int, ...] = ()  # the SPMD launch grid (``simulate(grid=...)``), () for one program
+        self.program: tuple[int, ...] = ()  # the running program's index in the grid (nl.program_id)
+        self.shared: list[NkiTensor] = []  # the shared_hbm tensors of program 0, in allocation order
+        self.shared_next = 0  # the running program's next shared_hbm allocation
+
+    def shared_hbm(self, shape: Any, dtype: Any, name: str | None) -> NkiTensor:
+        """A ``shared_hbm`` tensor in an SPMD launch: every program's k-th one is the same tensor (the programs
+        run the same code, so they allocate the same ones), which each program writes its part of."""
+        k, self.shared_next = self.shared_next, self.shared_next + 1
+        if k == len(self.shared):
+            self.shared.append(self.allocate(shape, dtype, HBM, name))
+        t = self.shared[k]
+        if tuple(int(d) for d in (shape if isinstance(shape, (tuple, list)) else (shape,))) != t.shape:
+            raise NkiSimulationError(f"program {self.program}: shared_hbm allocation {k} has shape {list(shape)}, "
+                                     f"program 0's has {list(t.shape)}")
+        return t
 
     @contextlib.contextmanager
     def masked(self, mask: Any, api: str) -> Iterator[None]:
@@ -315,7 +332,7 @@ class _Session:
         if mask is not None and instruction == "tensor_reduce":
             attrs = {**attrs, "_data_shape": tensors["data"].shape}
         return {"tensors": tensors, "attrs": attrs, "engine": engine, "ops": ops, "values": outs["dst"], "entry": entry,
-                "mask": mask}
+                "mask": mask, "where": outs.get("where")}
 
     def _registers(self, attrs: Mapping[str, Any], lanes: int, read_out: bool) -> np.ndarray:
         cmd = attrs["reduce_cmd"]
@@ -344,6 +361,8 @@ class _Session:
         if instruction == "nc_matmul":
             self._one_bank(dst)
         mask = self.fit_mask(instruction, "dst", pending["mask"], dst.shape, pending["attrs"])
+        if pending["where"] is not None:  # an instruction that writes part of dst (tensor_copy_predicated)
+            mask = pending["where"] if mask is None else mask & pending["where"]
         self.write(instruction, dst, pending["values"], accumulate if instruction == "nc_matmul" else False, mask)
         entry = self._record(instruction, rules, {**pending["tensors"], "dst": dst}, None)
         if replace:  # the legacy call recorded a provisional entry in program order: complete it
@@ -415,11 +434,15 @@ def _release(live: dict[str, int], space: str, charged: list[int]) -> None:
 
 # ------------------------------------------------------------------------------------------- simulate
 def simulate(kernel: str | Path | Callable[..., Any], *inputs: Any, target: str = "trn2", dialect: str | None = None,
-             trace: bool = False, kernel_name: str | None = None, kernel_kwargs: Mapping[str, Any] | None = None) -> Any:
+             trace: bool = False, kernel_name: str | None = None, kernel_kwargs: Mapping[str, Any] | None = None,
+             grid: tuple[int, ...] | int | None = None) -> Any:
     """Run an NKI kernel on NumPy ``inputs`` (HBM tensors; other arguments pass through) for ``target``.
 
     ``kernel``: source text (the ``@nki.jit`` function in it is run, or ``kernel_name``), a Path to a file, or a
-    Python function (its source is run again against the simulated modules). ``dialect``: ``"current"``
+    Python function (its source is run again against the simulated modules). ``grid``: an SPMD launch
+    (``kernel[2, 3](...)``): the kernel runs once per program, in order, with ``nl.program_id`` /
+    ``nl.num_programs`` telling it which, and every program's k-th ``shared_hbm`` tensor the same one; the
+    outputs are those of the last program (the shared tensors, once every program wrote its part). ``dialect``: ``"current"``
     (``import nki``) or ``"legacy"`` (``import neuronxcc.nki``); by default read off the source. Returns what the
     kernel returns (NumPy arrays in the kernel's dtypes), and with ``trace=True`` ``(outputs, Trace)``.
     Raises NkiLimitError, NkiUninitializedError, NkiSimulationError, ShapeError, DtypeError or
@@ -436,6 +459,9 @@ def simulate(kernel: str | Path | Callable[..., Any], *inputs: Any, target: str 
         raise NkiSimulationError(f"{spec.name} runs only the legacy dialect (features.nki_dialect in {spec.name}.yaml): "
                                  f"write the kernel against neuronxcc.nki")
     session = _Session(spec, dialect, filename)
+    session.grid = tuple(int(g) for g in ((grid,) if isinstance(grid, int) else grid or ()))
+    if any(g < 1 for g in session.grid):
+        raise NkiSimulationError(f"grid {list(session.grid)}: every axis needs at least one program")
     modules = _modules(session)
     root = modules[_ROOTS[dialect]] if dialect == CURRENT else modules["neuronxcc.nki"]
     namespace = dict(kernel.__globals__) if inspect.isfunction(kernel) else {}
@@ -446,7 +472,10 @@ def simulate(kernel: str | Path | Callable[..., Any], *inputs: Any, target: str 
             exec(compile(source, filename, "exec"), namespace)  # noqa: S102 - running the kernel is the point
             fn = _pick(namespace, kernel_name or name)
             args = [session.hbm_input(a, i) for i, a in enumerate(inputs)]
-            outputs = session.collect(fn(*args, **dict(kernel_kwargs or {})))
+            for program in itertools.product(*(range(g) for g in session.grid)):
+                session.program, session.shared_next = program, 0
+                result = fn(*args, **dict(kernel_kwargs or {}))
+            outputs = session.collect(result)
     except (AxonError, NotImplementedError, IndexError) as error:
         line = _kernel_line(error, filename)
         if line is not None:

@@ -58,10 +58,18 @@ PARTITION_MAX = "limits.partition_max"  # the partition dim of every on-chip til
 FREE_MAX = {SBUF: "limits.vector.free_max_sbuf", PSUM: "limits.vector.free_max_psum"}  # element-wise engines
 
 # Attribute vocabularies (NKI names; each reader maps them to its implementation).
-ALU_OPS = ("add", "subtract", "multiply", "divide", "maximum", "minimum")
-REDUCE_OPS = ("add", "maximum", "minimum")
-ACTIVATION_FUNCTIONS = ("copy", "exp", "log", "sqrt", "rsqrt", "reciprocal", "tanh", "sigmoid", "silu", "gelu",
-                        "gelu_apprx_tanh", "relu", "square", "abs", "erf", "softplus")
+# A vocabulary's PROVEN_* part has a meaning in proofs (semantics/isa/instructions); the rest only in the
+# simulator's NumPy semantics, so kernels may use them while proofs and lowerings never do.
+PROVEN_ALU_OPS = ("add", "subtract", "multiply", "divide", "maximum", "minimum")
+ALU_OPS = (*PROVEN_ALU_OPS, "power", "fmod", "mod", "equal", "not_equal", "greater", "greater_equal", "less",
+           "less_equal", "logical_and", "logical_or", "logical_xor", "bitwise_and", "bitwise_or", "bitwise_xor",
+           "left_shift", "right_shift")
+PROVEN_REDUCE_OPS = ("add", "maximum", "minimum")
+REDUCE_OPS = (*PROVEN_REDUCE_OPS, "multiply")
+PROVEN_ACTIVATION_FUNCTIONS = ("copy", "exp", "log", "sqrt", "rsqrt", "reciprocal", "tanh", "sigmoid", "silu", "gelu",
+                               "gelu_apprx_tanh", "relu", "square", "abs", "erf", "softplus")
+ACTIVATION_FUNCTIONS = (*PROVEN_ACTIVATION_FUNCTIONS, "sin", "cos", "tan", "arctan", "ceil", "floor", "trunc", "sign",
+                        "mish", "gelu_dx", "gelu_apprx_sigmoid", "gelu_apprx_sigmoid_dx", "silu_dx", "erf_dx")
 ACTIVATION_REDUCE_OPS = ("add",)  # nki.isa.activation: "reduce_op must be nl.add" (Scalar Engine registers sum)
 REDUCE_CMDS = ("idle", "reset", "reduce", "reset_reduce")
 ANY_FUNCTION = "any"  # an arbitrary function: proofs with it hold for every activation function
@@ -151,6 +159,7 @@ class Declaration:
     features: Mapping[str, str] = field(default_factory=dict)  # features.<name> it needs -> where it exists
     dtype_bytes: Mapping[str, int] = field(default_factory=dict)  # tile operand -> the element size it needs
     engine_required: bool = False  # proofs name the engine; a kernel's call picks it by the operands' memories
+    proven: bool = True  # False: kernels may use it (the simulator runs it), proofs and lowerings refuse it
 
     @cached_property
     def tiles(self) -> dict[str, Tile]:
@@ -255,7 +264,7 @@ _declare("nc_transpose", (TENSOR, VECTOR), (_out("dst", *ON_CHIP), _tile("data",
 
 # -------------------------------------------------------------------------------- element-wise engines
 _declare("activation", (SCALAR,),
-         (_out("dst", *ON_CHIP), Attr("op", OP, ACTIVATION_FUNCTIONS, proof_values=(*ACTIVATION_FUNCTIONS, ANY_FUNCTION)),
+         (_out("dst", *ON_CHIP), Attr("op", OP, ACTIVATION_FUNCTIONS, proof_values=(*PROVEN_ACTIVATION_FUNCTIONS, ANY_FUNCTION)),
           _tile("data", *ON_CHIP), _vector("bias", None), _vector("scale", 1.0),
           Attr("reduce_op", OP, ACTIVATION_REDUCE_OPS, default=None,
                why="must be add (the Scalar Engine reduce registers sum)"),
@@ -266,18 +275,21 @@ _declare("activation", (SCALAR,),
          "dst over the free axes, reset_reduce: both); reduce_res[P, 1] reads the registers out.",
          "nisa.activation(dst, op, data, bias, scale, reduce_op, reduce_res, reduce_cmd)")
 _declare("tensor_tensor", (VECTOR, GPSIMD),
-         (_out("dst", *ON_CHIP), _tile("data1", *ON_CHIP), _tile("data2", *ON_CHIP), Attr("op", OP, ALU_OPS)),
+         (_out("dst", *ON_CHIP), _tile("data1", *ON_CHIP), _tile("data2", *ON_CHIP),
+          Attr("op", OP, ALU_OPS, proof_values=PROVEN_ALU_OPS)),
          Latency(STREAMS, ("data1", "data2")), "dst = data1 op data2, element-wise.",
          "nisa.tensor_tensor(dst, data1, data2, op)")
 _declare("tensor_scalar", (VECTOR, SCALAR, GPSIMD),
-         (_out("dst", *ON_CHIP), _tile("data", *ON_CHIP), Attr("op0", OP, ALU_OPS), _vector("operand0", None),
-          Attr("reverse0", FLAG, FLAGS, default=False), Attr("op1", OP, ALU_OPS, default=None),
+         (_out("dst", *ON_CHIP), _tile("data", *ON_CHIP), Attr("op0", OP, ALU_OPS, proof_values=PROVEN_ALU_OPS),
+          _vector("operand0", None), Attr("reverse0", FLAG, FLAGS, default=False),
+          Attr("op1", OP, ALU_OPS, default=None, proof_values=PROVEN_ALU_OPS),
           _vector("operand1", None), Attr("reverse1", FLAG, FLAGS, default=False)),
          Latency(STREAMS, ("data",)),
          "dst = (data op0 operand0) op1 operand1; operands scalars or [P, 1] tiles; reverse swaps an op's operands.",
          "nisa.tensor_scalar(dst, data, op0, operand0, reverse0, op1, operand1, reverse1)")
 _declare("tensor_reduce", (VECTOR,),
-         (_out("dst", *ON_CHIP), Attr("op", OP, REDUCE_OPS), _tile("data", *ON_CHIP), Attr("axis", AXES),
+         (_out("dst", *ON_CHIP), Attr("op", OP, REDUCE_OPS, proof_values=PROVEN_REDUCE_OPS), _tile("data", *ON_CHIP),
+          Attr("axis", AXES),
           Attr("negate", FLAG, FLAGS, default=False), Attr("keepdims", FLAG, FLAGS, default=False)),
          Latency(STREAMS, ("data",)), "dst = reduce(op, data, trailing free axes); negate multiplies the result by -1.",
          "nisa.tensor_reduce(dst, op, data, axis, negate, keepdims)")
@@ -292,6 +304,77 @@ _declare("iota", (GPSIMD,),
          Latency(STREAMS),
          "dst[c, i...] = offset + c * channel_multiplier + sum(i_k * step_k) over pattern [[step, num], ...] (legacy: "
          "the values of an nl.arange expression).", "nisa.iota(dst, pattern, offset, channel_multiplier)")
+
+_declare("reciprocal", (VECTOR,), (_out("dst", *ON_CHIP), _tile("data", *ON_CHIP)), Latency(STREAMS, ("data",)),
+         "dst = 1 / data, element-wise, on the Vector engine (nl.reciprocal is the Scalar engine's activation).",
+         "nisa.reciprocal(dst, data)")
+_declare("scalar_tensor_tensor", (VECTOR,),
+         (_out("dst", *ON_CHIP), _tile("data", *ON_CHIP), Attr("op0", OP, ALU_OPS, proof_values=PROVEN_ALU_OPS),
+          _vector("operand0", None), Attr("op1", OP, ALU_OPS, proof_values=PROVEN_ALU_OPS), _tile("operand1", *ON_CHIP),
+          Attr("reverse0", FLAG, FLAGS, default=False), Attr("reverse1", FLAG, FLAGS, default=False)),
+         Latency(STREAMS, ("data", "operand1")),
+         "dst = (data op0 operand0) op1 operand1: operand0 a scalar or [P, 1] tile, operand1 a tile of data's shape "
+         "(not both it and data in PSUM); reverse swaps an op's operands.",
+         "nisa.scalar_tensor_tensor(dst, data, op0, operand0, op1, operand1, reverse0, reverse1)")
+_declare("tensor_scalar_reduce", (VECTOR,),
+         (_out("dst", *ON_CHIP), _tile("data", *ON_CHIP), Attr("op0", OP, ALU_OPS, proof_values=PROVEN_ALU_OPS),
+          _vector("operand0", None), Attr("reduce_op", OP, REDUCE_OPS, proof_values=PROVEN_REDUCE_OPS),
+          _out("reduce_res", *ON_CHIP, vector=True)),
+         Latency(STREAMS, ("data",)),
+         "dst = data op0 operand0, and reduce_res[P, 1] = reduce(reduce_op, dst over the free axes), in one pass.",
+         "nisa.tensor_scalar_reduce(dst, data, op0, operand0, reduce_op, reduce_res)")
+_declare("tensor_copy_predicated", (VECTOR,),
+         (_out("dst", *ON_CHIP), _tile("src", *ON_CHIP), _tile("predicate", *ON_CHIP),
+          Attr("reverse_pred", FLAG, FLAGS, default=False)),
+         Latency(STREAMS, ("src", "predicate")),
+         "dst = src where predicate is nonzero (zero with reverse_pred); elsewhere dst keeps what it holds. The "
+         "predicate is an integer tile of dst's shape; src and predicate not both in PSUM.",
+         "nisa.tensor_copy_predicated(dst, src, predicate, reverse_pred)")
+_declare("tensor_partition_reduce", (GPSIMD,),
+         (_out("dst", SBUF), Attr("op", OP, ("add", "maximum", "bitwise_or", "bitwise_and"),
+                                  proof_values=("add", "maximum")), _tile("data", SBUF)),
+         Latency(STREAMS, ("data",)),
+         "dst[1, F...] = reduce(op, data[P, F...] over the partitions), on the GpSimd engine.",
+         "nisa.tensor_partition_reduce(dst, op, data)")
+
+# Kernel-only instructions: the simulator runs them (NumPy semantics, limits, trace); their meaning in proofs is
+# not modelled, so no lowering uses them.
+_declare("bn_stats", (VECTOR,), (_out("dst", *ON_CHIP), _tile("data", *ON_CHIP)), Latency(STREAMS, ("data",)),
+         "dst[P, 6] = (count, mean, variance * count) of data's even and of its odd free elements per partition "
+         "(float32); the free size is at most limits.vector.bn_stats_free_max.",
+         "nisa.bn_stats(dst, data)", limits={"free": "limits.vector.bn_stats_free_max"}, proven=False)
+_declare("bn_aggr", (VECTOR,), (_out("dst", *ON_CHIP), _tile("data", *ON_CHIP)), Latency(STREAMS, ("data",)),
+         "dst[P, 2] = (mean, variance) per partition, aggregated from (count, mean, variance * count) triples "
+         "(one or more bn_stats outputs side by side).", "nisa.bn_aggr(dst, data)", proven=False)
+_declare("max8", (VECTOR,), (_out("dst", *ON_CHIP), _tile("src", *ON_CHIP)), Latency(STREAMS, ("src",)),
+         "dst[P, 8] = the 8 largest values of each partition of src, in descending order (8 to "
+         "limits.vector.max8_free_max elements per partition).", "nisa.max8(dst, src)",
+         limits={"free": "limits.vector.max8_free_max"}, proven=False)
+_declare("nc_find_index8", (VECTOR,), (_out("dst", *ON_CHIP), _tile("data", *ON_CHIP), _tile("vals", *ON_CHIP)),
+         Latency(STREAMS, ("data",)),
+         "dst[P, 8] (uint32) = the free index of the first occurrence in data of each of the 8 values of vals[P, 8] "
+         "(as max8 returns them).", "nisa.nc_find_index8(dst, data, vals)",
+         limits={"free": "limits.vector.max8_free_max"}, proven=False)
+_declare("tensor_tensor_scan", (VECTOR,),
+         (_out("dst", *ON_CHIP), _tile("data0", *ON_CHIP), _tile("data1", *ON_CHIP), _vector("initial", None),
+          Attr("op0", OP, ALU_OPS), Attr("op1", OP, ALU_OPS), Attr("reverse0", FLAG, FLAGS, default=False),
+          Attr("reverse1", FLAG, FLAGS, default=False)),
+         Latency(STREAMS, ("data0", "data1")),
+         "dst[:, i] = (data0[:, i] op0 dst[:, i - 1]) op1 data1[:, i] along the free axis, dst[:, -1] = initial (a "
+         "scalar or [P, 1] tile); reverse swaps an op's operands.",
+         "nisa.tensor_tensor_scan(dst, data0, data1, initial, op0, op1, reverse0, reverse1)", proven=False)
+_declare("affine_select", (GPSIMD,),
+         (_out("dst", SBUF), _tile("on_true_tile", SBUF), Attr("on_false_value", NUMBER),
+          Attr("pattern", PATTERN, default=(), side=KERNEL), Attr("offset", INT, default=0),
+          Attr("channel_multiplier", INT, default=0), Attr("cmp_op", OP, ("equal", "not_equal", "greater",
+                                                                          "greater_equal", "less", "less_equal"),
+                                                           default="greater_equal"),
+          Attr("expr", EXPR, default=None, side=KERNEL)),
+         Latency(STREAMS, ("on_true_tile",)),
+         "dst = on_true_tile where the affine value offset + p * channel_multiplier + sum(i_k * step_k) compares "
+         "true against 0 (cmp_op), else on_false_value (legacy: where the nl.arange predicate holds); the "
+         "triangular masks of attention.", "nisa.affine_select(dst, pattern, channel_multiplier, on_true_tile, "
+         "on_false_value, cmp_op, offset)", proven=False)
 
 
 def limit_keys() -> set[str]:

@@ -221,6 +221,104 @@ def _iota(m: Machine, ins: Instr) -> None:
     m.write(ins, ins.dst, shape, lambda idx: Poly.atom(("dim", idx[0].scale(mult) + idx[1] + offset)))
 
 
+@meaning("reciprocal")
+def _reciprocal(m: Machine, ins: Instr) -> None:
+    t, data = m.read(ins, "data")
+    m.free_limit(t)
+    m.free_limit(m.write(ins, ins.dst, t.shape, lambda idx: nf.recip(data(idx))))
+
+
+def _same_shape(m: Machine, what: str, a: TileType, b: TileType) -> None:
+    if len(a.shape) != len(b.shape):
+        raise IllFormed(f"{what}: ranks differ ({len(a.shape)} vs {len(b.shape)})", {})
+    for x, y in zip(a.shape, b.shape):
+        m.same(x, y, what)
+
+
+@meaning("scalar_tensor_tensor")
+def _scalar_tensor_tensor(m: Machine, ins: Instr) -> None:
+    t, data = m.read(ins, "data")
+    t1, other = m.read(ins, "operand1")
+    if t.space == t1.space == "psum":
+        raise IllFormed("scalar_tensor_tensor: data and operand1 are both in psum; at most one may be", illegal=True)
+    _same_shape(m, "scalar_tensor_tensor: data and operand1 shapes", t, t1)
+    operand0 = m.per_partition(ins, "operand0", t.partition)
+    if operand0 is None:
+        raise IllFormed("scalar_tensor_tensor: operand0 is required", illegal=True)
+    op0, op1 = m.alu(ins, "op0"), m.alu(ins, "op1")
+    r0, r1 = bool(m.attr(ins, "reverse0")), bool(m.attr(ins, "reverse1"))
+
+    def value(idx: Index) -> Poly:
+        v = op0(operand0(idx), data(idx)) if r0 else op0(data(idx), operand0(idx))
+        return op1(other(idx), v) if r1 else op1(v, other(idx))
+
+    m.free_limit(t)
+    m.free_limit(m.write(ins, ins.dst, t.shape, value))
+
+
+def _reduce_free(op: str, fn: Value, p: Ix, free: Sequence[Ix]) -> Poly:
+    """reduce(op) of ``fn`` over the free axes of partition ``p``."""
+    if op == "add":
+        return _sum_free(fn, p, free)
+    names = [nf.fresh("r") for _ in free]
+    return nf.reduce_max(REDUCE_OPS[op], tuple(zip(names, free)), fn((p, *(Ix.of(n) for n in names))))
+
+
+@meaning("tensor_scalar_reduce")
+def _tensor_scalar_reduce(m: Machine, ins: Instr) -> None:
+    t, data = m.read(ins, "data")
+    m.free_limit(t)
+    operand0 = m.per_partition(ins, "operand0", t.partition)
+    if operand0 is None:
+        raise IllFormed("tensor_scalar_reduce: operand0 is required", illegal=True)
+    op0, red = m.alu(ins, "op0"), m.attr(ins, "reduce_op")
+    m.free_limit(m.write(ins, ins.dst, t.shape, lambda idx: op0(data(idx), operand0(idx))))
+    dst_fn, free = m.function(ins.dst), t.shape[1:]
+    m.write(ins, str(ins.arg("reduce_res")), (t.partition, Ix(1)), lambda idx: _reduce_free(red, dst_fn, idx[0], free),
+            "reduce_res")
+
+
+@meaning("tensor_copy_predicated")
+def _tensor_copy_predicated(m: Machine, ins: Instr) -> None:
+    t, src = m.read(ins, "src")
+    tp, pred = m.read(ins, "predicate")
+    if t.space == tp.space == "psum":
+        raise IllFormed("tensor_copy_predicated: src and predicate are both in psum; at most one may be", illegal=True)
+    if ins.dst not in m.types:
+        raise IllFormed(f"tensor_copy_predicated: writes only part of {ins.dst!r}, which must hold values first",
+                        illegal=True)
+    _same_shape(m, "tensor_copy_predicated: src and predicate shapes", t, tp)
+    _same_shape(m, "tensor_copy_predicated: src and dst shapes", t, m.types[ins.dst])
+    old, reverse = m.function(ins.dst), bool(m.attr(ins, "reverse_pred"))
+
+    def value(idx: Index) -> Poly:  # predicate zero: dst keeps its value (reverse_pred: takes src)
+        return nf.ite("==", pred(idx), ZERO, src(idx), old(idx)) if reverse else \
+            nf.ite("==", pred(idx), ZERO, old(idx), src(idx))
+
+    m.free_limit(t)
+    m.free_limit(m.write(ins, ins.dst, t.shape, value))
+
+
+@meaning("tensor_partition_reduce")
+def _tensor_partition_reduce(m: Machine, ins: Instr) -> None:
+    t, data = m.read(ins, "data")
+    op = m.attr(ins, "op")
+    m.free_limit(t)
+
+    def value(idx: Index) -> Poly:
+        p = nf.fresh("p")
+        body = data((Ix.of(p), *idx[1:]))
+        return nf.sum_over(p, t.partition, body) if op == "add" else nf.reduce_max(REDUCE_OPS[op], ((p, t.partition),), body)
+
+    m.write(ins, ins.dst, (Ix(1), *t.shape[1:]), value)
+
+
+@meaning("bn_stats", "bn_aggr", "max8", "nc_find_index8", "tensor_tensor_scan", "affine_select")
+def _kernel_only(m: Machine, ins: Instr) -> None:
+    raise IllFormed(f"{ins.op}: a kernel-only instruction (the simulator runs it; its meaning in proofs is not "
+                    f"modelled, so no lowering uses it)", illegal=True)
+
+
 def default_space(ins: Instr) -> str:
     """The memory an instruction writes when its destination's is not given."""
     return ins.space if ins.space is not None else DECLARATIONS[ins.op].default_space(engine(ins))
