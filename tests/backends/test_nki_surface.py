@@ -323,3 +323,37 @@ nl.store(out[:, 4:6], nl.load(k))
 return out""", "a")
     got = simulate("import numpy as np\n" + src, np.ones((1, 1), np.float32), target="trn2")
     np.testing.assert_array_equal(got, np.hstack([np.eye(4), np.arange(8).reshape(4, 2)]))
+
+
+@settings(max_examples=15, deadline=None)
+@given(shape=shapes, seed=st.integers(0, 2**31), load=st.booleans())
+def test_tensor_scalar_cumulative_is_a_running_reduction_per_partition(shape, seed, load):
+    a = values(np.random.default_rng(seed), shape)
+    start = ", imm1=5.0, reduce_cmd=nisa.reduce_cmd.load_reduce" if load else ""
+    src = current(f"""
+x = nl.ndarray(a.shape, dtype=nl.float32, buffer=nl.sbuf)
+nisa.dma_copy(dst=x, src=a)
+c = nl.ndarray(a.shape, dtype=nl.float32, buffer=nl.sbuf)
+nisa.tensor_scalar_cumulative(dst=c, src=x, op0=nl.multiply, op1=nl.add, imm0=2.0{start})
+m = nl.ndarray(a.shape, dtype=nl.float32, buffer=nl.sbuf)
+nisa.tensor_scalar_cumulative(dst=m, src=x, op0=nl.add, op1=nl.maximum, imm0=0.0)
+o1 = nl.ndarray(a.shape, dtype=nl.float32, buffer=nl.shared_hbm)
+o2 = nl.ndarray(a.shape, dtype=nl.float32, buffer=nl.shared_hbm)
+nisa.dma_copy(dst=o1, src=c)
+nisa.dma_copy(dst=o2, src=m)
+return o1, o2""", "a")
+    total, running_max = simulate(src, a, target="trn2")
+    x = a.astype(np.float64)
+    np.testing.assert_allclose(total, (5.0 if load else 0.0) + np.cumsum(2 * x, axis=1), rtol=1e-5, atol=1e-4)
+    np.testing.assert_array_equal(running_max, np.maximum.accumulate(a, axis=1))
+
+
+def test_vector_arithmetic_instructions_refuse_bitvec_ops():
+    src = current("""
+x = nl.ndarray(a.shape, dtype=nl.float32, buffer=nl.sbuf)
+nisa.dma_copy(dst=x, src=a)
+t = nl.ndarray(a.shape, dtype=nl.float32, buffer=nl.sbuf)
+nisa.scalar_tensor_tensor(dst=t, data=x, op0=nl.bitwise_and, operand0=1.0, op1=nl.add, operand1=x)
+return a""", "a")
+    with pytest.raises(NkiSimulationError, match=r"scalar_tensor_tensor: op0='bitwise_and' is not one of"):
+        simulate(src, np.ones((4, 4), np.float32), target="trn2")

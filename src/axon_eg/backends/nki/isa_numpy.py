@@ -495,3 +495,28 @@ def _affine_select_rule(r: Rules) -> None:
         if count != r.ops["dst"].free_size:
             raise ShapeError(f"affine_select: pattern {r.attrs['pattern']} makes {count} values per partition, dst "
                              f"{list(r.ops['dst'].shape)} holds {r.ops['dst'].free_size}")
+
+
+def _cumulative(ins: Mapping[str, Any], attrs: Mapping[str, Any], shapes: Mapping[str, tuple[int, ...]]) -> dict:
+    src = _rows(ins["src"])
+    op0, op1 = ALU_OPS[attrs["op0"]], ALU_OPS[attrs["op1"]]
+    start = attrs["imm1"] if attrs["reduce_cmd"] == "load_reduce" else REDUCE_OPS.get(
+        attrs["op1"], (None, 0.0))[1]  # subtract starts at 0, as add does
+    reg, out = np.full(len(src), float(start)), np.empty_like(src)
+    with np.errstate(all="ignore"):
+        for i in range(src.shape[1]):
+            v = op0(attrs["imm0"], src[:, i]) if attrs["reverse0"] else op0(src[:, i], attrs["imm0"])
+            reg = op1(v, reg)
+            out[:, i] = reg
+    return {"dst": out.reshape(shapes["dst"])}
+
+
+@_implements("tensor_scalar_cumulative", semantics=_cumulative)
+def _cumulative_rule(r: Rules) -> None:
+    r.same_layout("src", "dst")
+    if r.attrs.get("reduce_cmd") == "load_reduce" and r.attrs.get("imm1") is None:
+        raise NkiSimulationError("tensor_scalar_cumulative: reduce_cmd=load_reduce starts from imm1, which is not given")
+    for key in ("src", "dst"):
+        dt = r.ops[key].dtype
+        r.rule(dt.itemsize <= 2 or dt == np.float32, key, "dtype", dtype_name(dt), "not int32/uint32",
+               "tensor_scalar_cumulative: INT32/UINT32 are not supported (ISA limitation)", relation="is")

@@ -443,7 +443,7 @@ def _isa_common(s: _Session) -> dict[str, Any]:
             raise NotImplementedError(f"nisa.get_nc_version: no NeuronCore version known for {s.spec.name}")
         return known[s.spec.name]
 
-    return {"engine": engine, "reduce_cmd": _enum("nisa.reduce_cmd", *isa.REDUCE_CMDS),
+    return {"engine": engine, "reduce_cmd": _enum("nisa.reduce_cmd", *isa.REDUCE_CMDS, "load_reduce"),
             "dge_mode": _enum("nisa.dge_mode", "unknown", "swdge", "hwdge", "none"),
             "oob_mode": _enum("nisa.oob_mode", "error", "skip"), "nc_version": versions,
             "matmul_perf_mode": _enum("nisa.matmul_perf_mode", "none", "double_row"), "get_nc_version": get_nc_version,
@@ -539,6 +539,13 @@ def _current_isa(s: _Session) -> dict[str, Any]:
               {"op0": _op(op0, ALU, "tensor_tensor_scan", "op0"), "op1": _op(op1, ALU, "tensor_tensor_scan", "op1"),
                "reverse0": bool(reverse0), "reverse1": bool(reverse1)})
 
+    def tensor_scalar_cumulative(dst, src, op0, op1, imm0, imm1=None, reduce_cmd=None, reverse0=False, name=None):
+        s.run("tensor_scalar_cumulative", {"dst": dst, "src": src},
+              {"op0": _op(op0, CUMULATIVE_OPS, "tensor_scalar_cumulative", "op0"),
+               "op1": _op(op1, CUMULATIVE_OPS, "tensor_scalar_cumulative", "op1"), "imm0": float(imm0),
+               "imm1": None if imm1 is None else float(imm1), "reverse0": bool(reverse0),
+               "reduce_cmd": "reset_reduce" if reduce_cmd is None else _cmd(reduce_cmd)})
+
     def affine_select(dst, pattern, channel_multiplier, on_true_tile, on_false_value, cmp_op=None, offset=0, name=None):
         s.run("affine_select", {"dst": dst, "on_true_tile": on_true_tile},
               {"pattern": tuple(tuple(int(v) for v in p) for p in pattern), "offset": int(offset),
@@ -549,11 +556,12 @@ def _current_isa(s: _Session) -> dict[str, Any]:
         nc_matmul, nc_transpose, activation, activation_reduce, tensor_tensor, tensor_scalar, tensor_reduce,
         tensor_copy, memset, iota, dma_copy, dma_transpose, reciprocal, scalar_tensor_tensor, tensor_scalar_reduce,
         tensor_copy_predicated, tensor_partition_reduce, bn_stats, bn_aggr, max8, nc_find_index8, tensor_tensor_scan,
-        affine_select)}}
+        tensor_scalar_cumulative, affine_select)}}
 
 
 PARTITION_OPS = {o: None for o in isa.get("tensor_partition_reduce").declaration.attrs["op"].values}
 COMPARE_OPS = {o: None for o in isa.get("affine_select").declaration.attrs["cmp_op"].values}
+CUMULATIVE_OPS = {o: None for o in isa.ALU_OPS}  # the declaration's values say which each operand takes
 
 
 def _legacy_isa(s: _Session) -> dict[str, Any]:

@@ -64,6 +64,8 @@ PROVEN_ALU_OPS = ("add", "subtract", "multiply", "divide", "maximum", "minimum")
 ALU_OPS = (*PROVEN_ALU_OPS, "power", "fmod", "mod", "equal", "not_equal", "greater", "greater_equal", "less",
            "less_equal", "logical_and", "logical_or", "logical_xor", "bitwise_and", "bitwise_or", "bitwise_xor",
            "left_shift", "right_shift")
+BITVEC_OPS = ("bitwise_and", "bitwise_or", "bitwise_xor", "left_shift", "right_shift")
+ARITHMETIC_OPS = tuple(o for o in ALU_OPS if o not in BITVEC_OPS)  # the docs' "arithmetic operators": no bitvec ops
 PROVEN_REDUCE_OPS = ("add", "maximum", "minimum")
 REDUCE_OPS = (*PROVEN_REDUCE_OPS, "multiply")
 PROVEN_ACTIVATION_FUNCTIONS = ("copy", "exp", "log", "sqrt", "rsqrt", "reciprocal", "tanh", "sigmoid", "silu", "gelu",
@@ -309,15 +311,16 @@ _declare("reciprocal", (VECTOR,), (_out("dst", *ON_CHIP), _tile("data", *ON_CHIP
          "dst = 1 / data, element-wise, on the Vector engine (nl.reciprocal is the Scalar engine's activation).",
          "nisa.reciprocal(dst, data)")
 _declare("scalar_tensor_tensor", (VECTOR,),
-         (_out("dst", *ON_CHIP), _tile("data", *ON_CHIP), Attr("op0", OP, ALU_OPS, proof_values=PROVEN_ALU_OPS),
-          _vector("operand0", None), Attr("op1", OP, ALU_OPS, proof_values=PROVEN_ALU_OPS), _tile("operand1", *ON_CHIP),
+         (_out("dst", *ON_CHIP), _tile("data", *ON_CHIP), Attr("op0", OP, ARITHMETIC_OPS, proof_values=PROVEN_ALU_OPS),
+          _vector("operand0", None), Attr("op1", OP, ARITHMETIC_OPS, proof_values=PROVEN_ALU_OPS),
+          _tile("operand1", *ON_CHIP),
           Attr("reverse0", FLAG, FLAGS, default=False), Attr("reverse1", FLAG, FLAGS, default=False)),
          Latency(STREAMS, ("data", "operand1")),
          "dst = (data op0 operand0) op1 operand1: operand0 a scalar or [P, 1] tile, operand1 a tile of data's shape "
          "(not both it and data in PSUM); reverse swaps an op's operands.",
          "nisa.scalar_tensor_tensor(dst, data, op0, operand0, op1, operand1, reverse0, reverse1)")
 _declare("tensor_scalar_reduce", (VECTOR,),
-         (_out("dst", *ON_CHIP), _tile("data", *ON_CHIP), Attr("op0", OP, ALU_OPS, proof_values=PROVEN_ALU_OPS),
+         (_out("dst", *ON_CHIP), _tile("data", *ON_CHIP), Attr("op0", OP, ARITHMETIC_OPS, proof_values=PROVEN_ALU_OPS),
           _vector("operand0", None), Attr("reduce_op", OP, REDUCE_OPS, proof_values=PROVEN_REDUCE_OPS),
           _out("reduce_res", *ON_CHIP, vector=True)),
          Latency(STREAMS, ("data",)),
@@ -363,6 +366,17 @@ _declare("tensor_tensor_scan", (VECTOR,),
          "dst[:, i] = (data0[:, i] op0 dst[:, i - 1]) op1 data1[:, i] along the free axis, dst[:, -1] = initial (a "
          "scalar or [P, 1] tile); reverse swaps an op's operands.",
          "nisa.tensor_tensor_scan(dst, data0, data1, initial, op0, op1, reverse0, reverse1)", proven=False)
+_declare("tensor_scalar_cumulative", (VECTOR,),
+         (_out("dst", *ON_CHIP), _tile("src", *ON_CHIP), Attr("op0", OP, ARITHMETIC_OPS),
+          Attr("op1", OP, ("add", "subtract", "multiply", "maximum", "minimum")), Attr("imm0", NUMBER),
+          Attr("imm1", NUMBER, default=None), Attr("reverse0", FLAG, FLAGS, default=False),
+          Attr("reduce_cmd", CMD, ("reset_reduce", "load_reduce"), default="reset_reduce",
+               why="must be reset_reduce or load_reduce (continuing the Vector engine's accumulator across "
+                   "instructions is not modelled)")),
+         Latency(STREAMS, ("src",)),
+         "dst[:, i] = reg = op1(op0(src[:, i], imm0), reg) along the free elements of each partition; reg starts at "
+         "op1's identity (reset_reduce) or imm1 (load_reduce); reverse0 swaps op0's operands.",
+         "nisa.tensor_scalar_cumulative(dst, src, op0, op1, imm0, imm1, reduce_cmd)", proven=False)
 _declare("affine_select", (GPSIMD,),
          (_out("dst", SBUF), _tile("on_true_tile", SBUF), Attr("on_false_value", NUMBER),
           Attr("pattern", PATTERN, default=(), side=KERNEL), Attr("offset", INT, default=0),
