@@ -217,9 +217,7 @@ def _activation_rule(r: Rules) -> None:
 def _tensor_tensor_rule(r: Rules) -> None:
     r.same_layout("data1", "dst")
     r.same_layout("data2", "dst")
-    if r.ops["data1"].space == "psum" and r.ops["data2"].space == "psum":
-        raise NkiLimitError("tensor_tensor", "data2", "sbuf", "psum", message="tensor_tensor: data1 and data2 are both in "
-                            "PSUM; at most one input may be (nki.isa.tensor_tensor docs)")
+    _not_both_psum(r, "data1", "data2")
 
 
 def _tensor_scalar(ins: Mapping[str, Any], attrs: Mapping[str, Any], shapes: Mapping[str, tuple[int, ...]]) -> dict:
@@ -302,6 +300,19 @@ def _rows(x: Any) -> np.ndarray:
     return x.reshape(x.shape[0], -1)
 
 
+def _not_both_psum(r: Rules, a: str, b: str) -> None:
+    if r.ops[a].space == "psum" and r.ops[b].space == "psum":
+        raise NkiLimitError(r.instruction, b, "sbuf", "psum", message=f"{r.instruction}: {a} and {b} are both in PSUM; "
+                            f"at most one input may be (nki.isa.{r.instruction} docs)")
+
+
+def _required_vector(r: Rules, key: str, partitions: int) -> None:
+    """An operand that is a compile-time scalar or a [P, 1] tile, and must be given."""
+    r.vector(key, partitions)
+    if key not in r.ops and r.attrs.get(key) is None:
+        raise NkiSimulationError(f"{r.instruction}: {key} (a scalar or [P, 1] tile) is required")
+
+
 @_implements("reciprocal", semantics=lambda ins, a, s: {"dst": (1.0 / np.asarray(ins["data"])).reshape(s["dst"])})
 def _reciprocal_rule(r: Rules) -> None:
     r.same_layout("data", "dst")
@@ -320,12 +331,8 @@ def _scalar_tensor_tensor(ins: Mapping[str, Any], attrs: Mapping[str, Any], shap
 def _scalar_tensor_tensor_rule(r: Rules) -> None:
     r.same_layout("data", "dst")
     r.same_layout("operand1", "dst")
-    r.vector("operand0", r.ops["data"].partitions)
-    if "operand0" not in r.ops and r.attrs.get("operand0") is None:
-        raise NkiSimulationError("scalar_tensor_tensor: operand0 (a scalar or [P, 1] tile) is required")
-    if r.ops["data"].space == "psum" and r.ops["operand1"].space == "psum":
-        raise NkiLimitError("scalar_tensor_tensor", "operand1", "sbuf", "psum", message="scalar_tensor_tensor: data and "
-                            "operand1 are both in PSUM; at most one may be (nki.isa.scalar_tensor_tensor docs)")
+    _required_vector(r, "operand0", r.ops["data"].partitions)
+    _not_both_psum(r, "data", "operand1")
 
 
 def _tensor_scalar_reduce(ins: Mapping[str, Any], attrs: Mapping[str, Any], shapes: Mapping[str, tuple[int, ...]]) -> dict:
@@ -339,10 +346,8 @@ def _tensor_scalar_reduce(ins: Mapping[str, Any], attrs: Mapping[str, Any], shap
 @_implements("tensor_scalar_reduce", semantics=_tensor_scalar_reduce)
 def _tensor_scalar_reduce_rule(r: Rules) -> None:
     r.same_layout("data", "dst")
-    r.vector("operand0", r.ops["data"].partitions)
+    _required_vector(r, "operand0", r.ops["data"].partitions)
     r.vector("reduce_res", r.ops["data"].partitions)
-    if "operand0" not in r.ops and r.attrs.get("operand0") is None:
-        raise NkiSimulationError("tensor_scalar_reduce: operand0 (a scalar or [P, 1] tile) is required")
 
 
 def _copy_predicated(ins: Mapping[str, Any], attrs: Mapping[str, Any], shapes: Mapping[str, tuple[int, ...]]) -> dict:
@@ -359,9 +364,7 @@ def _tensor_copy_predicated_rule(r: Rules) -> None:
            "tensor_copy_predicated takes an unsigned integer predicate", relation="is not")
     r.rule(r.ops["src"].dtype == r.ops["dst"].dtype, "dst", "dtype", dtype_name(r.ops["dst"].dtype),
            dtype_name(r.ops["src"].dtype), "tensor_copy_predicated does not cast")
-    if r.ops["src"].space == "psum" and r.ops["predicate"].space == "psum":
-        raise NkiLimitError("tensor_copy_predicated", "predicate", "sbuf", "psum", message="tensor_copy_predicated: src "
-                            "and predicate are both in PSUM; at most one may be")
+    _not_both_psum(r, "src", "predicate")
 
 
 _PARTITION_REDUCE = {"add": np.add.reduce, "maximum": np.maximum.reduce, "bitwise_or": np.bitwise_or.reduce,
@@ -469,12 +472,8 @@ def _scan(ins: Mapping[str, Any], attrs: Mapping[str, Any], shapes: Mapping[str,
 def _scan_rule(r: Rules) -> None:
     r.same_layout("data0", "dst")
     r.same_layout("data1", "dst")
-    r.vector("initial", r.ops["data0"].partitions)
-    if "initial" not in r.ops and r.attrs.get("initial") is None:
-        raise NkiSimulationError("tensor_tensor_scan: initial (a scalar or [P, 1] tile) is required")
-    if r.ops["data0"].space == "psum" and r.ops["data1"].space == "psum":
-        raise NkiLimitError("tensor_tensor_scan", "data1", "sbuf", "psum", message="tensor_tensor_scan: data0 and data1 "
-                            "are both in PSUM; at most one may be")
+    _required_vector(r, "initial", r.ops["data0"].partitions)
+    _not_both_psum(r, "data0", "data1")
 
 
 def _affine_select(ins: Mapping[str, Any], attrs: Mapping[str, Any], shapes: Mapping[str, tuple[int, ...]]) -> dict:

@@ -133,16 +133,20 @@ def _sum_free(fn: Value, p: Ix, free: Sequence[Ix]) -> Poly:
     return total
 
 
+def _same_shape(m: Machine, what: str, a: TileType, b: TileType) -> None:
+    if len(a.shape) != len(b.shape):
+        raise IllFormed(f"{what}: ranks differ ({len(a.shape)} vs {len(b.shape)})", {})
+    for x, y in zip(a.shape, b.shape):
+        m.same(x, y, what)
+
+
 @meaning("tensor_tensor")
 def _tensor_tensor(m: Machine, ins: Instr) -> None:
     t1, a = m.read(ins, "data1")
     t2, b = m.read(ins, "data2")
     if t1.space == t2.space == "psum":
         raise IllFormed("tensor_tensor: data1 and data2 are both in psum; at most one may be", illegal=True)
-    if len(t1.shape) != len(t2.shape):
-        raise IllFormed(f"tensor_tensor: ranks differ ({len(t1.shape)} vs {len(t2.shape)})", {})
-    for x, y in zip(t1.shape, t2.shape):
-        m.same(x, y, "tensor_tensor: operand shapes")
+    _same_shape(m, "tensor_tensor: operand shapes", t1, t2)
     op = m.alu(ins, "op")
     m.free_limit(t1)
     m.free_limit(t2)
@@ -226,13 +230,6 @@ def _reciprocal(m: Machine, ins: Instr) -> None:
     t, data = m.read(ins, "data")
     m.free_limit(t)
     m.free_limit(m.write(ins, ins.dst, t.shape, lambda idx: nf.recip(data(idx))))
-
-
-def _same_shape(m: Machine, what: str, a: TileType, b: TileType) -> None:
-    if len(a.shape) != len(b.shape):
-        raise IllFormed(f"{what}: ranks differ ({len(a.shape)} vs {len(b.shape)})", {})
-    for x, y in zip(a.shape, b.shape):
-        m.same(x, y, what)
 
 
 @meaning("scalar_tensor_tensor")
