@@ -150,6 +150,8 @@ EXAMPLES: dict[str, tuple[dict[str, tuple[tuple[int, ...], str, Any]], dict[str,
     "max8": ({"src": ((P, F), "sbuf", F32), "dst": ((P, 8), "sbuf", F32)}, {}, {}),
     "nc_find_index8": ({"data": ((P, F), "sbuf", F32), "vals": ((P, 8), "sbuf", F32),
                         "dst": ((P, 8), "sbuf", np.dtype(np.uint32))}, {}, {}),
+    "nc_match_replace8": ({"data": ((P, F), "sbuf", F32), "vals": ((P, 8), "sbuf", F32),
+                           "dst": ((P, F), "sbuf", F32)}, {"imm": ("imm", 0.0)}, {"imm": 0.0}),
     "tensor_tensor_scan": ({"data0": ((P, F), "sbuf", F32), "data1": ((P, F), "sbuf", F32),
                             "dst": ((P, F), "sbuf", F32)}, {"op0": "multiply", "op1": "add", "initial": ("imm", 0.0)},
                            {"op0": "multiply", "op1": "add", "initial": 0.0}),
@@ -217,7 +219,7 @@ def _sim_run(name: str, attrs: dict[str, Any], engine: str | None = None, spaces
     for key in ("operand0", "operand1", "initial"):
         if key in attrs:
             operands[key] = attrs.pop(key)
-    if name == "nc_find_index8":  # the values to find: the first 8 of each partition (others are refused)
+    if name in ("nc_find_index8", "nc_match_replace8"):  # the values to find: the first 8 of each partition
         vals, data = operands["vals"], operands["data"]
         vals._buf.data[:] = data._buf.data.reshape(P, -1)[:, :8].reshape(-1).astype(vals._buf.dtype)
     s.run(name, operands, attrs, engine)

@@ -357,3 +357,49 @@ nisa.scalar_tensor_tensor(dst=t, data=x, op0=nl.bitwise_and, operand0=1.0, op1=n
 return a""", "a")
     with pytest.raises(NkiSimulationError, match=r"scalar_tensor_tensor: op0='bitwise_and' is not one of"):
         simulate(src, np.ones((4, 4), np.float32), target="trn2")
+
+
+def test_duplicate_values_pair_with_distinct_occurrences_as_the_docs_order_them():
+    """The docs' example: data [1, 2, 3, 4, 8 x 7], vals [3, 8 x 7]: nc_find_index8 pairs the duplicates with
+    their occurrences ascending, nc_match_replace8 descending (it takes vals 7 .. 0)."""
+    data = np.array([[1, 2, 3, 4] + [8] * 7], np.float32)
+    vals = np.array([[3] + [8] * 7], np.float32)
+    src = current("""
+d = nl.ndarray(a.shape, dtype=nl.float32, buffer=nl.sbuf)
+v = nl.ndarray(b.shape, dtype=nl.float32, buffer=nl.sbuf)
+nisa.dma_copy(dst=d, src=a)
+nisa.dma_copy(dst=v, src=b)
+found = nl.ndarray((1, 8), dtype=nl.uint32, buffer=nl.sbuf)
+nisa.nc_find_index8(dst=found, data=d, vals=v)
+replaced = nl.ndarray(a.shape, dtype=nl.float32, buffer=nl.sbuf)
+where = nl.ndarray((1, 8), dtype=nl.uint32, buffer=nl.sbuf)
+nisa.nc_match_replace8(dst=replaced, data=d, vals=v, imm=-1.0, dst_idx=where)
+outs = []
+for t in (found, replaced, where):
+    o = nl.ndarray(t.shape, dtype=t.dtype, buffer=nl.shared_hbm)
+    nisa.dma_copy(dst=o, src=t)
+    outs.append(o)
+return tuple(outs)""")
+    found, replaced, where = simulate(src, data, vals, target="trn2")
+    assert found.tolist() == [[2, 4, 5, 6, 7, 8, 9, 10]]
+    assert where.tolist() == [[2, 10, 9, 8, 7, 6, 5, 4]]
+    assert replaced.tolist() == [[1, 2, -1, 4] + [-1] * 7]
+
+
+@settings(max_examples=10, deadline=None)
+@given(p=st.integers(1, 128), f=st.integers(16, 200), seed=st.integers(0, 2**31))
+def test_top_16_by_max8_and_match_replace8(p, f, seed):
+    """The docs' top-k pattern: max8, replace those eight by -inf, max8 again."""
+    a = values(np.random.default_rng(seed), (p, f))
+    src = current(f"""
+x = nl.ndarray(a.shape, dtype=nl.float32, buffer=nl.sbuf)
+nisa.dma_copy(dst=x, src=a)
+top = nl.ndarray(({p}, 16), dtype=nl.float32, buffer=nl.sbuf)
+nisa.max8(dst=top[:, 0:8], src=x)
+rest = nl.ndarray(a.shape, dtype=nl.float32, buffer=nl.sbuf)
+nisa.nc_match_replace8(dst=rest, data=x, vals=top[:, 0:8], imm=-3.0e38)
+nisa.max8(dst=top[:, 8:16], src=rest)
+out = nl.ndarray(({p}, 16), dtype=nl.float32, buffer=nl.shared_hbm)
+nisa.dma_copy(dst=out, src=top)
+return out""", "a")
+    np.testing.assert_array_equal(simulate(src, a, target="trn2"), -np.sort(-a, axis=1)[:, :16])

@@ -435,14 +435,55 @@ def _max8_rule(r: Rules) -> None:
         raise ShapeError(f"max8: dst {list(dst.shape)} must be [{src.partitions}, 8]")
 
 
+def _match8(instruction: str, data: np.ndarray, vals: np.ndarray, order: range) -> np.ndarray:
+    """[P, 8] positions in data of the 8 values of each partition: taking ``vals`` in ``order``, each value's first
+    occurrence not taken yet (so a value given k times is paired with k distinct occurrences)."""
+    out = np.zeros(vals.shape, np.int64)
+    for p in range(len(data)):
+        taken: set[int] = set()
+        for j in order:
+            hits = [int(i) for i in np.flatnonzero(data[p] == vals[p, j]) if int(i) not in taken]
+            if not hits:
+                raise NkiSimulationError(f"{instruction}: value {vals[p, j]!r} (vals[{p}, {j}]) does not occur in "
+                                         f"partition {p} of data" + (" often enough" if data[p].tolist().count(vals[p, j])
+                                                                     else ""))
+            out[p, j] = hits[0]
+            taken.add(hits[0])
+    return out
+
+
 def _find_index8(ins: Mapping[str, Any], attrs: Mapping[str, Any], shapes: Mapping[str, tuple[int, ...]]) -> dict:
-    data, vals = _rows(ins["data"]), _rows(ins["vals"])
-    hits = data[:, None, :] == vals[:, :, None]  # [P, 8, F]
-    if not hits.any(axis=2).all():
-        p, j = np.argwhere(~hits.any(axis=2))[0]
-        raise NkiSimulationError(f"nc_find_index8: value {vals[p, j]!r} (vals[{p}, {j}]) does not occur in partition {p} "
-                                 f"of data")
-    return {"dst": np.argmax(hits, axis=2).astype(np.float64).reshape(shapes["dst"])}
+    """Duplicate values pair with their occurrences in ascending order across dst (nki.isa.nc_find_index8)."""
+    idx = _match8("nc_find_index8", _rows(ins["data"]), _rows(ins["vals"]), range(8))
+    return {"dst": idx.astype(np.float64).reshape(shapes["dst"])}
+
+
+def _match_replace8(ins: Mapping[str, Any], attrs: Mapping[str, Any], shapes: Mapping[str, tuple[int, ...]]) -> dict:
+    """vals taken in reverse order (7 .. 0), as the docs say: the first occurrence of a duplicate goes to the
+    highest of its dst_idx slots."""
+    data = _rows(ins["data"])
+    idx = _match8("nc_match_replace8", data, _rows(ins["vals"]), range(7, -1, -1))
+    out = data.copy()
+    np.put_along_axis(out, idx, float(attrs["imm"]), axis=1)
+    result = {"dst": out.reshape(shapes["dst"])}
+    if "dst_idx" in shapes:
+        result["dst_idx"] = idx.astype(np.float64).reshape(shapes["dst_idx"])
+    return result
+
+
+@_implements("nc_match_replace8", semantics=_match_replace8)
+def _match_replace8_rule(r: Rules) -> None:
+    data, vals = r.ops["data"], r.ops["vals"]
+    r.same_layout("data", "dst")
+    r.at_most("data", "free size", data.free_size, r.key("free"))
+    if (vals.partitions, vals.free_size) != (data.partitions, 8):
+        raise ShapeError(f"nc_match_replace8: vals {list(vals.shape)} must be [{data.partitions}, 8]")
+    if "dst_idx" in r.ops:
+        idx = r.ops["dst_idx"]
+        if (idx.partitions, idx.free_size) != (data.partitions, 8):
+            raise ShapeError(f"nc_match_replace8: dst_idx {list(idx.shape)} must be [{data.partitions}, 8]")
+        r.rule(idx.dtype.kind in "iu", "dst_idx", "dtype", dtype_name(idx.dtype), "an integer dtype",
+               "nc_match_replace8 writes indices to dst_idx", relation="is not")
 
 
 @_implements("nc_find_index8", semantics=_find_index8)

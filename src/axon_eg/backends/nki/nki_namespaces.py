@@ -539,6 +539,9 @@ def _current_isa(s: _Session) -> dict[str, Any]:
               {"op0": _op(op0, ALU, "tensor_tensor_scan", "op0"), "op1": _op(op1, ALU, "tensor_tensor_scan", "op1"),
                "reverse0": bool(reverse0), "reverse1": bool(reverse1)})
 
+    def nc_match_replace8(dst, data, vals, imm, dst_idx=None, name=None):
+        s.run("nc_match_replace8", {"dst": dst, "data": data, "vals": vals, "dst_idx": dst_idx}, {"imm": float(imm)})
+
     def tensor_scalar_cumulative(dst, src, op0, op1, imm0, imm1=None, reduce_cmd=None, reverse0=False, name=None):
         s.run("tensor_scalar_cumulative", {"dst": dst, "src": src},
               {"op0": _op(op0, CUMULATIVE_OPS, "tensor_scalar_cumulative", "op0"),
@@ -556,7 +559,7 @@ def _current_isa(s: _Session) -> dict[str, Any]:
         nc_matmul, nc_transpose, activation, activation_reduce, tensor_tensor, tensor_scalar, tensor_reduce,
         tensor_copy, memset, iota, dma_copy, dma_transpose, reciprocal, scalar_tensor_tensor, tensor_scalar_reduce,
         tensor_copy_predicated, tensor_partition_reduce, bn_stats, bn_aggr, max8, nc_find_index8, tensor_tensor_scan,
-        tensor_scalar_cumulative, affine_select)}}
+        tensor_scalar_cumulative, affine_select, nc_match_replace8)}}
 
 
 PARTITION_OPS = {o: None for o in isa.get("tensor_partition_reduce").declaration.attrs["op"].values}
@@ -695,6 +698,12 @@ def _legacy_isa(s: _Session) -> dict[str, Any]:
         call.__name__ = name
         return call
 
+    def nc_match_replace8(*, data, vals, imm, dst_idx=None, mask=None, dtype=None):
+        _unsupported("nisa.nc_match_replace8", mask=mask)
+        data = _tensor(data)
+        return s.prepare("nc_match_replace8", {"data": data, "vals": vals, "dst_idx": dst_idx}, {"imm": float(imm)}, None,
+                         data.shape, dtype or data.dtype, SBUF)
+
     def tensor_tensor_scan(data0, data1, initial, op0, op1, reverse0=False, reverse1=False, *, dtype=None, mask=None):
         _unsupported("nisa.tensor_tensor_scan", mask=mask)
         d0 = _tensor(data0)
@@ -712,7 +721,7 @@ def _legacy_isa(s: _Session) -> dict[str, Any]:
     return {**_isa_common(s), **{f.__name__: f for f in (
         nc_matmul, nc_transpose, activation, activation_reduce, tensor_tensor, tensor_scalar, tensor_reduce,
         tensor_copy, memset, iota, dma_copy, dma_transpose, reciprocal, scalar_tensor_tensor, tensor_scalar_reduce,
-        tensor_copy_predicated, tensor_partition_reduce, tensor_tensor_scan, affine_select)},
+        tensor_copy_predicated, tensor_partition_reduce, tensor_tensor_scan, affine_select, nc_match_replace8)},
         "bn_stats": fixed("bn_stats", 6), "bn_aggr": fixed("bn_aggr", 2), "max8": fixed("max8", 8, "src"),
         "nc_find_index8": fixed("nc_find_index8", 8)}
 

@@ -358,6 +358,13 @@ _declare("nc_find_index8", (VECTOR,), (_out("dst", *ON_CHIP), _tile("data", *ON_
          "dst[P, 8] (uint32) = the free index of the first occurrence in data of each of the 8 values of vals[P, 8] "
          "(as max8 returns them).", "nisa.nc_find_index8(dst, data, vals)",
          limits={"free": "limits.vector.max8_free_max"}, proven=False)
+_declare("nc_match_replace8", (VECTOR,),
+         (_out("dst", *ON_CHIP), _tile("data", *ON_CHIP), _tile("vals", *ON_CHIP), Attr("imm", NUMBER),
+          _out("dst_idx", *ON_CHIP, default=None)),
+         Latency(STREAMS, ("data",)),
+         "dst = data with the first occurrence of each of the 8 values of vals[P, 8] replaced by imm (vals taken "
+         "7 .. 0); dst_idx[P, 8], when given, gets their free indices.", "nisa.nc_match_replace8(dst, data, vals, imm, "
+         "dst_idx)", limits={"free": "limits.vector.max8_free_max"}, proven=False)
 _declare("tensor_tensor_scan", (VECTOR,),
          (_out("dst", *ON_CHIP), _tile("data0", *ON_CHIP), _tile("data1", *ON_CHIP), _vector("initial", None),
           Attr("op0", OP, ALU_OPS), Attr("op1", OP, ALU_OPS), Attr("reverse0", FLAG, FLAGS, default=False),
