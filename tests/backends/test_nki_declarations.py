@@ -152,6 +152,11 @@ EXAMPLES: dict[str, tuple[dict[str, tuple[tuple[int, ...], str, Any]], dict[str,
                         "dst": ((P, 8), "sbuf", np.dtype(np.uint32))}, {}, {}),
     "nc_match_replace8": ({"data": ((P, F), "sbuf", F32), "vals": ((P, 8), "sbuf", F32),
                            "dst": ((P, F), "sbuf", F32)}, {"imm": ("imm", 0.0)}, {"imm": 0.0}),
+    "select_reduce": ({"predicate": ((P, F), "sbuf", np.dtype(np.uint8)), "on_true": ((P, F), "sbuf", F32),
+                       "dst": ((P, F), "sbuf", F32)}, {"on_false": ("imm", -1.0)}, {"on_false": -1.0}),
+    "range_select": ({"on_true_tile": ((P, F), "sbuf", F32), "bound0": ((P, 1), "sbuf", F32),
+                      "bound1": ((P, 1), "sbuf", F32), "dst": ((P, F), "sbuf", F32)},
+                     {"comp_op0": "greater_equal", "comp_op1": "less"}, {"comp_op0": "greater_equal", "comp_op1": "less"}),
     "tensor_tensor_scan": ({"data0": ((P, F), "sbuf", F32), "data1": ((P, F), "sbuf", F32),
                             "dst": ((P, F), "sbuf", F32)}, {"op0": "multiply", "op1": "add", "initial": ("imm", 0.0)},
                            {"op0": "multiply", "op1": "add", "initial": 0.0}),
@@ -216,7 +221,7 @@ def _sim_run(name: str, attrs: dict[str, Any], engine: str | None = None, spaces
             t._buf.data[:] = rng.uniform(0.5, 1.5, t._buf.data.size).astype(dtype)
             t._buf.written[:] = True
         operands[key] = t
-    for key in ("operand0", "operand1", "initial"):
+    for key in ("operand0", "operand1", "initial", "on_false"):
         if key in attrs:
             operands[key] = attrs.pop(key)
     if name in ("nc_find_index8", "nc_match_replace8"):  # the values to find: the first 8 of each partition

@@ -403,3 +403,59 @@ out = nl.ndarray(({p}, 16), dtype=nl.float32, buffer=nl.shared_hbm)
 nisa.dma_copy(dst=out, src=top)
 return out""", "a")
     np.testing.assert_array_equal(simulate(src, a, target="trn2"), -np.sort(-a, axis=1)[:, :16])
+
+
+@settings(max_examples=15, deadline=None)
+@given(shape=shapes, seed=st.integers(0, 2**31), reverse=st.booleans())
+def test_select_reduce_and_range_select_match_numpy(shape, seed, reverse):
+    rng = np.random.default_rng(seed)
+    p, f = shape
+    a = values(rng, shape)
+    lo = rng.integers(0, f, (p, 1)).astype(np.float32)
+    hi = lo + rng.integers(1, f + 1, (p, 1)).astype(np.float32)
+    src = current(f"""
+x = nl.ndarray(a.shape, dtype=nl.float32, buffer=nl.sbuf)
+nisa.dma_copy(dst=x, src=a)
+pred = nl.ndarray(a.shape, dtype=nl.uint8, buffer=nl.sbuf)
+nisa.tensor_scalar(dst=pred, data=x, op0=nl.greater, operand0=0.0)
+sel = nl.ndarray(a.shape, dtype=nl.float32, buffer=nl.sbuf)
+top = nl.ndarray(({p}, 1), dtype=nl.float32, buffer=nl.sbuf)
+nisa.select_reduce(dst=sel, predicate=pred, on_true=x, on_false=-7.0, reduce_res=top,
+                   reduce_cmd=nisa.reduce_cmd.reset_reduce, reverse_pred={reverse})
+b0 = nl.ndarray(({p}, 1), dtype=nl.float32, buffer=nl.sbuf)
+b1 = nl.ndarray(({p}, 1), dtype=nl.float32, buffer=nl.sbuf)
+nisa.dma_copy(dst=b0, src=lo)
+nisa.dma_copy(dst=b1, src=hi)
+rng_ = nl.ndarray(a.shape, dtype=nl.float32, buffer=nl.sbuf)
+rmax = nl.ndarray(({p}, 1), dtype=nl.float32, buffer=nl.sbuf)
+nisa.range_select(dst=rng_, on_true_tile=x, comp_op0=nl.greater_equal, comp_op1=nl.less, bound0=b0, bound1=b1,
+                  reduce_cmd=nisa.reduce_cmd.reset_reduce, reduce_res=rmax, reduce_op=nl.maximum,
+                  on_false_value=-3.4028234663852886e38)
+outs = []
+for t in (sel, top, rng_, rmax):
+    o = nl.ndarray(t.shape, dtype=nl.float32, buffer=nl.shared_hbm)
+    nisa.dma_copy(dst=o, src=t)
+    outs.append(o)
+return tuple(outs)""", "a, lo, hi")
+    sel, top, ranged, rmax = simulate(src, a, lo, hi, target="trn2")
+    keep = (a <= 0) if reverse else (a > 0)
+    want_sel = np.where(keep, a, -7.0)
+    np.testing.assert_array_equal(sel, want_sel)
+    np.testing.assert_array_equal(top[:, 0], want_sel.max(1))
+    i = np.arange(f)[None, :]
+    want_range = np.where((i >= lo) & (i < hi), a, np.finfo(np.float32).min)
+    np.testing.assert_array_equal(ranged, want_range)
+    np.testing.assert_array_equal(rmax[:, 0], want_range.max(1))
+
+
+def test_range_select_needs_neuroncore_v3_and_the_fp32_min_fill():
+    body = """
+x = nl.load(a)
+b = nl.load(a[:, 0:1])
+y = nisa.range_select(on_true_tile=x, comp_op0=nl.greater_equal, comp_op1=nl.less, bound0=b, bound1=b{fill})
+return a"""
+    with pytest.raises(NkiLimitError, match=r"range_select: not available on trn1 \(features.range_select is false"):
+        simulate(kernel(body.format(fill=""), "legacy", "a"), np.ones((4, 4), np.float32), target="trn1")
+    with pytest.raises(NkiLimitError, match=r"range_select: on_false_value must be FP32_MIN"):
+        simulate(kernel(body.format(fill=", on_false_value=0.0"), "legacy", "a"), np.ones((4, 4), np.float32),
+                 target="trn2", dialect="legacy")

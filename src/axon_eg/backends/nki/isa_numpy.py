@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from axon_eg.errors import ShapeError
+from axon_eg.semantics.isa import declarations as D
 
 from .nki_checks import DTYPES, NkiLimitError, NkiSimulationError, Rules, dtype_name
 
@@ -560,3 +561,54 @@ def _cumulative_rule(r: Rules) -> None:
         dt = r.ops[key].dtype
         r.rule(dt.itemsize <= 2 or dt == np.float32, key, "dtype", dtype_name(dt), "not int32/uint32",
                "tensor_scalar_cumulative: INT32/UINT32 are not supported (ISA limitation)", relation="is")
+
+
+def _with_row_max(out: np.ndarray, shapes: Mapping[str, tuple[int, ...]]) -> dict:
+    result = {"dst": out.reshape(shapes["dst"])}
+    if "reduce_res" in shapes:
+        result["reduce_res"] = _rows(out).max(axis=1).reshape(shapes["reduce_res"])
+    return result
+
+
+def _select_reduce(ins: Mapping[str, Any], attrs: Mapping[str, Any], shapes: Mapping[str, tuple[int, ...]]) -> dict:
+    on_true = np.asarray(ins["on_true"])
+    keep = np.asarray(ins["predicate"]).reshape(on_true.shape) != 0
+    on_false = _per_partition(ins.get("on_false", attrs["on_false"]), on_true.ndim)
+    return _with_row_max(np.where(~keep if attrs["reverse_pred"] else keep, on_true, on_false), shapes)
+
+
+@_implements("select_reduce", semantics=_select_reduce)
+def _select_reduce_rule(r: Rules) -> None:
+    r.same_layout("on_true", "dst")
+    r.same_layout("predicate", "dst")
+    _required_vector(r, "on_false", r.ops["on_true"].partitions)
+    _not_both_psum(r, "on_true", "predicate")
+    pred, on_true = r.ops["predicate"].dtype, r.ops["on_true"].dtype
+    r.rule(pred.kind in "iu" and pred.itemsize <= 2, "predicate", "dtype", dtype_name(pred), "int8, uint8, int16 or "
+           "uint16", "select_reduce takes an 8- or 16-bit integer predicate", relation="is not")
+    r.rule(not (on_true.kind in "iu" and on_true.itemsize == 4), "on_true", "dtype", dtype_name(on_true),
+           "not int32/uint32", "select_reduce: on_true may not be int32 or uint32", relation="is")
+    if "reduce_res" in r.ops:
+        r.vector("reduce_res", r.ops["on_true"].partitions)
+
+
+def _range_select(ins: Mapping[str, Any], attrs: Mapping[str, Any], shapes: Mapping[str, tuple[int, ...]]) -> dict:
+    on_true = _rows(ins["on_true_tile"])
+    index = np.arange(on_true.shape[1], dtype=np.float64)[None, :] + float(attrs["range_start"])
+    keep = (ALU_OPS[attrs["comp_op0"]](index, _rows(ins["bound0"])) != 0) & \
+        (ALU_OPS[attrs["comp_op1"]](index, _rows(ins["bound1"])) != 0)
+    return _with_row_max(np.where(keep, on_true, float(attrs["on_false_value"])), shapes)
+
+
+@_implements("range_select", semantics=_range_select)
+def _range_select_rule(r: Rules) -> None:
+    r.same_layout("on_true_tile", "dst")
+    for key in ("bound0", "bound1"):
+        r.vector(key, r.ops["on_true_tile"].partitions)
+        r.rule(r.ops[key].dtype == np.float32, key, "dtype", dtype_name(r.ops[key].dtype), "float32",
+               "range_select bounds are fp32", relation="is not")
+    if "reduce_res" in r.ops:
+        r.vector("reduce_res", r.ops["on_true_tile"].partitions)
+    fill = float(r.attrs.get("on_false_value", D.FP32_MIN))
+    r.rule(fill == D.FP32_MIN, "on_false_value", "", fill, "FP32_MIN", "range_select: on_false_value must be FP32_MIN "
+           "(nki.isa.range_select)")

@@ -539,6 +539,17 @@ def _current_isa(s: _Session) -> dict[str, Any]:
               {"op0": _op(op0, ALU, "tensor_tensor_scan", "op0"), "op1": _op(op1, ALU, "tensor_tensor_scan", "op1"),
                "reverse0": bool(reverse0), "reverse1": bool(reverse1)})
 
+    def select_reduce(dst, predicate, on_true, on_false, reduce_res=None, reduce_cmd=None, reduce_op=None,
+                      reverse_pred=False, name=None):
+        s.run("select_reduce", {"dst": dst, "predicate": predicate, "on_true": on_true, "on_false": on_false,
+                                "reduce_res": reduce_res}, _select_attrs(reduce_cmd, reduce_op, reverse_pred=bool(reverse_pred)))
+
+    def range_select(dst, on_true_tile, comp_op0, comp_op1, bound0, bound1, reduce_cmd=None, reduce_res=None,
+                     reduce_op=None, range_start=0.0, on_false_value=None, name=None):
+        s.run("range_select", {"dst": dst, "on_true_tile": on_true_tile, "bound0": bound0, "bound1": bound1,
+                               "reduce_res": reduce_res},
+              _range_attrs(comp_op0, comp_op1, reduce_cmd, reduce_op, range_start, on_false_value))
+
     def nc_match_replace8(dst, data, vals, imm, dst_idx=None, name=None):
         s.run("nc_match_replace8", {"dst": dst, "data": data, "vals": vals, "dst_idx": dst_idx}, {"imm": float(imm)})
 
@@ -559,12 +570,29 @@ def _current_isa(s: _Session) -> dict[str, Any]:
         nc_matmul, nc_transpose, activation, activation_reduce, tensor_tensor, tensor_scalar, tensor_reduce,
         tensor_copy, memset, iota, dma_copy, dma_transpose, reciprocal, scalar_tensor_tensor, tensor_scalar_reduce,
         tensor_copy_predicated, tensor_partition_reduce, bn_stats, bn_aggr, max8, nc_find_index8, tensor_tensor_scan,
-        tensor_scalar_cumulative, affine_select, nc_match_replace8)}}
+        tensor_scalar_cumulative, affine_select, nc_match_replace8, select_reduce, range_select)}}
 
 
 PARTITION_OPS = {o: None for o in isa.get("tensor_partition_reduce").declaration.attrs["op"].values}
 COMPARE_OPS = {o: None for o in isa.get("affine_select").declaration.attrs["cmp_op"].values}
 CUMULATIVE_OPS = {o: None for o in isa.ALU_OPS}  # the declaration's values say which each operand takes
+
+
+def _select_attrs(reduce_cmd: Any, reduce_op: Any, **more: Any) -> dict[str, Any]:
+    """The reduce attributes of select_reduce / range_select (given ones only: the declaration has the defaults)."""
+    out = dict(more)
+    if reduce_cmd is not None:
+        out["reduce_cmd"] = _cmd(reduce_cmd)
+    if reduce_op is not None:
+        out["reduce_op"] = isa.op_name(reduce_op, {"maximum": None}, "select_reduce/range_select", "reduce_op")
+    return out
+
+
+def _range_attrs(comp_op0: Any, comp_op1: Any, reduce_cmd: Any, reduce_op: Any, range_start: Any,
+                 on_false_value: Any) -> dict[str, Any]:
+    return _select_attrs(reduce_cmd, reduce_op, comp_op0=_op(comp_op0, COMPARE_OPS, "range_select", "comp_op0"),
+                         comp_op1=_op(comp_op1, COMPARE_OPS, "range_select", "comp_op1"), range_start=float(range_start),
+                         **({} if on_false_value is None else {"on_false_value": float(on_false_value)}))
 
 
 def _legacy_isa(s: _Session) -> dict[str, Any]:
@@ -698,6 +726,21 @@ def _legacy_isa(s: _Session) -> dict[str, Any]:
         call.__name__ = name
         return call
 
+    def select_reduce(*, dst, predicate, on_true, on_false, reduce_res=None, reduce_cmd=None, reduce_op=None,
+                      reverse_pred=False, mask=None, dtype=None):
+        _unsupported("nisa.select_reduce", mask=mask, dtype=dtype)
+        s.run("select_reduce", {"dst": dst, "predicate": predicate, "on_true": on_true, "on_false": on_false,
+                                "reduce_res": reduce_res}, _select_attrs(reduce_cmd, reduce_op, reverse_pred=bool(reverse_pred)))
+
+    def range_select(*, on_true_tile, comp_op0, comp_op1, bound0, bound1, reduce_cmd=None, reduce_res=None,
+                     reduce_op=None, range_start=0.0, on_false_value=None, mask=None, dtype=None):
+        _unsupported("nisa.range_select", mask=mask)
+        on_true = _tensor(on_true_tile)
+        return s.prepare("range_select", {"on_true_tile": on_true, "bound0": bound0, "bound1": bound1,
+                                          "reduce_res": reduce_res},
+                         _range_attrs(comp_op0, comp_op1, reduce_cmd, reduce_op, range_start, on_false_value), None,
+                         on_true.shape, dtype or on_true.dtype, SBUF)
+
     def nc_match_replace8(*, data, vals, imm, dst_idx=None, mask=None, dtype=None):
         _unsupported("nisa.nc_match_replace8", mask=mask)
         data = _tensor(data)
@@ -721,7 +764,8 @@ def _legacy_isa(s: _Session) -> dict[str, Any]:
     return {**_isa_common(s), **{f.__name__: f for f in (
         nc_matmul, nc_transpose, activation, activation_reduce, tensor_tensor, tensor_scalar, tensor_reduce,
         tensor_copy, memset, iota, dma_copy, dma_transpose, reciprocal, scalar_tensor_tensor, tensor_scalar_reduce,
-        tensor_copy_predicated, tensor_partition_reduce, tensor_tensor_scan, affine_select, nc_match_replace8)},
+        tensor_copy_predicated, tensor_partition_reduce, tensor_tensor_scan, affine_select, nc_match_replace8,
+        select_reduce, range_select)},
         "bn_stats": fixed("bn_stats", 6), "bn_aggr": fixed("bn_aggr", 2), "max8": fixed("max8", 8, "src"),
         "nc_find_index8": fixed("nc_find_index8", 8)}
 

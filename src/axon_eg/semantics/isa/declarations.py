@@ -365,6 +365,32 @@ _declare("nc_match_replace8", (VECTOR,),
          "dst = data with the first occurrence of each of the 8 values of vals[P, 8] replaced by imm (vals taken "
          "7 .. 0); dst_idx[P, 8], when given, gets their free indices.", "nisa.nc_match_replace8(dst, data, vals, imm, "
          "dst_idx)", limits={"free": "limits.vector.max8_free_max"}, proven=False)
+COMPARE_OPS = ("equal", "not_equal", "greater", "greater_equal", "less", "less_equal")
+FP32_MIN = -3.4028234663852886e38  # the most negative finite float32 (range_select's fill)
+_declare("select_reduce", (VECTOR,),
+         (_out("dst", *ON_CHIP), _tile("predicate", *ON_CHIP), _tile("on_true", *ON_CHIP), _vector("on_false", None),
+          _out("reduce_res", *ON_CHIP, vector=True, default=None),
+          Attr("reduce_cmd", CMD, ("idle", "reset_reduce"), default="idle"),
+          Attr("reduce_op", OP, ("maximum",), default="maximum", why="must be maximum (nki.isa.select_reduce)"),
+          Attr("reverse_pred", FLAG, FLAGS, default=False)),
+         Latency(STREAMS, ("on_true", "predicate")),
+         "dst = on_true where predicate (an int8/16 tile; negated with reverse_pred) else on_false (a scalar or [P, "
+         "1] tile); reduce_res[P, 1], when given, gets the row max of dst.",
+         "nisa.select_reduce(dst, predicate, on_true, on_false, reduce_res, reduce_cmd, reduce_op, reverse_pred)",
+         proven=False)
+_declare("range_select", (VECTOR,),
+         (_out("dst", *ON_CHIP), _tile("on_true_tile", *ON_CHIP), Attr("comp_op0", OP, COMPARE_OPS),
+          Attr("comp_op1", OP, COMPARE_OPS), _tile("bound0", *ON_CHIP, vector=True), _tile("bound1", *ON_CHIP, vector=True),
+          Attr("reduce_cmd", CMD, ("idle", "reset_reduce"), default="idle"),
+          _out("reduce_res", *ON_CHIP, vector=True, default=None),
+          Attr("reduce_op", OP, ("maximum",), default="maximum", why="must be maximum (nki.isa.range_select)"),
+          Attr("range_start", NUMBER, default=0.0), Attr("on_false_value", NUMBER, default=FP32_MIN)),
+         Latency(STREAMS, ("on_true_tile",)),
+         "dst = on_true_tile where comp_op0(i + range_start, bound0) and comp_op1(i + range_start, bound1) for the "
+         "free index i (bounds [P, 1] fp32), else on_false_value (FP32_MIN); reduce_res[P, 1], when given, gets the "
+         "row max of dst. NeuronCore-v3 and newer.",
+         "nisa.range_select(dst, on_true_tile, comp_op0, comp_op1, bound0, bound1, reduce_cmd, reduce_res, reduce_op, "
+         "range_start, on_false_value)", features={"range_select": "NeuronCore-v3 and newer (trn2)"}, proven=False)
 _declare("tensor_tensor_scan", (VECTOR,),
          (_out("dst", *ON_CHIP), _tile("data0", *ON_CHIP), _tile("data1", *ON_CHIP), _vector("initial", None),
           Attr("op0", OP, ALU_OPS), Attr("op1", OP, ALU_OPS), Attr("reverse0", FLAG, FLAGS, default=False),
@@ -387,9 +413,7 @@ _declare("tensor_scalar_cumulative", (VECTOR,),
 _declare("affine_select", (GPSIMD,),
          (_out("dst", SBUF), _tile("on_true_tile", SBUF), Attr("on_false_value", NUMBER),
           Attr("pattern", PATTERN, default=(), side=KERNEL), Attr("offset", INT, default=0),
-          Attr("channel_multiplier", INT, default=0), Attr("cmp_op", OP, ("equal", "not_equal", "greater",
-                                                                          "greater_equal", "less", "less_equal"),
-                                                           default="greater_equal"),
+          Attr("channel_multiplier", INT, default=0), Attr("cmp_op", OP, COMPARE_OPS, default="greater_equal"),
           Attr("expr", EXPR, default=None, side=KERNEL)),
          Latency(STREAMS, ("on_true_tile",)),
          "dst = on_true_tile where the affine value offset + p * channel_multiplier + sum(i_k * step_k) compares "
