@@ -157,6 +157,7 @@ EXAMPLES: dict[str, tuple[dict[str, tuple[tuple[int, ...], str, Any]], dict[str,
     "range_select": ({"on_true_tile": ((P, F), "sbuf", F32), "bound0": ((P, 1), "sbuf", F32),
                       "bound1": ((P, 1), "sbuf", F32), "dst": ((P, F), "sbuf", F32)},
                      {"comp_op0": "greater_equal", "comp_op1": "less"}, {"comp_op0": "greater_equal", "comp_op1": "less"}),
+    "dropout": ({"data": ((P, F), "sbuf", F32), "dst": ((P, F), "sbuf", F32)}, {"prob": ("imm", 0.5)}, {"prob": 0.5}),
     "tensor_tensor_scan": ({"data0": ((P, F), "sbuf", F32), "data1": ((P, F), "sbuf", F32),
                             "dst": ((P, F), "sbuf", F32)}, {"op0": "multiply", "op1": "add", "initial": ("imm", 0.0)},
                            {"op0": "multiply", "op1": "add", "initial": 0.0}),
@@ -221,7 +222,7 @@ def _sim_run(name: str, attrs: dict[str, Any], engine: str | None = None, spaces
             t._buf.data[:] = rng.uniform(0.5, 1.5, t._buf.data.size).astype(dtype)
             t._buf.written[:] = True
         operands[key] = t
-    for key in ("operand0", "operand1", "initial", "on_false"):
+    for key in ("operand0", "operand1", "initial", "on_false", "prob"):
         if key in attrs:
             operands[key] = attrs.pop(key)
     if name in ("nc_find_index8", "nc_match_replace8"):  # the values to find: the first 8 of each partition

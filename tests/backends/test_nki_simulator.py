@@ -624,7 +624,7 @@ A, B = np.ones((128, 128), np.float32), np.ones((128, 1024), np.float32)
      "nisa.dma_copy(dst=s, src=s[nl.arange(128)[None, :], nl.arange(128)[:, None]])",
      NkiSimulationError, r"does not keep the partition axis"),
     ("t = nl.exp(a)", NkiLimitError, r"activation: data memory hbm not in \{psum, sbuf\}"),  # tiles, not HBM
-    ("t = nl.dropout(a, 0.5)", NotImplementedError, r"nki.language.dropout is not supported"),
+    ("t = nl.gather_flattened(a, a)", NotImplementedError, r"nki.language.gather_flattened is not supported"),
     ("t = nl.ndarray((128, 4), dtype=nl.tfloat32, buffer=nl.sbuf)", NotImplementedError,
      r"nki.language.tfloat32 is not supported"),
 ], ids=["partition-256", "moving-free-1024", "psum-banks", "tensor-engine-writes-sbuf", "gpsimd-reads-psum",
@@ -742,7 +742,7 @@ def test_every_instruction_has_semantics_checks_and_a_cost():
                                      "activation", "tensor_tensor", "tensor_scalar", "tensor_reduce", "tensor_copy",
                                      "memset", "iota", "reciprocal", "scalar_tensor_tensor", "tensor_scalar_reduce",
                                      "tensor_copy_predicated", "tensor_partition_reduce", "bn_stats", "bn_aggr", "max8",
-                                     "nc_find_index8", "nc_match_replace8", "select_reduce", "range_select",
+                                     "nc_find_index8", "nc_match_replace8", "select_reduce", "range_select", "dropout",
                                      "tensor_tensor_scan",
                                      "tensor_scalar_cumulative",
                                      "affine_select"}

@@ -459,3 +459,46 @@ return a"""
     with pytest.raises(NkiLimitError, match=r"range_select: on_false_value must be FP32_MIN"):
         simulate(kernel(body.format(fill=", on_false_value=0.0"), "legacy", "a"), np.ones((4, 4), np.float32),
                  target="trn2", dialect="legacy")
+
+
+
+DROPOUT = """
+out = nl.ndarray(a.shape, dtype=nl.float32, buffer=nl.shared_hbm)
+nl.random_seed({seed})
+nl.store(out, value=nl.dropout(nl.load(a), {rate}))
+return out"""
+
+
+@settings(max_examples=10, deadline=None)
+@given(rate=st.sampled_from([0.0, 0.1, 0.5, 0.9, 1.0]), seed=st.integers(0, 2**31), dialect=dialects)
+def test_dropout_zeroes_about_rate_of_the_elements_and_keeps_the_rest_as_they_are(rate, seed, dialect):
+    a = values(np.random.default_rng(seed), (128, 512))
+    if dialect == "current":  # the current dialect's seed is a [1, 1] tile
+        seed_expr = f"nl.full((1, 1), {seed % 1000}, dtype=nl.int32)"
+    else:
+        seed_expr = str(seed)
+    got = simulate(kernel(DROPOUT.format(seed=seed_expr, rate=rate), dialect, "a"), a, target=TARGET[dialect])
+    dropped = got == 0
+    assert abs(dropped.mean() - rate) < 0.02
+    np.testing.assert_array_equal(got[~dropped], a[~dropped])
+    again = simulate(kernel(DROPOUT.format(seed=seed_expr, rate=rate), dialect, "a"), a, target=TARGET[dialect])
+    np.testing.assert_array_equal(again, got)  # one seed, one result
+
+
+def test_dropout_takes_a_probability_per_partition_and_refuses_a_bad_one():
+    a = values(np.random.default_rng(1), (128, 2000))
+    src = current("""
+x = nl.ndarray(a.shape, dtype=nl.float32, buffer=nl.sbuf)
+nisa.dma_copy(dst=x, src=a)
+p = nl.ndarray((128, 1), dtype=nl.float32, buffer=nl.sbuf)
+nisa.dma_copy(dst=p, src=b)
+y = nl.ndarray(a.shape, dtype=nl.float32, buffer=nl.sbuf)
+nisa.dropout(dst=y, data=x, prob=p)
+out = nl.ndarray(a.shape, dtype=nl.float32, buffer=nl.shared_hbm)
+nisa.dma_copy(dst=out, src=y)
+return out""")
+    prob = np.linspace(0, 1, 128, dtype=np.float32).reshape(128, 1)
+    got = simulate(src, a, prob, target="trn2")
+    np.testing.assert_allclose((got == 0).mean(axis=1), prob[:, 0], atol=0.05)
+    with pytest.raises(NkiSimulationError, match=r"dropout: prob 1.5 is not a probability"):
+        simulate(kernel(DROPOUT.format(seed=0, rate=1.5), "legacy", "a"), a, target="trn1")

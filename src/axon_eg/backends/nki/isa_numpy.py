@@ -612,3 +612,22 @@ def _range_select_rule(r: Rules) -> None:
     fill = float(r.attrs.get("on_false_value", D.FP32_MIN))
     r.rule(fill == D.FP32_MIN, "on_false_value", "", fill, "FP32_MIN", "range_select: on_false_value must be FP32_MIN "
            "(nki.isa.range_select)")
+
+
+def _dropout(ins: Mapping[str, Any], attrs: Mapping[str, Any], shapes: Mapping[str, tuple[int, ...]]) -> dict:
+    data = np.asarray(ins["data"])
+    prob = _per_partition(ins.get("prob", attrs["prob"]), data.ndim)
+    return {"dst": np.where(np.asarray(ins["uniform"]).reshape(data.shape) < prob, 0.0, data).reshape(shapes["dst"])}
+
+
+@_implements("dropout", semantics=_dropout)
+def _dropout_rule(r: Rules) -> None:
+    r.same_layout("data", "dst")
+    _required_vector(r, "prob", r.ops["data"].partitions)
+    p = r.attrs.get("prob")
+    if p is not None and not 0.0 <= float(p) <= 1.0:
+        raise NkiSimulationError(f"dropout: prob {p!r} is not a probability in [0, 1]")
+    data, dst = r.ops["data"].dtype, r.ops["dst"].dtype
+    if data.kind in "iu":
+        r.rule(dst == data, "dst", "dtype", dtype_name(dst), dtype_name(data),
+               "dropout of integer data keeps its dtype", relation="is not")

@@ -379,6 +379,19 @@ def _language(s: _Session) -> dict[str, Any]:
             self.min, self.max, self.eps, self.tiny = float(info.min), float(info.max), float(info.eps), float(info.tiny)
             self.bits, self.dtype = int(info.bits), info.dtype
 
+    def random_seed(seed: Any, *, mask: Any = None) -> None:
+        """Seeds the generator dropout draws from (current dialect: a [1, 1] SBUF/PSUM tile holding it)."""
+        _unsupported("nl.random_seed", mask=mask)
+        if is_tile(seed):
+            t = _tensor(seed)
+            if t.size != 1 or t._buf.space == HBM:
+                raise isa.NkiSimulationError(f"nl.random_seed: seed must be a [1, 1] tile on SBUF or PSUM, got {t!r}")
+            seed = s.read("random_seed", "seed", t).reshape(-1)[0]
+        s.rng = np.random.default_rng(int(seed) & 0xFFFFFFFF)
+
+    def dropout(x: Any, rate: Any, dtype: Any = None, *, mask: Any = None) -> _Result:
+        return legacy["dropout"](x, rate, dtype=dtype, mask=mask)
+
     def shared_constant(constant: Any, dtype: Any = None) -> NkiTensor:
         """A trace-time array placed in HBM as a constant tensor."""
         values = np.asarray(constant)
@@ -418,6 +431,7 @@ def _language(s: _Session) -> dict[str, Any]:
                  "is_hbm": is_space(HBM), "is_sbuf": is_space(SBUF), "is_psum": is_space(PSUM),
                  "is_on_chip": is_space(SBUF, PSUM), "finfo": _Finfo, "shared_constant": shared_constant,
                  "shared_identity_matrix": shared_identity_matrix, "dynamic_range": dynamic_range,
+                 "random_seed": random_seed, "dropout": dropout,
                  "no_reorder": contextlib.nullcontext,  # one instruction at a time: there is no reordering to stop
                  "static_cast": lambda input_data, dtype: np.asarray(input_data).astype(isa.as_dtype(dtype)),
                  **{n: reduction(n, op) for n, op in (("sum", "add"), ("max", "maximum"), ("min", "minimum"),
@@ -550,6 +564,9 @@ def _current_isa(s: _Session) -> dict[str, Any]:
                                "reduce_res": reduce_res},
               _range_attrs(comp_op0, comp_op1, reduce_cmd, reduce_op, range_start, on_false_value))
 
+    def dropout(dst, data, prob, name=None):
+        s.run("dropout", {"dst": dst, "data": data, "prob": prob}, {})
+
     def nc_match_replace8(dst, data, vals, imm, dst_idx=None, name=None):
         s.run("nc_match_replace8", {"dst": dst, "data": data, "vals": vals, "dst_idx": dst_idx}, {"imm": float(imm)})
 
@@ -570,7 +587,7 @@ def _current_isa(s: _Session) -> dict[str, Any]:
         nc_matmul, nc_transpose, activation, activation_reduce, tensor_tensor, tensor_scalar, tensor_reduce,
         tensor_copy, memset, iota, dma_copy, dma_transpose, reciprocal, scalar_tensor_tensor, tensor_scalar_reduce,
         tensor_copy_predicated, tensor_partition_reduce, bn_stats, bn_aggr, max8, nc_find_index8, tensor_tensor_scan,
-        tensor_scalar_cumulative, affine_select, nc_match_replace8, select_reduce, range_select)}}
+        tensor_scalar_cumulative, affine_select, nc_match_replace8, select_reduce, range_select, dropout)}}
 
 
 PARTITION_OPS = {o: None for o in isa.get("tensor_partition_reduce").declaration.attrs["op"].values}
@@ -741,6 +758,11 @@ def _legacy_isa(s: _Session) -> dict[str, Any]:
                          _range_attrs(comp_op0, comp_op1, reduce_cmd, reduce_op, range_start, on_false_value), None,
                          on_true.shape, dtype or on_true.dtype, SBUF)
 
+    def dropout(data, prob, *, mask=None, dtype=None):
+        _unsupported("nisa.dropout", mask=mask)
+        data = _tensor(data)
+        return s.prepare("dropout", {"data": data, "prob": prob}, {}, None, data.shape, dtype or data.dtype, SBUF)
+
     def nc_match_replace8(*, data, vals, imm, dst_idx=None, mask=None, dtype=None):
         _unsupported("nisa.nc_match_replace8", mask=mask)
         data = _tensor(data)
@@ -765,7 +787,7 @@ def _legacy_isa(s: _Session) -> dict[str, Any]:
         nc_matmul, nc_transpose, activation, activation_reduce, tensor_tensor, tensor_scalar, tensor_reduce,
         tensor_copy, memset, iota, dma_copy, dma_transpose, reciprocal, scalar_tensor_tensor, tensor_scalar_reduce,
         tensor_copy_predicated, tensor_partition_reduce, tensor_tensor_scan, affine_select, nc_match_replace8,
-        select_reduce, range_select)},
+        select_reduce, range_select, dropout)},
         "bn_stats": fixed("bn_stats", 6), "bn_aggr": fixed("bn_aggr", 2), "max8": fixed("max8", 8, "src"),
         "nc_find_index8": fixed("nc_find_index8", 8)}
 

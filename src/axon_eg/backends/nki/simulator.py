@@ -93,6 +93,7 @@ class _Session:
         self.program: tuple[int, ...] = ()  # the running program's index in the grid (nl.program_id)
         self.shared: list[NkiTensor] = []  # the shared_hbm tensors of program 0, in allocation order
         self.shared_next = 0  # the running program's next shared_hbm allocation
+        self.rng = np.random.default_rng(0)  # dropout's draws; nl.random_seed reseeds it
 
     def shared_hbm(self, shape: Any, dtype: Any, name: str | None) -> NkiTensor:
         """A ``shared_hbm`` tensor in an SPMD launch: every program's k-th one is the same tensor (the programs
@@ -322,6 +323,8 @@ class _Session:
             shapes = {k: op.shape for k, op in ops.items()}
             if instruction == "activation":
                 ins["reduce_regs"] = self._registers(attrs, ops["data"].partitions, "reduce_res" in tensors)
+            if instruction == "dropout":  # the session's generator (nl.random_seed): one draw per element
+                ins["uniform"] = self.rng.random(ops["data"].shape)
             outs = instr.semantics(ins, attrs, shapes)
         for key, t in tensors.items():  # side outputs (reduce_res) land now; dst when the destination is known
             if key in instr.writes and key != "dst":
