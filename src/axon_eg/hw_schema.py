@@ -163,7 +163,7 @@ _TRAINIUM: dict[str, Field] = {
     "limits.vector.bn_stats_free_max": _q("count"),
     "limits.vector.max8_free_max": _q("count"),
     "features.dma_transpose": Field("bool"),
-    "features.range_select": Field("bool"),
+    "features.neuroncore_v3": Field("bool"),
     "features.nki_dialect": Field("str", choices=("legacy", "current")),
     "costs.dma_fixed": _q("time"),
     "costs.launch": _q("time"),

@@ -742,7 +742,7 @@ def test_every_instruction_has_semantics_checks_and_a_cost():
                                      "activation", "tensor_tensor", "tensor_scalar", "tensor_reduce", "tensor_copy",
                                      "memset", "iota", "reciprocal", "scalar_tensor_tensor", "tensor_scalar_reduce",
                                      "tensor_copy_predicated", "tensor_partition_reduce", "bn_stats", "bn_aggr", "max8",
-                                     "nc_find_index8", "nc_match_replace8", "select_reduce", "range_select", "dropout",
+                                     "nc_find_index8", "nc_match_replace8", "select_reduce", "range_select", "dropout", "rng",
                                      "tensor_tensor_scan",
                                      "tensor_scalar_cumulative",
                                      "affine_select"}

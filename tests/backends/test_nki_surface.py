@@ -454,7 +454,7 @@ x = nl.load(a)
 b = nl.load(a[:, 0:1])
 y = nisa.range_select(on_true_tile=x, comp_op0=nl.greater_equal, comp_op1=nl.less, bound0=b, bound1=b{fill})
 return a"""
-    with pytest.raises(NkiLimitError, match=r"range_select: not available on trn1 \(features.range_select is false"):
+    with pytest.raises(NkiLimitError, match=r"range_select: not available on trn1 \(features.neuroncore_v3 is false"):
         simulate(kernel(body.format(fill=""), "legacy", "a"), np.ones((4, 4), np.float32), target="trn1")
     with pytest.raises(NkiLimitError, match=r"range_select: on_false_value must be FP32_MIN"):
         simulate(kernel(body.format(fill=", on_false_value=0.0"), "legacy", "a"), np.ones((4, 4), np.float32),
@@ -502,3 +502,32 @@ return out""")
     np.testing.assert_allclose((got == 0).mean(axis=1), prob[:, 0], atol=0.05)
     with pytest.raises(NkiSimulationError, match=r"dropout: prob 1.5 is not a probability"):
         simulate(kernel(DROPOUT.format(seed=0, rate=1.5), "legacy", "a"), a, target="trn1")
+
+
+
+def test_rand_and_rng_draw_from_the_seeded_generator():
+    src = current("""
+seed = nl.ndarray((1, 1), dtype=nl.int32, buffer=nl.sbuf)
+nisa.memset(dst=seed, value=7)
+nisa.set_rng_seed(src_seeds=seed)
+u = nl.rand((128, 256), dtype=nl.float32)
+bits = nl.ndarray((128, 64), dtype=nl.uint8, buffer=nl.sbuf)
+nisa.rng(dst=bits, engine=nisa.gpsimd_engine)
+o1 = nl.ndarray((128, 256), dtype=nl.float32, buffer=nl.shared_hbm)
+o2 = nl.ndarray((128, 64), dtype=nl.uint8, buffer=nl.shared_hbm)
+nl.store(o1, u)
+nisa.dma_copy(dst=o2, src=bits)
+return o1, o2""", "a")
+    u, bits = simulate(src, np.ones((1, 1), np.float32), target="trn2")
+    assert u.min() >= 0.0 and u.max() < 1.0 and abs(u.mean() - 0.5) < 0.01
+    assert bits.dtype == np.uint8 and bits.min() < 16 and bits.max() > 240
+    again = simulate(src, np.ones((1, 1), np.float32), target="trn2")
+    np.testing.assert_array_equal(again[0], u)
+    other = simulate(src.replace("value=7", "value=8"), np.ones((1, 1), np.float32), target="trn2")
+    assert not np.array_equal(other[0], u)
+    from axon_eg.hw import load  # the legacy dialect (trn1's) has no rng: the rule itself, on a trn1 spec
+
+    dst = {"dst": isa.Operand((4, 4), np.dtype(np.uint16), "sbuf")}
+    with pytest.raises(NkiLimitError, match=r"rng: the GpSimd engine's generator needs NeuronCore-v3"):
+        isa.check("rng", dst, {}, load("trn1"), "gpsimd")
+    isa.check("rng", dst, {}, load("trn1"), "vector")

@@ -631,3 +631,19 @@ def _dropout_rule(r: Rules) -> None:
     if data.kind in "iu":
         r.rule(dst == data, "dst", "dtype", dtype_name(dst), dtype_name(data),
                "dropout of integer data keeps its dtype", relation="is not")
+
+
+def _rng(ins: Mapping[str, Any], attrs: Mapping[str, Any], shapes: Mapping[str, tuple[int, ...]]) -> dict:
+    bits = np.asarray(ins["uniform"], np.float64)  # the session's draws in [0, 1): scaled to the dtype's range
+    return {"dst": np.floor(bits * ins["levels"]) + ins["low"]}
+
+
+@_implements("rng", semantics=_rng)
+def _rng_rule(r: Rules) -> None:
+    dt = r.ops["dst"].dtype
+    r.rule(dt.kind in "iu", "dst", "dtype", dtype_name(dt), "an integer dtype", "rng writes random integers",
+           relation="is not")
+    if r.engine == "gpsimd" and not r.spec.get("features.neuroncore_v3", False):
+        raise NkiLimitError("rng", "engine", "vector", "gpsimd", key="features.neuroncore_v3", target=r.spec.name,
+                            message=f"rng: the GpSimd engine's generator needs NeuronCore-v3 (features.neuroncore_v3 "
+                                    f"is false in {r.spec.name}.yaml); use engine=nisa.vector_engine")

@@ -382,12 +382,13 @@ def _language(s: _Session) -> dict[str, Any]:
     def random_seed(seed: Any, *, mask: Any = None) -> None:
         """Seeds the generator dropout draws from (current dialect: a [1, 1] SBUF/PSUM tile holding it)."""
         _unsupported("nl.random_seed", mask=mask)
-        if is_tile(seed):
-            t = _tensor(seed)
-            if t.size != 1 or t._buf.space == HBM:
-                raise isa.NkiSimulationError(f"nl.random_seed: seed must be a [1, 1] tile on SBUF or PSUM, got {t!r}")
-            seed = s.read("random_seed", "seed", t).reshape(-1)[0]
-        s.rng = np.random.default_rng(int(seed) & 0xFFFFFFFF)
+        s.seed(seed, "nl.random_seed")
+
+    def rand(shape: Any, dtype: Any = np.float32, buffer: Any = None, name: str | None = None) -> _Result:
+        """Uniform values in [0, 1): 16 random bits per element (nisa.rng into a uint16 tile) times 2**-16."""
+        bits = ndarray(shape, np.uint16, buffer, name)
+        s.run("rng", {"dst": bits}, {}, isa.VECTOR)
+        return legacy["tensor_scalar"](bits, "multiply", 2.0 ** -16, dtype=dtype)
 
     def dropout(x: Any, rate: Any, dtype: Any = None, *, mask: Any = None) -> _Result:
         return legacy["dropout"](x, rate, dtype=dtype, mask=mask)
@@ -431,7 +432,7 @@ def _language(s: _Session) -> dict[str, Any]:
                  "is_hbm": is_space(HBM), "is_sbuf": is_space(SBUF), "is_psum": is_space(PSUM),
                  "is_on_chip": is_space(SBUF, PSUM), "finfo": _Finfo, "shared_constant": shared_constant,
                  "shared_identity_matrix": shared_identity_matrix, "dynamic_range": dynamic_range,
-                 "random_seed": random_seed, "dropout": dropout,
+                 "random_seed": random_seed, "dropout": dropout, "rand": rand,
                  "no_reorder": contextlib.nullcontext,  # one instruction at a time: there is no reordering to stop
                  "static_cast": lambda input_data, dtype: np.asarray(input_data).astype(isa.as_dtype(dtype)),
                  **{n: reduction(n, op) for n, op in (("sum", "add"), ("max", "maximum"), ("min", "minimum"),
@@ -567,6 +568,12 @@ def _current_isa(s: _Session) -> dict[str, Any]:
     def dropout(dst, data, prob, name=None):
         s.run("dropout", {"dst": dst, "data": data, "prob": prob}, {})
 
+    def rng(dst, engine=None, name=None):
+        s.run("rng", {"dst": dst}, {}, engine)
+
+    def set_rng_seed(src_seeds, name=None):
+        s.seed(src_seeds, "nisa.set_rng_seed")
+
     def nc_match_replace8(dst, data, vals, imm, dst_idx=None, name=None):
         s.run("nc_match_replace8", {"dst": dst, "data": data, "vals": vals, "dst_idx": dst_idx}, {"imm": float(imm)})
 
@@ -587,7 +594,8 @@ def _current_isa(s: _Session) -> dict[str, Any]:
         nc_matmul, nc_transpose, activation, activation_reduce, tensor_tensor, tensor_scalar, tensor_reduce,
         tensor_copy, memset, iota, dma_copy, dma_transpose, reciprocal, scalar_tensor_tensor, tensor_scalar_reduce,
         tensor_copy_predicated, tensor_partition_reduce, bn_stats, bn_aggr, max8, nc_find_index8, tensor_tensor_scan,
-        tensor_scalar_cumulative, affine_select, nc_match_replace8, select_reduce, range_select, dropout)}}
+        tensor_scalar_cumulative, affine_select, nc_match_replace8, select_reduce, range_select, dropout, rng,
+        set_rng_seed)}}
 
 
 PARTITION_OPS = {o: None for o in isa.get("tensor_partition_reduce").declaration.attrs["op"].values}

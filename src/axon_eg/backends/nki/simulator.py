@@ -95,6 +95,15 @@ class _Session:
         self.shared_next = 0  # the running program's next shared_hbm allocation
         self.rng = np.random.default_rng(0)  # dropout's draws; nl.random_seed reseeds it
 
+    def seed(self, seed: Any, api: str) -> None:
+        """Reseed the generator dropout and rng draw from: a number, or a [1, 1] tile on SBUF or PSUM holding it."""
+        if isinstance(seed, NkiTensor | _Result):
+            t = _tensor(seed)
+            if t.size != 1 or t._buf.space == HBM:
+                raise NkiSimulationError(f"{api}: the seed must be a [1, 1] tile on SBUF or PSUM, got {t!r}")
+            seed = self.read(api, "seed", t).reshape(-1)[0]
+        self.rng = np.random.default_rng(int(seed) & 0xFFFFFFFF)
+
     def shared_hbm(self, shape: Any, dtype: Any, name: str | None) -> NkiTensor:
         """A ``shared_hbm`` tensor in an SPMD launch: every program's k-th one is the same tensor (the programs
         run the same code, so they allocate the same ones), which each program writes its part of."""
@@ -325,6 +334,10 @@ class _Session:
                 ins["reduce_regs"] = self._registers(attrs, ops["data"].partitions, "reduce_res" in tensors)
             if instruction == "dropout":  # the session's generator (nl.random_seed): one draw per element
                 ins["uniform"] = self.rng.random(ops["data"].shape)
+            if instruction == "rng":  # integers over dst's dtype, from the same generator
+                info = np.iinfo(ops["dst"].dtype) if ops["dst"].dtype.kind in "iu" else np.iinfo(np.int32)
+                ins.update(uniform=self.rng.random(ops["dst"].shape), levels=float(info.max) - info.min + 1,
+                           low=float(info.min))
             outs = instr.semantics(ins, attrs, shapes)
         for key, t in tensors.items():  # side outputs (reduce_res) land now; dst when the destination is known
             if key in instr.writes and key != "dst":

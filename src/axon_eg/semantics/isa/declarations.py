@@ -390,13 +390,17 @@ _declare("range_select", (VECTOR,),
          "free index i (bounds [P, 1] fp32), else on_false_value (FP32_MIN); reduce_res[P, 1], when given, gets the "
          "row max of dst. NeuronCore-v3 and newer.",
          "nisa.range_select(dst, on_true_tile, comp_op0, comp_op1, bound0, bound1, reduce_cmd, reduce_res, reduce_op, "
-         "range_start, on_false_value)", features={"range_select": "NeuronCore-v3 and newer (trn2)"}, proven=False)
+         "range_start, on_false_value)", features={"neuroncore_v3": "NeuronCore-v3 and newer (trn2)"}, proven=False)
 _declare("dropout", (VECTOR,), (_out("dst", *ON_CHIP), _tile("data", *ON_CHIP), _vector("prob", None)),
          Latency(STREAMS, ("data",)),
          "dst = data with each element replaced by 0 with probability prob (a scalar or [P, 1] tile), unscaled. The "
          "simulator draws from NumPy's generator seeded by nl.random_seed (0 by default): the same kernel and seed "
          "drop the same elements on every run, but not the elements a NeuronCore's generator would.",
          "nisa.dropout(dst, data, prob)", proven=False)
+_declare("rng", (VECTOR, GPSIMD), (_out("dst", SBUF),), Latency(STREAMS),
+         "dst = random bits of dst's integer dtype, from the generator nisa.set_rng_seed / nl.random_seed seeds "
+         "(NumPy's in the simulator: reproducible per seed, not the NeuronCore's stream). On GpSimd NeuronCore-v3 "
+         "and newer.", "nisa.rng(dst, engine)", proven=False)
 _declare("tensor_tensor_scan", (VECTOR,),
          (_out("dst", *ON_CHIP), _tile("data0", *ON_CHIP), _tile("data1", *ON_CHIP), _vector("initial", None),
           Attr("op0", OP, ALU_OPS), Attr("op1", OP, ALU_OPS), Attr("reverse0", FLAG, FLAGS, default=False),

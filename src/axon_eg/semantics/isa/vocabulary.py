@@ -310,7 +310,7 @@ def _tensor_partition_reduce(m: Machine, ins: Instr) -> None:
     m.write(ins, ins.dst, (Ix(1), *t.shape[1:]), value)
 
 
-@meaning("bn_stats", "bn_aggr", "max8", "nc_find_index8", "nc_match_replace8", "select_reduce", "range_select", "dropout",
+@meaning("bn_stats", "bn_aggr", "max8", "nc_find_index8", "nc_match_replace8", "select_reduce", "range_select", "dropout", "rng",
          "tensor_tensor_scan",
          "tensor_scalar_cumulative",
          "affine_select")
