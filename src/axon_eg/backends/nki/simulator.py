@@ -121,7 +121,7 @@ class _Session:
         """The instructions ``api`` runs inside execute under ``mask``: a boolean expression of ``nl.arange``
         indices over the instruction's iteration space (``(i_p + k * 128 < n) & (i_f < m)``). An operand element
         the mask leaves out is neither read nor written, so an index expression may reach past its tensor there."""
-        if mask is None or mask is False and not isinstance(mask, np.ndarray):
+        if mask is None or mask is False:
             yield
             return
         if self.dialect == CURRENT:
@@ -138,15 +138,17 @@ class _Session:
             self.mask = outer
 
     def fit_mask(self, instruction: str, key: str, mask: np.ndarray | None, shape: tuple[int, ...],
-                 attrs: Mapping[str, Any] | None = None) -> np.ndarray | None:
+                 reduced: tuple[tuple[int, ...], Any, bool] | None = None) -> np.ndarray | None:
         """The instruction's mask as it falls on an operand of ``shape``: broadcast to it, or, on an operand with
-        size-1 axes where the mask has more (a [P, 1] column, a reduction's result), kept where any masked-in
-        element uses it."""
+        size-1 axes where the mask has more (a [P, 1] column), kept where any masked-in element uses it. A
+        reduction's result (``reduced``: the data's shape, the axes, keepdims) keeps a row any element of which
+        the mask keeps."""
         if mask is None:
             return None
-        if attrs is not None and instruction == "tensor_reduce" and key == "dst":
-            data = np.broadcast_to(mask, attrs["_data_shape"])
-            return data.any(axis=isa.reduce_axes(attrs["axis"], data.ndim), keepdims=attrs["keepdims"]).reshape(shape)
+        if reduced is not None:
+            data_shape, axis, keepdims = reduced
+            data = np.broadcast_to(mask, data_shape)
+            return data.any(axis=isa.reduce_axes(axis, data.ndim), keepdims=keepdims).reshape(shape)
         m = mask.reshape((1,) * (len(shape) - mask.ndim) + mask.shape) if mask.ndim < len(shape) else mask
         if m.ndim == len(shape) and all(d in (1, s) or s == 1 for d, s in zip(m.shape, shape)):
             wide = tuple(i for i, (d, s) in enumerate(zip(m.shape, shape)) if s == 1 and d != 1)
@@ -345,10 +347,9 @@ class _Session:
         if "reduce_regs" in outs:
             self.regs[: ops["data"].partitions] = outs["reduce_regs"].astype(np.float32)
         entry = self._record(instruction, rules, tensors, dst) if dst is not None else None
-        if mask is not None and instruction == "tensor_reduce":
-            attrs = {**attrs, "_data_shape": tensors["data"].shape}
+        reduced = (tensors["data"].shape, attrs["axis"], attrs["keepdims"]) if instruction == "tensor_reduce" else None
         return {"tensors": tensors, "attrs": attrs, "engine": engine, "ops": ops, "values": outs["dst"], "entry": entry,
-                "mask": mask, "where": outs.get("where")}
+                "mask": mask, "where": outs.get("where"), "reduced": reduced}
 
     def _registers(self, attrs: Mapping[str, Any], lanes: int, read_out: bool) -> np.ndarray:
         cmd = attrs["reduce_cmd"]
@@ -372,11 +373,10 @@ class _Session:
                 replace: bool) -> None:
         ops = {**pending["ops"], "dst": self.operand(instruction, "dst", dst)}
         attrs = {**pending["attrs"], "accumulate": accumulate} if instruction == "nc_matmul" else pending["attrs"]
-        attrs = {k: v for k, v in attrs.items() if k != "_data_shape"}
         rules = isa.check(instruction, ops, attrs, self.spec, pending["engine"])
         if instruction == "nc_matmul":
             self._one_bank(dst)
-        mask = self.fit_mask(instruction, "dst", pending["mask"], dst.shape, pending["attrs"])
+        mask = self.fit_mask(instruction, "dst", pending["mask"], dst.shape, pending["reduced"])
         if pending["where"] is not None:  # an instruction that writes part of dst (tensor_copy_predicated)
             mask = pending["where"] if mask is None else mask & pending["where"]
         self.write(instruction, dst, pending["values"], accumulate if instruction == "nc_matmul" else False, mask)
