@@ -531,3 +531,11 @@ return o1, o2""", "a")
     with pytest.raises(NkiLimitError, match=r"rng: the GpSimd engine's generator needs NeuronCore-v3"):
         isa.check("rng", dst, {}, load("trn1"), "gpsimd")
     isa.check("rng", dst, {}, load("trn1"), "vector")
+
+
+
+def test_where_takes_any_nonzero_condition_as_true():
+    a = np.array([[0.5, 0.0, -0.25, 2.0]] * 4, np.float32)
+    src = kernel("out = nl.ndarray(a.shape, dtype=nl.float32, buffer=nl.shared_hbm)\n"
+                 "nl.store(out, value=nl.where(nl.load(a), 1.0, -1.0, dtype=nl.float32))\nreturn out", "legacy", "a")
+    np.testing.assert_array_equal(simulate(src, a, target="trn1"), np.where(a != 0, 1.0, -1.0))

@@ -290,10 +290,11 @@ def _language(s: _Session) -> dict[str, Any]:
 
     def where(condition: Any, x: Any, y: Any, dtype: Any = None, *, mask: Any = None) -> _Result:
         """``x`` where ``condition`` is nonzero, else ``y``: y copied, then x copied over it under the predicate
-        (``nisa.tensor_copy_predicated``; a float condition is first copied to a uint8 predicate)."""
+        (``nisa.tensor_copy_predicated``; another condition first becomes the uint8 predicate ``condition != 0``)."""
         cond = _tensor(condition)
         dtype = isa.as_dtype(dtype or next((v.dtype for v in (x, y) if is_tile(v)), np.float32), "nl.where dtype")
-        pred = cond if cond.dtype.kind == "u" else copy(cond, np.uint8, mask=mask)
+        pred = cond if cond.dtype.kind == "u" else legacy["tensor_scalar"](cond, "not_equal", 0.0, dtype=np.uint8,
+                                                                            mask=mask)
         def tile(v: Any) -> Any:
             return full(cond.shape, float(v), dtype) if not is_tile(v) else v
         out = copy(tile(y), dtype, mask=mask)._tile()
