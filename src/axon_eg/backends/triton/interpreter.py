@@ -72,8 +72,43 @@ def autotune_without_a_device() -> None:
     autotuner.Autotuner._axon_eg_patched = True
 
 
+def interpret_functions_made_before() -> None:
+    """``@triton.jit`` decides at decoration time: a function decorated before ``TRITON_INTERPRET=1`` was set
+    (Triton's own library, ``tl.sum``, ``tl.sigmoid``, ``tl.cdiv``..., when ``triton`` was imported first, as
+    loading any PyTorch model that touches Inductor does; or a user's kernel module imported earlier) is a
+    compiled ``JITFunction``, and calling it from an interpreted kernel fails with "Cannot call @triton.jit'd
+    outside of the scope of a kernel" (launching it looks for a GPU driver). Under TRITON_INTERPRET=1, every
+    ``JITFunction`` is called and launched through an ``InterpretedFunction`` of the same Python function,
+    as if it had been decorated under the interpreter. Idempotent; a no-op unless TRITON_INTERPRET=1."""
+    if os.environ.get("TRITON_INTERPRET") != "1":
+        return
+    from triton.runtime import interpreter
+    from triton.runtime.jit import JITFunction
+
+    if getattr(JITFunction, "_axon_eg_interprets", False):
+        return
+
+    def interpreted(self: JITFunction) -> interpreter.InterpretedFunction:
+        fn = self.__dict__.get("_axon_eg_interpreted")
+        if fn is None:
+            fn = self.__dict__["_axon_eg_interpreted"] = interpreter.InterpretedFunction(self.fn)
+        fn.pre_run_hooks = self.pre_run_hooks
+        return fn
+
+    def call(self, *args, **kwargs):  # a device function called from an interpreted kernel
+        return interpreted(self)(*args, **kwargs)
+
+    def run(self, *args, grid, warmup, **kwargs):  # ``kernel[grid](...)``, also from an autotuner
+        return interpreted(self).run(*args, grid=grid, warmup=warmup, **kwargs)
+
+    JITFunction.__call__ = call
+    JITFunction.run = run
+    JITFunction._axon_eg_interprets = True
+
+
 def apply() -> None:
     """Every work-around above (under TRITON_INTERPRET=1 only)."""
+    interpret_functions_made_before()
     widen_bf16_dots()
     round_bf16_to_nearest_even()
     autotune_without_a_device()
