@@ -223,7 +223,14 @@ def cmd_rules_list(args: argparse.Namespace) -> int:
     return 0
 
 
-def _size_options(p: argparse.ArgumentParser) -> None:
+def _size_options(p: argparse.ArgumentParser, triton: bool = False) -> None:
+    if triton:
+        p.add_argument("--full", action="store_true", help="full sizes: a KernelBench file's own, a spec's inputs "
+                       "(default: small sizes, the file's SMALL_SIZES or the spec's small: section)")
+        p.add_argument("--sizes", type=_sizes_type, default=None, metavar="NAME=INT,...",
+                       help="set module-level constants of the KernelBench-format file (FILE, or REF) over those "
+                            "(e.g. ROWS=64); not with --spec")
+        return
     p.add_argument("--full", action="store_true", help="full sizes: a suite program's H200 sizes, a KernelBench "
                    "file's own (default: small sizes, the suite's or the file's SMALL_SIZES)")
     p.add_argument("--sizes", type=_sizes_type, default=None, metavar="NAME=INT,...",
@@ -240,6 +247,8 @@ def _sizes_type(text: str) -> dict[str, int]:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="axon-eg", description="axon_eg: a superoptimizer for tensor programs")
+    parser.add_argument("--version", action="version", version=f"axon-eg {_version()}",
+                        help="print the version of axon_eg and exit")
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("ops", help="list the operator registry")
@@ -273,16 +282,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_optimize(sub)
 
-    p = sub.add_parser("optimize-triton", help="an existing Triton program in, its stages' candidates checked and "
-                                                "timed, the fastest correct file out")
-    p.add_argument("file", help="a KernelBench file with Model and ModelNew, or a file whose Model launches the kernels")
-    p.add_argument("--reference", help="the PyTorch reference (a KernelBench-format file) when FILE's Model launches "
-                                       "the kernels")
-    p.add_argument("--spec", help="YAML: inputs ([{shape: [...], dtype: fp32}, ...]) and init (the __init__ arguments)")
-    p.add_argument("--hw", default="h200", help="hardware description (data/hw_costs)")
-    p.add_argument("--out", help="output directory (default axon_eg_out/triton_<file>)")
-    p.add_argument("--cpu", action="store_true", help="check under the Triton interpreter only, no timing")
-    p.set_defaults(func=cmd_optimize_triton)
+    add_optimize_triton(sub)
 
     from axon_eg import cache_cli
 
@@ -306,13 +306,127 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def cmd_optimize_triton(args: argparse.Namespace) -> int:
-    from axon_eg.triton_in import optimize_triton
+def _version() -> str:
+    """The installed distribution's version (the package's own when run from a checkout)."""
+    from importlib.metadata import PackageNotFoundError, version
 
-    result = optimize_triton(args.file, reference=args.reference, spec=args.spec, hw=args.hw, out=args.out,
-                             device="cpu" if args.cpu else None)
-    print(result.summary())
-    print(f"\nwrote {result.best_path}")
+    try:
+        return version("axon_eg")
+    except PackageNotFoundError:
+        from axon_eg import __version__
+
+        return __version__
+
+
+TRITON_DESCRIPTION = """\
+Optimize an existing Triton program. FILE is either a KernelBench file (Model: the PyTorch reference;
+ModelNew: the Triton kernels; get_inputs(), get_init_inputs()) or a file whose Model launches the kernels,
+given with its reference (--reference, a KernelBench-format file) and, optionally, a YAML spec of the inputs
+(--spec). The input file is the baseline; every stage's candidates (launch knobs, tile sizes, swizzle,
+tensor descriptors, a persistent loop, an autotune grid, axon_eg's own kernels for the reference) are
+checked against the float64 reference and, on a GPU, timed; best.py in --out is the fastest correct file
+(the input when nothing beats it; under the Triton interpreter every candidate is checked, none timed).
+
+Sizes: without --full, a KernelBench file runs at its SMALL_SIZES (module constants; a file without them
+at its own sizes) and a spec at its small: section (without one, at its inputs); --sizes NAME=INT,... sets
+module constants of a KernelBench-format file over those (not with --spec). One line says which sizes and
+why. Then, before anything is allocated, the inputs, parameters and outputs (with the float64 reference)
+must fit in 80% of the memory available and, under the Triton interpreter (--cpu, or no GPU), hold at most
+{elems:,} elements: otherwise one line names the sizes, the memory and --allow-large.
+
+A spec (YAML) is checked whole before anything runs: inputs (one {{shape: [...], dtype: fp32}} per
+forward() argument; also positive: true, or high: N for an index input), init (the __init__ arguments)
+and small (the inputs and init of a quick run);
+a dtype is one of {dtypes}.
+An unknown key, dtype or value, or inputs that do not fit init (the reference run on fake tensors), is
+one line naming the file and the key."""
+
+TRITON_EPILOG = """\
+exit status: 0 the input or a candidate ran correctly (best.py written); 2 an error, one line
+"axon-eg: error: ...": a bad argument, file or spec, sizes over the limits, or a run in which nothing ran
+correctly, the input included (rows.json and the table still written); 130 / 143 interrupted (SIGINT /
+SIGTERM: the rows measured so far are kept)."""
+
+
+SPEC_DTYPES = ("fp32", "bf16", "fp16", "fp64", "bool", "int32", "int64")
+"""The dtypes a spec's inputs may have: the harness's (``measure.harness.TORCH_DTYPES``, which imports torch:
+restated so that ``--help`` stays fast; a test ties the two)."""
+
+
+def add_optimize_triton(sub: Any) -> None:
+    from axon_eg.optimize_cli import allow_large_option
+    from axon_eg.validate import INTERPRETER_ELEMS
+
+    p = sub.add_parser("optimize-triton", help="an existing Triton program in, its stages' candidates checked and "
+                                                "timed, the fastest correct file out",
+                       description=TRITON_DESCRIPTION.format(elems=INTERPRETER_ELEMS, dtypes=", ".join(SPEC_DTYPES)),
+                       epilog=TRITON_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("file", metavar="FILE", help="a KernelBench file with Model and ModelNew, or a file whose Model "
+                                                "launches the kernels")
+    p.add_argument("--reference", metavar="REF", help="the PyTorch reference (a KernelBench-format file) when FILE's "
+                                                      "Model launches the kernels")
+    p.add_argument("--spec", metavar="YAML", help="the inputs ([{shape: [...], dtype: fp32}, ...]), init (the __init__ "
+                                                  "arguments) and small (the same for a quick run); default: the "
+                                                  "reference's get_inputs() and get_init_inputs()")
+    _size_options(p, triton=True)
+    p.add_argument("--hw", default="h200", help="hardware description (data/hw_costs; default h200)")
+    p.add_argument("--out", help="output directory (default axon_eg_out/triton_<file>)")
+    p.add_argument("--cpu", action="store_true", help="ignore GPUs: check under the Triton interpreter only, no timing")
+    allow_large_option(p)
+    p.set_defaults(func=cmd_optimize_triton)
+
+
+def cmd_optimize_triton(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from axon_eg import optimize_cli
+    from axon_eg.errors import InvalidArgument
+    from axon_eg.triton_in import run as triton_run
+
+    t0 = time.monotonic()
+    console = Console(highlight=False)
+    path = validate.readable_file(args.file, "FILE")
+    reference = validate.readable_file(args.reference, "--reference") if args.reference else None
+    spec = validate.readable_file(args.spec, "--spec") if args.spec else None
+    validate.hardware(args.hw, "--hw")
+    out = validate.output_dir(args.out or Path("axon_eg_out") / f"triton_{path.stem}", "--out")
+    text = ",".join(f"{k}={v}" for k, v in (args.sizes or {}).items())
+    if args.sizes and spec is not None:
+        raise InvalidArgument(f"--sizes {text!r}: with --spec the sizes are the spec's inputs and init (its small: "
+                              "section without --full); --sizes sets module constants of a KernelBench-format file")
+    if args.sizes:
+        optimize_cli.check_size_names(reference or path, args.sizes, text)
+
+    def say(line: str) -> None:
+        optimize_cli._say(console, line)
+
+    interpreter = optimize_cli.interpreter_reason(args.cpu)
+
+    def check(call: Any) -> None:
+        kb = spec is None
+        head = ("--cpu without --full" if args.cpu else "without --full") if not args.full and kb else "sizes"
+        say(f"{head}: {call.note}")
+        if args.allow_large:
+            return
+        ins, outs = call.tensors()
+        smaller = ("a smaller spec" if not kb else "--sizes NAME=INT,... over its module constants") + \
+            (", or drop --full" if args.full else "")
+        validate.phase2_size(f"{path.name} at {call.at} (inputs {call.describe()})", ins, outs, interpreter=interpreter,
+                             smaller=smaller)
+
+    with optimize_cli._progress(console, t0, triton_run.PHASES) as (progress, _finish):
+        result = triton_run.optimize_triton(path, reference=reference, spec=spec, hw=args.hw, out=out,
+                                            device="cpu" if args.cpu else None, small=not args.full,
+                                            sizes=args.sizes, progress=progress, check=check)
+    say(result.summary())
+    say(f"\nwrote {result.best_path}  rows: {out / 'rows.json'}")
+    if not any(r.get("status") == "ok" for r in result.rows):
+        counts = ", ".join(f"{n} {k}" for k, n in sorted(triton_run._count(r.get("status") for r in result.rows).items()))
+        first = next((r for r in result.rows if r["id"] == "input"), result.rows[0])
+        why = (first.get("error") or "").strip().splitlines()
+        print(f"axon-eg: error: nothing ran correctly, the input included ({len(result.rows)} rows: {counts}); the input: "
+              f"{first.get('status')}{': ' + why[0][:200] if why else ''}; every row: {out / 'rows.json'}", file=sys.stderr)
+        return 2
     return 0
 
 

@@ -12,8 +12,9 @@ import ast
 import importlib.util
 import os
 import traceback
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -65,14 +66,40 @@ def target_kind(target: str) -> str:
 
 @dataclass(frozen=True)
 class Target:
-    """What ``resolve_target`` loaded: the program with bound dims, fixed input values (a KernelBench file's
-    inputs and parameters; None otherwise), the kind of target, and the sizes used with where they came from."""
+    """What ``resolve_target`` loaded: the program with bound dims, the kind of target, the sizes used with
+    where they came from, and ``inputs``: fixed input values (a KernelBench file's random inputs and its
+    parameters; None otherwise), made when first read (loading allocates no input memory)."""
 
     program: Any
-    inputs: dict[str, Any] | None
     kind: str  # "suite", "kernelbench" or "program"
     sizes: dict[str, int]  # the dims bound, or a KernelBench file's module constants that were set
     note: str  # one line: which sizes and why ("using the file's small sizes batch_size=2, ... (SMALL_SIZES; ...)")
+    make_inputs: Callable[[], dict[str, Any]] | None = field(default=None, repr=False, compare=False)
+
+    @cached_property
+    def inputs(self) -> dict[str, Any] | None:
+        return self.make_inputs() if self.make_inputs is not None else None
+
+
+def kernelbench_sizes(path: str | os.PathLike[str], *, small: bool,
+                      sizes: Mapping[str, int] | None = None) -> tuple[dict[str, int], str]:
+    """(the module constants to set, one line saying which sizes and why) for a KernelBench-format file: under
+    ``small`` its ``SMALL_SIZES`` (none: its own sizes, and the line says so), ``sizes`` over those. Read
+    without running the file (``ir.torch_import.small_sizes``); ``axon-eg optimize`` and ``optimize-triton``
+    both choose sizes this way."""
+    from axon_eg.ir.torch_import import small_sizes
+
+    path = Path(path)
+    declared = small_sizes(path) if small else None
+    used = {**(declared or {}), **(sizes or {})}
+    given = f"{_fmt(sizes)} as given" if sizes else ""
+    if not small:
+        base = f"{path.name}'s own sizes (--full)"
+    elif declared:
+        base = f"the file's small sizes {_fmt(declared)} (SMALL_SIZES; --full for its own sizes)"
+    else:
+        base = f"{path.name}'s own sizes: it defines no SMALL_SIZES"
+    return used, f"using {given + ' over ' if given else ''}{base}"
 
 
 def resolve_target(target: str, *, small: bool, sizes: Mapping[str, int] | None = None) -> Target:
@@ -81,25 +108,16 @@ def resolve_target(target: str, *, small: bool, sizes: Mapping[str, int] | None 
     ``small``: a suite program's small sizes (else its H200 sizes); a KernelBench file's ``SMALL_SIZES``
     (else its own constants; a file without ``SMALL_SIZES`` runs at its own sizes, and ``note`` says so).
     ``sizes`` overrides on top: dims of a suite program or ``@ax.program``, module-level constants of a
-    KernelBench file."""
+    KernelBench file. No input memory is allocated (a KernelBench file's inputs are fake until
+    ``Target.inputs`` is read)."""
     sizes = validate.sizes_mapping(sizes)
     kind = target_kind(target)
     if kind == "kernelbench":
-        from axon_eg.ir.torch_import import load_problem, small_sizes
+        from axon_eg.ir.torch_import import load_problem
 
-        path = Path(target)
-        declared = small_sizes(path) if small else None
-        used = {**(declared or {}), **(sizes or {})}
-        problem = load_problem(path, sizes=used or None)
-        given = f"{_fmt(sizes)} as given" if sizes else ""
-        if not small:
-            base = f"{path.name}'s own sizes (--full)"
-        elif declared:
-            base = f"the file's small sizes {_fmt(declared)} (SMALL_SIZES; --full for its own sizes)"
-        else:
-            base = f"{path.name}'s own sizes: it defines no SMALL_SIZES"
-        note = f"using {given + ' over ' if given else ''}{base}"
-        return Target(problem.program, problem.random_inputs(0), kind, used, note)
+        used, note = kernelbench_sizes(target, small=small, sizes=sizes)
+        problem = load_problem(Path(target), sizes=used or None)
+        return Target(problem.program, kind, used, note, lambda: problem.random_inputs(0))
     if kind == "program":
         program = _program_from_module(Path(target))
         where = "the @ax.program's bindings"
@@ -110,7 +128,7 @@ def resolve_target(target: str, *, small: bool, sizes: Mapping[str, int] | None 
     if sizes:
         program = program.bind(sizes)
         where = f"{_fmt(sizes)} as given, the rest {where}"
-    return Target(program, None, kind, program.bindings, f"using {_fmt(program.bindings) or 'no symbolic dims'} ({where})")
+    return Target(program, kind, program.bindings, f"using {_fmt(program.bindings) or 'no symbolic dims'} ({where})")
 
 
 def load_target(target: str, *, small: bool, sizes: Mapping[str, int] | None = None) -> tuple[Any, dict[str, Any] | None]:

@@ -40,6 +40,7 @@ from typing import IO, Any
 
 from axon_eg.errors import InvalidArgument, ProgramError
 from axon_eg.extract.isa import PRECISIONS
+from axon_eg.validate import INTERPRETER_ELEMS
 
 PHASES = ("saturate", "extract", "emit", "measure", "select")
 EXIT_ERROR = 2
@@ -80,6 +81,7 @@ def add_parser(sub: Any) -> None:
                         "3xTF32 split on tensor cores), strict (no 3xTF32 split) or tf32 (TF32 tensor cores); "
                         "default: torch's torch.backends.cuda.matmul.allow_tf32 (off: ieee)")
     p.add_argument("--plot", action="store_true", help="also save predicted-vs-measured and latency plots")
+    allow_large_option(p)
     p.add_argument("--require-candidate", action="store_true", help=f"exit with status {EXIT_BASELINE} when the best "
                    "kernel is a baseline (torch eager or torch.compile): no candidate was correct, or none faster")
     p.set_defaults(func=cmd_optimize)
@@ -106,11 +108,14 @@ def cmd_optimize(args: argparse.Namespace) -> int:
     sizes = _check_args(args)
     if console.is_terminal:
         with console.status(f"loading {args.target}"):
-            program, why_sizes = _load(args, sizes)
+            target, why_sizes = _load_target(args, sizes)
     else:  # a log shows what the first seconds (imports, a KernelBench file's export) are spent on
         PlainProgress(console.file, t0).line(f"load: {args.target}")
-        program, why_sizes = _load(args, sizes)
+        target, why_sizes = _load_target(args, sizes)
+    program = target.program
     _say(console, why_sizes)
+    if not (args.bundle_only or args.rows or args.ray or args.allow_large):  # phase 2 here: will its tensors fit?
+        _check_program_size(target, args)
     device = "cpu" if args.cpu else ("cuda" if args.rows else None)
     out = validate.output_dir(args.out or Path("axon_eg_out") / program.name, "--out")
     with _progress(console, t0) as (progress, finish):
@@ -186,16 +191,31 @@ def _buckets(text: str) -> dict[str, Any]:
 
 def _load(args: argparse.Namespace, sizes: dict[str, int] | None) -> tuple[Any, str]:
     """The program at the sizes the options ask for (``cli.resolve_target``), and the line saying which and why."""
+    target, line = _load_target(args, sizes)
+    return target.program, line
+
+
+def check_size_names(path: str | Path, sizes: dict[str, int] | None, text: str | None) -> None:
+    """``--sizes`` (parsed ``sizes``, as typed ``text``) names only module-level names of the KernelBench-format
+    file ``path``, read without running it; InvalidArgument naming the first that is not, and the file's
+    integer constants. ``optimize`` and ``optimize-triton`` both check it before the (slow) import."""
+    if not sizes:
+        return
+    defined, ints = _module_constants(Path(path))
+    unknown = [n for n in sizes if n not in defined]
+    if unknown:
+        raise InvalidArgument(f"--sizes {text!r}: {Path(path).name} has no module-level "
+                              f"{unknown[0]!r} (its integer constants: {', '.join(ints) or 'none'})")
+
+
+def _load_target(args: argparse.Namespace, sizes: dict[str, int] | None) -> tuple[Any, str]:
+    """``cli.resolve_target`` at the sizes the options ask for, and the line saying which and why."""
     from axon_eg import cli
 
     small = not args.full
     kind = cli.target_kind(args.target)
-    if kind == "kernelbench" and sizes:  # a name the file does not define, before the (slow) import
-        defined, ints = _module_constants(Path(args.target))
-        unknown = [n for n in sizes if n not in defined]
-        if unknown:
-            raise InvalidArgument(f"--sizes {args.sizes!r}: {Path(args.target).name} has no module-level "
-                                  f"{unknown[0]!r} (its integer constants: {', '.join(ints) or 'none'})")
+    if kind == "kernelbench":  # a name the file does not define, before the (slow) import
+        check_size_names(args.target, sizes, args.sizes)
     try:
         target = cli.resolve_target(args.target, small=small, sizes=sizes)
     except ProgramError as e:
@@ -203,8 +223,44 @@ def _load(args: argparse.Namespace, sizes: dict[str, int] | None) -> tuple[Any, 
             raise InvalidArgument(f"--sizes {args.sizes!r}: {e}") from None
         raise
     if kind == "kernelbench" and small:
-        return target.program, f"{'--cpu without --full' if args.cpu else 'without --full'}: {target.note}"
-    return target.program, f"sizes: {target.note}"
+        return target, f"{'--cpu without --full' if args.cpu else 'without --full'}: {target.note}"
+    return target, f"sizes: {target.note}"
+
+
+def allow_large_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--allow-large", action="store_true", help="run even when the inputs and outputs (with the float64 "
+                   "reference) need more than 80%% of the memory available, or, under the Triton interpreter (--cpu, or "
+                   f"no GPU), hold more than {INTERPRETER_ELEMS:,} elements (default: refuse, naming the sizes)")
+
+
+def interpreter_reason(cpu: bool) -> str | None:
+    """Why phase 2 runs under the Triton interpreter here ("--cpu", "no GPU here"), or None on a GPU."""
+    if cpu:
+        return "--cpu"
+    from axon_eg.measure.worker import _visible_gpus
+
+    return None if _visible_gpus() else "no GPU here"
+
+
+def _check_program_size(target: Any, args: argparse.Namespace) -> None:
+    """``validate.phase2_size`` for a program: its inputs (parameters included) and outputs from its shapes."""
+    import math
+
+    from axon_eg import validate
+
+    program = target.program
+    shapes = [(s, program.concrete_shape(n)) for s, n in zip(program.inputs, program.input_ids)]
+    inputs = [(math.prod(shape), s.dtype.itemsize) for s, shape in shapes]
+    outputs = [(math.prod(program.concrete_shape(o)), program.nodes[o].dtype.itemsize) for o in program.outputs]
+    roles = dict(getattr(program, "roles", {}) or {})
+    user = [f"{s.name} {list(shape)} {s.dtype}" for s, shape in shapes if s.name not in roles]
+    at = ", ".join(f"{k}={v}" for k, v in target.sizes.items()) or "its own sizes"
+    if target.kind == "kernelbench":
+        smaller = "--sizes NAME=INT,... over its module constants" + ("" if not args.full else ", or drop --full")
+    else:
+        smaller = "--sizes NAME=INT,..." + (", or drop --full" if args.full else "")
+    validate.phase2_size(f"{program.name} at {at} (inputs {', '.join(user[:4])}{', ...' if len(user) > 4 else ''})",
+                         inputs, outputs, interpreter=interpreter_reason(args.cpu), smaller=smaller)
 
 
 def _module_constants(path: Path) -> tuple[set[str], list[str]]:
@@ -212,11 +268,16 @@ def _module_constants(path: Path) -> tuple[set[str], list[str]]:
     defined: set[str] = set()
     ints: list[str] = []
     for node in ast.parse(path.read_bytes()).body:
-        if isinstance(node, ast.Assign):
-            names = [t.id for t in node.targets if isinstance(t, ast.Name)]
-            defined.update(names)
-            if isinstance(node.value, ast.Constant) and type(node.value.value) is int:
-                ints += names
+        if not isinstance(node, ast.Assign):
+            continue
+        for t in node.targets:  # ``n = 4`` and ``rows, cols = 4, 8``
+            pairs = zip(t.elts, node.value.elts) if isinstance(t, ast.Tuple) and isinstance(node.value, ast.Tuple) \
+                and len(t.elts) == len(node.value.elts) else [(t, node.value)]
+            for target, value in pairs:
+                names = [e.id for e in (target.elts if isinstance(target, ast.Tuple) else [target]) if isinstance(e, ast.Name)]
+                defined.update(names)
+                if isinstance(value, ast.Constant) and type(value.value) is int:
+                    ints += names
     return defined, ints
 
 
@@ -261,9 +322,11 @@ Finish = Callable[[tuple[str, ...], str], None]
 
 
 @contextmanager
-def _progress(console: Any, t0: float) -> Iterator[tuple[Callable[[str, int, int, str], None], Finish]]:
-    """(progress callback, finish(phases, detail)): rich bars in a terminal, ``PlainProgress`` lines otherwise.
-    ``finish`` shows the named phases that reported nothing (a cache hit skips them) as done."""
+def _progress(console: Any, t0: float, phases: tuple[str, ...] = PHASES,
+              ) -> Iterator[tuple[Callable[[str, int, int, str], None], Finish]]:
+    """(progress callback, finish(phases, detail)): rich bars in a terminal (one per phase of ``phases``),
+    ``PlainProgress`` lines otherwise. ``finish`` shows the named phases that reported nothing (a cache hit
+    skips them) as done."""
     if not console.is_terminal:
         plain = PlainProgress(console.file, t0)
 
@@ -279,7 +342,7 @@ def _progress(console: Any, t0: float) -> Iterator[tuple[Callable[[str, int, int
     columns = (TextColumn("{task.description:<9}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                TextColumn("{task.fields[detail]}"))
     with Progress(*columns, console=console, transient=False) as bar:
-        tasks = {ph: bar.add_task(ph, total=None, detail="") for ph in PHASES}
+        tasks = {ph: bar.add_task(ph, total=None, detail="") for ph in phases}
 
         def progress(phase: str, done: int, total: int, detail: str) -> None:
             bar.update(tasks[phase], completed=done, total=max(total, 1), detail=detail[:60])

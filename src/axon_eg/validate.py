@@ -318,6 +318,79 @@ def optimize_arguments(args: argparse.Namespace) -> None:
         precision(args.precision, "--precision")
 
 
-__all__ = ["SIZES_FORMAT", "budget_type", "cache_directory", "directory", "hardware", "k_type", "optimize_arguments",
-           "output_dir", "parse_sizes", "pipeline_arguments", "positive_int", "precision", "positive_seconds", "program_dtypes",
-           "readable_file", "sizes_mapping", "writable_dir"]
+# ------------------------------------------------------------------------------------------------
+# Sizes: what phase 2 will allocate, checked before anything is
+# ------------------------------------------------------------------------------------------------
+INTERPRETER_ELEMS = 1 << 22
+"""The most elements (inputs, parameters and outputs together) a run under the Triton interpreter (``--cpu``,
+or no GPU) takes without ``--allow-large``: about 4M, a few seconds per call of an element-wise kernel (the
+interpreter runs about 1 us per element), and every candidate is called once per correctness trial."""
+MEMORY_FRACTION = 0.8
+"""The share of the memory available now that phase 2's tensors may take without ``--allow-large``."""
+ALLOW_LARGE = "--allow-large"
+
+
+def available_memory() -> int | None:
+    """Bytes of memory available to this process now: Linux's ``MemAvailable``, under a cgroup (v2) limit
+    what is left below it; elsewhere what ``sysconf`` reports; None when unknown."""
+    found: list[int] = []
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                found.append(int(line.split()[1]) * 1024)
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        limit = Path("/sys/fs/cgroup/memory.max").read_text().strip()
+        if limit.isdigit():
+            found.append(int(limit) - int(Path("/sys/fs/cgroup/memory.current").read_text().strip()))
+    except (OSError, ValueError):
+        pass
+    if not found:
+        try:
+            found.append(os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
+        except (AttributeError, ValueError, OSError):
+            return None
+    return max(0, min(found))
+
+
+def tensor_bytes(inputs: Any, outputs: Any) -> tuple[int, int]:
+    """(elements, bytes) phase 2 holds for one call: ``inputs`` and ``outputs`` are (elements, bytes per
+    element) pairs (parameters count as inputs). An input is held as made and as the float64 copy the
+    reference reads; an output as the candidate wrote it, the float64 reference and the float64 copy of the
+    candidate's it is compared with."""
+    inputs, outputs = list(inputs), list(outputs)
+    elements = sum(n for n, _ in inputs) + sum(n for n, _ in outputs)
+    return elements, sum(n * (b + 8) for n, b in inputs) + sum(n * (b + 16) for n, b in outputs)
+
+
+def _gib(n: int) -> str:
+    return f"{n / 2**30:.1f} GiB" if n >= 2**30 / 10 else f"{n / 2**20:.1f} MiB"
+
+
+def phase2_size(what: str, inputs: Any, outputs: Any, *, interpreter: str | None, smaller: str,
+                memory: int | None = None, limit: int | None = None) -> None:
+    """Refuse, before anything is allocated, a run whose phase 2 would not fit: ``what`` names the program
+    and its sizes, ``inputs`` / ``outputs`` are (elements, bytes per element) pairs (``tensor_bytes``);
+    ``interpreter``: why the candidates run under the Triton interpreter ("--cpu", "no GPU here"), None
+    on a GPU; ``smaller``: how to ask for smaller sizes. ``memory`` (default ``available_memory()``) and
+    ``limit`` (default ``INTERPRETER_ELEMS``) for tests. InvalidArgument, one line naming the program, the
+    sizes, the bytes needed, the memory available and ``--allow-large``."""
+    elements, need = tensor_bytes(inputs, outputs)
+    memory = available_memory() if memory is None else memory
+    limit = INTERPRETER_ELEMS if limit is None else limit
+    has = f"{_gib(memory)} of memory available" if memory is not None else "the memory available unknown"
+    head = f"{what}: its inputs and outputs ({elements:,} elements) need about {_gib(need)} with the " \
+           "float64 reference"
+    tail = f"; use smaller sizes ({smaller}) or pass {ALLOW_LARGE}"
+    if memory is not None and need > MEMORY_FRACTION * memory:
+        raise InvalidArgument(f"{head}, over {MEMORY_FRACTION:.0%} of the {has}{tail}")
+    if interpreter is not None and elements > limit:
+        raise InvalidArgument(f"{head} ({has}), over the {limit:,} elements the Triton interpreter ({interpreter}) "
+                              f"checks in reasonable time{tail}")
+
+
+__all__ = ["ALLOW_LARGE", "INTERPRETER_ELEMS", "MEMORY_FRACTION", "SIZES_FORMAT", "available_memory", "budget_type",
+           "cache_directory", "directory", "hardware", "k_type", "optimize_arguments", "output_dir", "parse_sizes",
+           "phase2_size", "pipeline_arguments", "positive_int", "positive_seconds", "precision", "program_dtypes",
+           "readable_file", "sizes_mapping", "tensor_bytes", "writable_dir"]

@@ -260,10 +260,11 @@ class Traced:
         return math.prod(self.grid)
 
 
-def trace(tf: TritonFile, inputs: list[dict[str, Any]], init: list[Any]) -> list[Traced] | None:
+def trace(tf: TritonFile, inputs: list[dict[str, Any]], init: list[Any],
+          constants: dict[str, int] | None = None) -> list[Traced] | None:
     """The launches ``tf``'s wrapper makes on ``inputs`` (``[{"shape": [...], "dtype": "fp32"}, ...]``),
-    built from ``init`` and run on the meta device with every kernel replaced by a recorder; None when the
-    wrapper cannot run that way (it reads values, say)."""
+    built from ``init`` and run on the meta device with every kernel replaced by a recorder, with the module
+    ``constants`` of the run's sizes set; None when the wrapper cannot run that way (it reads values, say)."""
     import importlib.util
     import sys
     import tempfile
@@ -301,6 +302,8 @@ def trace(tf: TritonFile, inputs: list[dict[str, Any]], init: list[Any]) -> list
             spec.loader.exec_module(mod)
             for name in tf.kernels:
                 setattr(mod, name, Recorder(name))
+            for name, value in (constants or {}).items():
+                setattr(mod, name, value)
             with torch.device("meta"):
                 model = getattr(mod, tf.wrapper)(*init)
                 tensors = [torch.empty(s["shape"], dtype=TORCH_DTYPES[s["dtype"]]) for s in inputs]

@@ -27,6 +27,7 @@ import pathlib as _axon_eg_pathlib  # noqa: E402
 import torch as _axon_eg_torch  # noqa: E402
 
 _AXON_EG_INIT = {init!r}
+_AXON_EG_SIZES = {constants!r}  # module constants of the reference set for this run (its sizes)
 _AXON_EG_ORDER = {order!r}  # ("input", k): the k-th input; ("state", name): the Model's parameter or buffer
 _AXON_EG_OUT = {outs!r}  # destination passing: each output's shape and dtype; None: the kernel returns them
 
@@ -36,6 +37,8 @@ def _axon_eg_reference():
     spec = _axon_eg_util.spec_from_file_location("axon_eg_reference_of_kernel", path)
     mod = _axon_eg_util.module_from_spec(spec)
     spec.loader.exec_module(mod)
+    for name, value in _AXON_EG_SIZES.items():
+        setattr(mod, name, value)
     return mod
 
 
@@ -69,10 +72,11 @@ class {wrapper}(_axon_eg_torch.nn.Module):
 
 
 def candidates(ref_path: Path, init: list[Any], inputs: list[dict[str, Any]], hw: Any, k: int,
-               saturation_s: float = 1.0, wrapper: str = "ModelNew") -> list[tuple[str, str, dict[str, Any]]]:
+               saturation_s: float = 1.0, wrapper: str = "ModelNew",
+               constants: dict[str, int] | None = None) -> list[tuple[str, str, dict[str, Any]]]:
     """(id, file text, meta) of the k best kernels of the reference ``Model``, each file also defining
     ``wrapper`` (the input's wrapper class name) as a drop-in module; the import's refusal raises (the caller
-    records it as a row)."""
+    records it as a row). ``constants``: module constants of the reference set first (the run's sizes)."""
     import importlib.util
 
     import torch
@@ -87,6 +91,8 @@ def candidates(ref_path: Path, init: list[Any], inputs: list[dict[str, Any]], hw
     spec = importlib.util.spec_from_file_location("axon_eg_triton_reference_for_nugraph", ref_path)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
+    for name, value in (constants or {}).items():
+        setattr(mod, name, value)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(0)
         model = mod.Model(*init).eval()
@@ -113,7 +119,8 @@ def candidates(ref_path: Path, init: list[Any], inputs: list[dict[str, Any]], hw
             continue
         outs = None if kern.mode == "return" else [
             (list(program.concrete_shape(o)), program.nodes[o].dtype.torch_name) for o in program.outputs]
-        text = kern.source + ENTRY.format(init=init, order=order, outs=outs, entry=kern.entry, wrapper=wrapper)
+        text = kern.source + ENTRY.format(init=init, order=order, outs=outs, entry=kern.entry, wrapper=wrapper,
+                                           constants=constants or {})
         out.append((f"g{i:02d}", text, {"stage": "nugraph", "params": {
             "plan": c.plan.name, "lowering": kern.meta.get("lowering"), "predicted_us": round(c.predicted_seconds * 1e6, 2),
             "rules": list(c.variant.rules)}}))

@@ -30,6 +30,7 @@ import itertools
 import json
 import os
 import shutil
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,7 +42,16 @@ from axon_eg.measure.worker import ROWS_NAME
 from .launches import trace
 from .proposer import Proposer, refine
 from .source import TritonInputError, load
+from .spec import Harness, harness, read_spec
 from .stages import points, wrapper_unchanged
+
+Progress = Callable[[str, int, int, str], None]
+"""``progress(phase, done, total, detail)``, as the pipeline's: each phase's start (done 0) and end (done ==
+total), and in between how far it is."""
+PHASES = ("load", "stages", "nugraph", "measure", "combine", "select")
+"""The phases ``optimize_triton`` reports: read the input and settle the call (the spec, the sizes); the stages'
+candidates; the reference through the νGraph; the worker on every file; the stages' winners combined and
+measured; the choice."""
 
 ENTRY = '''
 
@@ -51,7 +61,7 @@ import triton as _axon_eg_triton  # noqa: E402
 
 
 {allocator}
-_AXON_EG_INIT = {init!r}
+{constants}_AXON_EG_INIT = {init!r}
 '''
 
 CALL = '''_AXON_EG_MODEL = None
@@ -90,6 +100,8 @@ import torch
 _spec = importlib.util.spec_from_file_location("axon_eg_triton_reference", pathlib.Path(__file__).with_name({name!r}))
 _mod = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(_mod)
+for _name, _value in {constants!r}.items():  # the sizes of the run: module constants set over the file's
+    setattr(_mod, _name, _value)
 _INIT = {init!r}
 _MODEL = {{}}
 
@@ -130,75 +142,64 @@ class TritonResult:
 
 
 def _inputs_and_init(source: Path, spec: dict[str, Any] | None) -> tuple[list[dict], list[Any]]:
-    """The harness's input specs and the ``__init__`` arguments: from the spec, else from ``source``'s
-    ``get_inputs()`` (under a fake-tensor mode: shapes and dtypes only) and ``get_init_inputs()``."""
+    """The harness's input specs and the ``__init__`` arguments: from the spec (checked whole), else from
+    ``source``'s ``get_inputs()`` (under a fake-tensor mode: shapes and dtypes only) and ``get_init_inputs()``."""
+    from .spec import _file_inputs, _import, read_spec
+
     if spec is not None:
-        try:
-            inputs = [{"name": f"x{i}", "shape": [int(d) for d in s["shape"]], "dtype": str(s.get("dtype", "fp32"))}
-                      for i, s in enumerate(spec["inputs"])]
-        except (KeyError, TypeError, ValueError) as exc:
-            raise TritonInputError(f"spec: 'inputs' must be a list of {{shape: [...], dtype: ...}} ({exc})") from None
-        return inputs, list(spec.get("init", []))
-    import importlib.util
+        data, _ = read_spec(spec)
+        return data["inputs"], data["init"]
+    return _file_inputs(_import(Path(source), {}), Path(source))
 
-    import torch
-    from torch._subclasses.fake_tensor import FakeTensorMode
 
-    from axon_eg.measure.harness import TORCH_DTYPES
-
-    spec_ = importlib.util.spec_from_file_location("axon_eg_triton_input", source)
-    mod = importlib.util.module_from_spec(spec_)
-    try:
-        spec_.loader.exec_module(mod)
-    except Exception as exc:  # noqa: BLE001 - the user's file failed: say so in one line
-        raise TritonInputError(f"{source}: importing it raised {type(exc).__name__}: {exc}") from None
-    for name in ("get_inputs", "get_init_inputs"):
-        if not callable(getattr(mod, name, None)):
-            raise TritonInputError(f"{source}: no {name}() (give the inputs in a spec: --spec YAML)")
-    try:
-        init = list(mod.get_init_inputs())
-        with FakeTensorMode(allow_non_fake_inputs=True):
-            example = list(mod.get_inputs())
-    except Exception as exc:  # noqa: BLE001 - the user's file failed: say so in one line
-        raise TritonInputError(f"{source}: running it raised {type(exc).__name__}: {exc}") from None
-    inputs = []
-    for i, t in enumerate(example):
-        if not isinstance(t, torch.Tensor):
-            raise TritonInputError(f"{source}: get_inputs() item {i} is a {type(t).__name__}, not a tensor")
-        dtype = next((name for name, d in TORCH_DTYPES.items() if d == t.dtype), None)
-        if dtype is None:
-            raise TritonInputError(f"{source}: get_inputs() item {i} has dtype {t.dtype}, which the harness cannot make")
-        inputs.append({"name": f"x{i}", "shape": list(t.shape), "dtype": dtype})
-    return inputs, init
+def constants_text(constants: dict[str, int]) -> str:
+    """Module-level assignments setting the run's sizes in a candidate (part of its fixed entry)."""
+    if not constants:
+        return ""
+    return "# the sizes of this run, over the file's own\n" + "".join(f"{k} = {v!r}\n" for k, v in constants.items())
 
 
 def optimize_triton(path: str | os.PathLike[str], *, reference: str | os.PathLike[str] | None = None,
                     spec: str | os.PathLike[str] | dict[str, Any] | None = None, hw: str = "h200",
                     out: str | os.PathLike[str] | None = None, device: str | None = None,
-                    proposer: Proposer | None = None, rounds: int = 3, nugraph_k: int = 4) -> TritonResult:
+                    proposer: Proposer | None = None, rounds: int = 3, nugraph_k: int = 4, small: bool = False,
+                    sizes: dict[str, int] | None = None, progress: Progress | None = None,
+                    check: Callable[[Harness], None] | None = None) -> TritonResult:
     """Optimize the Triton program in ``path`` (see the module docstring). ``device``: "cpu" to check under
     the Triton interpreter only; by default the local GPU when there is one. ``proposer``: a
     :class:`~axon_eg.triton_in.proposer.Proposer` refined for up to ``rounds`` proposals
     (:func:`~axon_eg.triton_in.proposer.refine`); the one that passes is a candidate (``transform``
     ``proposer``), every attempt a row. ``nugraph_k``: how many of axon_eg's own kernels for the reference
-    ``Model`` join (:mod:`axon_eg.triton_in.nugraph`; 0: none). The same in two halves for a GPU elsewhere:
-    :func:`prepare` here, ``python -m axon_eg.measure OUT/bundle`` there, :func:`finish` here."""
+    ``Model`` join (:mod:`axon_eg.triton_in.nugraph`; 0: none). ``small``: a spec's ``small`` section, or the
+    reference file's ``SMALL_SIZES``; ``sizes``: module constants of the reference file set over those (see
+    :func:`axon_eg.triton_in.spec.harness`). ``progress(phase, done, total, detail)`` hears of each phase
+    (``PHASES``) as it goes; ``check(harness)`` sees the call every candidate gets before anything is written
+    or run (raising stops the run). The same in two halves for a GPU elsewhere: :func:`prepare` here,
+    ``python -m axon_eg.measure OUT/bundle`` there, :func:`finish` here."""
+    report = progress or _quiet
     root = prepare(path, reference=reference, spec=spec, hw=hw, out=out, device=device, proposer=proposer,
-                   rounds=rounds, nugraph_k=nugraph_k)
-    _measure(root / "bundle", device)
-    if combine(root):  # the stages' winners on one file: measured in a second round
-        _measure(root / "bundle", device)
-    return finish(root)
+                   rounds=rounds, nugraph_k=nugraph_k, small=small, sizes=sizes, progress=report, check=check)
+    _measure(root / "bundle", device, report, "measure")
+    added = combine(root)
+    report("combine", 0, max(added, 1), f"{added} combinations of the stages' winners" if added else "")
+    if added:  # the stages' winners on one file: measured in a second round
+        _measure(root / "bundle", device, report, "combine")
+    else:
+        report("combine", 1, 1, "nothing to combine" + ("" if _timed(root) else " (nothing timed)"))
+    report("select", 0, 1, "")
+    result = finish(root)
+    report("select", 1, 1, f"best: {result.best}")
+    return result
 
 
-def combine(out: str | os.PathLike[str]) -> bool:
+def combine(out: str | os.PathLike[str]) -> int:
     """After a timed round: each source-to-source stage's fastest correct point faster than the input (for a
     stage with a kernel parameter, each kernel's), applied one after another in stage order to the input, as
     one more candidate (``combined``); with three winners or more, also every combination that leaves one of
     them out (``combined_1``, ...: a winner measured alone may lose next to another, larger tiles under a
     persistent loop, say). They are appended to the bundle, so the worker's resume measures them alone.
-    False (nothing added) without timings, when fewer than two stages beat the input, when the bundle was
-    combined already, or when every combination is a file already measured."""
+    Returns how many were added: 0 (falsy) without timings, when fewer than two stages beat the input, when the
+    bundle was combined already, or when every combination is a file already measured."""
     from axon_eg.measure.worker import read_rows
 
     from .stages import STAGES
@@ -210,7 +211,7 @@ def combine(out: str | os.PathLike[str]) -> bool:
     base = rows.get("input", {}).get("median_us")
     meta = prepared["meta"]
     if not base or rows.get("input", {}).get("status") != "ok" or any(m.get("stage") == "combined" for m in meta.values()):
-        return False
+        return 0
     winners: dict[tuple[str, str], tuple[float, dict[str, Any]]] = {}  # (stage, kernel) -> fastest point
     for cid, m in meta.items():
         r = rows.get(cid, {})
@@ -228,7 +229,7 @@ def combine(out: str | os.PathLike[str]) -> bool:
     seen = {(bundle / f"{cid}.py").read_text().removesuffix(prepared["entry"]) for cid in prepared["wrapped"]}
     manifest = json.loads((bundle / "manifest.json").read_text())
     if any(c["id"] == "combined" for c in manifest["candidates"]):  # combined already (prepared.json of another copy)
-        return False
+        return 0
     first = manifest["candidates"][0]
     added = 0
     for combo in combos:
@@ -252,22 +253,26 @@ def combine(out: str | os.PathLike[str]) -> bool:
         prepared["wrapped"].append(cid)
         added += 1
     if not added:
-        return False
+        return 0
     (bundle / "manifest.json").write_text(json.dumps(manifest, indent=1))
     (root / "prepared.json").write_text(json.dumps(prepared, indent=1, default=str))
-    return True
+    return added
 
 
 def prepare(path: str | os.PathLike[str], *, reference: str | os.PathLike[str] | None = None,
             spec: str | os.PathLike[str] | dict[str, Any] | None = None, hw: str = "h200",
             out: str | os.PathLike[str] | None = None, device: str | None = None,
-            proposer: Proposer | None = None, rounds: int = 3, nugraph_k: int = 4) -> Path:
+            proposer: Proposer | None = None, rounds: int = 3, nugraph_k: int = 4, small: bool = False,
+            sizes: dict[str, int] | None = None, progress: Progress | None = None,
+            check: Callable[[Harness], None] | None = None) -> Path:
     """Everything before the measurements (arguments as :func:`optimize_triton`): the bundle in
     ``OUT/bundle`` and ``OUT/prepared.json`` (what :func:`finish` needs); returns ``OUT``. A proposer's
-    proposals are checked here (on ``device``)."""
+    proposals are checked here (on ``device``). The input, the spec and the reference are read and checked
+    whole (``check`` then sees the call every candidate gets) before anything is written."""
+    report = progress or _quiet
     path = Path(path)
+    report("load", 0, 1, path.name)
     tf = load(path)
-    spec_dict = _spec(spec)
     if tf.wrapper == "Model":
         if reference is None:
             raise TritonInputError(f"{path}: its Model launches the kernels; give the PyTorch reference (--reference "
@@ -277,16 +282,23 @@ def prepare(path: str | os.PathLike[str], *, reference: str | os.PathLike[str] |
             raise TritonInputError(f"{ref_path}: no such reference file")
     else:
         ref_path = path
-    inputs, init = _inputs_and_init(ref_path, spec_dict)
-    tf.trace = trace(tf, inputs, init)  # the launches at these sizes: the tiling stages' problem sizes
+    if spec is not None:
+        read_spec(spec)  # the whole spec, before the reference is imported
+    call = harness(ref_path, spec, small=small, sizes=sizes)
     spec_hw = load_hw(hw)
+    if check is not None:
+        check(call)
+    inputs, init = call.inputs, call.init
+    own = call.constants if ref_path == path else {}  # a KernelBench-form input is its own reference
+    tf.trace = trace(tf, inputs, init, own)  # the launches at these sizes: the tiling stages' problem sizes
+    report("load", 1, 1, f"{call.describe()}; init {init!r}")
     root = Path(out or Path("axon_eg_out") / f"triton_{path.stem}")
     bundle = root / "bundle"
     if bundle.exists():
         shutil.rmtree(bundle)
     bundle.mkdir(parents=True)
-    _write_reference(bundle, ref_path, init)
-    entry = ENTRY.format(init=init, wrapper=tf.wrapper, allocator=ALLOCATOR)
+    _write_reference(bundle, ref_path, init, call.constants)
+    entry = ENTRY.format(init=init, wrapper=tf.wrapper, allocator=ALLOCATOR, constants=constants_text(own))
     cands: list[dict[str, Any]] = []
     refused: list[dict[str, Any]] = []
     wrapped: list[str] = []
@@ -298,13 +310,16 @@ def prepare(path: str | os.PathLike[str], *, reference: str | os.PathLike[str] |
 
     add("input", tf.text, "baseline", {"stage": "input"})
     if proposer is not None:
-        for a in refine(tf, proposer, _checker(root / "proposals", ref_path, init, inputs, entry, device), rounds):
+        checker = _checker(root / "proposals", ref_path, init, inputs, entry, device, call.constants)
+        for a in refine(tf, proposer, checker, rounds):
             if a.status == "ok":
                 add(f"p{a.round:02d}", a.text, "candidate", {"stage": "proposer", "params": {"round": a.round}})
             else:
                 refused.append({"id": f"p{a.round:02d}", "status": a.status, "stage": a.stage, "transform": "proposer",
                                 "params": {"round": a.round}, "error": a.diagnostics})
-    for i, point in enumerate(points(tf, spec_hw)):
+    report("stages", 0, 1, "")
+    found = points(tf, spec_hw)
+    for i, point in enumerate(found):
         cid = f"c{i:03d}"
         why = wrapper_unchanged(tf, point.text)
         if why is not None:
@@ -312,21 +327,29 @@ def prepare(path: str | os.PathLike[str], *, reference: str | os.PathLike[str] |
                             "params": point.params, "error": why})
             continue
         add(cid, point.text, "candidate", {"stage": point.stage, "params": point.params})
+    by_stage = ", ".join(f"{k} {len(list(g))}" for k, g in itertools.groupby(pt.stage for pt in found))
+    report("stages", 1, 1, f"{len(found)} candidates" + (f" ({by_stage})" if by_stage else ""))
     if nugraph_k:
         from . import nugraph
 
+        report("nugraph", 0, 1, f"the reference through the νGraph, k={nugraph_k}")
         try:
-            for cid, text, meta in nugraph.candidates(ref_path, init, inputs, spec_hw, nugraph_k, wrapper=tf.wrapper):
+            made = nugraph.candidates(ref_path, init, inputs, spec_hw, nugraph_k, wrapper=tf.wrapper,
+                                      constants=call.constants)
+            for cid, text, meta in made:
                 add(cid, text, "candidate", meta, with_entry=False)
+            report("nugraph", 1, 1, f"{len(made)} kernels")
         except Exception as exc:  # noqa: BLE001 - a reference the importer refuses: a row saying why, the rest runs
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
             refused.append({"id": "nugraph", "status": "import_refused", "stage": "import", "transform": "nugraph",
                             "error": f"{type(exc).__name__}: {first}"})
+            report("nugraph", 1, 1, f"refused: {type(exc).__name__}: {first}"[:120])
     (bundle / "manifest.json").write_text(json.dumps({"program": path.stem, "hw": spec_hw.name, "candidates": cands},
                                                      indent=1))
     (root / "prepared.json").write_text(json.dumps({
         "input": str(path.resolve()), "reference": str(ref_path.resolve()), "entry": entry, "wrapped": wrapped,
-        "refused": refused, "meta": {c["id"]: c["meta"] for c in cands}}, indent=1, default=str))
+        "refused": refused, "meta": {c["id"]: c["meta"] for c in cands}, "sizes": call.note,
+        "constants": call.constants}, indent=1, default=str))
     (bundle / ROWS_NAME).unlink(missing_ok=True)
     return root
 
@@ -364,9 +387,9 @@ def finish(out: str | os.PathLike[str]) -> TritonResult:
     return TritonResult(best, best_path, rows, timed, bundle)
 
 
-def _write_reference(bundle: Path, ref_path: Path, init: list[Any]) -> None:
+def _write_reference(bundle: Path, ref_path: Path, init: list[Any], constants: dict[str, int] | None = None) -> None:
     shutil.copyfile(ref_path, bundle / "reference_model.py")
-    (bundle / "reference.py").write_text(REFERENCE.format(name="reference_model.py", init=init))
+    (bundle / "reference.py").write_text(REFERENCE.format(name="reference_model.py", init=init, constants=constants or {}))
 
 
 def _candidate(bundle: Path, cid: str, text: str, kind: str, inputs: list[dict], meta: dict[str, Any]) -> dict:
@@ -376,7 +399,7 @@ def _candidate(bundle: Path, cid: str, text: str, kind: str, inputs: list[dict],
 
 
 def _checker(root: Path, ref_path: Path, init: list[Any], inputs: list[dict], entry: str,
-             device: str | None) -> Callable[[str], dict[str, Any]]:
+             device: str | None, constants: dict[str, int] | None = None) -> Callable[[str], dict[str, Any]]:
     """The cascade on one proposal: a bundle of its own under ``root``, the worker's row."""
     counter = itertools.count()
 
@@ -385,7 +408,7 @@ def _checker(root: Path, ref_path: Path, init: list[Any], inputs: list[dict], en
         if bundle.exists():
             shutil.rmtree(bundle)
         bundle.mkdir(parents=True)
-        _write_reference(bundle, ref_path, init)
+        _write_reference(bundle, ref_path, init, constants)
         cand = _candidate(bundle, "proposal", text + entry, "candidate", inputs, {"stage": "proposer"})
         (bundle / "manifest.json").write_text(json.dumps({"candidates": [cand]}, indent=1))
         return _measure(bundle, device)[0]
@@ -393,27 +416,71 @@ def _checker(root: Path, ref_path: Path, init: list[Any], inputs: list[dict], en
     return check
 
 
-def _spec(spec: str | os.PathLike[str] | dict[str, Any] | None) -> dict[str, Any] | None:
-    if spec is None or isinstance(spec, dict):
-        return spec
-    import yaml
-
-    p = Path(spec)
-    if not p.is_file():
-        raise TritonInputError(f"{p}: no such spec file")
-    try:
-        data = yaml.safe_load(p.read_text())
-    except yaml.YAMLError as exc:
-        raise TritonInputError(f"{p}: not YAML ({str(exc).splitlines()[0]})") from None
-    if not isinstance(data, dict) or "inputs" not in data:
-        raise TritonInputError(f"{p}: a spec is a mapping with 'inputs' (and optionally 'init')")
-    return data
-
-
-def _measure(bundle: Path, device: str | None) -> list[dict[str, Any]]:
+def _measure(bundle: Path, device: str | None, progress: Progress | None = None,
+             phase: str = "measure") -> list[dict[str, Any]]:
+    """The worker on every candidate of ``bundle`` without a row; ``progress`` hears, as the rows come, which
+    candidate runs next (in the manifest's order: the order on one device) and how the last one ended."""
+    from axon_eg.measure.manifest import load_manifest, read_rows
     from axon_eg.measure.worker import run_bundle
 
-    return run_bundle(bundle, bundle / ROWS_NAME, gpus=[] if device == "cpu" else None)
+    gpus = [] if device == "cpu" else None
+    if progress is None or progress is _quiet:
+        return run_bundle(bundle, bundle / ROWS_NAME, gpus=gpus)
+    done = {r.get("id") for r in read_rows(bundle / ROWS_NAME)}
+    todo = [c for c in load_manifest(bundle) if c["id"] not in done]
+    meta = {c["id"]: _label(c) for c in todo}
+    stop = threading.Event()
+
+    def watch() -> None:
+        seen = len(done)
+        progress(phase, 0, len(todo), meta[todo[0]["id"]] if todo else "")
+        while not stop.wait(POLL_S):
+            rows = read_rows(bundle / ROWS_NAME)
+            if len(rows) <= seen:
+                continue
+            seen, last = len(rows), rows[-1]
+            n = len([r for r in rows if r.get("id") in meta])
+            if n < len(todo):
+                nxt = todo[n]["id"]
+                progress(phase, n, len(todo), f"{meta[nxt]} (last: {last.get('id')} {last.get('status')})")
+
+    watcher = threading.Thread(target=watch, name="axon-eg-progress", daemon=True)
+    watcher.start()
+    try:
+        rows = run_bundle(bundle, bundle / ROWS_NAME, gpus=gpus)
+    finally:
+        stop.set()
+        watcher.join()
+    counts = ", ".join(f"{k} {v}" for k, v in sorted(_count(r.get("status") for r in rows).items()))
+    progress(phase, len(todo), len(todo), counts)
+    return rows
+
+
+POLL_S = 0.5
+"""How often the progress of a measurement reads the rows written so far."""
+
+
+def _label(cand: dict[str, Any]) -> str:
+    """``c003 (tile_sizes)``: a candidate's id and its stage."""
+    stage = (cand.get("meta") or {}).get("stage")
+    return cand["id"] if stage in (None, cand["id"]) else f"{cand['id']} ({stage})"
+
+
+def _count(items: Any) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for item in items:
+        out[str(item)] = out.get(str(item), 0) + 1
+    return out
+
+
+def _quiet(phase: str, done: int, total: int, detail: str) -> None:
+    """No progress reports."""
+
+
+def _timed(root: Path) -> bool:
+    from axon_eg.measure.manifest import read_rows
+
+    return any(r.get("median_us") for r in read_rows(root / "bundle" / ROWS_NAME))
 
 
 def _choose(rows: list[dict[str, Any]]) -> tuple[str, bool]:
@@ -429,4 +496,4 @@ def _choose(rows: list[dict[str, Any]]) -> tuple[str, bool]:
     return "input", timed
 
 
-__all__ = ["TritonResult", "combine", "finish", "optimize_triton", "prepare"]
+__all__ = ["PHASES", "Harness", "TritonResult", "combine", "finish", "optimize_triton", "prepare"]
