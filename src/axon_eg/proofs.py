@@ -8,6 +8,17 @@ composites); :func:`isa_semantics_hash` the one NKI lowerings and fusions are (t
 declarations and meanings of ``semantics/isa``). Both hash syntax trees without docstrings, so comments
 and formatting do not make proofs stale. :func:`check_proof_record` is what each store's loader runs on
 every entry before trusting it.
+
+A record and a digest are no evidence: anyone who edits an entry can recompute its digest (SHA-256 of
+public data; a keyed digest would need a secret, which an open repository cannot keep). The evidence is
+a proof, so a loader re-proves what it has not seen proved: :class:`ProvedHere` is the local record of
+the entries *this machine* proved -- one line per entry, :func:`entry_key` of its whole canonical text
+(rule, proof record, verdicts, digest) and the semantics hash -- kept under the cache directory
+(``$AXON_EG_CACHE``, else ``~/.cache/axon_eg``), outside the repository, and written only after a proof
+succeeded here (discovery, ``rules verify``, or a loader's re-proof). An edit to a stored entry changes
+its key, which no file in the repository can supply: the loader re-proves that entry from its text,
+admits it if the proof holds, and refuses it, naming it and its file, if not. An untouched store costs a
+hash per entry once the keys are on record; a fresh machine re-proves every entry once.
 """
 
 from __future__ import annotations
@@ -15,6 +26,8 @@ from __future__ import annotations
 import ast
 import hashlib
 import json
+import os
+from collections.abc import Iterable
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -106,3 +119,46 @@ def check_proof_record(entry: dict[str, Any], where: str, semantics: str, error:
                     f"{str(proof.get('semantics'))[:12]}); run {rerun}")
     if entry.get("digest") != digest(entry):
         raise error(f"{name} in {where}: its digest does not match its contents (edited by hand?)")
+
+
+def entry_key(entry: dict[str, Any], semantics: str) -> str:
+    """What :class:`ProvedHere` records for a proven entry: SHA-256 over the semantics hash and the entry's
+    whole canonical text (an edit to any of it, digest recomputed or not, gives another key)."""
+    text = json.dumps(entry, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(f"axon_eg proved entry v1\0{semantics}\0{text}".encode()).hexdigest()
+
+
+def proof_cache_dir() -> Path:
+    """Where :class:`ProvedHere` keeps its records: ``$AXON_EG_CACHE/proved``, else ``~/.cache/axon_eg/proved``."""
+    env = os.environ.get("AXON_EG_CACHE")
+    return (Path(env) if env else Path.home() / ".cache" / "axon_eg") / "proved"
+
+
+class ProvedHere:
+    """The keys (:func:`entry_key`) of the entries of store ``store`` proved on this machine against the
+    semantics hash ``semantics``: one file of lines, appended to. A cache that cannot be read or written
+    holds nothing (every entry is re-proved); a damaged line is a key nobody has (its entry is re-proved)."""
+
+    def __init__(self, store: str, semantics: str):
+        self.semantics = semantics
+        self.path = proof_cache_dir() / f"{store}-{semantics[:20]}.keys"
+
+    def key(self, entry: dict[str, Any]) -> str:
+        return entry_key(entry, self.semantics)
+
+    def keys(self) -> set[str]:
+        try:
+            return set(self.path.read_text().split())
+        except (OSError, UnicodeDecodeError):
+            return set()
+
+    def add(self, keys: Iterable[str]) -> None:
+        new = "".join(f"{k}\n" for k in sorted(set(keys)))
+        if not new:
+            return
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            with open(self.path, "a") as f:  # one append: processes loading at once add, never truncate
+                f.write(new)
+        except OSError:
+            pass

@@ -280,8 +280,6 @@ TRUE = [
     ("log of a min", XY, lambda e, x, y: e("log", e("minimum", x, y)), lambda e, x, y: e("minimum", e("log", x), e("log", y))),
     ("sqrt of a min", XY, lambda e, x, y: e("sqrt", e("minimum", x, y)),
      lambda e, x, y: e("minimum", e("sqrt", x), e("sqrt", y))),
-    ("rsqrt of a min", XY, lambda e, x, y: e("rsqrt", e("minimum", x, y)),
-     lambda e, x, y: e("maximum", e("rsqrt", x), e("rsqrt", y))),
     ("abs of a quotient", XY, lambda e, x, y: e("abs", e("div", x, y)), lambda e, x, y: e("div", e("abs", x), e("abs", y))),
     ("log through concat", {"x": ("M", "N"), "y": ("M", "K")}, lambda e, x, y: e("log", e("concat", x, y, axis=1)),
      lambda e, x, y: e("concat", e("log", x), e("log", y), axis=1)),

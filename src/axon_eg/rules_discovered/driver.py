@@ -23,7 +23,7 @@ from axon_eg.semantics.prover import ProofResult, prove_equal
 
 from . import enumerate as E
 from .instantiate import InstantiationError, instantiate
-from .store import make_entry, write
+from .store import make_entry, remember, write
 from .to_rule import Unexpressible, reverse, to_rule
 
 _CANDIDATES: list[E.RuleCandidate] = []
@@ -149,6 +149,7 @@ def discover(timeout_ms: int = 2000, jobs: int = 2, write_store: bool = True,
     summary.seconds = time.perf_counter() - start
     if write_store:
         write(admitted, rejected)
+        remember(admitted)  # proved here: loading them needs no re-proof
     return summary, admitted, rejected
 
 

@@ -10,6 +10,17 @@ candidates with their counterexamples and unknown ones with the reason.
 ``load_rules()`` refuses, naming the entry, any entry without a proof, proved against other
 semantics, whose digest does not match, or whose text does not parse as a rule. Proof records, the
 digest and the semantics hash are :mod:`axon_eg.proofs`'s, shared with the NKI store.
+
+The digest only catches careless edits: anyone can recompute it. So the loader admits an entry only as
+proved: either its exact text (with its record, verdicts and digest, under the current semantics hash)
+is on this machine's record of proved entries (:class:`axon_eg.proofs.ProvedHere`, outside the
+repository, written only after a proof here: by discovery, ``rules verify`` or this loader), or the
+loader re-proves it now (:func:`attest`): the obligation rebuilt from its text (``instantiate``) must be
+proved by ``prove_equal`` and its float-safety verdicts must be the ones a re-check gives. An edited rule
+whose digest was recomputed is therefore re-proved on its first load, and refused, in one line naming
+the rule and its file, when the proof or the verdicts fail. An untouched store whose keys are on record
+loads at the cost of one hash per entry; a fresh machine (or a new semantics hash) re-proves each entry
+once.
 """
 
 from __future__ import annotations
@@ -23,7 +34,7 @@ from typing import Any
 
 from axon_eg.egraph.patterns import Rule, format_sexp, parse_rule
 from axon_eg.errors import AxonError
-from axon_eg.proofs import check_proof_record, digest, record, semantics_hash  # shared with the NKI store
+from axon_eg.proofs import ProvedHere, check_proof_record, digest, record, semantics_hash  # shared with the NKI store
 
 from .to_rule import reverse
 
@@ -129,9 +140,66 @@ def load_entries(directory: Path = DATA) -> list[tuple[dict[str, Any], str]]:
     return out
 
 
+REPROVE_TIMEOUT_MS = 4000  # as `axon-eg rules verify`
+
+
+def proved_here() -> ProvedHere:
+    """This machine's record of the rule entries it proved, under the current semantics hash."""
+    return ProvedHere("rules", semantics_hash())
+
+
+def remember(entries: list[dict[str, Any]]) -> None:
+    """Record ``entries`` as proved here (discovery and ``rules verify`` call it for what they proved)."""
+    record_ = proved_here()
+    record_.add(record_.key(json.loads(json.dumps(e))) for e in entries)
+
+
+def reprove(entry: dict[str, Any], where: str = "the store") -> None:
+    """Prove the entry's rule again from its text and re-check its float-safety verdicts; RuleStoreError
+    naming the rule and ``where`` when either fails."""
+    from axon_eg.semantics.prover import prove_equal
+
+    from .float_safety import recheck
+
+    name = entry.get("name", "?")
+    ob = obligation_of(entry, where)
+    try:
+        result = prove_equal(ob.lhs, ob.rhs, symbols=ob.symbols, timeout_ms=REPROVE_TIMEOUT_MS)
+        status, detail = result.status, (f"{result.method}: {result.counterexample or result.detail}"
+                                         if result.status != "proven" else "")
+    except (AxonError, ArithmeticError, ValueError) as e:
+        status, detail = "unknown", f"error: {type(e).__name__}: {e}"
+    if status != "proven":
+        raise RuleStoreError(f"rule {name} in {where}: not the text that was proved (changed since, digest recomputed?): "
+                             f"its re-proof gave {status} ({detail}); run `axon-eg rules discover`")
+    why = recheck(ob.lhs, ob.rhs, ob.symbols, entry["float_safe"])
+    if why:
+        raise RuleStoreError(f"rule {name} in {where}: its float-safety verdict is not the one a re-check gives "
+                             f"({why}); run `axon-eg rules discover`")
+
+
+def attest(entries: list[tuple[dict[str, Any], str]]) -> None:
+    """Every entry is on this machine's record of proved entries or is re-proved now (:func:`reprove`,
+    which refuses it); what is re-proved is recorded."""
+    record_ = proved_here()
+    known = record_.keys()
+    proved = []
+    try:
+        for entry, where in entries:
+            key = record_.key(entry)
+            if key not in known:
+                reprove(entry, where)
+                proved.append(key)
+    finally:
+        record_.add(proved)
+
+
 @cache
 def _load_cached(directory: str) -> tuple[StoredRule, ...]:
-    return tuple(check_entry(e, where) for e, where in load_entries(Path(directory)))
+    entries = load_entries(Path(directory))
+    stored = tuple(check_entry(e, where) for e, where in entries)
+    attest(entries)
+    return stored
 
 
 def load_stored(directory: Path = DATA) -> tuple[StoredRule, ...]:

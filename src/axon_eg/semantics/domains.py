@@ -215,12 +215,14 @@ def forall(binders: Iterable[Binder], conds: Iterable[Atom], dims: Iterable[str]
     return out
 
 
-def guarded(op: str, x: Ix, y: Ix, conds: Iterable[Atom], dims: Iterable[str] = ()) -> set[Atom]:
-    """The conditions, each required only where the index comparison ``x op y`` holds (the part of a
-    concat, the kept part of a causal mask)."""
+def guarded(op: str, x: Ix | Poly, y: Ix | Poly, conds: Iterable[Atom], dims: Iterable[str] = (),
+            holds: bool = True) -> set[Atom]:
+    """The conditions, each required only where the comparison ``x op y`` holds (``holds=False``: only
+    where it fails): an index comparison (the part of a concat, the kept part of a causal mask) or a real
+    one (the selected branch of a ``where``: ``c != 0`` for the first, ``c == 0`` for the second)."""
     out = set()
-    for c in conds:
-        body = ite(op, x, y, c[3], ONE)  # ONE satisfies every relation (and is no library atom)
+    for c in conds:  # ONE satisfies every relation (and is no library atom)
+        body = ite(op, x, y, c[3], ONE) if holds else ite(op, x, y, ONE, c[3])
         if body != ONE:
             out.add(condition(c[1], c[2], body, dims))
     return out

@@ -16,7 +16,10 @@ negative power: the denominator != 0 (``nf.fn`` and ``nf.recip`` register them).
 reduction, a scan or a matmul is required for every value of its bound index; under a concat's or a
 causal mask's index comparison, only where that part is selected. Conditions in the branches of a
 real comparison (maximum, minimum, relu, clamp, abs, ...) are all required: those ops propagate NaN.
-``Evaluator.domain`` gives an output's conditions.
+A ``where`` requires its condition's conditions, and each branch's only where that branch is selected
+(``c != 0``, ``c == 0``): NumPy's where does not read the other one. ``x ** 0`` is 1 for every x and
+requires nothing. ``Evaluator.domain`` gives an output's conditions, ``Evaluator.outside`` what it can
+be where they fail (``nonfinite``).
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ from axon_eg.ir import dims as D
 from axon_eg.ir import ops as O
 from axon_eg.ir.program import Program
 
-from . import domains, nf
+from . import domains, nf, nonfinite
 from .nf import ONE, ZERO, Ix, Poly
 
 
@@ -173,6 +176,7 @@ class Evaluator:
         self.dims = frozenset(program.free_dims)
         self._memo: dict[tuple[int, tuple[Ix, ...]], Poly] = {}
         self._domains: dict[tuple[int, tuple[Ix, ...]], frozenset] = {}
+        self._partial: set[int] = set()  # the nodes with a domain condition (at some index)
 
     def output(self, which: int = 0, prefix: str = "i") -> tuple[Poly, tuple[Ix, ...]]:
         node = self.program.outputs[which]
@@ -187,6 +191,11 @@ class Evaluator:
         self.value(node, idx)
         return domains.normalize_conditions(self._domains[(node, idx)])
 
+    def outside(self, which: int = 0) -> tuple[frozenset, str]:
+        """What output ``which`` can be where its domain fails (``nonfinite``: NaN, +inf, -inf, finite),
+        and why it may be finite ("" when it may not); after ``domain`` or ``output``."""
+        return nonfinite.kinds_of(self.program, self._partial)[self.program.outputs[which]]
+
     def _scope(self) -> Any:
         return domains.domain_scope(self.positive, self.negative, self.dims)
 
@@ -196,6 +205,8 @@ class Evaluator:
             with self._scope() as dom:
                 value = self._value(i, idx)
             self._memo[key], self._domains[key] = value, frozenset(dom.conditions)
+            if dom.conditions:
+                self._partial.add(i)
         domains.require_all(self._domains[key])  # the caller's value depends on this one
         return self._memo[key]
 
@@ -206,11 +217,11 @@ class Evaluator:
         domains.require_all(domains.forall(binders, dom.conditions, self.dims))
         return value
 
-    def _guarded(self, op: str, x: Ix, y: Ix, compute: Callable[[], Poly]) -> Poly:
-        """``compute()``, its conditions required where the index comparison ``x op y`` holds."""
+    def _guarded(self, op: str, x: Ix | Poly, y: Ix | Poly, compute: Callable[[], Poly], holds: bool = True) -> Poly:
+        """``compute()``, its conditions required where the comparison ``x op y`` holds (or fails)."""
         with self._scope() as dom:
             value = compute()
-        domains.require_all(domains.guarded(op, x, y, dom.conditions, self.dims))
+        domains.require_all(domains.guarded(op, x, y, dom.conditions, self.dims, holds))
         return value
 
     def _broadcast(self, j: int, idx: tuple[Ix, ...]) -> tuple[Ix, ...]:
@@ -232,6 +243,8 @@ class Evaluator:
             return Poly.atom(("in", a["name"], idx))
         if node.op == "constant":
             return Poly.const(_c(a["value"]))
+        if node.op == "pow" and a["exponent"] == 0:  # x ** 0 is 1 for every x, NaN and inf included: no condition
+            return ONE
         if node.op in UNARY:
             x = self.value(args[0], idx)
             return UNARY[node.op](x, **dict(a))
@@ -241,7 +254,9 @@ class Evaluator:
             fill_value = Poly.atom(("sym", "-inf")) if fill == -math.inf else Poly.const(_c(fill))
             return nf.ite("<=", idx[-1] - idx[-2], Ix(a["diagonal"]), x, fill_value)
         if node.op == "where":  # np.where: the unselected branch's NaN does not reach the output
-            c, x, y = (self.value(j, self._broadcast(j, idx)) for j in args)
+            c = self.value(args[0], self._broadcast(args[0], idx))  # its conditions hold everywhere
+            x = self._guarded("==", c, ZERO, lambda: self.value(args[1], self._broadcast(args[1], idx)), holds=False)
+            y = self._guarded("==", c, ZERO, lambda: self.value(args[2], self._broadcast(args[2], idx)))
             return nf.ite("==", c, ZERO, y, x)
         if node.op in BINARY:
             return BINARY[node.op](self.value(args[0], self._broadcast(args[0], idx)),

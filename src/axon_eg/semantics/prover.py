@@ -33,6 +33,7 @@ Anything else is ``unknown`` and is never admitted.
 from __future__ import annotations
 
 import itertools
+import math
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -47,7 +48,7 @@ from axon_eg.ir.inputs import mixed_inputs, random_inputs
 from axon_eg.ir.interpret import interpret
 from axon_eg.ir.program import Program
 
-from . import domains, nf
+from . import domains, nf, nonfinite
 from .op_semantics import Evaluator, NoSemantics, dim_to_ix
 from .z3conv import Z3Context
 
@@ -102,6 +103,8 @@ def _sample_dims(names: Sequence[str], rng: np.random.Generator, low: int, high:
 
 
 MIXED_TRIALS = ("mixed", "boundary", "mixed", "boundary")  # after the domain trials, where a side is partial
+GUARD_TRIALS = ("guards", "guards")  # after those, where a side compares with a constant
+THRESHOLDS = {"gt", "ge", "lt", "le", "eq", "ne", "maximum", "minimum"}  # ops whose constant operand is a threshold
 
 
 def _partial(program: Program) -> bool:
@@ -113,12 +116,44 @@ def _partial(program: Program) -> bool:
     return False
 
 
+def guard_values(*programs: Program) -> list[float]:
+    """The values a comparison, maximum or minimum compares with (its constant operand) or a clamp
+    clamps to, and their neighbours on both sides: a ``where`` guarded by ``x < -4`` selects its first
+    branch only there, which N(0, 1) inputs hardly reach."""
+    found = set()
+    for p in programs:
+        for n in p.nodes:
+            if n.op in THRESHOLDS:
+                found |= {float(p.nodes[j].attrs["value"]) for j in n.inputs if p.nodes[j].op == "constant"}
+            elif n.op == "clamp":
+                found |= {float(n.attrs["lo"]), float(n.attrs["hi"])}
+    found = {v for v in found if math.isfinite(v)}
+    return sorted({v + d for v in found for d in (0.0, -1.0, 1.0, -0.5, 0.5)} | {-v for v in found})
+
+
+def _near_guards(drawn: dict[str, np.ndarray], values: Sequence[float], seed: int) -> dict[str, np.ndarray]:
+    """``drawn`` with every one of ``values`` (and 0) at a random element of every input that has as many
+    elements, and about half of the other elements replaced by them too."""
+    rng = np.random.default_rng(seed + 7919)
+    pool = np.asarray([*values, 0.0])
+    out = {}
+    for name, x in drawn.items():
+        x = np.array(x, dtype=np.float64)
+        flat = np.where(rng.random(size=x.size) < 0.5, rng.choice(pool, size=x.size), x.reshape(-1))
+        at = rng.permutation(x.size)[:len(pool)]
+        flat[at] = rng.permutation(pool)[:len(at)]
+        out[name] = flat.reshape(x.shape)
+    return out
+
+
 def trial_inputs(left: Program, lhs: Program, rhs: Program, symbols: Sequence[ScalarSymbol], seed: int,
                  inputs: str = "domain") -> dict[str, np.ndarray]:
     """The inputs one trial of ``numeric_search`` evaluates (``left``: a side with its dims bound); a
     counterexample replays from its ``seed`` and ``inputs``."""
     if inputs == "domain":
         drawn = random_inputs(left, seed=seed, domain_of=(lhs, rhs))
+    elif inputs == "guards":
+        drawn = _near_guards(mixed_inputs(left, seed=seed), guard_values(lhs, rhs), seed)
     else:
         drawn = mixed_inputs(left, seed=seed, boundary=inputs == "boundary")
     out = signed_symbols(drawn, symbols)
@@ -133,10 +168,13 @@ def numeric_search(lhs: Program, rhs: Program, symbols: Sequence[ScalarSymbol] =
     """Evaluate both sides in float64 at small random sizes; return the first mismatch. ``trials``
     draws respect the domains of both sides; where either side has a partial function, more trials ignore
     them (``MIXED_TRIALS``: N(0, 1), values on the domain boundaries; at larger sizes, for many sign
-    combinations), so that a side that is NaN or inf where the other is finite shows."""
+    combinations), so that a side that is NaN or inf where the other is finite shows; where either side
+    compares with a constant, more trials put half the elements on and next to the constants
+    (``GUARD_TRIALS``, ``guard_values``), so that both sides of every such guard are reached."""
     rng = np.random.default_rng(seed)
     names = sorted(lhs.free_dims | rhs.free_dims)
     kinds = ["domain"] * trials + (list(MIXED_TRIALS) if _partial(lhs) or _partial(rhs) else [])
+    kinds += list(GUARD_TRIALS) if guard_values(lhs, rhs) else []
     for t, kind in enumerate(kinds):
         low, high = (6, 10) if kind != "domain" else (1, 3) if t % 2 == 0 else (2, 5)  # many elements: many signs
         dims = _sample_dims(names, rng, low, high)
@@ -219,13 +257,14 @@ def prove_equal(lhs: Program, rhs: Program, *, symbols: Sequence[ScalarSymbol] =
     negative = [s.name for s in symbols if s.constraint == "<0"]
     sums_lemmas: tuple[str, ...] = ()
     try:
-        diffs, defined = [], []
+        diffs, defined, outside = [], [], []
         for k in range(len(lhs.outputs)):
             evaluators = Evaluator(lhs, names, positive, negative), Evaluator(rhs, names, positive, negative)
             left, idx = evaluators[0].output(k, prefix=f"o{k}_")
             right, _ = evaluators[1].output(k, prefix=f"o{k}_")
             diffs.append((left - right, idx, lhs.outputs[k]))
             defined.append(tuple(e.domain(k, prefix=f"o{k}_") for e in evaluators))
+            outside.append(tuple(e.outside(k) for e in evaluators))
             if any(m.binders for side in (left, right) for m in side.monos):
                 sums_lemmas = ("sum_additivity", "sum_linearity", "sum_swap")
     except NoSemantics as e:
@@ -236,9 +275,13 @@ def prove_equal(lhs: Program, rhs: Program, *, symbols: Sequence[ScalarSymbol] =
     for s in symbols:
         q.facts += _constraint(q.ctx, s)
     for k, (ldom, rdom) in enumerate(defined):  # (a): each side defined where the other is
+        at = f"output {k}: " if len(defined) > 1 else ""
         why = domain_mismatch(q, ldom, rdom, timeout_ms)
         if why:
-            return done("unknown", "domain", (f"output {k}: " if len(defined) > 1 else "") + why)
+            return done("unknown", "domain", at + why)
+        why = finite_outside(q, ldom | rdom, outside[k], timeout_ms)  # (c): both not finite where undefined
+        if why:
+            return done("unknown", "nan", at + why)
     if all(d.is_zero for d, _, _ in diffs):
         return done("proven", "normal form", lemmas=sums_lemmas)
     conditions = [[c for c in sorted(ldom | rdom, key=repr) if not c[2] and c[1] != "lib"] for ldom, rdom in defined]
@@ -269,6 +312,16 @@ def domain_mismatch(q: _Query, ldom: frozenset, rdom: frozenset, timeout_ms: int
             more = f" (and {len(gap) - 1} more)" if len(gap) > 1 else ""
             return (f"the {side} is defined only where {domains.condition_str(gap[0])}{more}, which the {other}'s "
                     "domain does not imply")
+    return None
+
+
+def finite_outside(q: _Query, dom: frozenset, outside: tuple[tuple[frozenset, str], ...], timeout_ms: int) -> str | None:
+    """Why a side may be finite where the (common) domain ``dom`` fails, where the normal forms say
+    nothing about it (``nonfinite``), or None: neither side may, or ``dom`` holds everywhere."""
+    for side, (kinds, why) in zip(("lhs", "rhs"), outside):
+        if nonfinite.FINITE in kinds and _domain_gap(q, dom, frozenset(), timeout_ms):
+            return (f"the {side} may be finite where its domain fails ({why}), where the normal forms say nothing "
+                    "about it")
     return None
 
 
