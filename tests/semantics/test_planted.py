@@ -206,6 +206,8 @@ FALSE = [
     Identity("an integer sum is its mean", "integer", {"x": (("N",), "int32")},
              lambda e, x: e.cast(e.sum(x), dtype="fp32"), lambda e, x: e.mean(e.cast(x, dtype="fp32")),
              at(x=np.array([1, 2], dtype=np.int32))),
+    Identity(">= is > on integers", "integer", I32, lambda e, x: e.ge(x, e.c(3.0)), lambda e, x: e.gt(x, e.c(3.0)),
+             at(x=np.array([3], dtype=np.int32))),
     # -- broadcasting ------------------------------------------------------------------------------
     Identity("a row vector added as a column", "broadcast", {"x": ("N", "N"), "v": ("N",)},
              lambda e, x, v: e.add(x, v), lambda e, x, v: e.add(x, e.expand_dims(v, axis=1)),

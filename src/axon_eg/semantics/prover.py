@@ -1,33 +1,45 @@
 """Prove two programs equal for every shape, or refute them with a replayed counterexample.
 
-``prove_equal(lhs, rhs)`` takes two Programs over the same inputs with *symbolic* dims. Equal means:
-for all inputs and all sizes >= 1, at every output index (a) the left side is *defined* exactly where
-the right side is, and (b) where defined, the values agree. A side is defined at an index when every
-partial-function application its value there depends on is inside its domain: log(p) needs p > 0,
-sqrt(p) p >= 0, rsqrt(p) p > 0, reciprocal(p) and division by p need p != 0, pow(x, e) needs x >= 0
-for a non-integer e > 0, x > 0 for a non-integer e < 0 and x != 0 for a negative integer e (``ops``,
-``domains.fn_domain``). An application under a reduction's or a matmul's bound index is required for every
-value of it; one in a part of a concat (or the kept part of a causal mask) only where that part is
-selected. Every application in both branches of a *real* comparison (maximum, minimum, relu, clamp,
-abs: they propagate NaN in torch and NumPy) is required. A mean's division by its count (>= 1) is
-no condition. Outside the domain nothing is claimed (a side may be NaN, inf, or even finite there).
+``prove_equal(lhs, rhs)`` takes two Programs over the same inputs with *symbolic* dims. Equal is the
+float64 reference's notion (the NumPy search's): for all inputs and all sizes >= 1, at every output
+index both sides are finite and agree, or neither is finite. The prover shows it in three parts: (a)
+the left side is *defined* exactly where the right side is, (b) where defined, the values agree, and
+(c) where undefined, neither side is finite. A side is defined at an index when every partial-function
+application its value there depends on is inside its domain: log(p) needs p > 0, sqrt(p) p >= 0,
+rsqrt(p) p > 0, reciprocal(p) and division by p need p != 0, pow(x, e) needs x >= 0 for a non-integer
+e > 0, x > 0 for a non-integer e < 0 and x != 0 for a negative integer e (``ops``, ``domains.fn_domain``);
+x ** 0 is 1 everywhere and needs nothing. An application under a reduction's or a matmul's bound index
+is required for every value of it; one in a part of a concat (or the kept part of a causal mask) only
+where that part is selected; one in a ``where``'s branch only where that branch is selected (``c != 0``,
+``c == 0``), the condition's own everywhere: where(c, a, b) needs dom(c), c -> dom(a) and not c ->
+dom(b). Every application in both branches of a *real* comparison (maximum, minimum, relu, clamp,
+abs: they propagate NaN in torch and NumPy) is required. A mean's division by its count (>= 1) is no
+condition. Inside its domain a side is a finite real (the normal form); for (c), ``nonfinite`` follows
+IEEE arithmetic through each side (NaN > 0 is false, relu(-inf) = 0, 1/inf = 0, 1/-0.0 = -inf, ...): a
+side that may be finite where its domain fails is ``unknown``, whatever its normal form.
 
 1. shapes and dtypes: the registry's shape rules must give the same symbolic output shape;
 2. a NumPy search at small random sizes (``numeric_search``): inputs inside the domains of *both*
    sides, then, where either side has a partial function, inputs of mixed sign and on the domain
-   boundaries (0, -1, ...); a mismatch in the float64 reference, or a side that is NaN / inf where the
-   other is finite, is a genuine counterexample (dims, seed, inputs and error are returned);
+   boundaries (0, -1, ...), then, where either side compares with a constant (a ``where`` guard, a
+   clamp), inputs on and next to those constants (``guard_values``); a mismatch in the float64
+   reference, or a side that is NaN / inf where the other is finite, is a genuine counterexample (dims,
+   seed, inputs and error are returned);
 3. normal forms (``nf``) of both sides at a symbolic output index, using the lemma library, with each
    side's domain conditions (canonical "dom" atoms). Equal condition sets satisfy (a); otherwise each
    condition one side has and the other lacks must follow from the other side's conditions (Z3,
    purified as in step 4, a bound index as a fresh constant in range); one that does not makes the
-   result ``unknown`` (naming it). Equal normal forms then prove the candidate;
+   result ``unknown`` (naming it). Then (c): unless the conditions hold everywhere, a side that may be
+   finite outside them (``finite_outside``) makes it ``unknown`` (method "nan"). Equal normal forms then
+   prove the candidate;
 4. otherwise the difference goes to Z3, purified (sums and max/min reductions are fresh variables)
    with ground axiom instances (monotonicity of log and sqrt only inside their domains), dims >= 1,
    indices in range and the binder-free domain conditions as facts: ``unsat`` proves it;
 5. otherwise induction on a reduction length (base and step as two queries, ``induction``).
 
-Anything else is ``unknown`` and is never admitted.
+Anything else is ``unknown`` and is never admitted. What (c) leaves out: NaN, +inf and -inf are all
+"not finite" here, as in the search; a context that maps them to different finite values (relu(-inf) =
+0, relu(NaN) = NaN) can tell apart two sides this proves equal, where that context is itself undefined.
 """
 
 from __future__ import annotations
@@ -44,7 +56,7 @@ import z3
 from axon_eg.errors import AxonError
 from axon_eg.ir import dims as D
 from axon_eg.ir import ops as O
-from axon_eg.ir.inputs import mixed_inputs, random_inputs
+from axon_eg.ir.inputs import index_bounds, mixed_inputs, random_inputs
 from axon_eg.ir.interpret import interpret
 from axon_eg.ir.program import Program
 
@@ -131,18 +143,24 @@ def guard_values(*programs: Program) -> list[float]:
     return sorted({v + d for v in found for d in (0.0, -1.0, 1.0, -0.5, 0.5)} | {-v for v in found})
 
 
-def _near_guards(drawn: dict[str, np.ndarray], values: Sequence[float], seed: int) -> dict[str, np.ndarray]:
-    """``drawn`` with every one of ``values`` (and 0) at a random element of every input that has as many
-    elements, and about half of the other elements replaced by them too."""
+def _near_guards(program: Program, drawn: dict[str, np.ndarray], values: Sequence[float],
+                 seed: int) -> dict[str, np.ndarray]:
+    """``drawn`` with every one of ``values`` (and 0) at a random element of every float or integer input
+    that has as many elements (integers rounded), and about half of the other elements replaced by them
+    too; masks and indices stay as drawn."""
     rng = np.random.default_rng(seed + 7919)
-    pool = np.asarray([*values, 0.0])
-    out = {}
-    for name, x in drawn.items():
-        x = np.array(x, dtype=np.float64)
+    keep = set(index_bounds(program)) | {s.name for s in program.inputs if s.dtype.kind == "bool"}
+    out = dict(drawn)
+    for spec in program.inputs:
+        if spec.name in keep:
+            continue
+        pool = np.asarray([*values, 0.0])
+        pool = np.unique(np.round(pool)) if spec.dtype.kind == "int" else pool
+        x = np.array(drawn[spec.name], dtype=np.float64)
         flat = np.where(rng.random(size=x.size) < 0.5, rng.choice(pool, size=x.size), x.reshape(-1))
         at = rng.permutation(x.size)[:len(pool)]
         flat[at] = rng.permutation(pool)[:len(at)]
-        out[name] = flat.reshape(x.shape)
+        out[spec.name] = flat.reshape(x.shape)
     return out
 
 
@@ -153,7 +171,7 @@ def trial_inputs(left: Program, lhs: Program, rhs: Program, symbols: Sequence[Sc
     if inputs == "domain":
         drawn = random_inputs(left, seed=seed, domain_of=(lhs, rhs))
     elif inputs == "guards":
-        drawn = _near_guards(mixed_inputs(left, seed=seed), guard_values(lhs, rhs), seed)
+        drawn = _near_guards(left, random_inputs(left, seed=seed, domain_of=()), guard_values(lhs, rhs), seed)
     else:
         drawn = mixed_inputs(left, seed=seed, boundary=inputs == "boundary")
     out = signed_symbols(drawn, symbols)
