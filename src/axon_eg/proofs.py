@@ -13,9 +13,10 @@ A record and a digest are no evidence: anyone who edits an entry can recompute i
 public data; a keyed digest would need a secret, which an open repository cannot keep). The evidence is
 a proof, so a loader re-proves what it has not seen proved: :class:`ProvedHere` is the local record of
 the entries *this machine* proved -- one line per entry, :func:`entry_key` of its whole canonical text
-(rule, proof record, verdicts, digest) and the semantics hash -- kept under the cache directory
-(``$AXON_EG_CACHE``, else ``~/.cache/axon_eg``), outside the repository, and written only after a proof
-succeeded here (discovery, ``rules verify``, or a loader's re-proof). An edit to a stored entry changes
+(rule, proof record, verdicts, digest) and the semantics hash -- kept in ``$AXON_EG_PROOF_CACHE``, else
+``~/.cache/axon_eg/proved``, outside the repository (and apart from ``$AXON_EG_CACHE``, which runs and
+tests point at fresh directories: what this machine proved holds for all of them), written only after a
+proof succeeded here (discovery, ``rules verify``, or a loader's re-proof). An edit to a stored entry changes
 its key, which no file in the repository can supply: the loader re-proves that entry from its text,
 admits it if the proof holds, and refuses it, naming it and its file, if not. An untouched store costs a
 hash per entry once the keys are on record; a fresh machine re-proves every entry once.
@@ -129,9 +130,9 @@ def entry_key(entry: dict[str, Any], semantics: str) -> str:
 
 
 def proof_cache_dir() -> Path:
-    """Where :class:`ProvedHere` keeps its records: ``$AXON_EG_CACHE/proved``, else ``~/.cache/axon_eg/proved``."""
-    env = os.environ.get("AXON_EG_CACHE")
-    return (Path(env) if env else Path.home() / ".cache" / "axon_eg") / "proved"
+    """Where :class:`ProvedHere` keeps its records: ``$AXON_EG_PROOF_CACHE``, else ``~/.cache/axon_eg/proved``."""
+    env = os.environ.get("AXON_EG_PROOF_CACHE")
+    return Path(env) if env else Path.home() / ".cache" / "axon_eg" / "proved"
 
 
 class ProvedHere:

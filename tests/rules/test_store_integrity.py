@@ -1,6 +1,6 @@
 """The loader admits a stored rule only as proved: an edit with a recomputed digest is re-proved on load.
 
-Each test loads a copy of one small family file with its own cache directory (``$AXON_EG_CACHE``), so
+Each test loads a copy of one small family file with its own record directory (``$AXON_EG_PROOF_CACHE``), so
 the record of what this machine proved (``proofs.ProvedHere``) starts empty or holds what the test puts
 in it, and never touches the user's.
 """
@@ -20,8 +20,8 @@ from axon_eg.rules_discovered.store import RuleStoreError, load_rules, load_stor
 
 @pytest.fixture
 def fresh(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """An empty cache directory of its own, and the loader's in-process cache cleared before and after."""
-    monkeypatch.setenv("AXON_EG_CACHE", str(tmp_path / "cache"))
+    """An empty record directory of its own, and the loader's in-process cache cleared before and after."""
+    monkeypatch.setenv("AXON_EG_PROOF_CACHE", str(tmp_path / "cache"))
     store._load_cached.cache_clear()
     yield tmp_path
     store._load_cached.cache_clear()
@@ -109,7 +109,7 @@ def test_an_untouched_store_on_record_loads_without_a_proof(fresh: Path, monkeyp
 
 def test_an_unwritable_cache_still_loads(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     (tmp_path / "file").write_text("not a directory")
-    monkeypatch.setenv("AXON_EG_CACHE", str(tmp_path / "file"))
+    monkeypatch.setenv("AXON_EG_PROOF_CACHE", str(tmp_path / "file"))
     store._load_cached.cache_clear()
     try:
         assert load_rules(_copy(tmp_path, "transpose_matmul"))
@@ -117,7 +117,12 @@ def test_an_unwritable_cache_still_loads(tmp_path: Path, monkeypatch: pytest.Mon
         store._load_cached.cache_clear()
 
 
-def test_the_record_lives_outside_the_repository(fresh: Path) -> None:
-    record = store.proved_here()
-    assert record.path.is_relative_to(fresh / "cache") and not record.path.is_relative_to(store.DATA.parents[3])
-    assert store.semantics_hash()[:20] in record.path.name
+def test_the_record_lives_outside_the_repository(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """By default in the user's cache; a run's ``$AXON_EG_CACHE`` (measurements) does not move it."""
+    from axon_eg.proofs import proof_cache_dir
+
+    monkeypatch.delenv("AXON_EG_PROOF_CACHE", raising=False)
+    monkeypatch.setenv("AXON_EG_CACHE", str(tmp_path))
+    assert proof_cache_dir() == Path.home() / ".cache" / "axon_eg" / "proved"
+    assert not proof_cache_dir().is_relative_to(store.DATA.parents[3])  # not in the checkout
+    assert store.semantics_hash()[:20] in store.proved_here().path.name
