@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import copy
 import operator
+import os
 import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -53,7 +54,7 @@ from typing import Any, ClassVar
 
 import torch
 
-from axon_eg.errors import InvalidArgument
+from axon_eg.errors import AxonError, InvalidArgument, UnsupportedOperation
 
 DEFAULTS: dict[str, Any] = {"target": "triton", "hw": "h200", "k": 4, "budget_s": None, "precision": None,
                             "cache_dir": None, "device": None, "saturation_s": 2.0, "verbose": False,
@@ -70,31 +71,105 @@ def _moves_no_arithmetic() -> frozenset[str]:
     return (_VIEW_LIKE | {"aten.clone.default"}) - {"aten.to.dtype", "aten.type_as.default"}
 
 
-def options(given: Mapping[str, Any] | None) -> dict[str, Any]:
-    """The backend's options with defaults filled in; InvalidArgument naming an unknown one."""
+BACKEND = "torch.compile(backend='axon_eg')"
+"""How the backend's errors name where an option was given (``ax.optimize`` names itself)."""
+
+
+def options(given: Mapping[str, Any] | None, who: str = BACKEND) -> dict[str, Any]:
+    """The backend's options with defaults filled in, each checked (InvalidArgument naming ``who`` and the option):
+    an unknown one; ``k``, ``region_ops``, ``region_contractions`` integers >= 1; ``budget_s`` None or seconds > 0;
+    ``saturation_s`` seconds > 0; ``hw`` a GPU hardware file (a bundled name or a YAML path); ``precision`` None or
+    one of ``extract.isa.PRECISIONS``; ``device`` None, ``"cpu"`` or a CUDA device that is here; ``verbose`` a
+    bool; ``cache_dir`` and ``remote`` None or a directory path (not a file), not both naming different places;
+    ``target`` "triton"."""
+    from axon_eg import validate
+    from axon_eg.errors import AxonError
+
     given = dict(given or {})
     unknown = sorted(set(given) - set(DEFAULTS))
     if unknown:
-        raise InvalidArgument(f"torch.compile(backend='axon_eg'): unknown option {unknown[0]!r} "
-                              f"(options: {', '.join(sorted(DEFAULTS))})")
-    from axon_eg import validate
+        raise InvalidArgument(f"{who}: unknown option {unknown[0]!r} (options: {', '.join(sorted(DEFAULTS))})")
+    opts = {**DEFAULTS, **given}
 
-    for name in ("region_ops", "region_contractions"):
-        if name in given:
-            validate.positive_int(given[name], f"torch.compile(backend='axon_eg'): option {name}")
-    if given.get("remote") is not None and not isinstance(given["remote"], (str, Path)):
-        raise InvalidArgument(f"torch.compile(backend='axon_eg'): option remote must be a directory path, got "
-                              f"{type(given['remote']).__name__}")
-    if given.get("remote") is not None and given.get("cache_dir") is not None and \
-            Path(given["remote"]).resolve() != Path(given["cache_dir"]).resolve():
-        raise InvalidArgument(f"torch.compile(backend='axon_eg'): remote {str(given['remote'])!r} and cache_dir "
-                              f"{str(given['cache_dir'])!r}: the remote directory is the cache of its regions' runs, "
-                              "give one of the two")
-    if given.get("target", "triton") != "triton":
-        raise InvalidArgument(f"torch.compile(backend='axon_eg'): target {given['target']!r}: the backend runs "
-                              "Triton kernels on torch tensors (for NKI, import with ax.from_torch and call "
-                              "ax.saturate_and_extract(program, target='nki'))")
-    return {**DEFAULTS, **given}
+    def named(option: str) -> str:
+        return f"{who}: option {option}"
+
+    if opts["target"] != "triton":
+        raise InvalidArgument(f"{who}: target {opts['target']!r}: the backend runs Triton kernels on torch tensors (for "
+                              "NKI, import with ax.from_torch and call ax.saturate_and_extract(program, target='nki'))")
+    for option in ("k", "region_ops", "region_contractions"):
+        validate.positive_int(opts[option], named(option))
+    if opts["budget_s"] is not None:
+        validate.positive_seconds(opts["budget_s"], named("budget_s"))
+    validate.positive_seconds(opts["saturation_s"], named("saturation_s"))
+    if not isinstance(opts["verbose"], bool):
+        raise InvalidArgument(f"{named('verbose')} must be True or False, got {opts['verbose']!r}")
+    if opts["precision"] is not None:
+        validate.precision(opts["precision"], named("precision"))
+    _check_hw(opts["hw"], who)
+    opts["device"] = _check_device(opts["device"], who)
+    for option in ("cache_dir", "remote"):
+        value = opts[option]
+        if value is None:
+            continue
+        if not isinstance(value, (str, os.PathLike)) or not os.fspath(value):
+            raise InvalidArgument(f"{named(option)} must be a directory path, got {type(value).__name__} {value!r}")
+        try:
+            validate.directory(value, named(option))
+        except AxonError as exc:
+            raise InvalidArgument(str(exc)) from None
+    if opts["remote"] is not None and opts["cache_dir"] is not None and \
+            Path(opts["remote"]).resolve() != Path(opts["cache_dir"]).resolve():
+        raise InvalidArgument(f"{who}: remote {str(opts['remote'])!r} and cache_dir {str(opts['cache_dir'])!r}: the remote "
+                              "directory is the cache of its regions' runs, give one of the two")
+    return opts
+
+
+def _check_hw(hw: Any, who: str) -> None:
+    """``hw``: a hardware file the Triton backend generates code for (InvalidArgument naming ``who``)."""
+    from axon_eg import hw as hardware
+    from axon_eg import validate
+    from axon_eg.backends.base import backend_for
+    from axon_eg.errors import AxonError
+
+    triton = backend_for("triton")
+    gpus = [t for t in hardware.targets() if triton.accepts(hardware.load(t))]
+    if isinstance(hw, str) and hw and os.sep not in hw and "/" not in hw and not hw.endswith((".yaml", ".yml")) \
+            and hw not in hardware.targets():
+        raise InvalidArgument(f"{who}: option hw {hw!r} is not a known hardware file (Triton's: {', '.join(gpus)}; or "
+                              "the path of a YAML file)")
+    try:
+        validate.hardware(hw, f"{who}: option hw")
+        spec = hw if type(hw).__name__ == "HardwareSpec" else hardware.load(hw)
+    except InvalidArgument:
+        raise
+    except AxonError as exc:
+        raise InvalidArgument(f"{who}: option hw {hw!r}: {exc}") from None
+    if not triton.accepts(spec):
+        raise InvalidArgument(f"{who}: option hw {hw!r} describes {spec.kind} hardware; the backend runs Triton kernels, "
+                              f"which need {triton.needs} ({', '.join(gpus)})")
+
+
+def _check_device(device: Any, who: str) -> str | None:
+    """``device`` (where phase 2 measures) as a string: None (the local GPU, else the Triton interpreter on the
+    CPU), "cpu", or "cuda" / "cuda:N" of a GPU that is here."""
+    if device is None:
+        return None
+    if not isinstance(device, (str, torch.device)):
+        raise InvalidArgument(f"{who}: option device must be a device such as 'cuda' or 'cpu', got "
+                              f"{type(device).__name__} {device!r}")
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, ValueError):
+        raise InvalidArgument(f"{who}: option device {device!r} is not a device (e.g. 'cuda', 'cuda:1', 'cpu')") from None
+    if dev.type not in ("cpu", "cuda"):
+        raise InvalidArgument(f"{who}: option device {device!r}: phase 2 measures on 'cuda' or on 'cpu' (the Triton "
+                              "interpreter)")
+    if dev.type == "cuda" and (not torch.cuda.is_available() or (dev.index or 0) >= torch.cuda.device_count()):
+        have = f"{torch.cuda.device_count()} CUDA device(s)" if torch.cuda.is_available() else "no CUDA device"
+        raise InvalidArgument(f"{who}: option device {device!r}: this machine has {have} (leave device unset to measure "
+                              "on the local GPU, else under the Triton interpreter)")
+    return str(dev)
 
 
 class OptimizedModule(torch.nn.Module):
@@ -106,11 +181,11 @@ class OptimizedModule(torch.nn.Module):
     def __init__(self, module: torch.nn.Module, example_inputs: Any, **opts: Any):
         super().__init__()
         self.original = module
-        self.compiled = Compiled(module, options(opts))
+        self.compiled = Compiled(module, options(opts, "ax.optimize"))
         args = tuple(example_inputs) if isinstance(example_inputs, (tuple, list)) else (example_inputs,)
         with torch.no_grad():
             key = signature(args)
-            self.compiled.versions[key] = self.compiled.build(args, key)
+            self.compiled.versions[key] = self.compiled.build(args, key, strict=True)
 
     def forward(self, *args: Any) -> Any:
         return self.compiled(*args)
@@ -121,136 +196,24 @@ class OptimizedModule(torch.nn.Module):
         return [r for regions in self.compiled.report.values() for r in regions]
 
     def save(self, path: str | Path) -> Path:
-        """Write a self-contained Python file (KernelBench's ``ModelNew`` form) that imports only torch and
-        triton: the source file of the original module's class (its ``Model``, ``get_inputs``, ...), each
-        region's kernel file, and ``class ModelNew(<the class>)`` whose ``forward`` runs the graph of the
-        first version built (its regions calling the kernels, the rest the same aten ops). ``ModelNew`` is
-        built like the original (same ``__init__`` arguments, so the same parameters from the same seed) and
-        takes the inputs of that version's shapes (the kernels refuse others, naming the argument)."""
-        return Path(write_model_new(self, Path(path)))
+        """Write a self-contained Python file (KernelBench's ``ModelNew`` form) that imports torch and triton
+        (and what the model's class imports), never axon_eg, and runs nothing but definitions when imported:
+        the model's class (its definition and only what it needs of its file, or, for an installed library's
+        class such as ``nn.Sequential``, its import and ``get_init_inputs()`` rebuilding the module tree),
+        each region's kernel, and ``class ModelNew(<the class>)`` whose ``forward`` runs the graph of the first
+        version built through the kernels. ``ModelNew`` is built like the original (same ``__init__``
+        arguments, so the same parameters from the same seed; or ``load_state_dict``) and takes inputs of that
+        version's shapes. :mod:`axon_eg.model_new` says how the class is extracted."""
+        from axon_eg.model_new import write
 
-
-_LOADER = '''
-def _axon_eg_kernel(name, source):
-    """Run one embedded kernel file as its own module (its source registered with linecache, where
-    triton.jit reads a function's source) and return its entry point."""
-    import linecache
-    import sys
-    import types
-
-    filename = f"<axon_eg kernel {name}>"
-    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
-    module = types.ModuleType(f"axon_eg_saved_{name}")
-    module.__file__ = filename
-    sys.modules[module.__name__] = module
-    exec(compile(source, filename, "exec"), module.__dict__)
-    return module.kernel
-
-
-def _axon_eg_region(kernel, shapes, dtypes, single, where):
-    """A region's kernel called as the graph calls it: contiguous inputs, outputs allocated here (a kernel
-    written to return its outputs is given none: ``shapes`` is None); ``where`` places each output of the
-    region: ("out", k) the kernel's k-th, ("in", k) the k-th argument itself."""
-    def run(*args):
-        given = args
-        args = [a.contiguous() for a in args]
-        if shapes is None:
-            outs = kernel(*args)
-            outs = list(outs) if isinstance(outs, (tuple, list)) else [outs]
-        else:
-            outs = [torch.empty(s, dtype=d, device=args[0].device) for s, d in zip(shapes, dtypes)]
-            kernel(*args, *outs)
-        if where is not None:
-            outs = [outs[k] if kind == "out" else given[k] for kind, k in where]
-        return outs[0] if single else tuple(outs)
-    return run
-'''
+        return Path(write(self, Path(path)))
 
 
 def write_model_new(optimized: OptimizedModule, path: Path) -> Path:
     """:meth:`OptimizedModule.save` (see there)."""
-    import inspect
+    from axon_eg.model_new import write
 
-    from torch.utils import _pytree as pytree
-
-    cls = type(optimized.original)
-    try:
-        origin = Path(inspect.getsourcefile(cls) or "")
-        original = origin.read_text()
-    except (OSError, TypeError) as exc:
-        raise InvalidArgument(f"save: the source file of {cls.__name__} cannot be read ({exc}); ModelNew "
-                              "subclasses it, so it must come from a file") from None
-    graph_module = next(iter(optimized.compiled.versions.values()))
-    if not isinstance(graph_module, torch.fx.GraphModule):
-        raise InvalidArgument(f"save: {cls.__name__} runs as torch code (it could not be exported); nothing to save")
-    with warnings.catch_warnings():  # torch's own deprecation inside copying a pytree spec
-        warnings.simplefilter("ignore", FutureWarning)
-        graph = copy.deepcopy(graph_module.graph)
-    out_spec = graph._codegen.pytree_info.out_spec if hasattr(graph._codegen, "pytree_info") else None
-    for node in list(graph.nodes):  # the export's own input check: the kernels check their arguments
-        if node.op == "call_module" and node.target == "_guards_fn":
-            graph.erase_node(node)
-    _portable(graph)
-    graph._codegen = torch.fx.graph.CodeGen()
-    code = graph.python_code("self").src.replace("def forward(self", "def _axon_eg_graph(self", 1)
-    parts = [f"# ModelNew written by axon_eg {_version()}: the original file, then its kernels and ModelNew.",
-             f"# ===== the original: {origin.name}", original.rstrip(), "", "",
-             "# ===== axon_eg: each region's kernel and the graph that calls them (imports torch and triton only)",
-             "import torch  # noqa: E402", "from torch.utils import _pytree as _axon_eg_pytree  # noqa: E402",
-             _LOADER.strip(), "", "",
-             "_AXON_EG_DEVICE = torch.device('cpu')  # the device of the inputs of the latest call: tensors the graph "
-             "creates go there", "", ""]
-    regions = []
-    for name, child in graph_module.named_children():
-        if isinstance(child, RegionKernel):
-            program = child.best.program
-            returns = child.best.mode == "return"
-            shapes = None if returns else [tuple(program.concrete_shape(o)) for o in program.outputs]
-            dtypes = [] if returns else [f"torch.{program.nodes[o].dtype.torch_name}" for o in program.outputs]
-            parts += [f"_AXON_EG_{name.upper()} = {child.best.path.read_text()!r}", ""]
-            regions.append(f"    {name} = staticmethod(_axon_eg_region(_axon_eg_kernel({name!r}, _AXON_EG_{name.upper()}), "
-                           f"{shapes!r}, [{', '.join(dtypes)}], {child.single!r}, {child.where!r}))")
-        elif isinstance(child, torch.fx.GraphModule):  # a region left to torch: its aten ops as a function
-            sub = copy.deepcopy(child.graph)
-            _portable(sub)
-            sub._codegen = torch.fx.graph.CodeGen()
-            parts += [sub.python_code("self").src.replace("def forward(self", f"def _axon_eg_{name}(self", 1), ""]
-            regions.append(f"    def {name}(self, *args):\n        return _axon_eg_{name}(self, *args)")
-    parts += [code, ""]
-    spec = pytree.treespec_dumps(out_spec) if out_spec is not None else None
-    parts += [f"_AXON_EG_OUT_SPEC = {spec!r}", "", "",
-              f"class ModelNew({cls.__name__}):",
-              f'    """{cls.__name__} with axon_eg\'s kernels: same __init__ and parameters, forward through them."""',
-              "", *regions, "",
-              "    def forward(self, *args):",
-              "        global _AXON_EG_DEVICE",
-              "        _AXON_EG_DEVICE = next((a.device for a in args if isinstance(a, torch.Tensor)), _AXON_EG_DEVICE)",
-              "        out = _axon_eg_graph(self, *args)",
-              "        if _AXON_EG_OUT_SPEC is None:",
-              "            return out",
-              "        leaves = list(out) if isinstance(out, (tuple, list)) else [out]",
-              "        return _axon_eg_pytree.tree_unflatten(leaves, _axon_eg_pytree.treespec_loads(_AXON_EG_OUT_SPEC))",
-              ""]
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text("\n".join(parts))
-    tmp.replace(path)
-    return path
-
-
-class _CallersDevice:
-    """Written as ``_AXON_EG_DEVICE`` in the saved graph: the device of the call's inputs."""
-
-    def __repr__(self) -> str:
-        return "_AXON_EG_DEVICE"
-
-
-def _portable(graph: torch.fx.Graph) -> None:
-    """The graph free of the device it was exported on (the remote flow exports on the meta device, the
-    saved file runs on a GPU): a tensor the graph creates goes to the device of the call's inputs."""
-    _drop_asserts(graph)
-    for node in graph.nodes:
-        if isinstance(node.kwargs.get("device"), torch.device):
-            node.kwargs = {**node.kwargs, "device": _CallersDevice()}
+    return write(optimized, Path(path))
 
 
 def _drop_asserts(graph: torch.fx.Graph) -> None:
@@ -263,12 +226,6 @@ def _drop_asserts(graph: torch.fx.Graph) -> None:
             graph.erase_node(node)
 
 
-def _version() -> str:
-    from axon_eg import __version__
-
-    return __version__
-
-
 def optimize(module: torch.nn.Module, example_inputs: Any, **opts: Any) -> OptimizedModule:
     """``module`` optimized for ``example_inputs`` (options as the backend's, e.g. ``k=4, hw="h200"``)."""
     if not isinstance(module, torch.nn.Module):
@@ -279,8 +236,27 @@ def optimize(module: torch.nn.Module, example_inputs: Any, **opts: Any) -> Optim
 def backend(gm: torch.fx.GraphModule, example_inputs: list[Any], *, options: Mapping[str, Any] | None = None,
             mode: str | None = None) -> Callable[..., Any]:
     """The dynamo backend: a :class:`Compiled` for the captured graph ``gm`` (see the module docstring).
-    ``mode`` (torch.compile's) is accepted and not used."""
-    return Compiled(gm, globals()["options"](options))
+    ``mode`` (torch.compile's) is accepted and not used.
+
+    The options reach a backend only when dynamo compiles the first frame, inside the compiled model's first
+    call, and dynamo wraps what a backend raises in its ``BackendCompilerFailed`` (a traceback through its
+    internals) or, for some errors, silently falls back to eager. So a bad option gives a callable that raises
+    the ``InvalidArgument`` itself: that first call (and each later one) fails with its one line."""
+    try:
+        opts = globals()["options"](options)
+    except InvalidArgument as exc:
+        return _Refused(exc)
+    return Compiled(gm, opts)
+
+
+class _Refused:
+    """What the backend returns for options it refuses: each call raises the refusal (its own type and line)."""
+
+    def __init__(self, error: InvalidArgument):
+        self.error = error
+
+    def __call__(self, *args: Any) -> Any:
+        raise type(self.error)(*self.error.args) from None
 
 
 @dataclass
@@ -317,6 +293,8 @@ class Compiled:
         del Compiled.made[:-64]
 
     def __call__(self, *args: Any) -> Any:
+        if any(isinstance(a, torch.Tensor) and a.is_meta for a in args):
+            return self._meta(args)
         if torch.is_grad_enabled() and _wants_grad(self.gm, args):
             if not self._warned:
                 warnings.warn("axon_eg: this graph needs gradients; axon_eg compiles inference only, so it runs "
@@ -330,18 +308,32 @@ class Compiled:
             fn = self.versions[key] = self.build(args, key)
         return fn(*args)
 
-    def build(self, args: tuple, key: tuple) -> Callable[..., Any]:
-        """The graph for this signature with its regions replaced by kernels (the whole graph as torch code
-        when it cannot be exported)."""
+    def _meta(self, args: tuple) -> Any:
+        """A call with meta tensors (a model on the meta device): the graph as torch code, so meta tensors of
+        the right shapes and dtypes come out, as eager torch gives them, and no kernel runs. With ``remote``
+        the signature's version is built first (phase 1 needs shapes only: its regions' bundles are written)."""
+        key = signature(args)
+        if self.opts["remote"] is not None and key not in self.versions:
+            with torch.no_grad():
+                self.versions[key] = self.build(args, key)
+        return self.gm(*args)
+
+    def build(self, args: tuple, key: tuple, strict: bool = False) -> Callable[..., Any]:
+        """The graph for this signature with its regions replaced by kernels. When it cannot be exported
+        (data-dependent control flow, ...): with ``strict`` (``ax.optimize``'s first version) the error, one
+        line naming the construct and the user's line, as ``ax.from_torch`` words it; else the whole graph
+        as torch code, said once in a warning and in the report. torch's own logging during the export is
+        kept out of the terminal either way."""
         regions: list[Region] = self.report.setdefault(key, [])
         try:
-            with torch.no_grad():
-                exported = torch.export.export(self.gm, tuple(args))
-            module = exported.module()
-            _drop_asserts(module.graph)
-            module.recompile()
-        except Exception as exc:  # noqa: BLE001 - any export failure leaves the graph to torch, said in the report
-            regions.append(Region("graph", [], why_torch=f"torch.export: {_first_line(exc)}"))
+            module = self._export(args)
+        except AxonError as exc:
+            if strict:
+                hint = "; torch.compile(model, backend='axon_eg') optimizes the graphs around it" \
+                    if getattr(exc, "op", None) == "data-dependent control flow" else ""
+                raise type(exc)(f"ax.optimize: {exc}{hint}", **_located(exc)) from None
+            regions.append(Region("graph", [], why_torch=f"torch.export: {exc}"))
+            warnings.warn(f"axon_eg: this graph runs as torch code: {exc}", stacklevel=3)
             self._say(regions)
             return self.gm
         fused = partition(module, self.opts["region_ops"], self.opts["region_contractions"])
@@ -364,6 +356,30 @@ class Compiled:
         fused.recompile()
         self._say(regions)
         return fused
+
+    def _export(self, args: tuple) -> torch.fx.GraphModule:
+        """The graph exported to aten and unlifted, torch's logging captured; an export failure as one line
+        (``ir.torch_export``'s diagnosis: data-dependent control flow, a shape mismatch, ... at the user's
+        line), an :class:`AxonError`."""
+        from axon_eg.ir.torch_export import _Captured, _export_error
+
+        name = type(self.gm).__name__
+        with _Captured():
+            try:
+                with torch.no_grad():
+                    exported = torch.export.export(self.gm, tuple(args))
+                failure = None
+            except Exception as exc:  # noqa: BLE001 - torch raises many kinds; each is worded below
+                failure = exc
+        if failure is not None:
+            error = _export_error(failure, name)
+            if error is None:
+                error = UnsupportedOperation(f"{name}: torch.export could not trace forward(): {_first_line(failure)}")
+            raise error
+        module = exported.module()
+        _drop_asserts(module.graph)
+        module.recompile()
+        return module
 
     def _say(self, regions: list[Region]) -> None:
         if self.opts["verbose"]:
@@ -629,6 +645,11 @@ def _target(node: torch.fx.Node) -> str:
 
 def _short(op: str) -> str:
     return op.removeprefix("aten.").removesuffix(".default")
+
+
+def _located(exc: AxonError) -> dict[str, Any]:
+    """The keyword arguments that rebuild ``exc`` with another message (an UnsupportedOperation's op and line)."""
+    return {"op": exc.op, "location": exc.location} if isinstance(exc, UnsupportedOperation) else {}
 
 
 def _first_line(exc: BaseException) -> str:
