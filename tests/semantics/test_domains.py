@@ -384,3 +384,80 @@ def test_symbolic_path_never_proves_a_definedness_mutant(p: Program, mutant: str
 
 def test_every_partial_op_is_drawn() -> None:
     assert {"log", "sqrt", "rsqrt", "reciprocal", "div", "pow"} <= {n for n in PARTIAL_HEAVY if n in O.REGISTRY}
+
+
+# ------------------------------------------------------------------------------------------------
+# Guards and swallowed NaN: where / comparisons over partial functions, at signed zeros and guard values
+# ------------------------------------------------------------------------------------------------
+POOL = (-5.0, -4.5, -4.0, -1.5, -1.0, -0.5, -0.0, 0.0, 0.5, 1.0, 1.5, 2.0, 4.5)
+UNARY_GUARDED = ("log", "sqrt", "rsqrt", "reciprocal", "neg", "abs", "square", "relu", "sigmoid", "tanh", "softplus",
+                 "leaky_relu", "pow0", "pow0.5", "pow-0.5", "pow-1", "pow3", "pow1.5", "pow-1.5", "clamp", "bool")
+BINARY_GUARDED = ("add", "sub", "mul", "div", "maximum", "minimum")
+COMPARE = ("gt", "lt", "ge", "le", "eq", "ne")
+
+
+def _expressions() -> st.SearchStrategy:
+    leaves = st.one_of(st.sampled_from([("x",), ("y",)]), st.sampled_from(POOL).map(lambda v: ("c", v)),
+                       st.sampled_from([("exp", ("x",)), ("exp", ("y",))]))  # exp of a leaf only: nothing overflows
+
+    def grow(inner: st.SearchStrategy) -> st.SearchStrategy:
+        return st.one_of(st.tuples(st.sampled_from(UNARY_GUARDED), inner),
+                         st.tuples(st.sampled_from(BINARY_GUARDED), inner, inner),
+                         st.tuples(st.just("where"), st.sampled_from(COMPARE), inner, st.sampled_from(POOL), inner, inner))
+
+    return st.recursive(leaves, grow, max_leaves=7)
+
+
+def _emit(e: Callable, expr: tuple, x: Value, y: Value) -> Value:
+    head = expr[0]
+    if head in ("x", "y"):
+        return x if head == "x" else y
+    if head == "c":
+        return e.c(expr[1])
+    if head == "where":
+        _, cmp, a, v, t, f = expr
+        return e("where", e(cmp, _emit(e, a, x, y), e.c(v)), _emit(e, t, x, y), _emit(e, f, x, y))
+    args = [_emit(e, a, x, y) for a in expr[1:]]
+    if head.startswith("pow"):
+        return e("pow", *args, exponent=float(head[3:]))
+    if head == "clamp":
+        return e("clamp", *args, lo=-1.0, hi=2.0)
+    if head == "bool":
+        return e("cast", e("cast", *args, dtype="bool"), dtype="fp32")
+    return e(head, *args)
+
+
+def _kind(v: float) -> str:
+    from axon_eg.semantics import nonfinite
+
+    if math.isnan(v):
+        return nonfinite.NAN
+    if math.isinf(v):
+        return nonfinite.PINF if v > 0 else nonfinite.NINF
+    return nonfinite.FINITE
+
+
+@given(expr=_expressions(), seed=st.integers(0, 2**32 - 1))
+def test_guards_and_swallowed_nan_against_the_reference(expr: tuple, seed: int) -> None:
+    """Element-wise programs of where / comparisons over partial functions, at guard values and signed
+    zeros: where every condition holds the reference is finite (a where requires its branch only where
+    it is selected, yet all it needs); where one fails, the reference's value is of a kind
+    ``Evaluator.outside`` allows (NaN, +inf, -inf or finite): a side it calls never finite there is not."""
+    p = program(XY, lambda e, x, y: _emit(e, expr, x, y))
+    assume(p.nodes[p.outputs[0]].shape)  # not a constant
+    rng = np.random.default_rng(seed)
+    n = 16
+    inputs = {k: rng.choice(np.asarray(POOL), size=n) for k in ("x", "y")}
+    with np.errstate(all="ignore"):
+        out = np.asarray(interpret(p.bind(N=n), inputs), dtype=np.float64)
+    evaluator = Evaluator(p)
+    conds = evaluator.domain(0)
+    kinds, why = evaluator.outside(0)
+    numeric = PolyEvaluator({"N": n}, inputs)
+    for at in range(n):
+        verdict = defined(conds, numeric, {"i0": at})
+        if verdict is True:
+            assert np.isfinite(out[at]), f"{p}\nis {out[at]} at {at} ({inputs['x'][at]}, {inputs['y'][at]}) where defined"
+        elif verdict is False:
+            assert _kind(out[at]) in kinds, (f"{p}\nis {out[at]} at {at} ({inputs['x'][at]}, {inputs['y'][at]}) "
+                                            f"outside its domain; kinds {sorted(kinds)} ({why})")
