@@ -10,8 +10,10 @@ import os
 os.environ.setdefault("TRITON_INTERPRET", "1")
 
 import json  # noqa: E402
+import queue  # noqa: E402
 import subprocess  # noqa: E402
 import sys  # noqa: E402
+import threading  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 import pytest  # noqa: E402
@@ -55,21 +57,37 @@ BIG_SOFTMAX = (DATA / "softmax_kb.py").read_text().replace(
 def test_cpu_runs_a_kernelbench_file_at_its_small_sizes_with_progress_lines(tmp_path):
     path = tmp_path / "softmax_big.py"
     path.write_text(BIG_SOFTMAX)
-    proc = start("optimize-triton", path, "--cpu", "--out", tmp_path / "out")
-    try:
-        early = [proc.stdout.readline() for _ in range(2)]  # load starts; the sizes, before any check runs
+    with open(tmp_path / "stderr", "w") as stderr:
+        proc = subprocess.Popen([sys.executable, "-m", "axon_eg.cli", "optimize-triton", str(path), "--cpu", "--out",
+                                 str(tmp_path / "out")], stdout=subprocess.PIPE, stderr=stderr, text=True, env=ENV, cwd=ROOT)
+    lines: queue.Queue[str] = queue.Queue()
+    reader = threading.Thread(target=lambda: [lines.put(ln) for ln in proc.stdout], daemon=True)
+    reader.start()
+    try:  # load starts; the sizes, before any candidate is checked
+        early = [lines.get(timeout=60) for _ in range(2)]
         running = proc.poll() is None
+    except queue.Empty:
+        early, running = [], False
     finally:
-        code, rest, err = wait(proc)
+        try:
+            code = proc.wait(timeout=120)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+            reader.join(10)
+    err = (tmp_path / "stderr").read_text()
+    rest = "".join(lines.queue)
+    assert early, "no line within a minute"
     assert code == 0, err
     assert running, "the first lines came only when the run had ended"
     assert early[0].startswith("[") and "load 0/1: softmax_big.py" in early[0]
     assert early[1].strip() == "--cpu without --full: using the file's small sizes rows=3, cols=5 (SMALL_SIZES; --full " \
                                "for its own sizes)"
-    lines = rest.splitlines()
-    done = [ln.split("] ", 1)[1].split(" ", 1)[0] for ln in lines if ln.startswith("[") and " done" in ln]
+    printed = rest.splitlines()
+    done = [ln.split("] ", 1)[1].split(" ", 1)[0] for ln in printed if ln.startswith("[") and " done" in ln]
     assert done == ["load", "stages", "nugraph", "measure", "combine", "select"], rest
-    assert any(ln.startswith("[") and " measure 1/" in ln for ln in lines), rest
+    assert any(ln.startswith("[") and " measure 1/" in ln for ln in printed), rest
     manifest = json.loads((tmp_path / "out" / "bundle" / "manifest.json").read_text())
     assert {tuple(c["inputs"][0]["shape"]) for c in manifest["candidates"]} == {(3, 5)}
     assert "best: input" in rest and "correctness only" in rest

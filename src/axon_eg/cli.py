@@ -12,6 +12,7 @@
 TARGET is a suite program name, a KernelBench file (a file defining ``Model``, ``get_inputs`` or
 ``get_init_inputs``; it runs at its ``SMALL_SIZES`` unless ``--full``) or a .py file with one
 ``@ax.program``. Errors a user can fix are one line, ``axon-eg: error: <message>``, exit status 2.
+``axon-eg --version`` prints the version; ``axon-eg optimize-triton --help`` its sizes and exit codes.
 What a TARGET names and how it is loaded is :mod:`axon_eg.cli_targets` (re-exported here).
 """
 

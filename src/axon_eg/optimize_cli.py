@@ -7,7 +7,11 @@ file with one ``@ax.program``. The best kernel is written to ``OUT/best.py`` wit
 Sizes: without ``--full`` a suite program runs at its small sizes and a KernelBench file at its
 ``SMALL_SIZES`` (a file without them runs at its own sizes); ``--sizes NAME=INT,...`` sets dims (a
 suite program's or ``@ax.program``'s) or module-level constants (a KernelBench file's) over those.
-One line says which sizes are used and why.
+One line says which sizes are used and why. Then, when phase 2 runs here (not ``--bundle-only``, ``--rows``
+or ``--ray``), its memory is estimated from the shapes (``validate.phase2_size``: inputs, parameters and
+outputs with their float64 copies for the reference) and a run over 80% of the memory available, or under
+the Triton interpreter (``--cpu``, or no GPU) over ``validate.INTERPRETER_ELEMS`` elements, is refused in one
+line naming the program, its sizes, the bytes and the memory, before phase 1; ``--allow-large`` runs it.
 
 Output: in a terminal, a progress bar per phase, then a table that fits the terminal (columns with no
 value on this device left out, long cells cut with an ellipsis, the selected row highlighted); when

@@ -21,7 +21,11 @@
    only: the input). ``best.py`` is that file with a header naming the stage and its parameters.
 
 Inputs come from the file's ``get_inputs()`` run under a fake-tensor mode (shapes and dtypes only) or from
-the spec's ``inputs`` (``[{"shape": [..], "dtype": "fp32"}, ...]``); the harness makes the values.
+the spec's ``inputs`` (``[{"shape": [..], "dtype": "fp32"}, ...]``); the harness makes the values. The spec
+is checked whole, and the sizes settled (``small``: the file's ``SMALL_SIZES`` or the spec's ``small``
+section; ``sizes``: module constants over those), by :mod:`axon_eg.triton_in.spec` before anything is
+written; module constants set for the run are part of every candidate's fixed entry (and set in the
+reference), so ``best.py``, the file without that entry, keeps the user's own sizes.
 """
 
 from __future__ import annotations
@@ -179,11 +183,11 @@ def optimize_triton(path: str | os.PathLike[str], *, reference: str | os.PathLik
     report = progress or _quiet
     root = prepare(path, reference=reference, spec=spec, hw=hw, out=out, device=device, proposer=proposer,
                    rounds=rounds, nugraph_k=nugraph_k, small=small, sizes=sizes, progress=report, check=check)
-    _measure(root / "bundle", device, report, "measure")
+    _measured(root / "bundle", device, report, "measure")
     added = combine(root)
     report("combine", 0, max(added, 1), f"{added} combinations of the stages' winners" if added else "")
     if added:  # the stages' winners on one file: measured in a second round
-        _measure(root / "bundle", device, report, "combine")
+        _measured(root / "bundle", device, report, "combine")
     else:
         report("combine", 1, 1, "nothing to combine" + ("" if _timed(root) else " (nothing timed)"))
     report("select", 0, 1, "")
@@ -416,16 +420,19 @@ def _checker(root: Path, ref_path: Path, init: list[Any], inputs: list[dict], en
     return check
 
 
-def _measure(bundle: Path, device: str | None, progress: Progress | None = None,
-             phase: str = "measure") -> list[dict[str, Any]]:
-    """The worker on every candidate of ``bundle`` without a row; ``progress`` hears, as the rows come, which
-    candidate runs next (in the manifest's order: the order on one device) and how the last one ended."""
-    from axon_eg.measure.manifest import load_manifest, read_rows
+def _measure(bundle: Path, device: str | None) -> list[dict[str, Any]]:
     from axon_eg.measure.worker import run_bundle
 
-    gpus = [] if device == "cpu" else None
-    if progress is None or progress is _quiet:
-        return run_bundle(bundle, bundle / ROWS_NAME, gpus=gpus)
+    return run_bundle(bundle, bundle / ROWS_NAME, gpus=[] if device == "cpu" else None)
+
+
+def _measured(bundle: Path, device: str | None, progress: Progress, phase: str) -> list[dict[str, Any]]:
+    """``_measure``: the worker on every candidate of ``bundle`` without a row; ``progress`` hears, as the rows
+    come, which candidate runs next (in the manifest's order: the order on one device) and how the last ended."""
+    from axon_eg.measure.manifest import load_manifest, read_rows
+
+    if progress is _quiet:
+        return _measure(bundle, device)
     done = {r.get("id") for r in read_rows(bundle / ROWS_NAME)}
     todo = [c for c in load_manifest(bundle) if c["id"] not in done]
     meta = {c["id"]: _label(c) for c in todo}
@@ -447,7 +454,7 @@ def _measure(bundle: Path, device: str | None, progress: Progress | None = None,
     watcher = threading.Thread(target=watch, name="axon-eg-progress", daemon=True)
     watcher.start()
     try:
-        rows = run_bundle(bundle, bundle / ROWS_NAME, gpus=gpus)
+        rows = _measure(bundle, device)
     finally:
         stop.set()
         watcher.join()
