@@ -27,7 +27,15 @@ Options (``torch.compile(..., options={...})``, all optional): ``target`` ("trit
 measures: the local GPU, else the Triton interpreter on the CPU), ``saturation_s``, ``verbose``,
 ``region_ops`` and ``region_contractions`` (24 and 3: a larger region is cut into runs of at most that many
 computing ops and contractions, see :func:`partition`),
-``remote`` (a directory: phase 2 on another machine's GPU, below). An unknown option is refused naming it.
+``remote`` (a directory: phase 2 on another machine's GPU, below). Every option is checked (:func:`options`):
+a bad one is an ``InvalidArgument`` naming it, raised by ``ax.optimize`` at its call and, for ``torch.compile``,
+at the compiled model's first call (dynamo hands a backend its options only then), as that error itself.
+
+A call with meta tensors (a model on the meta device) runs the graph as torch code: meta tensors of eager's
+shapes and dtypes come out and no kernel runs (with ``remote``, the version is built first: phase 1 needs
+shapes only). A graph that cannot be exported (data-dependent control flow, ...) is worded in one line by
+``ir.torch_export`` (torch's logging kept out of the terminal): ``ax.optimize`` raises it, the backend warns
+and runs the graph as torch code.
 
 A region is measured against its eager code only (``REGION_BASELINES``): that is what runs in its place
 when no candidate is faster.
@@ -37,7 +45,7 @@ has only torch and triton): the first build writes each region's bundle under ``
 region as torch code (its report line names the bundle). On the GPU box, ``python -m axon_eg.measure
 DIR/bundles/*`` writes each bundle's ``rows.jsonl``; with those rows back in ``DIR``, the next build (a new
 process, or ``ax.optimize`` again) selects from them, and ``save`` writes the ``ModelNew`` file to run
-there.
+there; :mod:`axon_eg.model_new` writes it (the model's class, only what it needs of its file).
 """
 
 from __future__ import annotations
