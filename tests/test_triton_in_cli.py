@@ -147,6 +147,21 @@ def test_every_part_of_a_spec_is_checked(tmp_path, capsys, what):
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.parametrize("argv, message", [
+    (["--spec", "SPEC", "--sizes", "rows=3"], "--sizes 'rows=3': with --spec the sizes are the spec's inputs and init"),
+    (["--sizes", "height=3"], "--sizes 'height=3': scale_add_ref.py has no module-level 'height' (its integer constants: "
+                              "none)"),
+])
+def test_sizes_that_cannot_apply_are_refused_before_the_import(tmp_path, capsys, argv, message):
+    from axon_eg import cli
+
+    spec = tmp_path / "spec.yaml"
+    spec.write_text("inputs:\n  - {shape: [5, 33]}\ninit: [33]\n")
+    argv = [a.replace("SPEC", str(spec)) for a in argv]
+    assert cli.main(["optimize-triton", str(T2T), "--reference", str(REF), *argv, "--cpu", "--out", str(tmp_path / "o")]) == 2
+    assert one_error_line(2, capsys.readouterr().err).startswith(message)
+
+
 def test_the_spec_dtypes_in_help_are_the_harness_dtypes():
     from axon_eg.cli import SPEC_DTYPES
     from axon_eg.measure.harness import TORCH_DTYPES
