@@ -127,7 +127,7 @@ def write_bundle(directory: str | os.PathLike[str], program: Program, kernels: S
                         **({"steps": True} if steps else {}),
                         **({"probes": at} if at and k.meta.get("sizes") else {})})
     manifest = {"program": program.name, "program_hash": program.hash, "hw": hw.name, "limits": limits(hw),
-                "candidates": entries}
+                "bundle": root.name, "candidates": entries}
     atomic_text(root / "manifest.json", json.dumps(manifest, indent=1, default=str))
     return root
 

@@ -150,7 +150,7 @@ def saturate_and_extract(prog: Any, target: str = "triton", hw: str | HardwareSp
     t0 = time.monotonic()
     bkey = bundle_key(program, spec, target, k, precision, ranges)
     bdir = tables.cache_dir(cache_dir) / "bundles" / bkey
-    imported = read_rows(rows) if rows is not None else None
+    imported = _own_rows(read_rows(rows), rows, bdir, program) if rows is not None else None
     tools = toolchain(device) if imported is None else row_toolchain(imported, toolchain(device), device)
     key = cache_key(bkey, tools)
     sat_s = min(saturation_s, budget_s / 5) if budget_s else saturation_s
@@ -196,6 +196,7 @@ def saturate_and_extract(prog: Any, target: str = "triton", hw: str | HardwareSp
         phase2 = time.monotonic() - t1
     meta = {c["id"]: c for c in cand_rows}
     for r in new_rows:
+        r.pop("bundle", None)  # checked above; the tables know a row's run by its cache key
         r.update(cache_key=key, program=program.name, hw=spec.name, target=target,
                  kind=meta.get(r["id"], {}).get("kind"), predicted_us=meta.get(r["id"], {}).get("predicted_us"))
         r["timestamp"] = r.get("timestamp") or _now()
@@ -210,6 +211,22 @@ def saturate_and_extract(prog: Any, target: str = "triton", hw: str | HardwareSp
         result.__dict__["nugraph"] = nugraph
     report("select", 1, 1, result.best.id)
     return result
+
+
+def _own_rows(imported: list[dict[str, Any]], path: str | Path, bdir: Path, program: Program) -> list[dict[str, Any]]:
+    """``imported`` when every row was measured from this run's bundle (the worker copies the bundle's key, its
+    directory's name, from the manifest into each row), else PipelineError naming the rows' bundle and program:
+    another program's rows (its baseline ids are the same) must never be stored under this run's key."""
+    for row in imported:
+        got = row.get("bundle")
+        if got == bdir.name:
+            continue
+        if got is None:
+            raise PipelineError(f"{path}: row {row.get('id')!r} carries no bundle key (measured by an older axon_eg "
+                                f"worker): write the bundle again (--bundle-only), measure it, and pass its rows")
+        raise PipelineError(f"{path}: its rows were measured on bundle {got} (program {row.get('program')!r}), not on this "
+                            f"run's bundle {bdir.name} (program {program.name!r}): measure {bdir} and pass its rows")
+    return imported
 
 
 def write_bundle_only(prog: Any, target: str = "triton", hw: str | HardwareSpec = "h200", k: int = 8, *,

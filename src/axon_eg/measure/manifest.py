@@ -21,8 +21,10 @@ STATUSES = ("ok", "syntax_error", "structure_error", "compile_error", "runtime_e
 ROW_FIELDS = ("id", "status", "stage", "error", "median_us", "iqr_us", "mean_us", "min_us", "runs", "max_abs_err",
               "max_rel_err", "trials", "device", "torch_version", "triton_version", "python_version", "timestamp",
               "elapsed_s", "source", "entry", "kind", "cache_key", "program", "hw", "target", "predicted_us",
-              "probe_us")
-INHERITED = ("limits", "cache_key", "program", "hw", "target")
+              "probe_us", "bundle")
+"""A row's fields. ``bundle`` is the key of the bundle it was measured from (the manifest's, which is the bundle
+directory's name): rows brought back from another machine are accepted only by the run whose bundle it is."""
+INHERITED = ("limits", "cache_key", "program", "hw", "target", "bundle")
 """Top-level manifest keys every candidate inherits unless it sets them."""
 RESOURCES: dict[str, tuple[str, str]] = {
     "smem_bytes": ("shared memory", " B"),
@@ -138,7 +140,8 @@ def make_row(cand: dict[str, Any], device: str, **fields: Any) -> dict[str, Any]
                torch_version=_version("torch"), triton_version=_version("triton"),
                python_version=platform.python_version(), timestamp=_now(), kind=cand.get("kind"),
                cache_key=cand.get("cache_key"), program=cand.get("program"), hw=cand.get("hw"),
-               target=cand.get("target"), predicted_us=cand.get("predicted_us", meta.get("predicted_us")))
+               target=cand.get("target"), predicted_us=cand.get("predicted_us", meta.get("predicted_us")),
+               bundle=cand.get("bundle"))
     row.update({k: v for k, v in fields.items() if k in ROW_FIELDS})
     return row
 
