@@ -196,7 +196,6 @@ def saturate_and_extract(prog: Any, target: str = "triton", hw: str | HardwareSp
         phase2 = time.monotonic() - t1
     meta = {c["id"]: c for c in cand_rows}
     for r in new_rows:
-        r.pop("bundle", None)  # checked above; the tables know a row's run by its cache key
         r.update(cache_key=key, program=program.name, hw=spec.name, target=target,
                  kind=meta.get(r["id"], {}).get("kind"), predicted_us=meta.get(r["id"], {}).get("predicted_us"))
         r["timestamp"] = r.get("timestamp") or _now()

@@ -35,6 +35,8 @@ target              Utf8       code generation target, e.g. ``triton``
 predicted_us        Float64    the cost model's latency prediction
 probe_us            Utf8       JSON: a shape-generic candidate's median latency at each other size of its bucket
                                it was timed at (``{"M=2": 11.5, "M=6": 12.0}``; ``axon_eg.buckets``), else null
+bundle              Utf8       key of the bundle the worker measured it from (its directory's name; rows imported
+                               with ``rows=`` must carry their run's own), null in rows written before it was kept
 superseded          Boolean    derived by ``results`` (not stored): a newer observation replaces this row
 final               Boolean    derived by ``results`` (not stored): the status is final (``is_final``)
 ==================  =========  ======================================================================
@@ -105,6 +107,7 @@ SCHEMA: dict[str, pl.DataType] = {
     "target": pl.Utf8(),
     "predicted_us": pl.Float64(),
     "probe_us": pl.Utf8(),
+    "bundle": pl.Utf8(),
 }
 """Columns and dtypes of the ``measurements`` table."""
 
