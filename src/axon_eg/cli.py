@@ -35,7 +35,7 @@ from axon_eg.cli_targets import (  # noqa: F401 - re-exported: TARGET resolution
     target_kind,
 )
 from axon_eg.errors import AxonError
-from axon_eg.measure.worker import Interrupted
+from axon_eg.measure.interrupts import OneLineInterrupt
 
 
 def _console() -> Any:
@@ -438,9 +438,13 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)
-    except Interrupted as e:  # SIGINT / SIGTERM in phase 2: children killed, rows kept; one line, 130 / 143
+    except OneLineInterrupt as e:  # phase 2 (children killed, rows kept) or phase 1: one line, 130 / 143
         print(e, file=sys.stderr)
         return e.exit_code
+    except KeyboardInterrupt:  # anywhere else (loading a file, proving rules): one line too
+        print(f"axon-eg: interrupted (SIGINT) during `axon-eg {' '.join(sys.argv[1:2] if argv is None else argv[:1])}`",
+              file=sys.stderr)
+        return 130
     except (AxonError, KeyError, OSError) as e:
         if os.environ.get("AXON_EG_TRACEBACK") or (isinstance(e, OSError) and not isinstance(e, AxonError)
                                                    and e.filename is None):

@@ -36,6 +36,7 @@ reads from :mod:`axon_eg.cache`, the selection from :mod:`axon_eg.selection`, th
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import time
@@ -104,6 +105,34 @@ def _fits(backend: Backend, spec: HardwareSpec) -> None:
                             f"{backend.needs}")
 
 
+_STAGES = {"start": "setup", "saturate": "saturation", "extract": "extraction", "emit": "emission",
+           "measure": "in-process measurement", "select": "selection"}
+"""What each progress stage is called in the one line a Ctrl-C prints."""
+
+
+def _one_line_on_ctrl_c(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``fn`` (which reports its stages through ``progress=``) with Ctrl-C outside phase 2's guard raising
+    :class:`~axon_eg.measure.interrupts.PhaseOneInterrupted`: one line naming the program and the stage, no
+    traceback when uncaught (phase 2's own :class:`Interrupted` passes through)."""
+    from axon_eg.measure.interrupts import phase_one
+
+    @functools.wraps(fn)
+    def run(prog: Any, *args: Any, **kwargs: Any) -> Any:
+        name = getattr(getattr(prog, "program", prog), "name", type(prog).__name__)
+        stage, given = ["start"], kwargs.get("progress")
+
+        def progress(what: str, *rest: Any) -> None:
+            stage[0] = what
+            if given is not None:
+                given(what, *rest)
+
+        with phase_one(name, lambda: _STAGES.get(stage[0], stage[0])):
+            return fn(prog, *args, **{**kwargs, "progress": progress})
+
+    return run
+
+
+@_one_line_on_ctrl_c
 def saturate_and_extract(prog: Any, target: str = "triton", hw: str | HardwareSpec = "h200", k: int = 8,
                          budget_s: float | None = None, *, cache_dir: str | Path | None = None,
                          device: str | None = None, ray_address: str | None = None, rows: str | Path | None = None,
@@ -228,6 +257,7 @@ def _own_rows(imported: list[dict[str, Any]], path: str | Path, bdir: Path, prog
     return imported
 
 
+@_one_line_on_ctrl_c
 def write_bundle_only(prog: Any, target: str = "triton", hw: str | HardwareSpec = "h200", k: int = 8, *,
                       cache_dir: str | Path | None = None, device: str = "cuda", saturation_s: float = 2.0,
                       progress: Progress | None = None, precision: str | None = None,

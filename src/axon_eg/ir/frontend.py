@@ -18,8 +18,10 @@ unsupported one (``"int32"``) is an error naming it. ``ax.NAME`` that does not e
 
 from __future__ import annotations
 
+import difflib
 import inspect
 import os
+import re
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -72,6 +74,8 @@ class Tensor:
         loc = user_location()
         at = f"{loc}: {where}" if loc else where
         dtype, explicit = fp32, bool(items) and _dtype_like(items[-1])
+        if items and not explicit:
+            _not_a_misspelled_dtype(items[-1], at)
         if explicit:
             dtype = _annotation_dtype(items.pop(), at)
         for d in items:
@@ -84,6 +88,25 @@ class Tensor:
         except ShapeError as e:
             raise ShapeError(f"{at}: {e}") from None
         return TensorSpec(shape, dtype)
+
+
+def _not_a_misspelled_dtype(x: Any, at: str) -> None:
+    """A last item that reads like a misspelled dtype name (``"bf61"``, ``"fp23"``, ``"flaot32"``, ``"doubel"``)
+    is refused, suggesting the dtype, rather than taken for a dim: letters then digits within one or two edits
+    of a dtype name, or a word of five letters or more nearly equal to one."""
+    if not isinstance(x, str):
+        return
+    if re.fullmatch(r"[A-Za-z_]+\d+", x):
+        names, cutoff = [n for n in DTYPE_NAMES if any(c.isdigit() for c in n)], 0.75
+    elif re.fullmatch(r"[A-Za-z_]{5,}", x):
+        names, cutoff = sorted(DTYPE_NAMES), 0.8
+    else:
+        return
+    swapped = [n for n in sorted(names) if sorted(n) == sorted(x.lower())]  # "fp61": fp16 (swapped), not fp64
+    close = swapped[:1] or difflib.get_close_matches(x.lower(), sorted(names), n=1, cutoff=cutoff)
+    if close:
+        raise DtypeError(f"{at}: {x!r} is not a dtype: did you mean {close[0]!r}? (a dim named this close to a "
+                         f"dtype is refused too: name it otherwise)")
 
 
 def _show(x: Any) -> str:

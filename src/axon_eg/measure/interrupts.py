@@ -1,9 +1,11 @@
-"""SIGINT and SIGTERM during phase 2 (part of :mod:`axon_eg.measure.worker`, which re-exports every name).
+"""SIGINT and SIGTERM during phase 2, and Ctrl-C during phase 1 (part of :mod:`axon_eg.measure.worker`, which
+re-exports every name).
 
 While :func:`interrupt_guard` is active (main thread only), either signal stops the fork servers, so every
 child's process group dies, bumps ``_EPOCH`` so that runs started before it write no more rows, and
-raises :class:`Interrupted` (a ``KeyboardInterrupt``) with the count of kernels that have a row. Standard
-library only.
+raises :class:`Interrupted` (a ``KeyboardInterrupt``) with the count of kernels that have a row. Inside
+:func:`phase_one`, Ctrl-C raises :class:`PhaseOneInterrupted` naming the program and the stage. Both print
+one line when uncaught (no traceback). Standard library only.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -30,12 +32,25 @@ class _Stopped(BaseException):
     """In a worker thread: this run was interrupted (by a signal handled in the main thread); write nothing more."""
 
 
-class Interrupted(KeyboardInterrupt):
+class OneLineInterrupt(KeyboardInterrupt):
+    """An interrupt that says what was stopped in one line: ``str()`` is the line to print, ``exit_code`` is
+    128 + the signal number. A ``KeyboardInterrupt``, so code that catches ``Exception`` does not swallow it;
+    an uncaught one prints that line only (no traceback; :func:`uncaught_as_one_line`) and the process ends
+    by the signal (exit status 130 / 143 in a shell); in IPython it renders as that line."""
+
+    signum: int = signal.SIGINT
+
+    @property
+    def exit_code(self) -> int:
+        return 128 + self.signum
+
+    def _render_traceback_(self) -> list[str]:  # IPython / Jupyter: the one line instead of a traceback
+        return [str(self)]
+
+
+class Interrupted(OneLineInterrupt):
     """Phase 2 was interrupted by SIGINT or SIGTERM: every child's process group and the fork servers are
-    killed, the rows written so far are kept (a rerun measures only the rest). ``str()`` is the one line
-    to print; ``exit_code`` is 128 + the signal number. A ``KeyboardInterrupt``, so code that catches
-    ``Exception`` does not swallow it; an uncaught one prints that line only (no traceback) and the
-    process ends by the signal (exit status 130 / 143 in a shell); in IPython it renders as that line."""
+    killed, the rows written so far are kept (a rerun measures only the rest)."""
 
     def __init__(self, signum: int, done: int, total: int, rows: str | os.PathLike[str]) -> None:
         self.signum, self.done, self.total, self.rows = signum, done, total, Path(rows)
@@ -48,12 +63,42 @@ class Interrupted(KeyboardInterrupt):
     def __reduce__(self) -> tuple[Any, ...]:
         return (Interrupted, (self.signum, self.done, self.total, str(self.rows)))
 
-    @property
-    def exit_code(self) -> int:
-        return 128 + self.signum
 
-    def _render_traceback_(self) -> list[str]:  # IPython / Jupyter: the one line instead of a traceback
-        return [str(self)]
+class PhaseOneInterrupted(OneLineInterrupt):
+    """Phase 1 (loading, saturation, enumeration, emission: all in this process) was interrupted by Ctrl-C.
+    Nothing was measured and no table was written; the bundle files written so far are replaced by the next
+    run, which starts phase 1 over."""
+
+    def __init__(self, program: str, stage: str) -> None:
+        self.program, self.stage = program, stage
+        super().__init__(str(self))
+
+    def __str__(self) -> str:
+        return (f"axon-eg: interrupted (SIGINT) during {self.stage} of {self.program}; nothing was measured or "
+                "stored; run again to start over")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (PhaseOneInterrupted, (self.program, self.stage))
+
+
+def uncaught_as_one_line() -> None:
+    """An uncaught :class:`OneLineInterrupt` in a plain script prints its line only (the excepthook below),
+    unless the caller installed an excepthook of its own."""
+    if sys.excepthook is sys.__excepthook__:
+        sys.excepthook = _excepthook
+
+
+@contextlib.contextmanager
+def phase_one(program: str, stage: Callable[[], str]) -> Iterator[None]:
+    """Ctrl-C inside the block (phase 1) raises :class:`PhaseOneInterrupted` naming ``program`` and the stage
+    ``stage()`` says it was in; an interrupt of phase 2 (:class:`Interrupted`) passes through as it is."""
+    try:
+        yield
+    except OneLineInterrupt:
+        raise
+    except KeyboardInterrupt:
+        uncaught_as_one_line()
+        raise PhaseOneInterrupted(program, stage()) from None
 
 
 class _Guard:
@@ -104,14 +149,14 @@ def _on_signal(signum: int, frame: Any) -> None:
     prev = g.previous.get(signum)
     if callable(prev) and prev is not signal.default_int_handler:
         prev(signum, frame)  # the caller's own handler, after the children are gone
-    if sys.excepthook is sys.__excepthook__:
-        sys.excepthook = _excepthook
+    uncaught_as_one_line()
     raise exc
 
 
 def _excepthook(kind: type[BaseException], value: BaseException, tb: Any) -> None:
-    """An uncaught :class:`Interrupted` (a plain script): its one line, exit functions, then death by its signal."""
-    if not isinstance(value, Interrupted):
+    """An uncaught :class:`OneLineInterrupt` (a plain script): its one line, exit functions, then death by its
+    signal."""
+    if not isinstance(value, OneLineInterrupt):
         sys.__excepthook__(kind, value, tb)
         return
     print(value, file=sys.stderr)
