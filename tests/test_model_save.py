@@ -16,9 +16,10 @@ import sys
 import textwrap
 
 import pytest
+import torch
 
 from axon_eg.errors import InvalidArgument
-from axon_eg.model_new import extract
+from axon_eg.model_new import class_source, extract
 
 SCRIPT = '''
 import torch
@@ -104,6 +105,11 @@ with torch.no_grad():
     loaded = mod.ModelNew(16).eval()
     loaded.load_state_dict(want["model_state"])
     out["model_loaded"] = float((loaded(x) - want["model"]).abs().max())
+    built = mod.Model(16).eval()  # a model built elsewhere, wrapped: its parameters shared
+    built.load_state_dict(want["model_state"])
+    wrapped = mod.ModelNew.from_module(built)
+    out["from_module"] = float((wrapped(x) - want["model"]).abs().max())
+    out["shared"] = wrapped.lin.weight is built.lin.weight
     torch.manual_seed(0)
     s = seq.ModelNew(*seq.get_init_inputs()).eval()
     out["seq_same_weights"] = all(torch.equal(v, want["seq_state"][k]) for k, v in s.state_dict().items())
@@ -147,7 +153,8 @@ def test_saved_model_new_has_only_the_class_and_runs_alone_in_a_fresh_process(tm
     got = json.loads(line.split(" ", 1)[1])
     assert got["runs"] == "1" and not got["rewritten"] and got["axon_eg_loaded"] == [], got
     assert got["same_weights"] and got["seq_same_weights"], got
-    for key in ("model", "model_vs_fast", "model_loaded", "seq", "seq_vs_fast"):
+    assert got["shared"], got
+    for key in ("model", "model_vs_fast", "model_loaded", "from_module", "seq", "seq_vs_fast"):
         assert got[key] < 1e-5, (key, got)
     assert got["seq_inputs"] == [[4, 16]]
     assert got["meta"] == ["meta", [4, 16], "torch.float32"], got
@@ -272,3 +279,36 @@ def test_a_relative_import_is_made_absolute():
     assert "unused" not in src.code
     with pytest.raises(InvalidArgument, match="relative import"):
         _extract("from .layers import Block\nclass Model(Block):\n    pass\n")
+
+
+def test_a_class_defined_under_an_if_of_definitions_is_kept_whole():
+    src = _extract('''
+        import torch
+        FAST = True
+        if FAST:
+            class Model(torch.nn.Module):
+                pass
+        else:
+            Model = None
+        print("not kept")
+    ''')
+    assert "if FAST:" in src.code and "FAST = True" in src.code and "print" not in src.code
+
+
+def test_a_library_class_is_imported_and_its_tree_rebuilt_when_it_can_be():
+    """``nn.Sequential`` of torch.nn modules: imported, with ``get_init_inputs()`` (checked on the meta device);
+    a module whose constructor arguments are not its attributes: imported, built with the original's arguments."""
+    torch.manual_seed(0)
+    seq = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.GELU(approximate="tanh"),
+                              torch.nn.Flatten(), torch.nn.Linear(8 * 25, 4))
+    src = class_source(seq, (((2, 3, 5, 5), torch.float32, torch.device("cpu")),))
+    assert src.base == "torch.nn.Sequential" and "container.py" not in src.code and "class Sequential" not in src.code
+    namespace: dict = {}
+    exec(src.code, namespace)  # noqa: S102 - the saved file's own definitions
+    torch.manual_seed(0)
+    rebuilt = torch.nn.Sequential(*namespace["get_init_inputs"]())
+    assert repr(rebuilt) == repr(seq) and all(torch.equal(a, b) for a, b in zip(rebuilt.parameters(), seq.parameters()))
+    assert [tuple(t.shape) for t in namespace["get_inputs"]()] == [(2, 3, 5, 5)]
+    layer = torch.nn.TransformerEncoderLayer(8, 2, 16, batch_first=True)
+    other = class_source(layer)
+    assert other.base == "torch.nn.TransformerEncoderLayer" and "get_init_inputs" not in other.code

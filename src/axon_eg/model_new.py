@@ -351,7 +351,7 @@ def extract(text: str, filename: str, name: str, qualname: str | None = None, mo
             continue
         for bound in _binds(stmt):
             binders.setdefault(bound, []).append(i)
-    if not any(isinstance(body[i], ast.ClassDef) for i in binders.get(name, [])):
+    if not any(_has_class(body[i], name) for i in binders.get(name, [])):
         raise InvalidArgument(f"save: {where} has no top-level `class {name}`; ModelNew subclasses it, so it must "
                               "be defined at the top level of its file")
     keep: dict[int, set[str]] = {}  # statement -> the names it must bind (an import keeps only those)
@@ -428,6 +428,14 @@ def _start(stmt: ast.stmt) -> int:
 def _kind(stmt: ast.stmt) -> str:
     return {ast.For: "for", ast.AsyncFor: "async for", ast.While: "while", ast.With: "with", ast.AsyncWith: "async with",
             ast.If: "if", ast.Try: "try", ast.Expr: "expression", ast.Match: "match"}.get(type(stmt), type(stmt).__name__)
+
+
+def _has_class(stmt: ast.stmt, name: str) -> bool:
+    """Whether ``stmt`` is ``class <name>``, or an ``if`` / ``try`` of definitions that holds one."""
+    if isinstance(stmt, ast.ClassDef):
+        return stmt.name == name
+    return isinstance(stmt, (ast.If, ast.Try)) and _defines(stmt) and \
+        any(isinstance(n, ast.ClassDef) and n.name == name for n in ast.walk(stmt))
 
 
 def _is_main_guard(stmt: ast.stmt) -> bool:
