@@ -91,7 +91,6 @@ def options(given: Mapping[str, Any] | None, who: str = BACKEND) -> dict[str, An
     bool; ``cache_dir`` and ``remote`` None or a directory path (not a file), not both naming different places;
     ``target`` "triton"."""
     from axon_eg import validate
-    from axon_eg.errors import AxonError
 
     given = dict(given or {})
     unknown = sorted(set(given) - set(DEFAULTS))
@@ -122,10 +121,7 @@ def options(given: Mapping[str, Any] | None, who: str = BACKEND) -> dict[str, An
             continue
         if not isinstance(value, (str, os.PathLike)) or not os.fspath(value):
             raise InvalidArgument(f"{named(option)} must be a directory path, got {type(value).__name__} {value!r}")
-        try:
-            validate.directory(value, named(option))
-        except AxonError as exc:
-            raise InvalidArgument(str(exc)) from None
+        validate.directory(value, named(option))  # a PathError (an InvalidArgument) naming it
     if opts["remote"] is not None and opts["cache_dir"] is not None and \
             Path(opts["remote"]).resolve() != Path(opts["cache_dir"]).resolve():
         raise InvalidArgument(f"{who}: remote {str(opts['remote'])!r} and cache_dir {str(opts['cache_dir'])!r}: the remote "
@@ -138,7 +134,6 @@ def _check_hw(hw: Any, who: str) -> None:
     from axon_eg import hw as hardware
     from axon_eg import validate
     from axon_eg.backends.base import backend_for
-    from axon_eg.errors import AxonError
 
     triton = backend_for("triton")
     gpus = [t for t in hardware.targets() if triton.accepts(hardware.load(t))]
