@@ -125,6 +125,7 @@ def test_an_unsupported_op_stays_torch_between_two_regions(tmp_path):
     assert "erfinv" in graph.code  # the op between them runs as torch code in the parent graph
 
 
+@pytest.mark.slow
 def test_two_input_shapes_build_two_versions(tmp_path):
     m = Broken().eval()
     c = compiled(m, tmp_path)
@@ -159,6 +160,7 @@ def test_an_unknown_option_is_named():
         dynamo.options({"target": "nki"})
 
 
+@pytest.mark.slow
 def test_a_llama_style_decoder_block_matches_float64(tmp_path):
     torch.manual_seed(0)
     block = DecoderBlock(hidden=32, heads=4, kv_heads=2, intermediate=64, max_seq=16).eval()
@@ -286,6 +288,7 @@ print("AXON_SAVED", float(((got.double() - want).norm() / want.norm())))
 """
 
 
+@pytest.mark.slow
 def test_remote_phase_two_bundles_then_rows_then_a_saved_model_new(tmp_path):
     """The flow for a GPU box without egglog: phase 1 on the meta device (no weights) writes a bundle per
     region, the worker measures them elsewhere (here: the CPU), the next build selects from the rows, and

@@ -56,6 +56,7 @@ def test_wheel_holds_what_runs(wheel: Path):
         assert not [n for n in names if n.startswith(("benchmarks/", "tests/", "data/"))]
 
 
+@pytest.mark.slow
 def test_unpacked_wheel_runs_outside_the_checkout(wheel: Path, tmp_path: Path):
     site = tmp_path / "site"
     with zipfile.ZipFile(wheel) as z:

@@ -129,6 +129,7 @@ def test_unbound_program_and_unknown_target_are_clear_errors():
         pipeline.saturate_and_extract(suite.get("silu").bound(), target="cuda")
 
 
+@pytest.mark.slow
 def test_cli_optimize_writes_kernel_report_and_table(tmp_path, capsys):
     src = tmp_path / "prog.py"
     src.write_text("import axon_eg as ax\n\n@ax.program(M=3, N=40)\n"

@@ -11,8 +11,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 ROOT = Path(__file__).resolve().parent.parent
 
 MODEL = """
@@ -91,11 +89,13 @@ def from_torch_script() -> str:
     ]) + "\n" + CHECK
 
 
-@pytest.mark.parametrize("make", [compile_script, optimize_script, from_torch_script],
-                         ids=["torch_compile", "ax_optimize", "from_torch_best"])
-def test_readme_model_block_runs_on_a_cpu_machine(tmp_path, make):
-    proc = run_script(tmp_path, make())
+def test_readme_model_blocks_run_on_a_cpu_machine(tmp_path):
+    """The three blocks, each in its own fresh process would cost three imports of torch; one script runs them
+    in turn (each block's check prints its own line), with ``triton`` imported before any of them."""
+    blocks = [compile_script(), optimize_script(), from_torch_script()]
+    code = MODEL + "".join(b.replace(MODEL, "", 1) for b in blocks)
+    proc = run_script(tmp_path, code)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "Cannot call @triton.jit'd" not in proc.stderr
-    line = next(ln for ln in proc.stdout.splitlines() if ln.startswith("AXON_README_MODEL_ERR"))
-    assert float(line.split()[1]) <= 1e-4, proc.stdout[-2000:]
+    errs = [float(ln.split()[1]) for ln in proc.stdout.splitlines() if ln.startswith("AXON_README_MODEL_ERR")]
+    assert len(errs) == 3 and max(errs) <= 1e-4, proc.stdout[-2000:]

@@ -64,6 +64,7 @@ def test_readme_example_as_a_plain_script(tmp_path):
     assert "| selected |" in proc.stdout  # result.summary()'s table
 
 
+@pytest.mark.slow
 def test_readme_example_in_a_notebook(tmp_path, monkeypatch):
     nbformat = pytest.importorskip("nbformat")
     nbclient = pytest.importorskip("nbclient")

@@ -19,25 +19,18 @@ def axon_eg(*args: object, cache: Path) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=300)
 
 
-def bundle_of(proc: subprocess.CompletedProcess) -> Path:
-    """The bundle directory ``--bundle-only`` printed."""
-    found = [Path(w) for w in proc.stdout.split() if "bundles" in w and Path(w).is_dir()]
-    assert found, proc.stdout + proc.stderr
-    return found[0]
-
-
 @pytest.fixture(scope="module")
 def gelu_rows(tmp_path_factory) -> tuple[Path, Path]:
-    """gelu's bundle (written by ``--bundle-only``), measured by the worker as a GPU box would: its rows file."""
+    """gelu's bundle (as ``--bundle-only`` writes it), measured by the worker as a GPU box would: its rows file."""
+    from axon_eg import suite
+    from axon_eg.measure.worker import run_bundle
+    from axon_eg.pipeline import write_bundle_only
+
     cache = tmp_path_factory.mktemp("cache")
-    proc = axon_eg("optimize", "gelu", "-k", "1", "--bundle-only", "--out", cache.parent / "out_gelu", cache=cache)
-    assert proc.returncode == 0, proc.stderr
-    bundle = bundle_of(proc)
+    bundle = write_bundle_only(suite.get("gelu").bound(small=True), k=1, cache_dir=cache, device="cpu",
+                               saturation_s=0.3)
     rows = cache.parent / "gelu_rows.jsonl"
-    env = {**os.environ, "TRITON_INTERPRET": "1", "AXON_EG_FORCE_CPU": "1"}
-    run = subprocess.run([sys.executable, "-m", "axon_eg.measure", str(bundle), "--out", str(rows)], env=env,
-                         capture_output=True, text=True, timeout=300)
-    assert run.returncode == 0, run.stderr
+    run_bundle(bundle, rows, gpus=[])
     return cache, rows
 
 

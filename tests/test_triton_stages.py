@@ -75,6 +75,7 @@ def _run(path: Path, text: str, tmp: Path, seed: int) -> tuple[torch.Tensor, tor
         return new(*xs), ref(*[x.double() for x in xs])
 
 
+@pytest.mark.slow
 def test_every_stage_is_planned_somewhere_in_the_corpus_and_every_point_keeps_the_harness():
     seen = set()
     for path in INPUTS:
@@ -85,6 +86,7 @@ def test_every_stage_is_planned_somewhere_in_the_corpus_and_every_point_keeps_th
     assert seen == {s.name for s in STAGES}
 
 
+@pytest.mark.slow
 @settings(max_examples=30, deadline=None, suppress_health_check=list(HealthCheck))
 @given(st.data())
 def test_every_stage_point_of_every_corpus_input_computes_the_reference(tmp_path_factory, data):
@@ -107,6 +109,7 @@ MATMUL = CORPUS / "matmul_t2t.py"
 GEMM = CORPUS / "gemm_bias_relu_kb.py"
 
 
+@pytest.mark.slow
 @settings(max_examples=12, deadline=None, suppress_health_check=list(HealthCheck))
 @given(st.data())
 def test_matmul_tiles_swizzle_and_persistent_loops_compose_at_random_sizes(tmp_path_factory, data):

@@ -164,6 +164,7 @@ def test_every_stored_lowering_and_fusion_reproves() -> None:
     assert n == len(LOWERINGS) + len(FUSIONS)
 
 
+@pytest.mark.slow
 def test_discovery_regenerates_the_store(tmp_path: Path) -> None:
     summary = S.discover(jobs=2, directory=tmp_path)
     fresh = json.loads((tmp_path / "lowerings.json").read_text())

@@ -10,6 +10,7 @@ import os
 
 os.environ.setdefault("TRITON_INTERPRET", "1")
 
+import pytest  # noqa: E402
 from hypothesis import HealthCheck, assume, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
@@ -47,6 +48,7 @@ def _conv_program(spatial: int, batch: int, cin: int, cout: int, sizes: tuple[in
     return b.build([y]).expand()
 
 
+@pytest.mark.slow
 @settings(max_examples=int(os.environ.get("AXON_EG_CONV_EXAMPLES", "20")), deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(spatial=st.sampled_from((2, 3)), batch=st.sampled_from((1, 2)), groups=st.sampled_from((1, 2)),
@@ -115,6 +117,7 @@ def test_channels_last_cost_trades_the_rate_for_the_input_transpose():
         cost(cand.plan, cand.tilings, H200, isa=((lib, LIBRARY_CALL),)).seconds
 
 
+@pytest.mark.slow
 @settings(max_examples=int(os.environ.get("AXON_EG_CONV_EXAMPLES", "20")) // 2, deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(spatial=st.sampled_from((2, 3)), transposed=st.booleans(), cout=st.sampled_from((2, 6)),

@@ -224,6 +224,7 @@ def test_a_dim_no_argument_has_gives_the_static_kernel_saying_why():
     assert "SIZES" not in kernel.source
 
 
+@pytest.mark.slow
 @settings(max_examples=int(os.environ.get("AXON_EG_BUCKET_EXAMPLES", "6")))
 @given(programs(max_nodes=4, dtypes=(fp32,), allow_library=False, sizes=(3, 5)), st.data())
 def test_a_bucketed_random_program_serves_every_size_from_1_and_refuses_past_its_buckets(tmp_path_factory, program,

@@ -284,6 +284,7 @@ def test_reductions_over_any_set_of_axes_read_in_place_and_match_float64(shape, 
     assert out.status == "ok", f"{out.error}\n{kernel.source}"
 
 
+@pytest.mark.slow
 @settings(max_examples=int(os.environ.get("AXON_EG_SPLIT_EXAMPLES", "16")), deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(shape=st.sampled_from(((3, 37), (1, 301), (5, 2, 33), (2, 7, 3, 11), (4, 1, 65))),
@@ -355,6 +356,7 @@ def norm_program(shape: tuple[int, ...], kept: int, dev: str, affine: bool, stat
     return b.build([y, v] if stats else [y]).expand()
 
 
+@pytest.mark.slow
 @settings(max_examples=int(os.environ.get("AXON_EG_SPLIT_EXAMPLES", "16")), deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(shape=st.sampled_from(((1, 301), (3, 257), (2, 5, 37), (1, 1, 129), (2, 3, 7, 11))),

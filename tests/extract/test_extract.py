@@ -178,6 +178,7 @@ def test_calibration_recovers_coefficients_and_rank_correlation() -> None:
     assert spearman([1, 2, 3], [3, 2, 1]) == pytest.approx(-1.0)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("target", ["h200", "trn2"])
 def test_enumerate_candidates_is_deterministic_and_ordered(target: str) -> None:
     program = get("rmsnorm_matmul").bound(small=False)
@@ -194,6 +195,7 @@ def test_enumerate_candidates_is_deterministic_and_ordered(target: str) -> None:
     assert runs[0] == runs[1]
 
 
+@pytest.mark.slow
 def test_every_suite_program_gets_candidates_on_every_target() -> None:
     for entry in SUITE:
         graph = NuGraph(entry.bound(small=False))

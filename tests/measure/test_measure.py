@@ -222,6 +222,7 @@ def test_steadiest_batch_is_kept(base, noise, seed):
     assert harness.steadiest([[base] * 30, kept]) == [base] * 30  # a perfectly steady batch wins
 
 
+@pytest.mark.slow
 def test_sigkill_mid_run_then_resume_loses_and_duplicates_nothing(tmp_path):
     slow = "import time\ndef kernel(x, y, out):\n    time.sleep(0.3)\n    out.copy_(x + y)\n"
     cands = {f"c{i}": slow for i in range(5)}

@@ -179,6 +179,7 @@ def test_handlers_come_back_and_interrupted_is_not_an_exception(tmp_path):
                        "run again to resume"
 
 
+@pytest.mark.slow
 def test_a_dead_server_or_parent_leaves_nothing_behind(tmp_path):
     """SIGKILL of the fork server mid-candidate: that candidate is a ``crashed`` row, its child and what it
     started are gone, the run goes on with a new server. SIGKILL of the parent: the server sees EOF on its

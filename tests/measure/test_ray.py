@@ -34,6 +34,7 @@ def make_bundle(root):
     return root
 
 
+@pytest.mark.slow
 def test_ray_local_cluster_matches_local_path_and_resumes(tmp_path):
     bundle = make_bundle(tmp_path / "b")
     out = tmp_path / "ray.jsonl"

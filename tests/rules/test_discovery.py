@@ -139,6 +139,7 @@ def test_a_rule_with_an_unpinned_attribute_is_refused_by_the_re_proof(tmp_path) 
         obligation_of(entry, "fold.json")
 
 
+@pytest.mark.slow
 def test_discovery_regenerates_the_store_exactly() -> None:
     from axon_eg.rules_discovered.driver import discover
 
