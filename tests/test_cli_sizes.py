@@ -14,6 +14,7 @@ import pytest
 
 from axon_eg import validate
 from axon_eg.errors import InvalidArgument
+from axon_eg.testing.subprocesses import wait
 
 ROOT = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "TRITON_INTERPRET": "1", "AXON_EG_FORCE_CPU": "1", "COLUMNS": "100"}
@@ -46,13 +47,8 @@ def start(*args: object) -> subprocess.Popen:
 
 def refused(proc: subprocess.Popen, timeout: float = 90) -> str:
     """The one error line of a child that must be refused: exit status 2, no traceback."""
-    try:
-        _, err = proc.communicate(timeout=timeout)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
-    assert proc.returncode == 2 and "Traceback" not in err, err
+    code, _, err = wait(proc, timeout)
+    assert code == 2 and "Traceback" not in err, err
     lines = err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("axon-eg: error: "), err
     return lines[0].removeprefix("axon-eg: error: ")

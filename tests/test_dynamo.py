@@ -22,6 +22,7 @@ from axon_eg.backends.torch.lower import emit_module  # noqa: E402
 from axon_eg.errors import InvalidArgument  # noqa: E402
 from axon_eg.testing.modules import DecoderBlock  # noqa: E402
 from axon_eg.testing.strategies import programs  # noqa: E402
+from axon_eg.testing.subprocesses import NO_AXON_EG_IMPORT  # noqa: E402
 
 OPTS = {"k": 2, "saturation_s": 0.3}
 
@@ -101,6 +102,7 @@ class Unsupported(torch.nn.Module):
         return torch.softmax(b * 2.0, dim=-1) + x
 
 
+@pytest.mark.slow
 def test_a_graph_break_gives_two_graphs_each_with_its_kernel(tmp_path):
     x = torch.randn(6, 24)
     m = Broken().eval()
@@ -191,17 +193,8 @@ def test_optimize_gives_a_drop_in_module(tmp_path):
         ax.optimize(lambda t: t, (x,))
 
 
-SAVED_CHECK = """
-import importlib.abc, sys
-
-class _NoAxon(importlib.abc.MetaPathFinder):
-    def find_spec(self, name, path=None, target=None):
-        if name == "axon_eg" or name.startswith("axon_eg."):
-            raise ImportError(f"{name}: the saved file must not import axon_eg")
-        return None
-
-sys.meta_path.insert(0, _NoAxon())
-import importlib.util, json, torch
+SAVED_CHECK = NO_AXON_EG_IMPORT + """
+import importlib.util, json, sys, torch
 spec = importlib.util.spec_from_file_location("model_new", sys.argv[1])
 mod = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(mod)

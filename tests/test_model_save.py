@@ -20,6 +20,7 @@ import torch
 
 from axon_eg.errors import InvalidArgument
 from axon_eg.model_new import class_source, extract
+from axon_eg.testing.subprocesses import NO_AXON_EG_IMPORT
 
 SCRIPT = '''
 import torch
@@ -73,16 +74,9 @@ with torch.no_grad():
 print("AXON_KERNELS", json.dumps([r.kernel is not None for r in fast.report + fast_seq.report]))
 '''.replace("from pathlib import Path", "import json\nfrom pathlib import Path")
 
-CHECK = '''
-import importlib.abc, importlib.util, json, os, sys
+CHECK = NO_AXON_EG_IMPORT + '''
+import importlib.util, json, os, sys
 
-class _NoAxon(importlib.abc.MetaPathFinder):
-    def find_spec(self, name, path=None, target=None):
-        if name == "axon_eg" or name.startswith("axon_eg."):
-            raise ImportError(f"{name}: the saved file must not import axon_eg")
-        return None
-
-sys.meta_path.insert(0, _NoAxon())
 import torch
 
 def load(name):

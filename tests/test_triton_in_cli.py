@@ -18,6 +18,8 @@ from pathlib import Path  # noqa: E402
 
 import pytest  # noqa: E402
 
+from axon_eg.testing.subprocesses import wait  # noqa: E402
+
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "tests" / "data" / "triton_in"
 CORPUS = ROOT / "benchmarks" / "triton_inputs"
@@ -29,16 +31,6 @@ def start(*args: object) -> subprocess.Popen:
     """``axon-eg ARGS`` in a child, its stdout and stderr pipes."""
     return subprocess.Popen([sys.executable, "-m", "axon_eg.cli", *map(str, args)], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, env=ENV, cwd=ROOT)
-
-
-def wait(proc: subprocess.Popen, timeout: float = 90) -> tuple[int, str, str]:
-    try:
-        out, err = proc.communicate(timeout=timeout)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
-    return proc.returncode, out, err
 
 
 def one_error_line(code: int, err: str) -> str:

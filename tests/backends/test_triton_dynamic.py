@@ -184,6 +184,7 @@ def test_buckets_of_lists_and_ranges():
             buckets.buckets(bad)
 
 
+@pytest.mark.slow
 def test_a_bucketed_result_serves_every_size_of_its_buckets_and_refuses_the_rest(tmp_path):
     program = suite.get("softmax").program.bind(N=33)
     result = ax.saturate_and_extract(program, sizes={"M": [1, 3, 9]}, k=2, cache_dir=tmp_path, saturation_s=0.3)
@@ -258,6 +259,7 @@ def test_a_bucketed_random_program_serves_every_size_from_1_and_refuses_past_its
         result.best(*[torch.ones(past.concrete_shape(i)) for i in past.input_ids])
 
 
+@pytest.mark.slow
 def test_a_bucketed_nki_result_serves_every_size_of_its_buckets(tmp_path):
     """The same buckets on Trainium (simulator): shape-generic NKI kernels read M off their inputs."""
     import numpy as np

@@ -301,6 +301,7 @@ def test_library_attention_takes_the_4d_form_with_fewer_kv_heads():
     assert "enable_gqa=True" in line and line.count(f"({call.heads[0]}, ") >= 3
 
 
+@pytest.mark.slow
 @settings(max_examples=int(os.environ.get("AXON_EG_GEMM_EXAMPLES", "12")) // 2 or 1, deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(m=st.sampled_from((1, 17, 32)), n=st.sampled_from((16, 33)), k=st.sampled_from((2048, 2100)),

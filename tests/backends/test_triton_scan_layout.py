@@ -195,6 +195,7 @@ def test_float64_layouts_stay_in_torch():
     assert not isinstance(got, GroupKernel) and "float64" in got
 
 
+@pytest.mark.slow
 @settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(shape=st.lists(st.integers(1, 12), min_size=1, max_size=3).filter(lambda s: math.prod(s) <= 600), data=st.data(),
        dtype=st.sampled_from(["fp32", "bf16"]), chunk=st.sampled_from([1, 4, 16]),

@@ -131,6 +131,7 @@ def test_a_symbolic_scalar_is_never_the_literal_with_its_sample_value() -> None:
     assert result.status != "proven"
 
 
+@pytest.mark.slow
 @settings(max_examples=30, deadline=None)
 @given(programs(bound=True, sizes=(1, 2, 3, 7, 16), max_nodes=6))
 def test_random_programs_with_unit_dims_saturate_and_extract_correct_variants(program) -> None:

@@ -38,19 +38,9 @@ from axon_eg.ir.builder import Builder, Value
 from axon_eg.ir.interpret import interpret
 from axon_eg.ir.program import Program
 from axon_eg.semantics.prover import prove_equal
+from axon_eg.testing.emitter import Emitter
 
-
-class E:
-    """``e.log(x)`` emits an op; ``e.c(1.0)`` a constant."""
-
-    def __init__(self, b: Builder):
-        self.b = b
-
-    def c(self, v: float) -> Value:
-        return self.b.constant(v, "fp32")
-
-    def __getattr__(self, op: str) -> Callable[..., Value]:
-        return lambda *xs, **attrs: self.b.emit(op, *xs, **attrs)
+E = Emitter  # e.log(x) emits an op, e.c(1.0) a constant
 
 
 @dataclass(frozen=True)

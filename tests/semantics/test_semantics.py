@@ -33,6 +33,7 @@ from axon_eg.semantics.lemmas import library
 from axon_eg.semantics.numeric import EvaluationError, PolyEvaluator, evaluate_poly
 from axon_eg.semantics.op_semantics import Evaluator, has_semantics
 from axon_eg.semantics.prover import ProofResult, ScalarSymbol, prove_equal, trial_inputs
+from axon_eg.testing.emitter import Emitter
 from axon_eg.testing.strategies import SKIPPED_OPS, drawn_ops, make_inputs, programs
 
 PER_OP = settings(max_examples=max(4, settings.default.max_examples // 5))
@@ -468,17 +469,7 @@ def test_wrong_lemma_statements_fail_numerically(wrong: str) -> None:
 # ------------------------------------------------------------------------------------------------
 # prove_equal on true identities and planted unsound candidates
 # ------------------------------------------------------------------------------------------------
-class P:
-    """Builder shorthand: ``p.matmul(a, b)`` emits an op, ``p.c(2.0)`` a constant."""
-
-    def __init__(self, b: Builder):
-        self.b = b
-
-    def c(self, v: float) -> Value:
-        return self.b.constant(v, "fp32")
-
-    def __getattr__(self, op: str) -> Callable[..., Value]:
-        return lambda *xs, **attrs: self.b.emit(op, *xs, **attrs)
+P = Emitter  # p.matmul(a, b) emits an op, p.c(2.0) a constant
 
 
 @dataclass(frozen=True)
