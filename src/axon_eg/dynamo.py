@@ -379,6 +379,7 @@ class Compiled:
             if error is None:
                 error = UnsupportedOperation(f"{name}: torch.export could not trace forward(): {_first_line(failure)}")
             raise error
+        exported = functional(exported)
         module = exported.module()
         _drop_asserts(module.graph)
         module.recompile()
@@ -388,6 +389,21 @@ class Compiled:
         if self.opts["verbose"]:
             for r in regions:
                 print(f"axon_eg: {r.line()}")
+
+
+def functional(exported: torch.export.ExportedProgram) -> torch.export.ExportedProgram:
+    """``exported`` without in-place ops (``relu_``, ``add_``, ``mul_``, ``copy_``, ``index_put_``, ...): each
+    becomes its out-of-place op (``run_decompositions`` with an empty table functionalizes and decomposes
+    nothing), so an in-place op after a region cut never makes a region write its input. A write the caller
+    can see (a graph input really mutated) comes back as a ``copy_`` into that input at the end of the
+    unlifted module, which runs as torch code. A graph without in-place ops is returned as it is."""
+    mutates = any(n.op == "call_function" and isinstance(n.target, torch._ops.OpOverload)
+                  and n.target._schema.is_mutable for n in exported.graph.nodes)
+    if not mutates:
+        return exported
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)  # torch's own, copying a pytree spec
+        return exported.run_decompositions({})
 
 
 class RegionKernel(torch.nn.Module):
