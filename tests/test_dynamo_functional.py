@@ -88,6 +88,8 @@ def test_a_write_to_a_graph_input_is_still_seen_by_the_caller(tmp_path):
         want, got = m(eager_x, y.clone()), fast(fast_x, y.clone())
     torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(fast_x, eager_x)  # x was doubled in place, as eager does
+    for r in fast.report:  # verbose's lines say where the time went
+        assert r.phase1_s is not None and r.seconds >= r.phase1_s >= 0 and "phase 1 " in r.line(), r.line()
 
 
 def test_the_backend_takes_in_place_ops_too(tmp_path):

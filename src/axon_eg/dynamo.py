@@ -53,6 +53,7 @@ from __future__ import annotations
 import copy
 import operator
 import os
+import time
 import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -271,11 +272,15 @@ class Region:
     kernel: str | None = None  # the selected candidate's id
     why_torch: str | None = None  # set when the region runs as torch code
     bundle: str | None = None  # the remote flow: the region's bundle (waiting for its measurements, or measured)
+    phase1_s: float | None = None  # the region's phase 1 (saturation, extraction, emission); 0 on a cache hit
+    seconds: float | None = None  # all the region took to build: import, phase 1, phase 2 or the cache
 
     def line(self) -> str:
         what = f"kernel {self.kernel}" if self.kernel else f"torch ({self.why_torch})"
+        took = "" if self.seconds is None else \
+            f" [{'' if self.phase1_s is None else f'phase 1 {self.phase1_s:.1f} s, '}{self.seconds:.1f} s in all]"
         return f"{self.name}: {len(self.ops)} ops ({', '.join(_short(o) for o in self.ops[:6])}" \
-               f"{', ...' if len(self.ops) > 6 else ''}) -> {what}"
+               f"{', ...' if len(self.ops) > 6 else ''}) -> {what}{took}"
 
 
 @dataclass
@@ -346,12 +351,15 @@ class Compiled:
             if all(op in _moves_no_arithmetic() or op == "getitem" for op in region.ops):
                 region.why_torch = "views only"
                 continue
+            started = time.monotonic()
             try:
                 kernel = compile_region(getattr(fused, name), node, f"{type(self.gm).__name__}_{name}", self.opts,
                                         region)
             except Exception as exc:  # noqa: BLE001 - a region axon_eg cannot take stays torch, said in the report
                 region.why_torch = str(exc) if isinstance(exc, Unmeasured) else _first_line(exc)
                 continue
+            finally:
+                region.seconds = time.monotonic() - started
             if kernel is None:
                 continue
             region.kernel = kernel.best.id
@@ -479,6 +487,8 @@ def compile_region(sub: torch.fx.GraphModule, call: torch.fx.Node, name: str, op
     else:
         result = saturate_and_extract(program, **run, budget_s=opts["budget_s"], cache_dir=opts["cache_dir"],
                                       device=opts["device"], **more)
+    if region is not None:
+        region.phase1_s = result.phase1_s
     best = region_kernel(result)
     if best is None:
         if region is not None:
