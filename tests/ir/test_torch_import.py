@@ -231,6 +231,18 @@ def cat(r):
 
 
 @case
+def stacks(r):  # stack (any dim of the result, negative too) and the *stack forms on 0-d, 1-d and 2-d tensors
+    a, b = dims(r, 2)
+    axis = r.randint(-3, 2)
+    return Fn(lambda m, x, y, v, s: (
+        torch.stack([x, y, x * 2], dim=axis), torch.stack([s, s * 2]), torch.hstack([x, y]), torch.hstack([v, v]),
+        torch.hstack([s, v]), torch.vstack([x, y]), torch.vstack([v, v * 2]), torch.row_stack([s, s]),
+        torch.dstack([x, y]), torch.dstack([v, v]), torch.dstack([s, s]), torch.column_stack([x, y]),
+        torch.column_stack([v, v]), torch.column_stack([s, s]))), (
+        rand(r, a, b), rand(r, a, b), rand(r, b), rand(r))
+
+
+@case
 def reductions(r):
     shape = dims(r, 3)
     axis = r.randint(-3, 2)

@@ -1,6 +1,7 @@
 """The νGraph: an egglog e-graph holding every equivalent variant of a program.
 
-    g = NuGraph(program, rules)          # program: bound dims; composites are expanded on entry
+    g = NuGraph(program, rules)          # program: bound dims; composites are expanded on entry,
+                                         # a concat of more than MAX_VARIADIC inputs nested (Program.nest_wide)
     report = g.saturate(Limits(iterations=20, nodes=50_000, seconds=2))
     variants = g.extract(k=5)            # the 5 cheapest distinct programs, cheapest first
 
@@ -102,7 +103,8 @@ class NuGraph:
     def __init__(self, program: Program, rules: Iterable[Rule] = (), *,
                  flops_per_byte: int = DEFAULT_FLOPS_PER_BYTE):
         self.original = program
-        self.program = program.expand().specialize_unit_dims()
+        # a concat wider than the constructors (schema.MAX_VARIADIC) enters as a balanced tree of concats
+        self.program = program.expand().specialize_unit_dims().nest_wide(schema.MAX_VARIADIC)
         self.flops_per_byte = flops_per_byte
         self._egraph = bindings.EGraph()
         self._egraph.set_report_level(bindings.TimeOnly())  # per-rule and per-ruleset times in reports

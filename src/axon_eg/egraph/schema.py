@@ -33,7 +33,8 @@ from axon_eg.ir import ops as O
 from axon_eg.ir.dtypes import DTYPES, promote
 
 MAX_RANK = 6
-MAX_VARIADIC = 8
+MAX_VARIADIC = 8  # constructors per variadic op: 1..8 inputs; a wider nestable node enters as a tree of them
+                  # (NuGraph: Program.nest_wide(MAX_VARIADIC))
 ANALYSIS = "analysis"
 
 ATTR_SORTS = {"int": "i64", "float": "f64", "bool": "bool", "str": "String", "ints": "IVec", "dim": "Dim",

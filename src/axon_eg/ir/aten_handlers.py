@@ -658,6 +658,48 @@ MAX_UNEVEN_WINDOWS = 256
 pooled axis: at most this many in all (beyond, one line says so)."""
 
 
+# -- joining tensors: cat, stack and the *stack forms ----------------------------------------------
+# One concat of every tensor, whatever their number: a concat wider than the νGraph's constructors enters
+# it as a balanced tree of concats (Program.nest_wide).
+def _stack(cx: _Ctx, a: dict[str, Any]) -> Value:
+    """``torch.stack``: each tensor given a size-1 axis at ``dim`` (of the result: -1 is after the last
+    axis), then concatenated along it."""
+    xs = a["tensors"]
+    rank = xs[0].ndim + 1
+    if not -rank <= a["dim"] < rank:
+        raise cx.unsupported(f"dim {a['dim']} is out of range for stacking tensors of rank {rank - 1}")
+    axis = a["dim"] % rank
+    return cx.emit("concat", *[cx.emit("expand_dims", x, axis=axis) for x in xs], axis=axis)
+
+
+def _at_least(cx: _Ctx, x: Value, rank: int) -> Value:
+    """``torch.atleast_{rank}d``: a 0-d tensor is (1, ...); a 1-d (n,) is (1, n), then (1, n, 1); a 2-d (m, n)
+    is (m, n, 1)."""
+    if x.ndim >= rank:
+        return x
+    if x.ndim == 0:
+        return cx.emit("reshape", x, shape=(1,) * rank)
+    if x.ndim == 1:
+        x = cx.emit("expand_dims", x, axis=0)
+    return x if x.ndim >= rank else cx.emit("expand_dims", x, axis=2)
+
+
+def _joined(rank: int, axis: int) -> Handler:
+    """``vstack`` / ``row_stack`` (2, 0), ``dstack`` (3, 2), ``hstack`` (1, 1: along axis 0 for 1-d tensors):
+    each tensor at least ``rank``-d, concatenated along ``axis``."""
+    def handle(cx: _Ctx, a: dict[str, Any]) -> Value:
+        xs = [_at_least(cx, x, rank) for x in a["tensors"]]
+        return cx.emit("concat", *xs, axis=axis if xs[0].ndim > 1 else 0)
+
+    return handle
+
+
+def _column_stack(cx: _Ctx, a: dict[str, Any]) -> Value:
+    """``torch.column_stack``: 0-d and 1-d tensors as columns (n, 1), the others as they are, along axis 1."""
+    xs = [x if x.ndim > 1 else cx.emit("reshape", x, shape=(math.prod(int(d) for d in x.shape), 1))
+          for x in a["tensors"]]
+    return cx.emit("concat", *xs, axis=1)
+
 
 # -- multi-output layout -------------------------------------------------------------------------
 def _broadcast_tensors(cx: _Ctx, a: dict[str, Any]) -> tuple[Value, ...]:

@@ -237,6 +237,9 @@ FACTS: dict[str, tuple[type, str]] = {
     "identity": (float, "a reduction folded with one binary op: that op's neutral element (the masked-lane fill)"),
     "preserves_positive": (bool, "every output element is an input element or a sum of them: positive in, positive out"),
     "activation": (bool, "a transcendental function: Trainium's Scalar (activation) engine computes it"),
+    "nestable": (bool, "a variadic op equal, exactly, to itself over consecutive groups of its inputs with the same "
+                       "attributes (concat: no arithmetic, no rounding): a node wider than a consumer takes becomes "
+                       "a balanced tree of it (Program.nest_wide)"),
 }
 """The facts an op's ``meta`` may declare: key -> (type, meaning). ``register`` rejects any other key or
 a value of another type; the group helpers below (``views``, ``reductions``, ...) read them."""
@@ -956,7 +959,7 @@ register(OpDef(
     "concat", OpKind.LAYOUT, (1, None), shape=_concat_shape, dtype=promoted,
     reference=lambda xs, a: np.concatenate(xs, axis=a["axis"]),
     attrs=(Attr("axis", "int"),), canon=_concat_canon, inputs=("*xs",), doc="join tensors along axis",
-    meta={"shape_family": "concat", "preserves_positive": True},
+    meta={"shape_family": "concat", "preserves_positive": True, "nestable": True},
 ))
 
 
@@ -1038,6 +1041,11 @@ def positive_preserving() -> tuple[str, ...]:
 def activations() -> tuple[str, ...]:
     """The transcendental functions Trainium computes on its Scalar (activation) engine."""
     return with_fact("activation")
+
+
+def nestable() -> tuple[str, ...]:
+    """The variadic ops that may be split into a tree of themselves over consecutive inputs (concat)."""
+    return with_fact("nestable")
 
 
 def is_partial(name: str) -> bool:

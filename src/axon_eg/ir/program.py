@@ -162,6 +162,49 @@ class Program:
         this program, so a rule proved for ``dim = 1`` matches exactly where the variant has 1."""
         return self.specialize({k: v for k, v in self.bindings.items() if v == 1})
 
+    def nest_wide(self, max_inputs: int) -> Program:
+        """The same program with every node of a nestable op (``ops.nestable()``: concat) that has more than
+        ``max_inputs`` inputs replaced by a balanced tree of that op, with the same attributes, over consecutive
+        groups of its inputs (a group of one is the input itself). Concat along one axis is associative: the
+        tree is an exact identity, element for element, with no arithmetic and no rounding, so no rewrite rule
+        or proof is involved. Inputs of mixed dtypes are cast to the node's (promoted) dtype first, as the node
+        itself converts them, so no inner node rounds to a dtype of its own group (int64 and fp16 would be
+        fp16). The νGraph calls it with the widest input count its constructors take (DenseNet / Inception
+        concat 9 to 35 tensors); the other nodes are kept as they are."""
+        if max_inputs < 2:
+            raise ValueError(f"nest_wide: max_inputs must be >= 2, got {max_inputs}")
+        nestable = set(O.nestable())
+        if not any(n.op in nestable and len(n.inputs) > max_inputs for n in self.nodes):
+            return self
+        from axon_eg.ir.builder import Builder
+
+        b = Builder(self.name)
+
+        def tree(op: str, args: list[Value], attrs: dict[str, Any]) -> Value:
+            if len(args) <= max_inputs:
+                return b.emit(op, *args, **attrs)
+            q, r = divmod(len(args), max_inputs)  # max_inputs groups, sizes q + 1 (the first r) and q >= 1
+            groups, start = [], 0
+            for g in range(max_inputs):
+                size = q + (g < r)
+                groups.append(args[start] if size == 1 else tree(op, args[start:start + size], attrs))
+                start += size
+            return b.emit(op, *groups, **attrs)
+
+        values: list[Value] = []
+        for i, n in enumerate(self.nodes):
+            with b.at(self.location(i)):
+                if n.op == "input":
+                    values.append(b.input(n.attrs["name"], n.shape, n.dtype))
+                else:
+                    args = [values[j] for j in n.inputs]
+                    if n.op in nestable and len(args) > max_inputs:
+                        args = [x if x.dtype == n.dtype else b.emit("cast", x, dtype=n.dtype) for x in args]
+                        values.append(tree(n.op, args, dict(n.attrs)))
+                    else:
+                        values.append(b.emit(n.op, *args, **dict(n.attrs)))
+        return b.build([values[o] for o in self.outputs], dims=self.bindings, roles=dict(self.roles))
+
     def check_bound(self) -> None:
         """Re-infer every shape with the bound sizes; raise naming the first op that does not fit."""
         bound = self.bindings
