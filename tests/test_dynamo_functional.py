@@ -137,3 +137,29 @@ def test_random_chains_with_in_place_ops_at_random_cuts_match_eager(tmp_path_fac
     assert not _refused_for_writes(fast.report), [r.line() for r in fast.report]
     with torch.no_grad():
         torch.testing.assert_close(fast(x), m(x), rtol=1e-5, atol=1e-5)
+
+
+class Positions(torch.nn.Module):
+    """Hugging Face style: positions made in forward (``torch.arange``), a buffer the importer makes, not an
+    input the caller passes."""
+
+    def forward(self, x):
+        pos = torch.arange(x.shape[1], device=x.device)
+        return torch.sigmoid(x) * 2 + pos.to(x.dtype) * 0.5
+
+
+def test_a_region_with_a_tensor_made_in_forward_gets_it(tmp_path):
+    m = Positions()
+    x = torch.randn(3, 9)
+    fast = ax.optimize(m, (x,), cache_dir=str(tmp_path), **OPTS)
+    assert all(r.kernel for r in fast.report), [r.line() for r in fast.report]
+    with torch.no_grad():
+        torch.testing.assert_close(fast(x), m(x), rtol=1e-5, atol=1e-5)
+    saved = fast.save(tmp_path / "model_new.py")
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("positions_new", saved)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    with torch.no_grad():
+        torch.testing.assert_close(mod.ModelNew.from_module(m)(x), m(x), rtol=1e-5, atol=1e-5)

@@ -96,10 +96,9 @@ def test_corpus_models_through_ax_optimize_match_eager_float64(name, tmp_path):
     ``resnet_basic_stage``: two regions (the first conv/BN/ReLU/conv; then the rest, in-place ReLU and the
     in-place residual add functionalized). ``densenet_block``: seven regions, each a run of the dense layers'
     cat/BN/ReLU/conv (the 9-input cat is taken whole). ``llama_block``: four regions (the rotary table from
-    ``torch.arange``, RMSNorm + q/k/v, RoPE + GQA + SDPA + o_proj, residual + RMSNorm + SwiGLU); its first
-    region's kernel cannot be called: ``torch.arange`` imports as a buffer of the region's program
-    (``_arange0``), which ``dynamo.RegionKernel`` does not pass (``KernelCallError: missing argument
-    _arange0``): the test expects that error and xfails, and fails once the call works (then drop that branch)."""
+    ``torch.arange``, RMSNorm + q/k/v, RoPE + GQA + SDPA + o_proj, residual + RMSNorm + SwiGLU); the first
+    region's ``torch.arange`` imports as a buffer of its program (``_arange0``), which the region's kernel is
+    given by ``dynamo.RegionKernel`` (``_made_inputs``)."""
     import axon_eg as ax
 
     spec = MODELS[name]
@@ -107,13 +106,6 @@ def test_corpus_models_through_ax_optimize_match_eager_float64(name, tmp_path):
     args = spec.inputs("small", 0)
     fast = ax.optimize(model, args, k=1, saturation_s=0.3, cache_dir=str(tmp_path))
     lines = [r.line() for r in fast.report]
-    if name == "llama_block":
-        from axon_eg.errors import KernelCallError
-
-        with pytest.raises(KernelCallError, match="missing argument _arange"):
-            with torch.no_grad():
-                fast(*args)
-        pytest.xfail("a region's torch.arange buffer is not passed to its kernel: " + "; ".join(lines))
     with torch.no_grad():
         got = _tensors(fast(*args))
         want = _tensors(spec.build("small").double()(*_float64(args)))

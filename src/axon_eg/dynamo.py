@@ -419,12 +419,22 @@ class RegionKernel(torch.nn.Module):
     gives each output of the region: ``("out", k)`` the kernel's k-th output, ``("in", k)`` the region's k-th
     argument itself (an output that is an input, e.g. a ``.float()`` of a float tensor: never copied)."""
 
-    def __init__(self, best: Any, single: bool, where: list[tuple[str, int]] | None = None):
+    def __init__(self, best: Any, single: bool, where: list[tuple[str, int]] | None = None, extras: tuple = ()):
         super().__init__()
         self.best, self.single, self.where = best, single, where
+        self.extras = extras  # (position, values, dtype): inputs the importer made (``_made_inputs``)
+        self._made: dict[torch.device, list[torch.Tensor]] = {}
 
     def forward(self, *args: Any) -> Any:
-        out = self.best(*(a.contiguous() if isinstance(a, torch.Tensor) else a for a in args))
+        call = [a.contiguous() if isinstance(a, torch.Tensor) else a for a in args]
+        if self.extras:
+            device = next(a.device for a in args if isinstance(a, torch.Tensor))
+            made = self._made.get(device)
+            if made is None:
+                made = self._made[device] = [torch.tensor(v, dtype=d, device=device) for _, v, d in self.extras]
+            for (pos, _, _), t in zip(self.extras, made):
+                call.insert(pos, t)
+        out = self.best(*call)
         outs = list(out) if isinstance(out, (tuple, list)) else [out]
         if self.where is not None:
             outs = [outs[k] if kind == "out" else args[k] for kind, k in self.where]
@@ -471,6 +481,7 @@ def compile_region(sub: torch.fx.GraphModule, call: torch.fx.Node, name: str, op
         sub.graph.eliminate_dead_code()
         sub.recompile()
         program = from_torch(sub, fakes, name=name)
+    extras = _made_inputs(sub, fakes, name, program)
     run = {"target": opts["target"], "hw": opts["hw"], "k": opts["k"], "precision": opts["precision"]}
     more = {"saturation_s": opts["saturation_s"], "baselines": REGION_BASELINES}
     if opts["remote"] is not None:
@@ -494,7 +505,21 @@ def compile_region(sub: torch.fx.GraphModule, call: torch.fx.Node, name: str, op
         if region is not None:
             region.why_torch = f"the selection is {result.best.id}"
         return None
-    return RegionKernel(best, single, None if len(keep) == len(where) else where)
+    return RegionKernel(best, single, None if len(keep) == len(where) else where, extras)
+
+
+def _made_inputs(sub: torch.fx.GraphModule, fakes: tuple, name: str, program: Any) -> tuple:
+    """The program's inputs that the region's caller does not have: tensors the importer made from constants
+    of ``forward`` (``torch.arange``, ``one_hot``'s range: buffers named ``_arange0``, ...), as
+    ``(position, values, torch dtype)``; the kernel is called with them inserted at their positions."""
+    from axon_eg.ir.torch_import import import_torch
+
+    given = {n.name for n in sub.graph.nodes if n.op == "placeholder"}
+    made = [(i, s) for i, s in enumerate(program.inputs) if s.role != "input" and s.name not in given]
+    if not made:
+        return ()
+    state = import_torch(sub, fakes, name=name).state
+    return tuple((i, state[s.name].tolist(), getattr(torch, s.dtype.torch_name)) for i, s in made)
 
 
 def region_kernel(result: Any) -> Any:

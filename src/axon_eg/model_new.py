@@ -592,15 +592,18 @@ def _axon_eg_kernel(name, source):
     return module.kernel
 
 
-def _axon_eg_region(kernel, shapes, dtypes, returns, single, where):
+def _axon_eg_region(kernel, shapes, dtypes, returns, single, where, extras=()):
     """A region's kernel called as the graph calls it: contiguous inputs, outputs allocated here (a kernel
     written to return its outputs, ``returns``, is given none); meta inputs give meta outputs of ``shapes``
     and ``dtypes`` and run nothing; ``where`` places each output of the region: ("out", k) the kernel's k-th,
-    ("in", k) the k-th argument itself."""
+    ("in", k) the k-th argument itself; ``extras`` are inputs made from constants of forward (torch.arange),
+    (position, values, dtype), inserted where the kernel takes them."""
     def run(*args):
         given = args
         args = [a.contiguous() for a in args]
         device = args[0].device
+        for pos, values, dtype in extras:
+            args.insert(pos, torch.tensor(values, dtype=dtype, device=device))
         if device.type == "meta":
             outs = [torch.empty(s, dtype=d, device=device) for s, d in zip(shapes, dtypes)]
         elif returns:
@@ -655,7 +658,8 @@ def write(optimized: Any, path: Path) -> Path:
             dtypes = [f"torch.{program.nodes[o].dtype.torch_name}" for o in program.outputs]
             parts += [f"_AXON_EG_{name.upper()} = {child.best.path.read_text()!r}", ""]
             regions.append(f"    {name} = staticmethod(_axon_eg_region(_axon_eg_kernel({name!r}, _AXON_EG_{name.upper()}), "
-                           f"{shapes!r}, [{', '.join(dtypes)}], {returns!r}, {child.single!r}, {child.where!r}))")
+                           f"{shapes!r}, [{', '.join(dtypes)}], {returns!r}, {child.single!r}, {child.where!r}, "
+                           f"[{', '.join(f'({p}, {v!r}, {d})' for p, v, d in child.extras)}]))")
         elif isinstance(child, torch.fx.GraphModule):  # a region left to torch: its aten ops as a function
             sub = copy.deepcopy(child.graph)
             _portable(sub)
