@@ -158,8 +158,9 @@ OPTIONAL: dict[str, str] = {}
 
 def register(name: str, family: str, make: Callable[..., nn.Module], configs: dict[str, dict[str, Any]],
              inputs: dict[str, Sequence[Any]], description: str, dtype: torch.dtype = torch.float32,
-             source: str = "ours") -> None:
-    """Add a model: ``make(**configs[config])`` builds it, ``inputs[config]`` describes its arguments."""
+             source: str = "ours", bf16: str | None = None) -> None:
+    """Add a model: ``make(**configs[config])`` builds it, ``inputs[config]`` describes its arguments. ``bf16``:
+    the description of the same model in bfloat16, registered as ``<name>_bf16``."""
     assert name not in MODELS and set(configs) == set(inputs) == set(CONFIGS), name
 
     def made(config: str) -> nn.Module:
@@ -167,6 +168,8 @@ def register(name: str, family: str, make: Callable[..., nn.Module], configs: di
 
     MODELS[name] = ModelSpec(name, family, partial(_build, name, made, dtype), partial(_inputs, name, inputs, dtype),
                              dtype, description, source)
+    if bf16 is not None:
+        register(f"{name}_bf16", family, make, configs, inputs, bf16, torch.bfloat16, source)
 
 
 def _both(shapes_small: Sequence[Any], shapes_real: Sequence[Any]) -> dict[str, Sequence[Any]]:
@@ -259,11 +262,8 @@ register("tcn", "tcn", tcn.TemporalConvNet,
 register("vit_block", "vit", vit.EncoderBlock,
          {"small": dict(dim=32, num_heads=4), "real": dict(dim=768, num_heads=12)},
          _both([(2, 8, 32)], [(32, 197, 768)]),
-         "ViT-B encoder block: pre-norm, hand-written attention (qkv Linear, reshape/permute, q@k^T, softmax), GELU MLP")
-register("vit_block_bf16", "vit", vit.EncoderBlock,
-         {"small": dict(dim=32, num_heads=4), "real": dict(dim=768, num_heads=12)},
-         _both([(2, 8, 32)], [(32, 197, 768)]),
-         "The ViT encoder block in bfloat16", dtype=BF16)
+         "ViT-B encoder block: pre-norm, hand-written attention (qkv Linear, reshape/permute, q@k^T, softmax), GELU MLP",
+         bf16="The ViT encoder block in bfloat16")
 register("vit_tiny", "vit", vit.PatchEmbedEncoder,
          {"small": dict(img_size=16, patch_size=4, in_chans=3, dim=32, depth=2, num_heads=4, num_classes=10),
           "real": dict(img_size=224, patch_size=16, in_chans=3, dim=768, depth=12, num_heads=12, num_classes=1000)},
@@ -277,21 +277,14 @@ register("swin_block_pair", "swin", swin.SwinPair,
 register("gpt2_block", "gpt2", gpt2.Block,
          {"small": dict(n_embd=32, n_head=4, block_size=8), "real": dict(n_embd=768, n_head=12, block_size=1024)},
          _both([(2, 8, 32)], [(8, 1024, 768)]),
-         "GPT-2 block (nanoGPT style): c_attn split, tril mask buffer + masked_fill(-inf), softmax, tanh GELU by hand")
-register("gpt2_block_bf16", "gpt2", gpt2.Block,
-         {"small": dict(n_embd=32, n_head=4, block_size=8), "real": dict(n_embd=768, n_head=12, block_size=1024)},
-         _both([(2, 8, 32)], [(8, 1024, 768)]),
-         "The GPT-2 block in bfloat16", dtype=BF16)
+         "GPT-2 block (nanoGPT style): c_attn split, tril mask buffer + masked_fill(-inf), softmax, tanh GELU by hand",
+         bf16="The GPT-2 block in bfloat16")
 register("llama_block", "llama", llama.LlamaDecoderLayer,
          {"small": dict(hidden_size=32, num_heads=4, num_key_value_heads=2, intermediate_size=64),
           "real": dict(hidden_size=4096, num_heads=32, num_key_value_heads=8, intermediate_size=14336)},
          _both([(2, 8, 32)], [(1, 2048, 4096)]),
-         "Llama-3-8B decoder layer (HF style): fp32 RMSNorm, RoPE from position ids, GQA via expand, SDPA causal, SwiGLU")
-register("llama_block_bf16", "llama", llama.LlamaDecoderLayer,
-         {"small": dict(hidden_size=32, num_heads=4, num_key_value_heads=2, intermediate_size=64),
-          "real": dict(hidden_size=4096, num_heads=32, num_key_value_heads=8, intermediate_size=14336)},
-         _both([(2, 8, 32)], [(1, 2048, 4096)]),
-         "The Llama decoder layer in bfloat16 (RMSNorm upcasts to float32 and back)", dtype=BF16)
+         "Llama-3-8B decoder layer (HF style): fp32 RMSNorm, RoPE from position ids, GQA via expand, SDPA causal, SwiGLU",
+         bf16="The Llama decoder layer in bfloat16 (RMSNorm upcasts to float32 and back)")
 register("bert_layer", "bert", bert.BertLayer,
          {"small": dict(hidden_size=32, num_attention_heads=4, intermediate_size=64),
           "real": dict(hidden_size=768, num_attention_heads=12, intermediate_size=3072)},
@@ -300,11 +293,8 @@ register("bert_layer", "bert", bert.BertLayer,
 register("causal_sdpa_block", "attention", attention.CausalAttentionBlock,
          {"small": dict(dim=32, n_heads=4), "real": dict(dim=1024, n_heads=16)},
          _both([(2, 8, 32)], [(8, 1024, 1024)]),
-         "Causal attention block: fused qkv Linear + chunk, scaled_dot_product_attention(is_causal), tanh-GELU MLP")
-register("causal_sdpa_block_bf16", "attention", attention.CausalAttentionBlock,
-         {"small": dict(dim=32, n_heads=4), "real": dict(dim=1024, n_heads=16)},
-         _both([(2, 8, 32)], [(8, 1024, 1024)]),
-         "The causal SDPA block in bfloat16", dtype=BF16)
+         "Causal attention block: fused qkv Linear + chunk, scaled_dot_product_attention(is_causal), tanh-GELU MLP",
+         bf16="The causal SDPA block in bfloat16")
 register("torch_transformer_encoder", "attention", attention.TorchEncoder,
          {"small": dict(d_model=32, nhead=4, dim_feedforward=64, num_layers=2),
           "real": dict(d_model=512, nhead=8, dim_feedforward=2048, num_layers=6)},
