@@ -64,6 +64,7 @@ def _as_module(program, tmp_path):
     return AsModule()
 
 
+@pytest.mark.slow
 @settings(max_examples=6, deadline=None, suppress_health_check=list(HealthCheck))
 @given(programs(max_nodes=4))
 def test_random_programs_as_modules_give_the_eager_result(tmp_path_factory, program):
@@ -177,6 +178,7 @@ def test_a_llama_style_decoder_block_matches_float64(tmp_path):
     assert any(r.kernel for r in regions), [r.line() for r in regions]
 
 
+@pytest.mark.slow
 def test_optimize_gives_a_drop_in_module(tmp_path):
     import axon_eg as ax
 

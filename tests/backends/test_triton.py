@@ -208,6 +208,7 @@ def _centered_scaled(op):
 ROW_PROGRAMS = [make(op) for make in (_reduced_plus_row, _centered_scaled) for op in ("min", "max", "sum", "mean")]
 
 
+@pytest.mark.slow
 @settings(max_examples=30, deadline=None)
 @given(program=st.sampled_from(ROW_PROGRAMS), dims=st.tuples(*[st.sampled_from([1, 2, 3, 5, 11, 12, 13])] * 3),
        block_n=st.sampled_from([4, 16, 256]), rows=st.sampled_from([1, 4]), plan_index=st.sampled_from([0, -1]))

@@ -300,6 +300,7 @@ def test_a_problem_written_for_a_gpu_loads_on_the_cpu(tmp_path):
     np.testing.assert_allclose(problem.reference([x, y]), torch_float64(problem.module, [x, y]), rtol=1e-12)
 
 
+@pytest.mark.slow
 def test_a_problem_with_40_gb_of_inputs_goes_through_phase_1(tmp_path):
     """get_inputs() would allocate 40 GB (more than the CI machine has): loading traces on fake tensors and
     phase 1 ships the reference to the device, so it runs in the memory of the program's shapes
