@@ -280,3 +280,14 @@ def test_triangles_are_computed_in_the_elementwise_kernel(tmp_path_factory, shap
     assert kernel.meta["lowering"] == "triton:1", kernel.source
     out = run_kernel(kernel, program.expand(), tmp_path_factory.mktemp("k"))
     assert out.status == "ok", f"{out.error}\n{kernel.source}"
+
+
+def test_a_reduction_of_unit_axes_between_unit_axes_stores_at_its_mask_shape(tmp_path):
+    """sum over (0, 2) of a [1, 1, 1] tensor (found by the random-program property): every index is 0, and the
+    store's address must still have the block's shape [ROWS, BLOCK_N] that its mask has."""
+    b = Builder("unit_sum")
+    x = b.input("x0", ("M", "M", "M"), fp32)
+    y = b.emit("sum", b.emit("neg", b.emit("neg", x)), axes=(0, 2), keepdims=False)
+    program = b.build([y]).bind(M=1)
+    out = run_kernel(emit(candidate(program), H200, "k"), program.expand(), tmp_path)
+    assert out.status == "ok", out.error

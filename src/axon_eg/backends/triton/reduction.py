@@ -107,6 +107,8 @@ class _Rows:
             self.flat_expr = _flat(self.dom, d)
             if "rows" not in self.flat_expr:  # every kept axis of size 1: one row, which ``rows * 0`` keeps a block
                 self.flat_expr = f"rows * 0 + {self.flat_expr}"
+            if "cols" not in self.flat_expr:  # every reduced axis of size 1 too: ``cols * 0`` keeps the block's
+                self.flat_expr = f"{self.flat_expr} + cols * 0"  # columns, the shape its full-width stores' mask has
         # a split's second stage loops over its program's slice when the group stores full-width outputs
         self.full = any(math.prod(self.program.concrete_shape(o)) == self.r * self.n for o in plan.outputs_of(gi))
         self.looped = block_n < self.n if stage == 0 else stage == 1 or self.full
