@@ -67,8 +67,12 @@ from axon_eg.errors import AxonError, InvalidArgument, UnsupportedOperation
 
 DEFAULTS: dict[str, Any] = {"target": "triton", "hw": "h200", "k": 4, "budget_s": None, "precision": None,
                             "cache_dir": None, "device": None, "saturation_s": 2.0, "verbose": False,
-                            "region_ops": 24, "region_contractions": 3, "remote": None}
+                            "region_ops": 24, "region_contractions": 3, "remote": None, "rest": "inductor"}
 """The backend's options and their defaults."""
+
+RESTS = ("inductor", "eager")
+"""What runs the graph around the kept regions (option ``rest``): Inductor (``compile_fx``, the regions spliced in
+as opaque custom ops), or eager torch code."""
 
 @cache
 def _moves_no_arithmetic() -> frozenset[str]:
@@ -102,6 +106,8 @@ def options(given: Mapping[str, Any] | None, who: str = BACKEND) -> dict[str, An
     def named(option: str) -> str:
         return f"{who}: option {option}"
 
+    if opts["rest"] not in RESTS:
+        raise InvalidArgument(f"{named('rest')} must be one of {', '.join(map(repr, RESTS))}, got {opts['rest']!r}")
     if opts["target"] != "triton":
         raise InvalidArgument(f"{who}: target {opts['target']!r}: the backend runs Triton kernels on torch tensors (for "
                               "NKI, import with ax.from_torch and call ax.saturate_and_extract(program, target='nki'))")
@@ -292,6 +298,11 @@ class Compiled:
     opts: dict[str, Any]
     versions: dict[tuple, Callable[..., Any]] = field(default_factory=dict)
     report: dict[tuple, list[Region]] = field(default_factory=dict)
+    graphs: dict[tuple, torch.fx.GraphModule] = field(default_factory=dict)
+    """Each version's graph with its kept regions as :class:`RegionKernel` submodules (what ``save`` writes);
+    with ``rest="inductor"`` the version itself is Inductor's code of this graph, the regions spliced in."""
+    rest: dict[tuple, str] = field(default_factory=dict)
+    """Each version: what runs the graph around its kept regions (``"inductor"``, or ``"eager"`` and why)."""
     _warned: bool = False
     made: ClassVar[list[Compiled]] = []
     """The most recent ones (up to 64), in the order dynamo captured their graphs: for looking at reports."""
@@ -342,7 +353,8 @@ class Compiled:
                 raise type(exc)(f"ax.optimize: {exc}{hint}", **_located(exc)) from None
             regions.append(Region("graph", [], why_torch=f"torch.export: {exc}"))
             warnings.warn(f"axon_eg: this graph runs as torch code: {exc}", stacklevel=3)
-            self._say(regions)
+            self.rest[key] = "eager (it could not be exported)"
+            self._say(regions, key)
             return self.gm
         fused = partition(module, self.opts["region_ops"], self.opts["region_contractions"])
         for name, node in _region_calls(fused):
@@ -365,8 +377,30 @@ class Compiled:
             region.kernel = kernel.best.id
             setattr(fused, name, kernel)
         fused.recompile()
-        self._say(regions)
-        return fused
+        self.graphs[key] = fused
+        run = self._rest(fused, args, key)
+        self._say(regions, key)
+        return run
+
+    def _rest(self, fused: torch.fx.GraphModule, args: tuple, key: tuple) -> Callable[..., Any]:
+        """The version's callable: with ``rest="inductor"``, Inductor's code for ``fused`` with each kept
+        region spliced in as an opaque custom op (:func:`splice`); with ``rest="eager"``, or for meta inputs
+        (no kernel runs), or when Inductor fails (said in a warning and in :attr:`rest`), ``fused`` itself."""
+        if self.opts["rest"] == "eager":
+            self.rest[key] = "eager (option rest='eager')"
+            return fused
+        if any(isinstance(a, torch.Tensor) and a.is_meta for a in args):
+            self.rest[key] = "eager (meta inputs: nothing runs)"
+            return fused
+        try:
+            return inductor(splice(fused), args, self.opts["verbose"])
+        except Exception as exc:  # noqa: BLE001 - Inductor's failures are many; the graph still runs
+            self.rest[key] = f"eager (Inductor failed: {_first_line(exc)})"
+            warnings.warn(f"axon_eg: the graph around the regions runs as torch code: Inductor failed: "
+                          f"{_first_line(exc)}", stacklevel=3)
+            return fused
+        finally:
+            self.rest.setdefault(key, "inductor")
 
     def _export(self, args: tuple) -> torch.fx.GraphModule:
         """The graph exported to aten and unlifted, torch's logging captured; an export failure as one line
@@ -393,10 +427,11 @@ class Compiled:
         module.recompile()
         return module
 
-    def _say(self, regions: list[Region]) -> None:
+    def _say(self, regions: list[Region], key: tuple) -> None:
         if self.opts["verbose"]:
             for r in regions:
                 print(f"axon_eg: {r.line()}")
+            print(f"axon_eg: the rest of the graph: {self.rest.get(key, 'eager')}")
 
 
 def functional(exported: torch.export.ExportedProgram) -> torch.export.ExportedProgram:
@@ -426,6 +461,14 @@ class RegionKernel(torch.nn.Module):
         self._made: dict[torch.device, list[torch.Tensor]] = {}
 
     def forward(self, *args: Any) -> Any:
+        outs = self.computed(*args)
+        if self.where is not None:
+            outs = [outs[k] if kind == "out" else args[k] for kind, k in self.where]
+        return outs[0] if self.single else tuple(outs)
+
+    def computed(self, *args: Any) -> list[torch.Tensor]:
+        """The kernel's outputs (new tensors, none an input: what the region computes) for the region's
+        arguments: called with contiguous inputs and the importer's made ones inserted."""
         call = [a.contiguous() if isinstance(a, torch.Tensor) else a for a in args]
         if self.extras:
             device = next(a.device for a in args if isinstance(a, torch.Tensor))
@@ -435,19 +478,25 @@ class RegionKernel(torch.nn.Module):
             for (pos, _, _), t in zip(self.extras, made):
                 call.insert(pos, t)
         out = self.best(*call)
-        outs = list(out) if isinstance(out, (tuple, list)) else [out]
-        if self.where is not None:
-            outs = [outs[k] if kind == "out" else args[k] for kind, k in self.where]
-        return outs[0] if self.single else tuple(outs)
+        return list(out) if isinstance(out, (tuple, list)) else [out]
+
+    def output_specs(self) -> list[tuple[tuple[int, ...], torch.dtype]]:
+        """Each computed output's shape and dtype (the program's outputs): what the custom op's fake gives."""
+        program = self.best.program
+        return [(tuple(program.concrete_shape(o)), getattr(torch, program.nodes[o].dtype.torch_name))
+                for o in program.outputs]
 
 
 class Unmeasured(Exception):
     """The remote flow: a region's bundle is written and waits for the worker's measurements."""
 
 
-REGION_BASELINES = ("torch_eager",)
-"""The only baseline a region is measured against: what runs in its place when no candidate beats it is its
-eager aten code (``torch.compile``'s, inside a dynamo backend, is not on offer)."""
+REGION_BASELINES = {"inductor": ("torch_eager", "torch_compile_default"), "eager": ("torch_eager",)}
+"""The baselines a region is measured against, by option ``rest``: what runs in its place when no candidate
+beats it. With Inductor around the regions, that is Inductor's code of the region (``torch.compile`` in its
+default mode, the mode the hybrid compiles the rest in; compiled alone, it stands for what Inductor makes of
+the region inside the graph) or eager, whichever is faster; with ``rest="eager"``, its eager code only. On
+the CPU (the Triton interpreter) no compile baseline is built: nothing there is timed against Inductor."""
 
 
 def compile_region(sub: torch.fx.GraphModule, call: torch.fx.Node, name: str, opts: Mapping[str, Any],
@@ -483,7 +532,8 @@ def compile_region(sub: torch.fx.GraphModule, call: torch.fx.Node, name: str, op
         program = from_torch(sub, fakes, name=name)
     extras = _made_inputs(sub, fakes, name, program)
     run = {"target": opts["target"], "hw": opts["hw"], "k": opts["k"], "precision": opts["precision"]}
-    more = {"saturation_s": opts["saturation_s"], "baselines": REGION_BASELINES}
+    baselines = REGION_BASELINES[opts["rest"]]
+    more = {"saturation_s": opts["saturation_s"], "baselines": baselines}
     if opts["remote"] is not None:
         root = Path(opts["remote"])
         bdir = bundle_path(program, **run, cache_dir=root)
@@ -500,7 +550,7 @@ def compile_region(sub: torch.fx.GraphModule, call: torch.fx.Node, name: str, op
                                       device=opts["device"], **more)
     if region is not None:
         region.phase1_s = result.phase1_s
-    best = region_kernel(result)
+    best = region_kernel(result, baselines)
     if best is None:
         if region is not None:
             region.why_torch = f"the selection is {result.best.id}"
@@ -522,10 +572,11 @@ def _made_inputs(sub: torch.fx.GraphModule, fakes: tuple, name: str, program: An
     return tuple((i, state[s.name].tolist(), getattr(torch, s.dtype.torch_name)) for i, s in made)
 
 
-def region_kernel(result: Any) -> Any:
-    """The kernel a region runs, or None for its eager code: the selection when it is a kernel; when it is a
-    baseline, the fastest correct candidate that was timed faster than eager (a ``torch.compile`` baseline,
-    from an earlier run of the same program, cannot stand in for a region), else None."""
+def region_kernel(result: Any, baselines: tuple[str, ...] = REGION_BASELINES["eager"]) -> Any:
+    """The kernel a region runs, or None for the code around it (eager, or Inductor's): the selection when
+    it is a kernel; when it is a baseline, the fastest correct candidate timed faster than every one of
+    ``baselines`` that ran correctly (the code that would run in the region's place; another baseline in
+    the table, from an earlier run of the same program, cannot stand in for a region), else None."""
     import polars as pl
 
     from axon_eg.selection import kernel_of
@@ -533,11 +584,89 @@ def region_kernel(result: Any) -> Any:
     if result.best.kind != "baseline":
         return result.best
     df = result.table.filter((pl.col("status") == "ok") & pl.col("median_us").is_not_null())
-    eager = df.filter(pl.col("id") == "torch_eager")["median_us"].first()
-    fast = df.filter((pl.col("kind") == "candidate") & (pl.col("median_us") < (eager if eager is not None else 0.0)))
+    bars = df.filter(pl.col("id").is_in(list(baselines)))["median_us"]
+    fast = df.filter((pl.col("kind") == "candidate") & (pl.col("median_us") < (bars.min() if len(bars) else 0.0)))
     if fast.height == 0:
         return None
     return kernel_of(result.table, fast.sort("median_us")["id"][0], result.best.program, result.bundle)
+
+
+_SPLICED = torch.library.Library("axon_eg", "FRAGMENT")  # noqa: TOR901 - the regions' custom ops (``splice``)
+_spliced_count = [0]
+
+
+def region_op(kernel: RegionKernel, name: str) -> Any:
+    """``kernel`` registered as an opaque custom op ``axon_eg::<name>_<n>(Tensor[] args) -> Tensor[]``: its
+    real implementation runs the kernel (the region's computed outputs, new tensors), its fake gives tensors
+    of those shapes and dtypes on the arguments' device, so Inductor and the fake-tensor tracer schedule
+    around it without looking inside. Returns the op's overload."""
+    _spliced_count[0] += 1
+    op = f"{name.replace('.', '_')}_{_spliced_count[0]}"
+    specs = kernel.output_specs()
+    _SPLICED.define(f"{op}(Tensor[] args) -> Tensor[]")
+
+    def real(args: list[torch.Tensor]) -> list[torch.Tensor]:
+        return kernel.computed(*args)
+
+    def fake(args: list[torch.Tensor]) -> list[torch.Tensor]:
+        device = args[0].device if args else torch.device("cpu")
+        return [torch.empty(shape, dtype=dtype, device=device) for shape, dtype in specs]
+
+    _SPLICED.impl(op, real, "CompositeExplicitAutograd")
+    torch.library.register_fake(f"axon_eg::{op}", fake, lib=_SPLICED)
+    return getattr(torch.ops.axon_eg, op).default
+
+
+def splice(fused: torch.fx.GraphModule) -> torch.fx.GraphModule:
+    """A copy of ``fused`` whose kept regions (:class:`RegionKernel` submodules) are calls of their custom
+    ops (:func:`region_op`), each region output wired to the op's output or, where the region hands an input
+    back (``RegionKernel.where``), to that input: a custom op's outputs never alias its inputs. The other
+    submodules (regions left to torch) stay; Inductor traces through them."""
+    with warnings.catch_warnings():  # torch's own deprecation inside copying a pytree spec
+        warnings.simplefilter("ignore", FutureWarning)
+        gm = torch.fx.GraphModule(fused, copy.deepcopy(fused.graph))
+    graph = gm.graph
+    for node in list(graph.nodes):
+        if node.op != "call_module" or not isinstance(gm.get_submodule(node.target), RegionKernel):
+            continue
+        kernel = gm.get_submodule(node.target)
+        op = region_op(kernel, str(node.target))
+        with graph.inserting_before(node):
+            call = graph.call_function(op, (list(node.args),))
+            computed = [graph.call_function(operator.getitem, (call, k)) for k in range(len(kernel.output_specs()))]
+        where = kernel.where or [("out", k) for k in range(len(computed))]
+        outs = [computed[k] if kind == "out" else node.args[k] for kind, k in where]
+        if kernel.single:
+            node.replace_all_uses_with(outs[0])
+        else:
+            for user in list(node.users):
+                if user.op == "call_function" and user.target is operator.getitem:
+                    user.replace_all_uses_with(outs[user.args[1]])
+                    graph.erase_node(user)
+            if node.users:
+                with graph.inserting_before(node):
+                    whole = graph.call_function(tuple, (outs,))
+                node.replace_all_uses_with(whole)
+        graph.erase_node(node)
+        gm.delete_submodule(node.target)
+    graph.eliminate_dead_code()
+    gm.recompile()
+    return gm
+
+
+def inductor(gm: torch.fx.GraphModule, args: tuple, verbose: bool = False) -> Callable[..., Any]:
+    """``gm`` compiled by Inductor (``torch._inductor.compile_fx.compile_fx``, its default mode: what
+    ``torch.compile`` does with a captured graph) for ``args``; torch's own logging kept out of the terminal
+    unless ``verbose``."""
+    from torch._inductor.compile_fx import compile_fx
+
+    from axon_eg.ir.torch_export import _Captured
+
+    with torch.no_grad():
+        if verbose:
+            return compile_fx(gm, list(args))
+        with _Captured():
+            return compile_fx(gm, list(args))
 
 
 def _outputs(program: Any) -> tuple[list[tuple[str, int]], list[int]]:
@@ -711,6 +840,7 @@ def _first_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text.splitlines()[0] if text else ''}"[:300]
 
 
-__all__ = ["DEFAULTS", "REGION_BASELINES", "Compiled", "OptimizedModule", "Region", "RegionKernel", "Unmeasured",
-           "backend", "compile_region", "cut_region", "optimize", "options", "partition", "region_kernel", "signature",
+__all__ = ["DEFAULTS", "REGION_BASELINES", "RESTS", "Compiled", "OptimizedModule", "Region", "RegionKernel", "Unmeasured",
+           "backend", "compile_region", "cut_region", "inductor", "optimize", "options", "partition", "region_kernel",
+           "region_op", "signature", "splice",
            "write_model_new"]

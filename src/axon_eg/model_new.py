@@ -626,7 +626,7 @@ def write(optimized: Any, path: Path) -> Path:
     from axon_eg.dynamo import RegionKernel
 
     cls = type(optimized.original)
-    key, graph_module = next(iter(optimized.compiled.versions.items()))
+    key, graph_module = next(iter(optimized.compiled.graphs.items()))
     if not isinstance(graph_module, torch.fx.GraphModule) or graph_module is optimized.original:
         raise InvalidArgument(f"save: {cls.__name__} runs as torch code (it could not be exported); nothing to save")
     source = class_source(optimized.original, key)
