@@ -114,6 +114,9 @@ with torch.no_grad():
         m = mod.ModelNew(16).eval()
         y = m(torch.empty(4, 16))
     out["meta"] = [str(y.device), list(y.shape), str(y.dtype)]
+from torch._inductor.codecache import PyCodeCache
+made = PyCodeCache.modules.values() if isinstance(PyCodeCache.modules, dict) else PyCodeCache.modules
+out["inductor_calls_regions"] = any("torch.ops.axon_eg_saved." in open(m.__file__).read() for m in made)
 out["axon_eg_loaded"] = [m for m in sys.modules if m.split(".")[0] == "axon_eg"]
 out["rewritten"] = os.stat("model_new.py").st_mtime_ns != stamp
 out["runs"] = open("runs.txt").read()
@@ -148,6 +151,7 @@ def test_saved_model_new_has_only_the_class_and_runs_alone_in_a_fresh_process(tm
     assert got["runs"] == "1" and not got["rewritten"] and got["axon_eg_loaded"] == [], got
     assert got["same_weights"] and got["seq_same_weights"], got
     assert got["shared"], got
+    assert got["inductor_calls_regions"], got  # forward through torch.compile, the regions its opaque ops
     for key in ("model", "model_vs_fast", "model_loaded", "from_module", "seq", "seq_vs_fast"):
         assert got[key] < 1e-5, (key, got)
     assert got["seq_inputs"] == [[4, 16]]

@@ -26,14 +26,18 @@ The file holds, in order:
      original's constructor arguments (a transformers config, ...), or use ``ModelNew.from_module``.
 
 2. Each region's kernel file, as a string run as its own module (registered with ``linecache``, where
-   ``triton.jit`` reads a function's source).
+   ``triton.jit`` reads a function's source), called through an opaque custom op of its own
+   (``torch.ops.axon_eg_saved.<region>_<digest>``, with a fake giving its outputs' shapes and dtypes).
 3. The graph of the first version built, as aten calls, free of the device it was exported on (tensors it
    creates go to the device of the call's inputs).
 4. ``class ModelNew(<the class>)``: the class's own ``__init__``, so ``ModelNew(*init args)`` has the same
    parameters as the original built from the same seed in the same order (else ``load_state_dict(
    model.state_dict())``); ``ModelNew.from_module(model)`` wraps an already built model (its submodules,
    parameters and buffers shared, not copied); ``forward`` runs the graph through the kernels, which take
-   the inputs of that version's shapes only (they refuse others, naming the argument). Called with meta
+   the inputs of that version's shapes only (they refuse others, naming the argument). With the backend's
+   ``rest="inductor"`` (its default) the graph runs through ``torch.compile`` (compiled at the first call):
+   Inductor's code for everything around the regions, which it calls as the opaque ops they are, as the
+   hybrid backend does in process; with ``rest="eager"``, as torch code. Called with meta
    tensors it returns meta tensors of the right shapes and dtypes and runs no kernel, as eager torch does.
 """
 
@@ -592,30 +596,49 @@ def _axon_eg_kernel(name, source):
     return module.kernel
 
 
-def _axon_eg_region(kernel, shapes, dtypes, returns, single, where, extras=()):
-    """A region's kernel called as the graph calls it: contiguous inputs, outputs allocated here (a kernel
+def _axon_eg_region(name, source, shapes, dtypes, returns, single, where, extras=()):
+    """A region's kernel called as the graph calls it, through an opaque custom op (``axon_eg_saved::``, so
+    ``torch.compile`` of the graph schedules around it): contiguous inputs, outputs allocated here (a kernel
     written to return its outputs, ``returns``, is given none); meta inputs give meta outputs of ``shapes``
-    and ``dtypes`` and run nothing; ``where`` places each output of the region: ("out", k) the kernel's k-th,
-    ("in", k) the k-th argument itself; ``extras`` are inputs made from constants of forward (torch.arange),
-    (position, values, dtype), inserted where the kernel takes them."""
-    def run(*args):
-        given = args
+    and ``dtypes`` and run nothing (the op's fake); ``where`` places each output of the region outside the
+    op (an op's outputs never alias its inputs): ("out", k) the kernel's k-th, ("in", k) the k-th argument
+    itself; ``extras`` are inputs made from constants of forward (torch.arange), (position, values, dtype),
+    inserted where the kernel takes them."""
+    import hashlib
+
+    kernel = _axon_eg_kernel(name, source)
+
+    def computed(args):
         args = [a.contiguous() for a in args]
         device = args[0].device
         for pos, values, dtype in extras:
             args.insert(pos, torch.tensor(values, dtype=dtype, device=device))
-        if device.type == "meta":
-            outs = [torch.empty(s, dtype=d, device=device) for s, d in zip(shapes, dtypes)]
-        elif returns:
+        if returns:
             outs = kernel(*args)
-            outs = list(outs) if isinstance(outs, (tuple, list)) else [outs]
-        else:
-            outs = [torch.empty(s, dtype=d, device=device) for s, d in zip(shapes, dtypes)]
-            kernel(*args, *outs)
+            return list(outs) if isinstance(outs, (tuple, list)) else [outs]
+        outs = [torch.empty(s, dtype=d, device=device) for s, d in zip(shapes, dtypes)]
+        kernel(*args, *outs)
+        return outs
+
+    def fake(args):
+        return [torch.empty(s, dtype=d, device=args[0].device) for s, d in zip(shapes, dtypes)]
+
+    op_name = f"{name}_{hashlib.sha256((source + repr((shapes, dtypes, extras))).encode()).hexdigest()[:16]}"
+    if not hasattr(torch.ops.axon_eg_saved, op_name):  # the same file imported twice shares its ops
+        _AXON_EG_LIB.define(f"{op_name}(Tensor[] args) -> Tensor[]")
+        _AXON_EG_LIB.impl(op_name, computed, "CompositeExplicitAutograd")
+        torch.library.register_fake(f"axon_eg_saved::{op_name}", fake, lib=_AXON_EG_LIB)
+    op = getattr(torch.ops.axon_eg_saved, op_name).default
+
+    def run(*args):
+        outs = op(list(args))
         if where is not None:
-            outs = [outs[k] if kind == "out" else given[k] for kind, k in where]
+            outs = [outs[k] if kind == "out" else args[k] for kind, k in where]
         return outs[0] if single else tuple(outs)
     return run
+
+
+_AXON_EG_LIB = torch.library.Library("axon_eg_saved", "FRAGMENT")  # the regions' custom ops live while the file does
 '''
 
 
@@ -657,7 +680,7 @@ def write(optimized: Any, path: Path) -> Path:
             shapes = [tuple(program.concrete_shape(o)) for o in program.outputs]
             dtypes = [f"torch.{program.nodes[o].dtype.torch_name}" for o in program.outputs]
             parts += [f"_AXON_EG_{name.upper()} = {child.best.path.read_text()!r}", ""]
-            regions.append(f"    {name} = staticmethod(_axon_eg_region(_axon_eg_kernel({name!r}, _AXON_EG_{name.upper()}), "
+            regions.append(f"    {name} = staticmethod(_axon_eg_region({name!r}, _AXON_EG_{name.upper()}, "
                            f"{shapes!r}, [{', '.join(dtypes)}], {returns!r}, {child.single!r}, {child.where!r}, "
                            f"[{', '.join(f'({p}, {v!r}, {d})' for p, v, d in child.extras)}]))")
         elif isinstance(child, torch.fx.GraphModule):  # a region left to torch: its aten ops as a function
@@ -669,7 +692,10 @@ def write(optimized: Any, path: Path) -> Path:
     parts += [code, ""]
     spec = pytree.treespec_dumps(out_spec) if out_spec is not None else None
     base = source.base
-    parts += [f"_AXON_EG_OUT_SPEC = {spec!r}", "", "",
+    rest = optimized.compiled.opts.get("rest", "eager")
+    parts += [f"_AXON_EG_OUT_SPEC = {spec!r}",
+              f"_AXON_EG_REST = {rest!r}  # 'inductor': forward runs the graph through torch.compile, the regions opaque",
+              "", "",
               f"class ModelNew({base}):",
               f'    """{cls.__name__} with axon_eg\'s kernels: the same __init__ (so the same parameters from the same '
               'seed),\n    forward through the kernels (for the inputs\' shapes it was built for; meta tensors give '
@@ -688,7 +714,13 @@ def write(optimized: Any, path: Path) -> Path:
               "    def forward(self, *args):",
               "        global _AXON_EG_DEVICE",
               "        _AXON_EG_DEVICE = next((a.device for a in args if isinstance(a, torch.Tensor)), _AXON_EG_DEVICE)",
-              "        out = _axon_eg_graph(self, *args)",
+              "        if _AXON_EG_REST == 'inductor' and _AXON_EG_DEVICE.type != 'meta':",
+              "            compiled = self.__dict__.get('_axon_eg_compiled')",
+              "            if compiled is None:",
+              "                compiled = self.__dict__['_axon_eg_compiled'] = torch.compile(_axon_eg_graph)",
+              "            out = compiled(self, *args)",
+              "        else:",
+              "            out = _axon_eg_graph(self, *args)",
               "        if _AXON_EG_OUT_SPEC is None:",
               "            return out",
               "        leaves = list(out) if isinstance(out, (tuple, list)) else [out]",
