@@ -13,8 +13,14 @@ that signature's version:
 3. each region becomes a Program (``from_torch`` on the region's submodule, with fake inputs: no tensor
    memory) and goes through ``saturate_and_extract`` with the backend's options (cache first, so a second
    process starts at once); its selected kernel replaces the region, called with contiguous inputs;
-4. a region the importer refuses, or whose selection is a torch baseline, stays torch code; so do unsupported
-   ops between regions. Every region's fate is in :attr:`Compiled.report` (``verbose`` prints it).
+4. a region the importer refuses, or whose selection is a baseline, stays in the graph; so do unsupported
+   ops between regions. Every region's fate is in :attr:`Compiled.report` (``verbose`` prints it);
+5. **the hybrid** (option ``rest="inductor"``, the default): the graph is compiled by Inductor
+   (``torch._inductor.compile_fx.compile_fx``, its default mode, what ``torch.compile`` does with a captured
+   graph) with each kept region spliced in as an opaque custom op (``torch.ops.axon_eg.<region>_<n>``, its
+   fake giving the kernel's output shapes and dtypes: :func:`splice`), so whatever axon_eg does not win
+   is Inductor's code, not eager's. ``rest="eager"`` runs it as torch code; so does a version built for
+   meta inputs, or one Inductor fails on (a warning, and :attr:`Compiled.rest` says why).
 
 A new signature builds a new version (dynamo's own guards decide when it recompiles the graph; where it
 marks a dim dynamic, the sizes still arrive here as values and each distinct one is built once).
@@ -26,7 +32,8 @@ Options (``torch.compile(..., options={...})``, all optional): ``target`` ("trit
 ``k`` (4 candidates per region), ``budget_s``, ``precision``, ``cache_dir``, ``device`` (where phase 2
 measures: the local GPU, else the Triton interpreter on the CPU), ``saturation_s``, ``verbose``,
 ``region_ops`` and ``region_contractions`` (24 and 3: a larger region is cut into runs of at most that many
-computing ops and contractions, see :func:`partition`),
+computing ops and contractions, see :func:`partition`), ``rest`` ("inductor" or "eager": what runs the graph
+around the kept regions),
 ``remote`` (a directory: phase 2 on another machine's GPU, below). Every option is checked (:func:`options`):
 a bad one is an ``InvalidArgument`` naming it, raised by ``ax.optimize`` at its call and, for ``torch.compile``,
 at the compiled model's first call (dynamo hands a backend its options only then), as that error itself.
@@ -37,8 +44,9 @@ shapes only). A graph that cannot be exported (data-dependent control flow, ...)
 ``ir.torch_export`` (torch's logging kept out of the terminal): ``ax.optimize`` raises it, the backend warns
 and runs the graph as torch code.
 
-A region is measured against its eager code only (``REGION_BASELINES``): that is what runs in its place
-when no candidate is faster.
+A region is measured against what would run in its place when no candidate is faster
+(``REGION_BASELINES``): its eager code and, with the hybrid, Inductor's code of the region (``torch.compile``
+default mode, compiled alone); a candidate is kept only when it beats every one of them.
 
 **Remote phase 2** (``remote=DIR``; phase 1 here, where egglog and z3 are, the worker on a bare GPU box that
 has only torch and triton): the first build writes each region's bundle under ``DIR/bundles`` and runs the
