@@ -58,6 +58,7 @@ there; :mod:`axon_eg.model_new` writes it (the model's class, only what it needs
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import operator
 import os
@@ -288,6 +289,8 @@ class Region:
     bundle: str | None = None  # the remote flow: the region's bundle (waiting for its measurements, or measured)
     phase1_s: float | None = None  # the region's phase 1 (saturation, extraction, emission); 0 on a cache hit
     seconds: float | None = None  # all the region took to build: import, phase 1, phase 2 or the cache
+    flops: int = 0  # its ops' FLOPs and bytes, op by op (:func:`graph_work`)
+    bytes: int = 0
 
     def line(self) -> str:
         what = f"kernel {self.kernel}" if self.kernel else f"torch ({self.why_torch})"
@@ -311,6 +314,9 @@ class Compiled:
     with ``rest="inductor"`` the version itself is Inductor's code of this graph, the regions spliced in."""
     rest: dict[tuple, str] = field(default_factory=dict)
     """Each version: what runs the graph around its kept regions (``"inductor"``, or ``"eager"`` and why)."""
+    work: dict[tuple, tuple[int, int]] = field(default_factory=dict)
+    """Each version's whole graph: (FLOPs, bytes), op by op (:func:`graph_work`); a region's are on its
+    :class:`Region`, so the share in axon_eg's kernels is the kept regions' sum over these."""
     _warned: bool = False
     made: ClassVar[list[Compiled]] = []
     """The most recent ones (up to 64), in the order dynamo captured their graphs: for looking at reports."""
@@ -364,9 +370,11 @@ class Compiled:
             self.rest[key] = "eager (it could not be exported)"
             self._say(regions, key)
             return self.gm
+        self.work[key] = graph_work(module.graph)
         fused = partition(module, self.opts["region_ops"], self.opts["region_contractions"])
         for name, node in _region_calls(fused):
             region = Region(name, [_target(n) for n in getattr(fused, name).graph.nodes if n.op == "call_function"])
+            region.flops, region.bytes = graph_work(getattr(fused, name).graph)
             regions.append(region)
             if all(op in _moves_no_arithmetic() or op == "getitem" for op in region.ops):
                 region.why_torch = "views only"
@@ -802,6 +810,34 @@ def cut_region(nodes: list[torch.fx.Node], max_ops: int, max_contractions: int =
     return runs[::-1]
 
 
+def graph_work(graph: torch.fx.Graph) -> tuple[int, int]:
+    """(FLOPs, bytes) of ``graph``'s ops, op by op, from the shapes export recorded (nothing runs on data):
+    FLOPs as ``torch.utils.flop_counter`` counts them (contractions: matmul, convolution, attention), bytes
+    each op's tensor inputs and outputs, before any fusion (views and ``getitem`` move none). The measure of
+    a model's work that the share in axon_eg's kernels is taken over."""
+    from torch._guards import detect_fake_mode
+    from torch.utils._pytree import tree_leaves
+    from torch.utils.flop_counter import FlopCounterMode
+
+    flops = moved = 0
+    for node in graph.nodes:
+        if node.op != "call_function" or not _computes(node):
+            continue
+        moved += _bytes(node) + sum(_bytes(a) for a in node.all_input_nodes)
+        if not isinstance(node.target, torch._ops.OpOverload):
+            continue
+        args, kwargs = torch.fx.node.map_aggregate(
+            (node.args, node.kwargs), lambda v: v.meta.get("val") if isinstance(v, torch.fx.Node) else v)
+        tensors = [v for v in tree_leaves((args, kwargs)) if isinstance(v, torch.Tensor)]
+        try:
+            with FlopCounterMode(display=False) as counter, (detect_fake_mode(tensors) or contextlib.nullcontext()):
+                node.target(*args, **kwargs)
+            flops += counter.get_total_flops()
+        except Exception:  # noqa: BLE001, S112 - an op that cannot run on its recorded shapes counts no FLOPs
+            continue
+    return flops, moved
+
+
 def _bytes(node: torch.fx.Node) -> int:
     val = node.meta.get("val")
     vals = val if isinstance(val, (tuple, list)) else [val]
@@ -848,7 +884,6 @@ def _first_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text.splitlines()[0] if text else ''}"[:300]
 
 
-__all__ = ["DEFAULTS", "REGION_BASELINES", "RESTS", "Compiled", "OptimizedModule", "Region", "RegionKernel", "Unmeasured",
-           "backend", "compile_region", "cut_region", "inductor", "optimize", "options", "partition", "region_kernel",
-           "region_op", "signature", "splice",
-           "write_model_new"]
+__all__ = ["DEFAULTS", "REGION_BASELINES", "RESTS", "Compiled", "OptimizedModule", "Region", "RegionKernel",
+           "Unmeasured", "backend", "compile_region", "cut_region", "graph_work", "inductor", "optimize", "options",
+           "partition", "region_kernel", "region_op", "signature", "splice", "write_model_new"]
