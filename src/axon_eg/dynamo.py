@@ -557,7 +557,10 @@ def compile_region(sub: torch.fx.GraphModule, call: torch.fx.Node, name: str, op
             region.bundle = str(bdir)
         rows = bdir / ROWS_NAME
         if not rows.is_file():
+            started = time.monotonic()
             write_bundle_only(program, **run, cache_dir=root, device="cuda", **more)
+            if region is not None:
+                region.phase1_s = time.monotonic() - started
             raise Unmeasured(f"not measured yet: its bundle is {bdir}; on a GPU run `python -m axon_eg.measure "
                              f"{root / 'bundles'}/*`, bring the rows back into it and build again")
         result = saturate_and_extract(program, **run, cache_dir=root, rows=rows, **more)
