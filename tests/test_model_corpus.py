@@ -1,8 +1,9 @@
 """The model corpus (``benchmarks/models``, issue 49): every registered model builds at its small config,
 runs eagerly in float64 and in its own dtype with finite outputs that agree, and ``torch.export`` takes it;
 the registry holds at least 25 models of our own across at least 10 families. Third-party entries (timm,
-transformers) are skipped where their package is not installed. One slow test runs a few corpus models
-through ``ax.optimize`` under the Triton interpreter against eager float64."""
+transformers) are skipped where their package is not installed. The slow tier runs every corpus model through
+``torch.compile(backend="axon_eg")`` and ``ax.optimize(...).save()`` under the Triton interpreter against the
+model in float64 (the saved file in a fresh process)."""
 
 from __future__ import annotations
 
@@ -83,30 +84,63 @@ def test_builds_and_inputs_are_seeded():
     assert CONFIGS == ("small", "real")
 
 
-OPTIMIZED = ["resnet_basic_stage", "densenet_block", "llama_block"]
+SAVED_CHECK = """
+import json, sys
+import torch
+from torch.utils._pytree import tree_leaves
+sys.path.insert(0, sys.argv[3])
+from benchmarks.models import MODELS
+import importlib.util
+spec = importlib.util.spec_from_file_location("model_new_under_test", sys.argv[1])
+mod = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(mod)
+model_spec = MODELS[sys.argv[2]]
+model = model_spec.build("small")
+args = model_spec.inputs("small", 0)
+floats = lambda out: [t for t in tree_leaves(out.to_tuple() if hasattr(out, "to_tuple") else out)
+                      if isinstance(t, torch.Tensor) and t.is_floating_point()]
+with torch.no_grad():
+    got = floats(mod.ModelNew.from_module(model)(*args))
+    want = floats(model_spec.build("small").double()(*(a.double() if a.is_floating_point() else a for a in args)))
+err = max(((g.double() - w).abs().max() / w.abs().max().clamp_min(1e-12)).item() for g, w in zip(got, want))
+print("AXON_SAVED", json.dumps({"err": err, "n": len(got), "axon_eg": [m for m in sys.modules if m.split(".")[0] == "axon_eg"]}))
+"""
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", OPTIMIZED)
-def test_corpus_models_through_ax_optimize_match_eager_float64(name, tmp_path):
-    """``ax.optimize(model, inputs, k=1, saturation_s=0.3)`` under the Triton interpreter, against the model in
-    float64. A region axon_eg refuses stays torch code and is not a failure; a wrong result is.
+@pytest.mark.parametrize("name", ALL)
+def test_every_corpus_model_through_the_backend_and_its_saved_file_matches_float64(name, tmp_path):
+    """Each corpus model at its small config under the Triton interpreter: ``torch.compile(model,
+    backend="axon_eg")`` (the hybrid: Inductor around the kept regions) and ``ax.optimize(...).save()``, the
+    saved file run in a fresh process that never imports axon_eg, both against the model in float64. A region
+    axon_eg refuses is Inductor's code and not a failure; a wrong result is."""
+    import subprocess
+    import sys
+    from pathlib import Path
 
-    What was refused when this test was written (each model's report): nothing; every region got a kernel.
-    ``resnet_basic_stage``: two regions (the first conv/BN/ReLU/conv; then the rest, in-place ReLU and the
-    in-place residual add functionalized). ``densenet_block``: seven regions, each a run of the dense layers'
-    cat/BN/ReLU/conv (the 9-input cat is taken whole). ``llama_block``: four regions (the rotary table from
-    ``torch.arange``, RMSNorm + q/k/v, RoPE + GQA + SDPA + o_proj, residual + RMSNorm + SwiGLU); the first
-    region's ``torch.arange`` imports as a buffer of its program (``_arange0``), which the region's kernel is
-    given by ``dynamo.RegionKernel`` (``_made_inputs``)."""
     import axon_eg as ax
 
-    spec = MODELS[name]
+    spec = _spec(name)
     model = spec.build("small")
     args = spec.inputs("small", 0)
-    fast = ax.optimize(model, args, k=1, saturation_s=0.3, cache_dir=str(tmp_path))
+    opts = {"k": 1, "saturation_s": 0.3, "cache_dir": str(tmp_path / "cache")}
+    with torch.no_grad():
+        want = _tensors(spec.build("small").double()(*_float64(args)))
+        torch._dynamo.reset()
+        compiled = torch.compile(model, backend="axon_eg", options=opts)
+        got = _tensors(compiled(*args))
+    assert _relative_error(got, want) < TOLERANCE[spec.dtype], name
+    torch._dynamo.reset()
+    fast = ax.optimize(model, args, **opts)  # the regions' phase 1 is in the cache now
     lines = [r.line() for r in fast.report]
     with torch.no_grad():
-        got = _tensors(fast(*args))
-        want = _tensors(spec.build("small").double()(*_float64(args)))
-    assert _relative_error(got, want) < TOLERANCE[spec.dtype], lines
+        assert _relative_error(_tensors(fast(*args)), want) < TOLERANCE[spec.dtype], lines
+    saved = fast.save(tmp_path / "model_new.py")
+    root = str(Path(__file__).resolve().parent.parent)
+    proc = subprocess.run([sys.executable, "-c", SAVED_CHECK, str(saved), name, root], capture_output=True, text=True,
+                          timeout=600, env={**os.environ, "TRITON_INTERPRET": "1"})
+    line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("AXON_SAVED")), None)
+    assert line is not None, proc.stderr[-3000:]
+    result = __import__("json").loads(line.split(" ", 1)[1])
+    assert result["axon_eg"] == [] and result["n"] == len(want), result
+    assert result["err"] < TOLERANCE[spec.dtype], (result, lines)
