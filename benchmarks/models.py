@@ -14,7 +14,7 @@ a bare GPU box:
    ``DIR/models/NAME/build.json`` the phase-1 seconds (each region's and the model's), every region with its
    fate (bundled and waiting for rows, kept, or why it is not axon_eg's: refused by the importer, a baseline
    won), and the model's FLOPs and bytes with each region's (``dynamo.graph_work``);
-2. ``measure`` (GPU) runs the worker over every region bundle without rows (each candidate checked against
+2. ``measure`` (GPU) runs the worker over every region bundle of the named models without rows (each candidate checked against
    float64 and timed by the fixed harness, with the region's eager and Inductor baselines, compiled alone);
 3. ``build`` again selects from those rows (phase 1 is a cache hit) and saves ``DIR/models/NAME/model_new.py``
    (``OptimizedModule.save``: imports torch and triton only; it runs the graph through ``torch.compile``, the
@@ -147,13 +147,14 @@ def cmd_measure(args: argparse.Namespace) -> int:
     from axon_eg.measure.worker import main as worker
 
     out = Path(args.dir)
-    bundles = sorted(str(b) for b in (out / "remote" / "bundles").glob("*")
-                     if (b / "manifest.json").is_file() and not (b / ROWS_NAME).is_file()) \
-        if (out / "remote" / "bundles").is_dir() else []
+    names = _names(args.names)
+    wanted = {r["bundle"] for n in names if (out / "models" / n / "build.json").exists()
+              for r in json.loads((out / "models" / n / "build.json").read_text()).get("regions", []) if r["bundle"]}
+    bundles = sorted(b for b in wanted if (Path(b) / "manifest.json").is_file() and not (Path(b) / ROWS_NAME).is_file())
     if bundles:
         print(f"measuring {len(bundles)} region bundles", flush=True)
         worker(bundles + (["--cpu"] if args.cpu else []))
-    for name in _names(args.names):
+    for name in names:
         mdir = out / "models" / name
         if not (mdir / "model_new.py").exists() or ((mdir / "timings.json").exists() and not args.force):
             continue
