@@ -148,9 +148,10 @@ def cmd_measure(args: argparse.Namespace) -> int:
 
     out = Path(args.dir)
     names = _names(args.names)
-    wanted = {r["bundle"] for n in names if (out / "models" / n / "build.json").exists()
-              for r in json.loads((out / "models" / n / "build.json").read_text()).get("regions", []) if r["bundle"]}
-    bundles = sorted(b for b in wanted if (Path(b) / "manifest.json").is_file() and not (Path(b) / ROWS_NAME).is_file())
+    wanted = [r["bundle"] for n in names if (out / "models" / n / "build.json").exists()
+              for r in json.loads((out / "models" / n / "build.json").read_text()).get("regions", []) if r["bundle"]]
+    bundles = [b for b in dict.fromkeys(wanted)  # the models' order: a cut-off run has measured the first ones
+               if (Path(b) / "manifest.json").is_file() and not (Path(b) / ROWS_NAME).is_file()]
     if bundles:
         print(f"measuring {len(bundles)} region bundles", flush=True)
         worker(bundles + (["--cpu"] if args.cpu else []))
