@@ -11,7 +11,8 @@ a bare GPU box:
 1. ``build`` runs, per model in a child process of its own (``--timeout``; a crash or a hang is a row),
    ``ax.optimize(model, inputs, remote=DIR/remote)`` with the model and its inputs on the meta device (phase 1
    needs shapes only), at the ``--config`` sizes (``real``: published ones). It records in
-   ``DIR/models/NAME/build.json`` the phase-1 seconds (each region's and the model's), every region with its
+   ``DIR/models/NAME/build.json`` the phase-1 seconds (the model's: ``ax.optimize``'s wall time in the first
+   build, export and partition included, regions in parallel; and each region's), every region with its
    fate (bundled and waiting for rows, kept, or why it is not axon_eg's: refused by the importer, a baseline
    won), and the model's FLOPs and bytes with each region's (``dynamo.graph_work``);
 2. ``measure`` (GPU) runs the worker over every region bundle of the named models without rows (each candidate checked against
@@ -127,10 +128,9 @@ def _build_one(args: argparse.Namespace) -> int:
     regions = [{"name": r.name, "ops": r.ops, "kernel": r.kernel, "why_torch": r.why_torch, "bundle": r.bundle,
                 "waiting": bool(r.why_torch and r.why_torch.startswith("not measured yet")),
                 "phase1_s": r.phase1_s, "seconds": r.seconds, "flops": r.flops, "bytes": r.bytes} for r in opt.report]
-    first = old.get("first_build") or {"phase1_s": sum(r.phase1_s or 0.0 for r in opt.report), "wall_s": wall,
-                                       "regions_phase1_s": [r.phase1_s for r in opt.report]}
+    first = old.get("first_build") or {"wall_s": wall, "regions_phase1_s": [r.phase1_s for r in opt.report]}
     built = {"name": name, "family": spec.family, "source": spec.source, "dtype": str(spec.dtype).removeprefix("torch."),
-             "config": args.config, "k": args.k, "hw": args.hw, "first_build": first, "phase1_s": first["phase1_s"],
+             "config": args.config, "k": args.k, "hw": args.hw, "first_build": first, "phase1_s": first["wall_s"],
              "wall_s": wall, "flops": flops, "bytes": moved, "regions": regions, "saved": False}
     if not any(r["waiting"] for r in regions):
         opt.save(mdir / "model_new.py")

@@ -141,3 +141,19 @@ def test_a_region_is_spliced_only_when_it_beats_its_inductor_code_in_the_measure
             [r.line() for r in measured]
     else:
         assert all(r.kernel for r in measured), [r.line() for r in measured]
+
+
+def test_remote_phase_one_writes_every_regions_bundle_once_with_its_seconds(tmp_path):
+    """The remote flow's phase 1 runs a version's regions in parallel child processes (two or more regions):
+    each region's bundle is written, its phase-1 seconds recorded; a second build writes none again."""
+    with torch.device("meta"):
+        model = AroundAnUnimportedOp().eval()
+        x = torch.empty(3, 12)
+    remote = tmp_path / "remote"
+    first = ax.optimize(model, (x,), remote=str(remote), **OPTS)
+    waiting = [r for r in first.report if r.bundle]
+    assert len(waiting) == 2 and all(r.phase1_s and r.phase1_s > 0 for r in waiting), [r.line() for r in first.report]
+    stamps = {b: os.stat(os.path.join(b, "manifest.json")).st_mtime_ns for b in (r.bundle for r in waiting)}
+    second = ax.optimize(model, (x,), remote=str(remote), **OPTS)
+    assert sorted(r.bundle for r in second.report if r.bundle) == sorted(stamps)
+    assert all(os.stat(os.path.join(b, "manifest.json")).st_mtime_ns == t for b, t in stamps.items())

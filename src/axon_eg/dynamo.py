@@ -372,6 +372,7 @@ class Compiled:
             return self.gm
         self.work[key] = graph_work(module.graph)
         fused = partition(module, self.opts["region_ops"], self.opts["region_contractions"])
+        ahead = self._phase1_ahead(fused) if self.opts["remote"] is not None else {}
         for name, node in _region_calls(fused):
             region = Region(name, [_target(n) for n in getattr(fused, name).graph.nodes if n.op == "call_function"])
             region.flops, region.bytes = graph_work(getattr(fused, name).graph)
@@ -382,7 +383,7 @@ class Compiled:
             started = time.monotonic()
             try:
                 kernel = compile_region(getattr(fused, name), node, f"{type(self.gm).__name__}_{name}", self.opts,
-                                        region)
+                                        region, ahead)
             except Exception as exc:  # noqa: BLE001 - a region axon_eg cannot take stays torch, said in the report
                 region.why_torch = str(exc) if isinstance(exc, Unmeasured) else _first_line(exc)
                 continue
@@ -397,6 +398,44 @@ class Compiled:
         run = self._rest(fused, args, key)
         self._say(regions, key)
         return run
+
+    def _phase1_ahead(self, fused: torch.fx.GraphModule) -> dict[str, float]:
+        """The remote flow's phase 1 of the version's regions, in parallel: each region whose bundle is not
+        written yet, in a child process of its own (``forkserver``; as many at once as this machine has
+        cores), when there are two or more; bundle directory -> phase-1 seconds for those written. A region
+        that fails here is redone in the build's own loop, which words its error."""
+        from concurrent.futures import ProcessPoolExecutor, as_completed
+        from multiprocessing import get_context
+
+        from axon_eg.pipeline import bundle_path
+
+        run, more = _run_options(self.opts)
+        root = str(self.opts["remote"])
+        jobs: dict[str, Any] = {}
+        for name, node in _region_calls(fused):
+            sub = getattr(fused, name)
+            ops = [_target(n) for n in sub.graph.nodes if n.op == "call_function"]
+            if all(op in _moves_no_arithmetic() or op == "getitem" for op in ops):
+                continue
+            try:
+                program = region_program(sub, node, f"{type(self.gm).__name__}_{name}")[0]
+                bdir = bundle_path(program, **run, cache_dir=root)
+            except Exception:  # noqa: BLE001, S112 - the build's own loop words the error
+                continue
+            if not _written(bdir):
+                jobs.setdefault(str(bdir), program)
+        workers = min(len(jobs), os.cpu_count() or 1)
+        if workers < 2:
+            return {}
+        done: dict[str, float] = {}
+        with ProcessPoolExecutor(max_workers=workers, mp_context=get_context("forkserver")) as pool:
+            futures = {pool.submit(_bundle_one, program, run, more, root): bdir for bdir, program in jobs.items()}
+            for future in as_completed(futures):
+                try:
+                    done[futures[future]] = future.result()
+                except Exception:  # noqa: BLE001, S112 - redone (and worded) in the build's own loop
+                    continue
+        return done
 
     def _rest(self, fused: torch.fx.GraphModule, args: tuple, key: tuple) -> Callable[..., Any]:
         """The version's callable: with ``rest="inductor"``, Inductor's code for ``fused`` with each kept
@@ -515,17 +554,14 @@ the region inside the graph) or eager, whichever is faster; with ``rest="eager"`
 the CPU (the Triton interpreter) no compile baseline is built: nothing there is timed against Inductor."""
 
 
-def compile_region(sub: torch.fx.GraphModule, call: torch.fx.Node, name: str, opts: Mapping[str, Any],
-                   region: Region | None = None) -> RegionKernel | None:
-    """The region's Program optimized (``saturate_and_extract``) and wrapped to stand in for ``sub``; None
-    when eager torch code is as fast (``region.why_torch`` says so). With ``opts["remote"]``: phase 1 writes
-    the region's bundle there and raises :class:`Unmeasured` until the worker's rows are in it (``BUNDLE/
-    rows.jsonl``), then the selection reads them."""
+def region_program(sub: torch.fx.GraphModule, call: torch.fx.Node, name: str) -> tuple[Any, ...]:
+    """The region's Program, imported from ``sub`` with fake inputs of the shapes the call site recorded (no
+    tensor memory), each distinct computed output once: ``(program, sub, fakes, single, where, keep)`` with
+    ``sub`` cut to the kept outputs where some were repeats or inputs (:func:`_outputs` says ``where`` and
+    ``keep``). Raises NotImplementedError for a region that takes a non-tensor or computes nothing."""
     from torch._subclasses.fake_tensor import FakeTensorMode
 
     from axon_eg.ir.torch_import import from_torch
-    from axon_eg.measure.worker import ROWS_NAME
-    from axon_eg.pipeline import bundle_path, saturate_and_extract, write_bundle_only
 
     out_node = next(n for n in sub.graph.nodes if n.op == "output")
     single = not isinstance(out_node.args[0], (tuple, list))
@@ -546,10 +582,44 @@ def compile_region(sub: torch.fx.GraphModule, call: torch.fx.Node, name: str, op
         sub.graph.eliminate_dead_code()
         sub.recompile()
         program = from_torch(sub, fakes, name=name)
-    extras = _made_inputs(sub, fakes, name, program)
+    return program, sub, fakes, single, where, keep
+
+
+def _run_options(opts: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(the pipeline's run arguments, its phase-1 arguments) for a region under the backend's ``opts``."""
     run = {"target": opts["target"], "hw": opts["hw"], "k": opts["k"], "precision": opts["precision"]}
-    baselines = REGION_BASELINES[opts["rest"]]
-    more = {"saturation_s": opts["saturation_s"], "baselines": baselines}
+    return run, {"saturation_s": opts["saturation_s"], "baselines": REGION_BASELINES[opts["rest"]]}
+
+
+def _written(bdir: Path) -> bool:
+    """Whether phase 1 wrote this bundle whole (its last file, ``failures.json``, is there): a build before
+    the worker's rows arrive reuses it, phase 1 is not run again."""
+    return (bdir / "manifest.json").is_file() and (bdir / "failures.json").is_file()
+
+
+def _bundle_one(program: Any, run: dict[str, Any], more: dict[str, Any], root: str) -> float:
+    """A child process's work in :meth:`Compiled._phase1_ahead`: one region's bundle; its phase-1 seconds."""
+    from axon_eg.pipeline import write_bundle_only
+
+    started = time.monotonic()
+    write_bundle_only(program, **run, cache_dir=root, device="cuda", **more)
+    return time.monotonic() - started
+
+
+def compile_region(sub: torch.fx.GraphModule, call: torch.fx.Node, name: str, opts: Mapping[str, Any],
+                   region: Region | None = None, ahead: Mapping[str, float] | None = None) -> RegionKernel | None:
+    """The region's Program optimized (``saturate_and_extract``) and wrapped to stand in for ``sub``; None
+    when the code around it is as fast (``region.why_torch`` says so). With ``opts["remote"]``: phase 1 writes
+    the region's bundle there (unless ``ahead``, bundle directory -> phase-1 seconds, says a child process
+    wrote it for this build) and raises :class:`Unmeasured` until the worker's rows are in it (``BUNDLE/
+    rows.jsonl``), then the selection reads them."""
+    from axon_eg.measure.worker import ROWS_NAME
+    from axon_eg.pipeline import bundle_path, saturate_and_extract, write_bundle_only
+
+    program, sub, fakes, single, where, keep = region_program(sub, call, name)
+    extras = _made_inputs(sub, fakes, name, program)
+    run, more = _run_options(opts)
+    baselines = more["baselines"]
     if opts["remote"] is not None:
         root = Path(opts["remote"])
         bdir = bundle_path(program, **run, cache_dir=root)
@@ -558,9 +628,10 @@ def compile_region(sub: torch.fx.GraphModule, call: torch.fx.Node, name: str, op
         rows = bdir / ROWS_NAME
         if not rows.is_file():
             started = time.monotonic()
-            write_bundle_only(program, **run, cache_dir=root, device="cuda", **more)
+            if str(bdir) not in (ahead or {}) and not _written(bdir):
+                write_bundle_only(program, **run, cache_dir=root, device="cuda", **more)
             if region is not None:
-                region.phase1_s = time.monotonic() - started
+                region.phase1_s = (ahead or {}).get(str(bdir), time.monotonic() - started)
             raise Unmeasured(f"not measured yet: its bundle is {bdir}; on a GPU run `python -m axon_eg.measure "
                              f"{root / 'bundles'}/*`, bring the rows back into it and build again")
         result = saturate_and_extract(program, **run, cache_dir=root, rows=rows, **more)
@@ -889,4 +960,4 @@ def _first_line(exc: BaseException) -> str:
 
 __all__ = ["DEFAULTS", "REGION_BASELINES", "RESTS", "Compiled", "OptimizedModule", "Region", "RegionKernel",
            "Unmeasured", "backend", "compile_region", "cut_region", "graph_work", "inductor", "optimize", "options",
-           "partition", "region_kernel", "region_op", "signature", "splice", "write_model_new"]
+           "partition", "region_kernel", "region_op", "region_program", "signature", "splice", "write_model_new"]
