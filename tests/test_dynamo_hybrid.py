@@ -157,3 +157,21 @@ def test_remote_phase_one_writes_every_regions_bundle_once_with_its_seconds(tmp_
     second = ax.optimize(model, (x,), remote=str(remote), **OPTS)
     assert sorted(r.bundle for r in second.report if r.bundle) == sorted(stamps)
     assert all(os.stat(os.path.join(b, "manifest.json")).st_mtime_ns == t for b, t in stamps.items())
+
+
+class ConstantTable(nn.Module):
+    """A sinusoidal table computed from ``torch.arange`` alone (no input reaches it), then used with the input."""
+
+    def forward(self, t: torch.Tensor) -> torch.Tensor:
+        freqs = torch.exp(torch.arange(0, 8, dtype=torch.float32) * -0.5)
+        args = t[:, None] * freqs[None, :]
+        return torch.cat([args.sin(), args.cos()], dim=-1)
+
+
+def test_a_region_that_reads_no_input_is_left_to_the_code_around_it(tmp_path):
+    t = torch.rand(5) * 100
+    opt = ax.optimize(ConstantTable(), (t,), cache_dir=str(tmp_path), **OPTS)
+    with torch.no_grad():
+        torch.testing.assert_close(opt(t).double(), ConstantTable()(t.double()), rtol=1e-5, atol=1e-5)
+    reasons = [r.why_torch or "" for r in opt.report]
+    assert any("reads no input" in w for w in reasons) or all(r.kernel for r in opt.report), [r.line() for r in opt.report]

@@ -558,7 +558,8 @@ def region_program(sub: torch.fx.GraphModule, call: torch.fx.Node, name: str) ->
     """The region's Program, imported from ``sub`` with fake inputs of the shapes the call site recorded (no
     tensor memory), each distinct computed output once: ``(program, sub, fakes, single, where, keep)`` with
     ``sub`` cut to the kept outputs where some were repeats or inputs (:func:`_outputs` says ``where`` and
-    ``keep``). Raises NotImplementedError for a region that takes a non-tensor or computes nothing."""
+    ``keep``). Raises NotImplementedError for a region that takes a non-tensor, no input at all (a constant
+    of ``forward``, left to the code around it) or computes nothing."""
     from torch._subclasses.fake_tensor import FakeTensorMode
 
     from axon_eg.ir.torch_import import from_torch
@@ -568,6 +569,8 @@ def region_program(sub: torch.fx.GraphModule, call: torch.fx.Node, name: str) ->
     vals = [a.meta.get("val") if isinstance(a, torch.fx.Node) else a for a in call.args]
     if not all(isinstance(v, torch.Tensor) for v in vals):
         raise NotImplementedError("a region input that is not a tensor")
+    if not vals:  # a table computed from constants of forward (torch.arange(...).sin()): nothing to optimize per call
+        raise NotImplementedError("it reads no input (a constant of forward)")
     with FakeTensorMode(allow_non_fake_inputs=True):  # shapes and dtypes only: no tensor memory
         fakes = tuple(torch.empty(tuple(v.shape), dtype=v.dtype, device="cpu") for v in vals)
     program = from_torch(sub, fakes, name=name)
