@@ -20,7 +20,8 @@ a bare GPU box:
 3. ``build`` again selects from those rows (phase 1 is a cache hit) and saves ``DIR/models/NAME/model_new.py``
    (``OptimizedModule.save``: imports torch and triton only; it runs the graph through ``torch.compile``, the
    kept regions as opaque custom ops);
-4. ``measure`` again times, per model in a child process, eager, ``torch.compile(model)`` (default mode, its
+4. ``measure`` again times (``--baselines``: also before step 3, eager and torch.compile alone), per model in a
+   child process, eager, ``torch.compile(model)`` (default mode, its
    own process state: dynamo reset, compiled alone) and the saved ``ModelNew`` sharing the model's weights,
    each checked against the model in float64 on the same GPU (relative error of the flattened outputs;
    tolerance 1e-3 in float32, 3e-2 in bfloat16), then timed by ``harness.time_candidate`` (L2 flushed, CUDA
@@ -157,7 +158,10 @@ def cmd_measure(args: argparse.Namespace) -> int:
         worker(bundles + (["--cpu"] if args.cpu else []))
     for name in names:
         mdir = out / "models" / name
-        if not (mdir / "model_new.py").exists() or ((mdir / "timings.json").exists() and not args.force):
+        saved = (mdir / "model_new.py").exists()
+        done = json.loads((mdir / "timings.json").read_text()) if (mdir / "timings.json").exists() else {}
+        if not (saved or args.baselines) or not (mdir / "build.json").exists() or \
+                (done and not args.force and (done.get("saved") or not saved)):
             continue
         t0 = time.monotonic()
         code, tail = _child(["_time_one", str(out), name] + (["--cpu"] if args.cpu else []), args.timeout)
@@ -196,10 +200,13 @@ def _time_one(args: argparse.Namespace) -> int:
     mdir = out / "models" / name
     built = json.loads((mdir / "build.json").read_text())
     spec = MODELS[name]
-    mod_spec = importlib.util.spec_from_file_location(f"axon_eg_model_new_{name}", mdir / "model_new.py")
-    saved = importlib.util.module_from_spec(mod_spec)
-    sys.modules[mod_spec.name] = saved
-    mod_spec.loader.exec_module(saved)
+    saved = None
+    if (mdir / "model_new.py").exists():
+        mod_spec = importlib.util.spec_from_file_location(f"axon_eg_model_new_{name}", mdir / "model_new.py")
+        saved = importlib.util.module_from_spec(mod_spec)
+        sys.modules[mod_spec.name] = saved
+        mod_spec.loader.exec_module(saved)
+    variants = VARIANTS if saved is not None else VARIANTS[:2]  # not saved yet: the baselines alone
     device = "cpu" if args.cpu else "cuda"
     model = spec.build(built["config"]).to(device).eval()
     inputs = tuple(a.to(device) for a in spec.inputs(built["config"], 0))
@@ -210,7 +217,7 @@ def _time_one(args: argparse.Namespace) -> int:
     if device == "cuda":
         torch.cuda.empty_cache()
     tol = TOLERANCE.get(built["dtype"], 1e-3)
-    rows: dict[str, dict] = {v: {"variant": v, "median_us": [], "iqr_us": []} for v in VARIANTS}
+    rows: dict[str, dict] = {v: {"variant": v, "median_us": [], "iqr_us": []} for v in variants}
 
     def make(variant: str):
         torch._dynamo.reset()
@@ -220,7 +227,7 @@ def _time_one(args: argparse.Namespace) -> int:
             return saved.ModelNew.from_module(model)
         return model
 
-    for p, order in enumerate((VARIANTS, VARIANTS[::-1])):
+    for p, order in enumerate((variants, variants[::-1])):
         for variant in order:
             row = rows[variant]
             gc.collect()
@@ -247,6 +254,7 @@ def _time_one(args: argparse.Namespace) -> int:
             _write(mdir / "timings.json", {"name": name, "device": torch.cuda.get_device_name() if device == "cuda"
                                            else "cpu (Triton interpreter: correctness only)", "torch": torch.__version__,
                                            "triton": __import__("triton").__version__, "tolerance": tol,
+                                           "saved": saved is not None,
                                            "rows": list(rows.values())})
     return 0
 
@@ -344,6 +352,8 @@ def main(argv: list[str] | None = None) -> int:
     m.add_argument("names", nargs="*")
     m.add_argument("--timeout", type=float, default=600.0, help="seconds per model's timing (default 600)")
     m.add_argument("--force", action="store_true")
+    m.add_argument("--baselines", action="store_true", help="also time eager and torch.compile of models not "
+                   "saved yet (their ModelNew is timed by a later measure, which times the three again)")
     m.add_argument("--cpu", action="store_true", help="no GPU: the worker on the CPU and correctness only (a smoke run)")
     r = sub.add_parser("report")
     r.add_argument("dir")
