@@ -71,6 +71,11 @@ def _index(cx: _Ctx, a: dict[str, Any]) -> Value:
     axes = [k for k, i in enumerate(indices) if i is not None]
     if not axes:
         return x
+    block = tuple(int(d) for d in torch.broadcast_shapes(*(tuple(indices[k].shape) for k in axes)))
+    if indices[axes[-1]].ndim == 0 and block:
+        raise cx.unsupported("a 0-d index tensor after indices of more dims: torch.export's shape inference takes "
+                             "the last index's shape for the result (a torch quirk; the kernel would disagree); "
+                             "index with a Python int or a 1-element tensor there, or put it first")
     shape = tuple(int(d) for d in x.shape)
     sizes = [shape[k] for k in axes]
     idx = [_wrapped(cx, indices[k], n) for k, n in zip(axes, sizes)]
@@ -85,7 +90,6 @@ def _index(cx: _Ctx, a: dict[str, Any]) -> Value:
     flat = idx[0]
     for i, n in zip(idx[1:], sizes[1:]):
         flat = cx.binary("add", cx.binary("mul", flat, n), i)
-    block = tuple(int(d) for d in torch.broadcast_shapes(*(tuple(i.shape) for i in idx)))
     flat = flat if flat.shape == block else cx.emit("broadcast_to", flat, shape=block)
     count = math.prod(block)
     line = flat if flat.shape == (count,) else cx.emit("reshape", flat, shape=(count,))
@@ -124,8 +128,10 @@ def _roll(cx: _Ctx, a: dict[str, Any]) -> Value:
 
 def _diff(cx: _Ctx, a: dict[str, Any]) -> Value:
     """``torch.diff(x, n, dim, prepend, append)``: the pieces concatenated along ``dim``, then ``n`` times the
-    next element minus this one (``!=`` on booleans, as torch)."""
+    next element minus this one (``!=`` on booleans, as torch); ``n = 0`` is ``x`` itself, as torch."""
     x, n = a["self"], int(a["n"])
+    if n == 0:  # torch returns the input itself, without the pieces
+        return x
     axis = a["dim"] % max(x.ndim, 1)
     parts = [p for p in (a["prepend"], x, a["append"]) if p is not None]
     if len(parts) > 1:
@@ -154,6 +160,10 @@ def _upsample(spatial: int, corners: bool) -> Any:
         else:
             scales = [a[k] for k in _SCALE_KEYS[spatial]]
         align = bool(a["align_corners"]) if corners else None
+        if packet.endswith("_aa") and out_sizes[-1] == 1 and out_sizes[0] != int(x.shape[-2]):
+            raise cx.unsupported("antialiased resampling to a width of 1: torch's CPU kernel then gives every "
+                                 "row the first row's weights (a torch quirk, not imported); resize the height "
+                                 "and the width in two calls")
         sized = getattr(torch.ops.aten, packet).default
         taps = [_taps(sized, align, int(x.shape[x.ndim - spatial + d]), int(out_sizes[d]), scales[d], d, spatial)
                 for d in range(spatial)]
