@@ -28,7 +28,8 @@ name a user line for.
 
 Modules: this one is the translation of an exported graph (``_Translator``) and the KernelBench loader;
 :mod:`axon_eg.ir.torch_export` exports and diagnoses failures, :mod:`axon_eg.ir.aten_table` is the table
-and :mod:`axon_eg.ir.aten_handlers` its handlers. Every name used across them is importable from here.
+and :mod:`axon_eg.ir.aten_handlers` and :mod:`axon_eg.ir.aten_indexing` (index arithmetic: advanced indexing,
+roll, diff, upsampling) its handlers. Every name used across them is importable from here.
 """
 
 from __future__ import annotations
