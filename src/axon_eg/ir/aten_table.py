@@ -262,10 +262,18 @@ _ATEN: dict[str, Handler] = {
 SUPPORTED_ATEN_OPS: tuple[str, ...] = tuple(sorted(_ATEN))
 
 
-def contracts(name: str) -> bool:
-    """Whether the aten op (overload name) imports as a contraction: a matmul, attention or convolution (the
-    ops whose ISA choices and tilings multiply a program's candidates)."""
-    return _ATEN.get(name) in (_matmul, _addmm, _linear, _sdpa, _conv)
+def contracts(name: str) -> int:
+    """How many contractions the aten op (overload name) imports as: a matmul, attention or convolution is one,
+    a recurrent cell two (its input's and its hidden state's linears), anything else none (the ops whose ISA
+    choices and tilings multiply a program's candidates; the dynamo partition caps them per region)."""
+    handler = _ATEN.get(name)
+    if handler in (_matmul, _addmm, _linear, _sdpa, _conv):
+        return 1
+    return 2 if name in _RECURRENT else 0
+
+
+_RECURRENT = frozenset({"aten.lstm_cell.default", "aten.gru_cell.default", "aten.rnn_tanh_cell.default",
+                        "aten.rnn_relu_cell.default"})
 
 # Ops whose result may alias their input: an in-place op must not write through (or into) one of them.
 _VIEW_LIKE = frozenset({
