@@ -214,8 +214,8 @@ def _taps(sized: Any, align: bool | None, n_in: int, n_out: int, scale: float | 
 
 
 def _resampled(cx: _Ctx, x: Value, axis: int, taps: list[tuple[np.ndarray, np.ndarray]]) -> Value:
-    """sum over taps of weight * x[index] along ``axis`` (a weight of 1 and an index that is every element,
-    or each repeated r times, read without a gather)."""
+    """sum over taps of weight * x[index] along ``axis`` (a weight of 1 and an index that is every element, each
+    repeated r times or every step-th one read without a gather: a broadcast or a slice)."""
     n = int(x.shape[axis])
     out: Value | None = None
     for index, weight in taps:
@@ -239,5 +239,9 @@ def _picked(cx: _Ctx, x: Value, axis: int, index: np.ndarray, n: int) -> Value:
         wide = cx.emit("broadcast_to", cx.emit("expand_dims", x, axis=axis + 1),
                        shape=shape[:axis + 1] + (r,) + shape[axis + 1:])
         return cx.emit("reshape", wide, shape=shape[:axis] + (m,) + shape[axis + 1:])
+    step = int(index[1] - index[0]) if m > 1 else 1
+    if step >= 1 and np.array_equal(index, index[0] + step * np.arange(m)):  # every step-th element: a slice
+        start = int(index[0])
+        return _slice(cx, {"self": x, "dim": axis, "start": start, "end": start + step * (m - 1) + 1, "step": step})
     return cx.emit("index_select", x, cx.buffer("resample_index", index, int64), axis=axis)
 
