@@ -243,3 +243,36 @@ def test_a_loss_total_is_extracted_as_the_sum_of_its_row_sums() -> None:
     assert any(nested(v) for v in variants[8:])
     for v in variants:
         assert_same_values(program, v.program, seed=3)
+
+
+def test_a_program_with_more_outputs_than_the_variadic_constructors_enters_and_runs(tmp_path, monkeypatch) -> None:
+    """The root over a program's outputs is declared for as many as it has (``schema.root_declaration``): 14
+    outputs (an input and a repeated value among them) saturate, extract and run through the pipeline."""
+    from axon_eg import pipeline
+    from axon_eg.backends.kernel import input_specs
+    from axon_eg.egraph.schema import MAX_VARIADIC
+    from axon_eg.ir.program import Builder
+    from axon_eg.measure import harness
+    from axon_eg.rules_discovered.store import load_rules
+
+    b = Builder("many_outputs")
+    x, y = b.input("x", (3, 5), "fp32"), b.input("y", (3, 5), "fp32")
+    outs = [b.emit(("relu", "exp", "tanh", "sigmoid")[k % 4],
+                   b.emit("mul", x, y) if k % 3 == 0 else b.emit("add", x, b.constant(float(k), "fp32")))
+            for k in range(12)]
+    program = b.build([*outs, x, outs[0]])
+    assert len(program.outputs) == 14 > MAX_VARIADIC
+    graph = NuGraph(program, load_rules())
+    graph.saturate(Limits(iterations=3, nodes=5000, seconds=0.5))
+    variants = graph.extract(2)
+    assert variants
+    for variant in variants:
+        assert_same_values(variant.program, program)
+    monkeypatch.setenv("AXON_EG_FORCE_CPU", "1")  # the kernel runs in the Triton interpreter (conftest)
+    result = pipeline.saturate_and_extract(program, k=1, cache_dir=tmp_path, device="cpu", saturation_s=0.3)
+    inputs = harness.make_inputs(input_specs(program), 0)
+    got = result.best(*inputs)
+    want = interpret(program, [t.double().numpy() for t in inputs])
+    assert len(got) == len(want) == 14
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g.double().numpy(), w, rtol=1e-5, atol=1e-6)

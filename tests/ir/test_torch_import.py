@@ -335,6 +335,9 @@ def attention_mask(r):
     b, hkv, g, lq, lk, d = dims(r, 6, 1, 4)
     per_head = r.random() < 0.5
     mask = rand(r, b, hkv * g, lq, lk) if per_head else rand(r, lq, lk)
+    if r.random() < 0.5:  # a boolean mask: True attends (each query attends to its first key at least)
+        mask = mask > 0
+        mask[..., 0] = True
     return Fn(lambda m, q, k, v, mask: F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=True)), (
         rand(r, b, hkv * g, lq, d), rand(r, b, hkv, lk, d), rand(r, b, hkv, lk, d), mask)
 
@@ -700,6 +703,121 @@ def inplace(r):
         return z + w, w
 
     return Fn(f), (rand(r, a, b), rand(r, b))
+
+
+@case
+def advanced_indexing(r):
+    """x[i] with integer tensors (negative entries too, int64 and int32): one axis, adjacent axes (the broadcast
+    block in their place), axes apart (the block in front), aten._unsafe_index; a 1-d table at a 2-d index."""
+    a, b, c = dims(r, 3)
+    p, q = dims(r, 2)
+    rng = np.random.default_rng(r.getrandbits(32))
+    i = torch.from_numpy(rng.integers(-a, a, (p, q)))
+    j = torch.from_numpy(rng.integers(-c, c, (q,))).to(torch.int32)
+    k = torch.from_numpy(rng.integers(0, b, (p, 1)))
+
+    def f(m, x, i, j, k):
+        return (x[i], x[:, k], x[i, :, j], x[:, k, j], aten._unsafe_index(x, [None, k]),
+                m.table[k] * 2 + x[i[:, :1], k].sum())
+
+    return Fn(f, buffers={"table": rand(r, b)}), (rand(r, a, b, c), i, j, k)
+
+
+@case
+def roll_and_diff(r):
+    """torch.roll over some axes and over the flattened tensor; torch.diff of order 1 or 2 along any axis, with
+    prepend and append pieces, and of booleans."""
+    a, b, c = r.randint(1, 4), r.randint(1, 5), r.randint(3, 6)
+    shifts = [r.randint(-7, 7) for _ in range(2)]
+    n, dim = r.randint(1, 2), r.choice([-1, 2])
+
+    def f(m, x, y):
+        rolled = torch.roll(x, shifts, (0, -1)) + torch.roll(x, shifts[0]) + x.roll(shifts[1], 1)
+        return (rolled, torch.diff(x, n=n, dim=dim, prepend=y[..., :1], append=y),
+                torch.diff(x, dim=1 if b > 1 else 2).sum(), torch.diff(x > 0))
+
+    return Fn(f), (rand(r, a, b, c), rand(r, a, b, c))
+
+
+_MODES = {1: ["nearest", "nearest-exact", "linear"], 2: ["nearest", "nearest-exact", "bilinear", "bicubic", "bilinear-aa",
+                                                         "bicubic-aa"], 3: ["nearest", "nearest-exact", "trilinear"]}
+
+
+@case
+def interpolate(r):
+    """F.interpolate in every mode over 1, 2 and 3 spatial axes, each to a size or by scale factors (up, down,
+    fractional), align_corners either way."""
+    shapes = [dims(r, 2 + n) for n in (1, 2, 3)]
+    calls = []
+    for n, shape in zip((1, 2, 3), shapes):
+        for mode in _MODES[n]:
+            least = [1] * (n - 1) + [2 if mode.endswith("-aa") else 1]  # antialiased to width 1: refused
+            if r.random() < 0.5:
+                how = {"size": [r.randint(lo, 7) for lo in least]}
+            else:
+                scales = [r.choice([0.5, 0.75, 1.0, 1.5, 2.0, 3.0]) for _ in range(n)]
+                how = {"scale_factor": [s if int(d * s) >= lo else 2.0 for d, s, lo in zip(shape[2:], scales, least)]}
+            if mode.endswith("-aa"):
+                how["antialias"] = True
+            if "linear" in mode or "cubic" in mode:
+                how["align_corners"] = r.random() < 0.5
+            calls.append((n, mode.removesuffix("-aa"), how))
+
+    def f(m, *xs):
+        return tuple(F.interpolate(xs[n - 1], mode=mode, **how) for n, mode, how in calls)
+
+    return Fn(f), tuple(rand(r, *shape) for shape in shapes)
+
+
+@case
+def upsample_overloads(r):
+    """Each upsampling op's sized overload (what decompositions and hand-written calls give), with and without
+    scales."""
+    a, b, d, h, w = dims(r, 5)
+    o = dims(r, 3)
+    s = r.choice([None, 1.5])
+    corners = r.random() < 0.5
+    wide = [o[1], max(o[2], 2)]  # antialiased to width 1: refused
+
+    def f(m, x1, x2, x3):
+        up2 = (aten.upsample_nearest2d.default(x2, o[1:], s, None) + aten._upsample_nearest_exact2d.default(x2, o[1:])
+               + aten.upsample_bilinear2d.default(x2, o[1:], corners, None, s)
+               + aten.upsample_bicubic2d.default(x2, o[1:], corners, s, s)
+               + aten._upsample_bilinear2d_aa.default(x2, wide, corners) + aten._upsample_bicubic2d_aa.default(x2, wide, corners))
+        up1 = aten.upsample_nearest1d.default(x1, o[:1], s) + aten._upsample_nearest_exact1d.default(x1, o[:1], s) \
+            + aten.upsample_linear1d.default(x1, o[:1], corners, s)
+        up3 = aten.upsample_nearest3d.default(x3, o, None, s, None) + aten._upsample_nearest_exact3d.default(x3, o) \
+            + aten.upsample_trilinear3d.default(x3, o, corners, s, None, s)
+        return up1, up2, up3
+
+    return Fn(f), (rand(r, a, b, w), rand(r, a, b, h, w), rand(r, a, b, d, h, w))
+
+
+@case
+def recurrent_cells(r):
+    """nn.LSTMCell, nn.GRUCell and nn.RNNCell (tanh and relu), with and without biases, batched or not."""
+    n, i, h = dims(r, 3)
+    bias = r.random() < 0.7
+    batch = (n,) if r.random() < 0.7 else ()
+    cells = nn.ModuleList([nn.LSTMCell(i, h, bias), nn.GRUCell(i, h, bias), nn.RNNCell(i, h, bias),
+                           nn.RNNCell(i, h, bias, nonlinearity="relu")])
+
+    def f(m, x, hx, cx):
+        h1, c1 = m.cells[0](x, (hx, cx))
+        return h1, c1, m.cells[1](x, hx), m.cells[2](x, hx) + m.cells[3](x, h1)
+
+    module = Fn(f)
+    module.cells = cells
+    return module, (rand(r, *batch, i), rand(r, *batch, h), rand(r, *batch, h))
+
+
+@case
+def device_moves(r):
+    """.to(device), .to(device, dtype), .to(dtype=, device=) and .to(other): casts or nothing."""
+    a, b = dims(r, 2)
+    return Fn(lambda m, x, y: x.to("cpu") + x.to("cpu", torch.float64) + x.to(device=x.device, dtype=torch.float64)
+              + aten.to.other(x, y) + aten.to.dtype_layout(x, dtype=torch.float64)), (
+        rand(r, a, b), torch.ones(1, dtype=torch.float64))
 
 
 # ------------------------------------------------------------------------------------------------

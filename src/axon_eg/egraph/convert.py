@@ -89,8 +89,6 @@ def check_enterable(program: Program) -> None:
     unbound = sorted(program.free_dims - set(program.bindings))
     if unbound:
         raise ProgramError(f"{program.name}: bind dims {unbound} before building a νGraph (program.bind(...))")
-    if len(program.outputs) > S.MAX_VARIADIC:
-        raise ProgramError(f"{program.name}: at most {S.MAX_VARIADIC} outputs, got {len(program.outputs)}")
     for n in program.nodes:
         if len(n.shape) > S.MAX_RANK:
             raise ProgramError(f"{program.name}: {n.op} has rank {len(n.shape)} > {S.MAX_RANK}")
@@ -143,7 +141,8 @@ def generic_sizes(program: Program) -> dict[str, int]:
 def to_egglog(program: Program, prefix: str = "node_") -> tuple[str, list[str], str]:
     """(commands, one let-name per node, the root's let-name) for an expanded, bound Program."""
     check_enterable(program)
-    lines = [f'(set (dval (DVar "{k}")) {v})' for k, v in sorted(program.bindings.items())]
+    lines = [S.root_declaration(len(program.outputs))] if len(program.outputs) > S.MAX_VARIADIC else []
+    lines += [f'(set (dval (DVar "{k}")) {v})' for k, v in sorted(program.bindings.items())]
     lines += [f'(set (gval (DVar "{k}")) {v})' for k, v in sorted(generic_sizes(program).items())]
     names = [f"${prefix}{i}" for i in range(len(program.nodes))]
     for i in range(len(program.nodes)):

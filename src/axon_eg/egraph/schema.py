@@ -433,9 +433,15 @@ def prelude() -> str:
         for b in DTYPES.values():
             lines.append(f'(set (promote "{a.name}" "{b.name}") "{promote(a, b).name}")')
     lines += _bcast_rules()
-    for n in range(1, MAX_VARIADIC + 1):
-        lines.append(f"(constructor root__{n} ({' '.join(['T'] * n)}) Root)")
+    lines += [root_declaration(n) for n in range(1, MAX_VARIADIC + 1)]
     return "\n".join(lines)
+
+
+def root_declaration(n: int) -> str:
+    """The constructor of the root over a program's ``n`` outputs (``root__n``). The prelude declares it for 1 to
+    MAX_VARIADIC outputs; a program with more declares its own on entry (``convert.to_egglog``): the root is no
+    tensor op (no rule, analysis or cost reads it), so its width is only the number of outputs."""
+    return f"(constructor root__{n} ({' '.join(['T'] * n)}) Root)"
 
 
 def generic(rule: str) -> str:

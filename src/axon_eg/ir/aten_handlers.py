@@ -34,9 +34,15 @@ def _dtype(torch_dtype: torch.dtype, what: str) -> DType:
 # ------------------------------------------------------------------------------------------------
 class _Ctx:
     def __init__(self, builder: Builder, aten: str, node: Node, location: str | None,
-                 buffer: Callable[[str, Any, DType], Value] | None = None):
+                 buffer: Callable[[str, Any, DType], Value] | None = None,
+                 known: Callable[[str], np.ndarray | None] | None = None):
         self.b, self.aten, self.node, self.location = builder, aten, node, location
-        self._buffer = buffer
+        self._buffer, self._known = buffer, known
+
+    def known(self, name: str) -> np.ndarray | None:
+        """The float64 values of input ``name`` where they are constants of the program (a buffer the importer
+        made from values computed in forward()), else None."""
+        return self._known(name) if self._known is not None else None
 
     def buffer(self, stem: str, values: Any, dtype: DType) -> Value:
         """A tensor of known values made inside forward() (``torch.arange``): a buffer of the program, whose
@@ -577,6 +583,8 @@ def _sdpa(cx: _Ctx, a: dict[str, Any]) -> Value:
         raise cx.unsupported(f"attention dropout (dropout_p={a['dropout_p']}) is random")
     if mask is not None and not isinstance(mask, Value):
         raise cx.unsupported("attn_mask must be a tensor")
+    if mask is not None and mask.dtype.kind == "bool":  # torch: True attends; the registry's mask is added
+        mask = cx.emit("where", mask, cx.b.constant(0.0, q.dtype), cx.b.constant(-math.inf, q.dtype))
     ins = [q, k, v] + ([mask] if mask is not None else [])
     return cx.emit("sdpa", *ins, scale=a["scale"], causal=bool(a["is_causal"]))
 
@@ -1018,3 +1026,47 @@ def _one_hot(cx: _Ctx, a: dict[str, Any]) -> Value:
     classes = cx.buffer("classes", np.arange(n, dtype=np.float64), index.dtype)
     hot = cx.emit("eq", cx.emit("expand_dims", index, axis=index.ndim), classes)
     return cx.emit("cast", hot, dtype=_dtype(cx.node.meta["val"].dtype, cx.where))
+
+
+# -- recurrent cells ---------------------------------------------------------------------------------
+def _gates(cx: _Ctx, a: dict[str, Any], h: Value, count: int) -> tuple[list[Value], list[Value]]:
+    """The input's and the hidden state's gate pre-activations, ``linear(input, w_ih, b_ih)`` and
+    ``linear(h, w_hh, b_hh)``, each cut into ``count`` equal pieces along the last axis (torch's chunk)."""
+    out = []
+    for x, w, b in ((a["input"], a["w_ih"], a["b_ih"]), (h, a["w_hh"], a["b_hh"])):
+        y = cx.emit("linear", x, w, *([b] if b is not None else []))
+        width = int(y.shape[-1]) // count
+        out.append([_slice(cx, {"self": y, "dim": -1, "start": k * width, "end": (k + 1) * width, "step": 1})
+                    for k in range(count)])
+    return out[0], out[1]
+
+
+def _lstm_cell(cx: _Ctx, a: dict[str, Any]) -> tuple[Value, Value]:
+    """``aten.lstm_cell`` as torch computes it: gates = the two linears added, cut into input, forget, cell
+    and output gates; c' = sigmoid(f) c + sigmoid(i) tanh(g), h' = sigmoid(o) tanh(c')."""
+    h, c = a["hx"]
+    xs, hs = _gates(cx, a, h, 4)
+    i, f, g, o = (cx.emit("add", p, q) for p, q in zip(xs, hs))
+    c_new = cx.emit("add", cx.emit("mul", cx.emit("sigmoid", f), c),
+                    cx.emit("mul", cx.emit("sigmoid", i), cx.emit("tanh", g)))
+    return cx.emit("mul", cx.emit("sigmoid", o), cx.emit("tanh", c_new)), c_new
+
+
+def _gru_cell(cx: _Ctx, a: dict[str, Any]) -> Value:
+    """``aten.gru_cell`` as torch computes it: r = sigmoid(h_r + x_r), z = sigmoid(h_z + x_z),
+    n = tanh(x_n + h_n r), h' = (h - n) z + n."""
+    h = a["hx"]
+    (xr, xz, xn), (hr, hz, hn) = _gates(cx, a, h, 3)
+    r = cx.emit("sigmoid", cx.emit("add", hr, xr))
+    z = cx.emit("sigmoid", cx.emit("add", hz, xz))
+    n = cx.emit("tanh", cx.emit("add", xn, cx.emit("mul", hn, r)))
+    return cx.emit("add", cx.emit("mul", cx.emit("sub", h, n), z), n)
+
+
+def _rnn_cell(activation: str) -> Handler:
+    """``aten.rnn_tanh_cell`` / ``rnn_relu_cell``: activation(linear(input, w_ih, b_ih) + linear(h, w_hh, b_hh))."""
+    def handle(cx: _Ctx, a: dict[str, Any]) -> Value:
+        (x,), (h,) = _gates(cx, a, a["hx"], 1)
+        return cx.emit(activation, cx.emit("add", x, h))
+
+    return handle

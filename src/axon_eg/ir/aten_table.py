@@ -43,6 +43,7 @@ from axon_eg.ir.aten_handlers import (
     _filled,
     _gather,
     _group_norm,
+    _gru_cell,
     _hinge_embedding_loss,
     _huber_loss,
     _identity,
@@ -57,6 +58,7 @@ from axon_eg.ir.aten_handlers import (
     _linear,
     _logaddexp,
     _logic,
+    _lstm_cell,
     _margin_ranking_loss,
     _masked_fill,
     _matmul,
@@ -74,6 +76,7 @@ from axon_eg.ir.aten_handlers import (
     _reshape,
     _reverse_axes,
     _rms_norm,
+    _rnn_cell,
     _rsub,
     _sdpa,
     _select,
@@ -94,6 +97,7 @@ from axon_eg.ir.aten_handlers import (
     _vector_norm,
     _where,
 )
+from axon_eg.ir.aten_indexing import _diff, _index, _roll, _upsample
 
 _PIECES = tuple(f"aten.{op}" for op in ("chunk.default", "split.Tensor", "split_with_sizes.default",
                                          "tensor_split.sections", "tensor_split.indices", "unbind.int"))
@@ -134,6 +138,8 @@ _ATEN: dict[str, Handler] = {
     "aten.clone.default": _identity, "aten.contiguous.default": _identity, "aten.alias.default": _identity,
     "aten.detach.default": _identity, "aten.lift_fresh_copy.default": _identity, "aten.dropout.default": _dropout,
     "aten._to_copy.default": _cast, "aten.to.dtype": _cast, "aten.type_as.default": _cast,
+    # .to(device=...) / .to(other): devices are the caller's (a kernel runs where its inputs are), so a cast or nothing
+    "aten.to.dtype_layout": _cast, "aten.to.device": _cast, "aten.to.other": _cast,
     # arithmetic
     "aten.add.Tensor": _binary("add"), "aten.add.Scalar": _binary("add"),
     "aten.sub.Tensor": _binary("sub"), "aten.sub.Scalar": _binary("sub"),
@@ -198,6 +204,18 @@ _ATEN: dict[str, Handler] = {
     # indexing by integer tensors
     "aten.gather.default": _gather, "aten.take_along_dim.default": _gather,
     "aten.index_select.default": _index_select, "aten.embedding.default": _embedding,
+    "aten.index.Tensor": _index, "aten._unsafe_index.Tensor": _index,
+    "aten.roll.default": _roll, "aten.diff.default": _diff,
+    # resampling (F.interpolate, nn.Upsample): weighted index_select taps per spatial axis
+    **{f"aten.{packet}.{o}": _upsample(n, corners) for packet, n, corners in (
+        ("upsample_nearest1d", 1, False), ("upsample_nearest2d", 2, False), ("upsample_nearest3d", 3, False),
+        ("_upsample_nearest_exact1d", 1, False), ("_upsample_nearest_exact2d", 2, False),
+        ("_upsample_nearest_exact3d", 3, False), ("upsample_linear1d", 1, True), ("upsample_bilinear2d", 2, True),
+        ("upsample_trilinear3d", 3, True), ("upsample_bicubic2d", 2, True), ("_upsample_bilinear2d_aa", 2, True),
+        ("_upsample_bicubic2d_aa", 2, True)) for o in ("vec", "default")},
+    # recurrent cells (nn.LSTMCell, nn.GRUCell, nn.RNNCell)
+    "aten.lstm_cell.default": _lstm_cell, "aten.gru_cell.default": _gru_cell,
+    "aten.rnn_tanh_cell.default": _rnn_cell("tanh"), "aten.rnn_relu_cell.default": _rnn_cell("relu"),
     # sorting (library ops: torch's kernels)
     "aten.sort.default": _sort, "aten.sort.stable": _sort, "aten.argsort.default": _argsort,
     "aten.argsort.stable": _argsort, "aten.topk.default": _topk,
@@ -244,10 +262,18 @@ _ATEN: dict[str, Handler] = {
 SUPPORTED_ATEN_OPS: tuple[str, ...] = tuple(sorted(_ATEN))
 
 
-def contracts(name: str) -> bool:
-    """Whether the aten op (overload name) imports as a contraction: a matmul, attention or convolution (the
-    ops whose ISA choices and tilings multiply a program's candidates)."""
-    return _ATEN.get(name) in (_matmul, _addmm, _linear, _sdpa, _conv)
+def contracts(name: str) -> int:
+    """How many contractions the aten op (overload name) imports as: a matmul, attention or convolution is one,
+    a recurrent cell two (its input's and its hidden state's linears), anything else none (the ops whose ISA
+    choices and tilings multiply a program's candidates; the dynamo partition caps them per region)."""
+    handler = _ATEN.get(name)
+    if handler in (_matmul, _addmm, _linear, _sdpa, _conv):
+        return 1
+    return 2 if name in _RECURRENT else 0
+
+
+_RECURRENT = frozenset({"aten.lstm_cell.default", "aten.gru_cell.default", "aten.rnn_tanh_cell.default",
+                        "aten.rnn_relu_cell.default"})
 
 # Ops whose result may alias their input: an in-place op must not write through (or into) one of them.
 _VIEW_LIKE = frozenset({
@@ -257,6 +283,7 @@ _VIEW_LIKE = frozenset({
     "aten.squeeze.dims", "aten.slice.Tensor", "aten.select.int", "aten.narrow.default", "aten.flatten.using_ints",
     "aten.unflatten.int",
     "aten.alias.default", "aten.detach.default", "aten.contiguous.default", "aten.to.dtype", "aten.type_as.default",
+    "aten.to.dtype_layout", "aten.to.device", "aten.to.other",
     "aten.dropout.default", "aten.broadcast_tensors.default", *_PIECES,
 })
 

@@ -28,7 +28,8 @@ name a user line for.
 
 Modules: this one is the translation of an exported graph (``_Translator``) and the KernelBench loader;
 :mod:`axon_eg.ir.torch_export` exports and diagnoses failures, :mod:`axon_eg.ir.aten_table` is the table
-and :mod:`axon_eg.ir.aten_handlers` its handlers. Every name used across them is importable from here.
+and :mod:`axon_eg.ir.aten_handlers` and :mod:`axon_eg.ir.aten_indexing` (index arithmetic: advanced indexing,
+roll, diff, upsampling) its handlers. Every name used across them is importable from here.
 """
 
 from __future__ import annotations
@@ -130,6 +131,7 @@ class _Translator:
         self.env: dict[Node, Any] = {}
         self.roles: dict[str, str] = {}
         self.state: dict[str, np.ndarray] = {}
+        self.made: set[str] = set()  # buffers of values made inside forward() (torch.arange)
 
     def run(self) -> TorchImport:
         mutated = getattr(self.ep.graph_signature, "user_inputs_to_mutate", {}) or {}
@@ -272,14 +274,20 @@ class _Translator:
         while f"_{stem}{k}" in self.state or f"_{stem}{k}" in self.specs:
             k += 1
         name = f"_{stem}{k}"
+        self.made.add(name)
         self.roles[name] = "buffer"
         self.state[name] = np.asarray(values, dtype=np.float64)
         return self.b.input(name, tuple(self.state[name].shape), dtype)
 
+    def _made_values(self, name: str) -> np.ndarray | None:
+        """The values of a buffer made inside forward(): constants of the program (a parameter's or a module
+        buffer's values are not: they are the caller's, and may change between calls)."""
+        return self.state[name] if name in self.made else None
+
     def _translate(self, node: Node, args: tuple, kwargs: dict) -> Any:
         aten, location = _name(node.target), _location(node)
         args, kwargs = map_arg((args, kwargs), self.env.__getitem__)  # type: ignore[assignment]
-        cx = _Ctx(self.b, aten, node, location, self._made_buffer)
+        cx = _Ctx(self.b, aten, node, location, self._made_buffer, self._made_values)
         if node.target is operator.getitem:
             value = args[0][args[1]]
             if value is None:
