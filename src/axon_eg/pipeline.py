@@ -207,10 +207,12 @@ def saturate_and_extract(prog: Any, target: str = "triton", hw: str | HardwareSp
         phase1, phase2 = 0.0, float(sum(r.get("elapsed_s") or 0.0 for r in new_rows))
     else:
         report("saturate", 0, 1, program.name)
+        started = time.monotonic()
         nugraph = graph()
+        saturated = time.monotonic() - started
         report("saturate", 1, 1, f"{nugraph.enode_count()} e-nodes")
         kernels, cand_rows = _phase1(program, nugraph, spec, backend, k, key, bdir, device, report, precision, ranges,
-                                     lambda p: _saturated(p, sat_s), baselines)
+                                     lambda p: _saturated(p, sat_s), baselines, saturated)
         phase1 = time.monotonic() - t0
         t1 = time.monotonic()
         built = [kern for kern in kernels if kern.source]
@@ -275,11 +277,13 @@ def write_bundle_only(prog: Any, target: str = "triton", hw: str | HardwareSpec 
     _fits(backend, spec)
     tables.ensure_writable(cache_dir)
     ranges = validate.ranges(program, ranges)
+    started = time.monotonic()
     g = _saturated(program, saturation_s)
+    saturated = time.monotonic() - started
     bkey = bundle_key(program, spec, target, k, precision, ranges)
     bdir = tables.cache_dir(cache_dir) / "bundles" / bkey
     _phase1(program, g, spec, backend, k, "", bdir, device, progress or (lambda *a: None), precision, ranges,
-            lambda p: _saturated(p, saturation_s), baselines)
+            lambda p: _saturated(p, saturation_s), baselines, saturated)
     return bdir
 
 
@@ -308,8 +312,13 @@ def _phase1(program: Program, nugraph: Any, hw: HardwareSpec, backend: Backend, 
             device: str, report: Progress, precision: str = "ieee",
             ranges: dict[str, tuple[int, int]] | None = None,
             saturate: Callable[[Program], Any] | None = None,
-            baselines: Sequence[str] | None = None) -> tuple[list[Kernel], list[dict[str, Any]]]:
+            baselines: Sequence[str] | None = None,
+            saturation_s: float | None = None) -> tuple[list[Kernel], list[dict[str, Any]]]:
     """Enumerate, emit and bundle; returns the kernels and their ``candidates`` rows.
+
+    Where phase 1's time went is written to ``<bundle>/phase1.json`` (:data:`PHASE1_FILE`): the seconds of
+    saturation (``saturation_s``, measured by the caller), extraction (enumeration of the candidates) and
+    emission, the νGraph's size, and the enumeration's counts and budgets (``EnumerationSummary.counts``).
 
     With ``ranges`` (a shape bucket) every kernel is shape-generic over it and phase 2 also checks and times
     each at the bucket's probe sizes (``buckets.probe_bindings``: its low end and middle). Where phase 2
@@ -321,6 +330,7 @@ def _phase1(program: Program, nugraph: Any, hw: HardwareSpec, backend: Backend, 
 
     target = backend.name
     report("extract", 0, 1, "")
+    extract_started = time.monotonic()
     candidates, summary = enumerate_candidates(nugraph, hw, k, fallback=backend.fallback(hw), precision=precision)
     probes = probe_bindings(ranges) if ranges else []
     extra: list[tuple[dict[str, int], Any]] = []
@@ -332,6 +342,8 @@ def _phase1(program: Program, nugraph: Any, hw: HardwareSpec, backend: Backend, 
                                               precision=precision)
             extra += [(binding, c) for c in found if c.key not in why.errors]
     report("extract", 1, 1, f"{len(candidates) + len(extra)} candidates")
+    emit_started = time.monotonic()
+    extraction_s = emit_started - extract_started
     kernels = backend.baselines(program, device) if backend.torch_baselines else []
     if baselines is not None:
         kernels = [b for b in kernels if b.name in baselines]
@@ -369,7 +381,34 @@ def _phase1(program: Program, nugraph: Any, hw: HardwareSpec, backend: Backend, 
     backend.write_bundle(bdir, program, kernels, hw, probes=probes)
     (bdir / "candidates.json").write_text(json.dumps(rows, indent=1))
     (bdir / "failures.json").write_text(json.dumps(_emit_failures(kernels), indent=1))  # for rows measured elsewhere
+    stages = {"program": program.name, "saturation_s": saturation_s, "extraction_s": extraction_s,
+              "emission_s": time.monotonic() - emit_started, "enodes": _enodes(nugraph), "ops": _compute_ops(program),
+              "enumeration": summary.counts()}
+    (bdir / PHASE1_FILE).write_text(json.dumps(stages, indent=1))
     return kernels, rows
+
+
+PHASE1_FILE = "phase1.json"
+"""The bundle's record of where its phase 1 went (``_phase1``): seconds per stage, the enumeration's counts."""
+
+
+def phase1_stages(bdir: str | Path) -> dict[str, Any] | None:
+    """The bundle's ``phase1.json`` (see ``_phase1``), or None where it has none."""
+    path = Path(bdir) / PHASE1_FILE
+    return json.loads(path.read_text()) if path.is_file() else None
+
+
+def _enodes(nugraph: Any) -> int | None:
+    try:
+        return int(nugraph.enode_count())
+    except Exception:  # noqa: BLE001 - a νGraph that cannot count: the record goes without it
+        return None
+
+
+def _compute_ops(program: Program) -> int:
+    from axon_eg.ir import ops as O
+
+    return sum(1 for n in program.nodes if not O.is_source(n.op) and not O.is_view(n.op))
 
 
 def _emit(backend: Backend, candidate: Any, hw: HardwareSpec, name: str,

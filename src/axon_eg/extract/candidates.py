@@ -53,6 +53,10 @@ class EnumerationSummary:
     """Candidate key -> the error of the backend's ``fallback`` probe that raised on one of its groups
     (``error_line``); the candidate is ranked as if that group ran as torch, and must not be emitted."""
 
+    def counts(self) -> dict[str, int]:
+        """The counts (everything but the errors, which are counted), for a record of the run."""
+        return {**{k: v for k, v in vars(self).items() if k != "errors"}, "errors": len(self.errors)}
+
 
 def error_line(exc: BaseException) -> str:
     """An exception as one line for a table row: its type and the last line of its message, then its notes."""
