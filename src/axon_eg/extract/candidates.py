@@ -205,18 +205,38 @@ def enumerate_candidates(nugraph: NuGraph, target: str | HardwareSpec, k: int = 
                          structural: int | None = None, tilings_per_group: int | None = None,
                          fallback: Fallback | None = None, precision: str = "ieee",
                          budget: Budget | None = None) -> tuple[list[Candidate], EnumerationSummary]:
-    """The k candidates to measure. ``fallback`` (from the backend) marks groups it would run as torch
-    code; their predicted cost is charged as one fp32 kernel per op, so a plan the backend lowers
-    whole outranks an equal-looking one it cannot. A probe that raises counts as such a group, and the
-    candidates concerned are listed with the error in ``summary.errors`` (the caller must not emit them).
-    ``precision`` is the fp32 matmul policy (``ieee``, or ``tf32`` where the user allows it). The plans are
-    the registry's (``fusion.plans``) and the backend's derived ones (``Backend.derived_plans``: a matmul
-    group split around a library GEMM). The variants planned are the ``variants`` cheapest and up to
-    ``structural`` more of skeletons those lack (``NuGraph.extract``).
+    """The k candidates to measure: of every candidate ``enumerate_all`` ranks, those predicted within
+    ``HOPELESS`` times the fastest, picked for coverage (``_diverse``). The arguments are ``enumerate_all``'s."""
+    ranked, summary = enumerate_all(nugraph, target, k, variants=variants, structural=structural,
+                                    tilings_per_group=tilings_per_group, fallback=fallback, precision=precision,
+                                    budget=budget)
+    fastest = min((c.predicted_seconds for c in ranked), default=math.inf)
+    hopeful = [c for c in ranked if c.predicted_seconds <= HOPELESS * fastest]
+    summary.hopeless = len(ranked) - len(hopeful)
+    chosen = _diverse(hopeful or ranked, k)
+    summary.kept = len(chosen)
+    return chosen, summary
+
+
+def enumerate_all(nugraph: NuGraph, target: str | HardwareSpec, k: int = 8, *, variants: int | None = None,
+                  structural: int | None = None, tilings_per_group: int | None = None,
+                  fallback: Fallback | None = None, precision: str = "ieee",
+                  budget: Budget | None = None) -> tuple[list[Candidate], EnumerationSummary]:
+    """Every candidate the budget allows, ranked (best first), and the counts of what was considered.
+    ``fallback`` (from the backend) marks groups it would run as torch code; their predicted cost is charged
+    as one fp32 kernel per op, so a plan the backend lowers whole outranks an equal-looking one it cannot. A
+    probe that raises counts as such a group, and the candidates concerned are listed with the error in
+    ``summary.errors`` (the caller must not emit them). ``precision`` is the fp32 matmul policy (``ieee``, or
+    ``tf32`` where the user allows it). The plans are the registry's (``fusion.plans``) and the backend's
+    derived ones (``Backend.derived_plans``: a matmul group split around a library GEMM). The variants planned
+    are the ``variants`` cheapest and up to ``structural`` more of skeletons those lack (``NuGraph.extract``),
+    and the program as written (``with_original``).
 
     What is considered is bounded by ``budget`` (default ``Budget.for_program`` of the program: counts scaled
-    by its size, so the same program always gives the same candidates); ``variants``, ``structural`` and
-    ``tilings_per_group`` given here override its fields. ``summary`` counts what the budget left out."""
+    by its size, never the clock, so the same program always gives the same candidates); ``variants``,
+    ``structural`` and ``tilings_per_group`` given here override its fields. Per plan: at most
+    ``budget.isa_combos`` ISA combinations at the groups' best tilings, then the most expensive group's other
+    kept tilings for the ``budget.families`` cheapest of them. ``summary`` counts what the budget left out."""
     hw = load(target) if not isinstance(target, HardwareSpec) else target
     backend = backend_for_hw(hw)
     budget = budget or Budget.for_program(nugraph.program)
@@ -351,10 +371,9 @@ def enumerate_candidates(nugraph: NuGraph, target: str | HardwareSpec, k: int = 
             head = tuple(best)
             if combos is None:  # past the budget: each group's choices priced alone, then ``isa_subset``
                 estimate: dict[int, dict[str, float]] = {gi: {} for gi, _ in options}
-                for j in range(max(len(o) for _, o in options)):
+                for j in range(max(len(o) for _, o in options)):  # priced, not kept (unless isa_subset keeps it)
                     column = tuple((gi, opts[min(j, len(opts) - 1)]) for gi, opts in options)
-                    c, per, error = evaluate(plan, variant, head, best, column, every)
-                    add(c, error)
+                    _, per, _ = evaluate(plan, variant, head, best, column, every)
                     for gi, o in column:
                         estimate[gi].setdefault(o, per[gi])
                 combos = isa_subset(options, estimate, budget.isa_combos)
@@ -398,13 +417,7 @@ def enumerate_candidates(nugraph: NuGraph, target: str | HardwareSpec, k: int = 
                                                  for gi, t in enumerate(first.tilings)),
                 _ops(c), best[_family(c)], order[first.key], order[c.key])
 
-    ranked = sorted(found.values(), key=rank)
-    fastest = min((c.predicted_seconds for c in ranked), default=math.inf)
-    hopeful = [c for c in ranked if c.predicted_seconds <= HOPELESS * fastest]
-    summary.hopeless = len(ranked) - len(hopeful)
-    chosen = _diverse(hopeful or ranked, k)
-    summary.kept = len(chosen)
-    return chosen, summary
+    return sorted(found.values(), key=rank), summary
 
 
 _FREE = (*O.views(), "constant")  # views: no kernel of their own
