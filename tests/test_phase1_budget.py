@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import time
 
+import pytest
+
 import axon_eg as ax
 from axon_eg import pipeline
 from axon_eg.egraph.nugraph import NuGraph
@@ -75,3 +77,23 @@ def test_a_wide_reshape_among_many_sizes_analyses_in_linear_time() -> None:
     graph = NuGraph(scope["shuffle"], [])
     assert time.monotonic() - started < 10.0
     assert graph.enode_count() > 0
+
+
+def test_phase_1_computes_no_reference_whose_values_are_large_even_from_small_inputs(tmp_path, monkeypatch) -> None:
+    """NetVLAD's residuals: small inputs, one value of 157M elements on the way to a small output. The float64
+    reference runs on the measuring device (``reference.py``), not in phase 1's interpreter (21 s there)."""
+    from axon_eg import bundle
+    from axon_eg.hw import load
+    from axon_eg.ir.dtypes import fp32
+    from axon_eg.ir.program import Builder
+
+    b = Builder("residuals")
+    x, c = b.input("x", (8, 256), fp32), b.input("c", (16, 256), fp32)
+    xs = b.emit("broadcast_to", b.emit("expand_dims", x, axis=0), shape=(16, 8, 256))
+    cs = b.emit("broadcast_to", b.emit("expand_dims", c, axis=1), shape=(16, 8, 256))
+    wide = b.emit("broadcast_to", b.emit("expand_dims", b.emit("sub", xs, cs), axis=0), shape=(256, 16, 8, 256))
+    program = b.build([b.emit("sum", b.emit("square", wide), axes=(0, 3))])
+    assert bundle.NPZ_MAX_INPUT_ELEMS < 256 * 16 * 8 * 256 and not bundle.reference_fits_npz(program)
+    monkeypatch.setattr(bundle, "reference_arrays", lambda *a: pytest.fail("phase 1 computed a reference"))
+    root = bundle.write_bundle(tmp_path / "b", program, [], load("h200"))
+    assert (root / "reference.py").exists() and not (root / "ref.npz").exists()
