@@ -97,3 +97,18 @@ def test_phase_1_computes_no_reference_whose_values_are_large_even_from_small_in
     monkeypatch.setattr(bundle, "reference_arrays", lambda *a: pytest.fail("phase 1 computed a reference"))
     root = bundle.write_bundle(tmp_path / "b", program, [], load("h200"))
     assert (root / "reference.py").exists() and not (root / "ref.npz").exists()
+
+
+def test_a_bundle_whose_phase_1_is_complete_is_not_written_again(tmp_path) -> None:
+    """The remote flow rebuilds a model before its bundles are measured: each region's bundle is kept as it is
+    (phase 1 would write the same), unless it was made for another device (other baselines)."""
+    first = pipeline.write_bundle_only(_layer_a, k=2, cache_dir=tmp_path, device="cuda", saturation_s=5.0)
+    record = first / pipeline.PHASE1_FILE
+    written = record.stat().st_mtime_ns
+    assert pipeline.write_bundle_only(_layer_a, k=2, cache_dir=tmp_path, device="cuda", saturation_s=5.0) == first
+    assert record.stat().st_mtime_ns == written
+    assert pipeline.write_bundle_only(_layer_a, k=2, cache_dir=tmp_path, device="cpu", saturation_s=5.0) == first
+    assert record.stat().st_mtime_ns != written and pipeline.phase1_stages(first)["device"] == "cpu"
+    from axon_eg.cache import manifest
+
+    assert "torch_compile" not in {c["id"] for c in manifest(first)}  # the CPU's bundle: eager only

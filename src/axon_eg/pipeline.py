@@ -262,7 +262,9 @@ def write_bundle_only(prog: Any, target: str = "triton", hw: str | HardwareSpec 
                       baselines: Sequence[str] | None = None) -> Path:
     """Phase 1 only: write the bundle for a remote worker and return its directory (``precision``,
     ``ranges`` and ``baselines`` as in :func:`saturate_and_extract`); :func:`bundle_path` says where it goes
-    without writing it."""
+    without writing it. A bundle whose phase 1 completed for the same device, baselines and saturation cap,
+    its saturation not cut by the clock, is returned as it is: phase 1 would write the same bundle again
+    (``_phase1_done``; a rebuild of a model before its bundles are measured skips phase 1)."""
     validate.pipeline_arguments(prog, target, hw, k, cache_dir=cache_dir, saturation_s=saturation_s)
     precision = validate.precision(precision)
     backend = _backend(target)
@@ -274,9 +276,22 @@ def write_bundle_only(prog: Any, target: str = "triton", hw: str | HardwareSpec 
     ranges = validate.ranges(program, ranges)
     bkey = bundle_key(program, spec, target, k, precision, ranges)
     bdir = tables.cache_dir(cache_dir) / "bundles" / bkey
+    if _phase1_done(bdir, device, baselines, saturation_s):
+        return bdir
     _phase1(program, saturation_s, spec, backend, k, "", bdir, device, progress or (lambda *a: None), precision, ranges,
             lambda p: _saturated(p, saturation_s), baselines)
     return bdir
+
+
+def _phase1_done(bdir: Path, device: str, baselines: Sequence[str] | None, saturation_s: float) -> bool:
+    """Whether ``bdir`` holds a complete phase 1 (its ``phase1.json`` is written last) made for this device (the
+    baselines differ on a GPU), these baselines and this saturation cap, and reproducible (not clock-limited)."""
+    done = phase1_stages(bdir)
+    if done is None or not (bdir / "manifest.json").is_file() or not (bdir / "candidates.json").is_file():
+        return False
+    return (done.get("device") == device and done.get("baselines") == (None if baselines is None else list(baselines))
+            and done.get("saturation_cap_s") == saturation_s
+            and not (done.get("saturation") or {}).get("clock_limited", True))
 
 
 def bundle_path(prog: Any, target: str = "triton", hw: str | HardwareSpec = "h200", k: int = 8, *,
@@ -445,7 +460,8 @@ def _phase1(program: Program, saturation_s: float, hw: HardwareSpec, backend: Ba
     (bdir / "candidates.json").write_text(json.dumps(rows, indent=1))
     (bdir / "failures.json").write_text(json.dumps(_emit_failures(kernels), indent=1))  # for rows measured elsewhere
     stages = {"program": program.name, "ops": _compute_ops(program), **stages,
-              "emission_s": time.monotonic() - emit_started, "enumeration": summary.counts()}
+              "emission_s": time.monotonic() - emit_started, "enumeration": summary.counts(), "device": device,
+              "baselines": None if baselines is None else list(baselines), "saturation_cap_s": saturation_s}
     (bdir / PHASE1_FILE).write_text(json.dumps(stages, indent=1))
     return kernels, rows
 
