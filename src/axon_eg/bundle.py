@@ -33,6 +33,8 @@ NPZ_MAX_ELEMS = 1 << 19  # above this many reference elements per trial, ship to
 NPZ_MAX_INPUT_ELEMS = 1 << 22  # above this many input elements the reference runs on the device too: phase 1
 # would otherwise make the full-size inputs and interpret the program in float64 on the CPU (a loss over two
 # [16381, 7919] tensors, one scalar out: 53 s of phase 1 and 2 GB per trial)
+# and above this many elements of any value it computes (NetVLAD's residuals to its 64 centroids, 157M elements:
+# 21 s of phase 1 and 1.3 GB per value)
 
 
 def limits(hw: HardwareSpec) -> dict[str, int]:
@@ -64,11 +66,15 @@ def reference_arrays(program: Program, seeds: Sequence[int]) -> dict[str, np.nda
 
 def reference_fits_npz(program: Program) -> bool:
     """Whether phase 1 computes the reference itself (``ref.npz``): the outputs are few enough to ship and
-    the inputs small enough to make and interpret here; otherwise the worker runs ``reference.py`` (torch,
-    float64) on its device and phase 1 never holds a tensor of the program's size."""
+    the inputs and every value the interpreter makes small enough to make and interpret here; otherwise the
+    worker runs ``reference.py`` (torch, float64) on its device and phase 1 never holds a tensor of the
+    program's size."""
     outputs = sum(math.prod(program.concrete_shape(o)) for o in program.outputs)
     inputs = sum(math.prod(program.concrete_shape(i)) for i in program.input_ids)
-    return outputs <= NPZ_MAX_ELEMS and inputs <= NPZ_MAX_INPUT_ELEMS
+    program = program.expand()  # the interpreter's values: composites' too (a softmax's exponentials)
+    widest = max((math.prod(program.concrete_shape(i)) for i in range(len(program.nodes))
+                  if not O.is_view(program.nodes[i].op)), default=0)
+    return outputs <= NPZ_MAX_ELEMS and inputs <= NPZ_MAX_INPUT_ELEMS and widest <= NPZ_MAX_INPUT_ELEMS
 
 
 def library_tolerance(program: Program) -> str | None:

@@ -41,6 +41,7 @@ import json
 import os
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -190,12 +191,12 @@ def saturate_and_extract(prog: Any, target: str = "triton", hw: str | HardwareSp
     if not force:
         hit = from_cache(key, program, bdir, cache_dir, graph, time.monotonic() - t0)
         if hit is not None:
+            hit.stages = phase1_stages(bdir) or {}
             report("select", 1, 1, "cache hit")
             return hit
     tables.ensure_writable(cache_dir)  # a read-only cache still serves hits; a miss must write
     final, seen = observations(key, cache_dir)
     reuse = {} if force else final
-    nugraph = None
     if imported is not None:  # phase 2 ran elsewhere on the bundle written by write_bundle_only
         cand_rows = bundle_candidates(bdir, key)
         ids = {c["id"] for c in cand_rows}
@@ -206,10 +207,7 @@ def saturate_and_extract(prog: Any, target: str = "triton", hw: str | HardwareSp
         new_rows += json.loads(failures.read_text()) if failures.exists() else []
         phase1, phase2 = 0.0, float(sum(r.get("elapsed_s") or 0.0 for r in new_rows))
     else:
-        report("saturate", 0, 1, program.name)
-        nugraph = graph()
-        report("saturate", 1, 1, f"{nugraph.enode_count()} e-nodes")
-        kernels, cand_rows = _phase1(program, nugraph, spec, backend, k, key, bdir, device, report, precision, ranges,
+        kernels, cand_rows = _phase1(program, sat_s, spec, backend, k, key, bdir, device, report, precision, ranges,
                                      lambda p: _saturated(p, sat_s), baselines)
         phase1 = time.monotonic() - t0
         t1 = time.monotonic()
@@ -235,8 +233,7 @@ def saturate_and_extract(prog: Any, target: str = "triton", hw: str | HardwareSp
     result = select(key, program, bdir, cache_dir, graph, phase1, phase2, hit=False)
     result.measured = tuple(sorted({r["id"] for r in fresh if r["id"] in meta}))
     result.reused = tuple(sorted(set(meta) - set(result.measured)))
-    if nugraph is not None:
-        result.__dict__["nugraph"] = nugraph
+    result.stages = phase1_stages(bdir) or {}
     report("select", 1, 1, result.best.id)
     return result
 
@@ -265,7 +262,9 @@ def write_bundle_only(prog: Any, target: str = "triton", hw: str | HardwareSpec 
                       baselines: Sequence[str] | None = None) -> Path:
     """Phase 1 only: write the bundle for a remote worker and return its directory (``precision``,
     ``ranges`` and ``baselines`` as in :func:`saturate_and_extract`); :func:`bundle_path` says where it goes
-    without writing it."""
+    without writing it. A bundle whose phase 1 completed for the same device, baselines and saturation cap,
+    its saturation not cut by the clock, is returned as it is: phase 1 would write the same bundle again
+    (``_phase1_done``; a rebuild of a model before its bundles are measured skips phase 1)."""
     validate.pipeline_arguments(prog, target, hw, k, cache_dir=cache_dir, saturation_s=saturation_s)
     precision = validate.precision(precision)
     backend = _backend(target)
@@ -275,12 +274,24 @@ def write_bundle_only(prog: Any, target: str = "triton", hw: str | HardwareSpec 
     _fits(backend, spec)
     tables.ensure_writable(cache_dir)
     ranges = validate.ranges(program, ranges)
-    g = _saturated(program, saturation_s)
     bkey = bundle_key(program, spec, target, k, precision, ranges)
     bdir = tables.cache_dir(cache_dir) / "bundles" / bkey
-    _phase1(program, g, spec, backend, k, "", bdir, device, progress or (lambda *a: None), precision, ranges,
+    if _phase1_done(bdir, device, baselines, saturation_s):
+        return bdir
+    _phase1(program, saturation_s, spec, backend, k, "", bdir, device, progress or (lambda *a: None), precision, ranges,
             lambda p: _saturated(p, saturation_s), baselines)
     return bdir
+
+
+def _phase1_done(bdir: Path, device: str, baselines: Sequence[str] | None, saturation_s: float) -> bool:
+    """Whether ``bdir`` holds a complete phase 1 (its ``phase1.json`` is written last) made for this device (the
+    baselines differ on a GPU), these baselines and this saturation cap, and reproducible (not clock-limited)."""
+    done = phase1_stages(bdir)
+    if done is None or not (bdir / "manifest.json").is_file() or not (bdir / "candidates.json").is_file():
+        return False
+    return (done.get("device") == device and done.get("baselines") == (None if baselines is None else list(baselines))
+            and done.get("saturation_cap_s") == saturation_s
+            and not (done.get("saturation") or {}).get("clock_limited", True))
 
 
 def bundle_path(prog: Any, target: str = "triton", hw: str | HardwareSpec = "h200", k: int = 8, *,
@@ -295,21 +306,99 @@ def bundle_path(prog: Any, target: str = "triton", hw: str | HardwareSpec = "h20
 
 
 def _saturated(program: Program, seconds: float) -> Any:
-    """The program's νGraph saturated with the discovered rules for at most ``seconds``."""
+    """The program's νGraph saturated with the discovered rules: at most ``saturation_nodes(program)`` e-nodes
+    (a count, checked between iterations: the same program saturates the same way on any machine) and
+    ``seconds`` as a safety cap on the clock (its report's ``stop_reason`` is ``"time limit"`` when that cap
+    cut it short; phase 1 records it, ``phase1.json``)."""
     from axon_eg.egraph.nugraph import Limits, NuGraph
     from axon_eg.rules_discovered.store import load_rules
 
     g = NuGraph(program, load_rules())
-    g.saturate(Limits(seconds=seconds))
+    g.saturate(Limits(seconds=seconds, nodes=saturation_nodes(program)))
     return g
 
 
-def _phase1(program: Program, nugraph: Any, hw: HardwareSpec, backend: Backend, k: int, key: str, bdir: Path,
+def saturation_nodes(program: Program) -> int:
+    """The e-node budget of a program's saturation, scaled by its size: ``SATURATION_NODES`` plus
+    ``SATURATION_NODES_PER_OP`` per compute op, at most the νGraph's default (``Limits.nodes``)."""
+    from axon_eg.egraph.nugraph import Limits
+
+    return min(Limits.nodes, SATURATION_NODES + SATURATION_NODES_PER_OP * _compute_ops(program))
+
+
+SATURATION_NODES = 10_000
+SATURATION_NODES_PER_OP = 2_000
+
+_MEMO: dict[tuple, tuple[list[Any], Any, dict[str, Any]]] = {}
+MEMO_SIZE = 64
+"""Phase 1's enumerations kept per process (the oldest dropped first): see ``_enumerated``."""
+
+
+def _enumerated(program: Program, saturation_s: float, hw: HardwareSpec, backend: Backend, k: int, precision: str,
+                cache_root: Path, report: Progress) -> tuple[list[Any], Any, dict[str, Any]]:
+    """The program's candidates and enumeration summary (``enumerate_candidates``), and what it took.
+
+    Phase 1 runs on the program with its inputs named by position (``candidates.canonical_inputs``) and the
+    candidates are renamed back (``candidates.renamed``): the same blocks of a model (a transformer's layers,
+    their regions differing only in their parameters' names) give equal canonical programs, and one phase 1
+    serves them all, kept per process and cache directory (``_MEMO``, ``MEMO_SIZE``): a region served from it
+    records ``"reused": True`` and no saturation or extraction seconds. The result does not depend on which
+    region came first: every one is the canonical program's, renamed."""
+    from axon_eg.extract.candidates import canonical_inputs, enumerate_candidates, renamed
+
+    canon, names = canonical_inputs(program)
+    key = (str(cache_root.resolve()), canon.hash, hw.name, str(hw.path), _file_digest(hw.path), backend.name, k,
+           precision, saturation_s)
+    hit = _MEMO.get(key)
+    stages: dict[str, Any]
+    if hit is None:
+        report("saturate", 0, 1, program.name)
+        started = time.monotonic()
+        g = _saturated(canon, saturation_s)
+        saturated = time.monotonic() - started
+        sat = g.report
+        report("saturate", 1, 1, f"{sat.enodes} e-nodes")
+        report("extract", 0, 1, "")
+        started = time.monotonic()
+        found, summary = enumerate_candidates(g, hw, k, fallback=backend.fallback(hw), precision=precision)
+        stages = {"saturation_s": saturated, "extraction_s": time.monotonic() - started, "enodes": sat.enodes,
+                  "saturation": {"iterations": sat.iterations, "enodes": sat.enodes, "stop_reason": sat.stop_reason,
+                                 "node_budget": saturation_nodes(canon),
+                                 "clock_limited": sat.stop_reason == "time limit"},
+                  "enumeration": summary.counts(), "reused": False}
+        _MEMO[key] = (found, summary, stages)
+        while len(_MEMO) > MEMO_SIZE:
+            del _MEMO[next(iter(_MEMO))]
+    else:
+        report("extract", 0, 1, "")
+        found, summary, first = hit
+        stages = {**first, "saturation_s": 0.0, "extraction_s": 0.0, "reused": True}
+    out = [renamed(c, names, program.name) for c in found]
+    keys = {c.key: r.key for c, r in zip(found, out)}
+    summary = replace(summary, errors={keys.get(key, key): e for key, e in summary.errors.items()})
+    return out, summary, stages
+
+
+@functools.cache
+def _file_digest(path: Path) -> str:
+    import hashlib
+
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def _phase1(program: Program, saturation_s: float, hw: HardwareSpec, backend: Backend, k: int, key: str, bdir: Path,
             device: str, report: Progress, precision: str = "ieee",
             ranges: dict[str, tuple[int, int]] | None = None,
             saturate: Callable[[Program], Any] | None = None,
             baselines: Sequence[str] | None = None) -> tuple[list[Kernel], list[dict[str, Any]]]:
-    """Enumerate, emit and bundle; returns the kernels and their ``candidates`` rows.
+    """Saturate (for at most ``saturation_s`` seconds, ``_saturated``), enumerate (``_enumerated``), emit and
+    bundle; returns the kernels and their ``candidates`` rows.
+
+    Where phase 1's time went is written to ``<bundle>/phase1.json`` (:data:`PHASE1_FILE`): the seconds of
+    saturation, extraction (the enumeration of the candidates) and emission, the νGraph's size and how its
+    saturation stopped (``clock_limited``: the seconds cap cut it, so the candidates may differ on another
+    machine), the enumeration's counts (``EnumerationSummary.counts``: what its budgets left out), and
+    ``reused`` where an identical region's phase 1 served this one (``_enumerated``).
 
     With ``ranges`` (a shape bucket) every kernel is shape-generic over it and phase 2 also checks and times
     each at the bucket's probe sizes (``buckets.probe_bindings``: its low end and middle). Where phase 2
@@ -320,8 +409,8 @@ def _phase1(program: Program, nugraph: Any, hw: HardwareSpec, backend: Backend, 
     from axon_eg.extract.candidates import enumerate_candidates
 
     target = backend.name
-    report("extract", 0, 1, "")
-    candidates, summary = enumerate_candidates(nugraph, hw, k, fallback=backend.fallback(hw), precision=precision)
+    candidates, summary, stages = _enumerated(program, saturation_s, hw, backend, k, precision, bdir.parent.parent,
+                                              report)
     probes = probe_bindings(ranges) if ranges else []
     extra: list[tuple[dict[str, int], Any]] = []
     # without timings at the probes (the CPU; a backend measuring in process, at the tuned size only) there
@@ -332,6 +421,7 @@ def _phase1(program: Program, nugraph: Any, hw: HardwareSpec, backend: Backend, 
                                               precision=precision)
             extra += [(binding, c) for c in found if c.key not in why.errors]
     report("extract", 1, 1, f"{len(candidates) + len(extra)} candidates")
+    emit_started = time.monotonic()
     kernels = backend.baselines(program, device) if backend.torch_baselines else []
     if baselines is not None:
         kernels = [b for b in kernels if b.name in baselines]
@@ -369,7 +459,27 @@ def _phase1(program: Program, nugraph: Any, hw: HardwareSpec, backend: Backend, 
     backend.write_bundle(bdir, program, kernels, hw, probes=probes)
     (bdir / "candidates.json").write_text(json.dumps(rows, indent=1))
     (bdir / "failures.json").write_text(json.dumps(_emit_failures(kernels), indent=1))  # for rows measured elsewhere
+    stages = {"program": program.name, "ops": _compute_ops(program), **stages,
+              "emission_s": time.monotonic() - emit_started, "enumeration": summary.counts(), "device": device,
+              "baselines": None if baselines is None else list(baselines), "saturation_cap_s": saturation_s}
+    (bdir / PHASE1_FILE).write_text(json.dumps(stages, indent=1))
     return kernels, rows
+
+
+PHASE1_FILE = "phase1.json"
+"""The bundle's record of where its phase 1 went (``_phase1``): seconds per stage, the enumeration's counts."""
+
+
+def phase1_stages(bdir: str | Path) -> dict[str, Any] | None:
+    """The bundle's ``phase1.json`` (see ``_phase1``), or None where it has none."""
+    path = Path(bdir) / PHASE1_FILE
+    return json.loads(path.read_text()) if path.is_file() else None
+
+
+def _compute_ops(program: Program) -> int:
+    from axon_eg.ir import ops as O
+
+    return sum(1 for n in program.nodes if not O.is_source(n.op) and not O.is_view(n.op))
 
 
 def _emit(backend: Backend, candidate: Any, hw: HardwareSpec, name: str,

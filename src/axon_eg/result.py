@@ -87,6 +87,8 @@ class Result:
     reused: tuple[str, ...] = ()  # ids whose final observation came from the cache, not measured again
     buckets: tuple[tuple[dict[str, tuple[int, int]], Result], ...] = ()  # a bucketed run (``axon_eg.buckets``):
     # each bucket's ranges and its own run's result; ``best`` then dispatches between their selections
+    stages: dict[str, Any] = field(default_factory=dict)  # where the bundle's phase 1 went (``pipeline.phase1_stages``):
+    # seconds of saturation, extraction and emission, how saturation stopped, what the enumeration's budgets left out
 
     @cached_property
     def nugraph(self) -> Any:
@@ -103,10 +105,21 @@ class Result:
         else:
             how = "timed on the GPU" if self.timed else "correctness only (Triton interpreter, no GPU timings)"
         return (f"best: {self.best.id} ({self.best.kind}); {how}; cache {'hit' if self.cache_hit else 'miss'} "
-                f"{self.cache_key}; phase 1 {self.phase1_s:.2f} s, phase 2 {self.phase2_s:.2f} s ({len(self.measured)} "
-                f"measured, {len(self.reused)} from the cache)\n\n"
+                f"{self.cache_key}; phase 1 {self.phase1_s:.2f} s{_stages(self.stages)}, phase 2 {self.phase2_s:.2f} s "
+                f"({len(self.measured)} measured, {len(self.reused)} from the cache)\n\n"
                 + markdown(self.table.select([c for c in columns if c in self.table.columns and not (
                     c in SHAPE_BUCKET_COLUMNS and self.table[c].null_count() == self.table.height)])))
+
+
+def _stages(stages: dict[str, Any]) -> str:
+    """`` (saturation 0.52 s, extraction 1.31 s, emission 0.20 s)`` from a phase 1 record, empty without one."""
+    parts = [f"{name} {stages[f'{name}_s']:.2f} s" for name in ("saturation", "extraction", "emission")
+             if isinstance(stages.get(f"{name}_s"), (int, float))]
+    if stages.get("reused"):
+        parts.append("served by an identical region's phase 1")
+    if (stages.get("saturation") or {}).get("clock_limited"):
+        parts.append("saturation cut by its seconds cap")
+    return f" ({', '.join(parts)})" if parts else ""
 
 
 def markdown(df: pl.DataFrame) -> str:

@@ -196,11 +196,21 @@ def _shape_transpose(c: Constructor) -> list[str]:
 
 
 def _dvals(vec: str, r: int) -> str:
-    return " ".join(f"(= v{i} (dval {_get(vec, i)}))" for i in range(r))
+    """The bound sizes of a dim vector's first ``r`` entries, read from ``dget`` (``_dim_entries``)."""
+    return " ".join(f"(= v{i} (dget {vec} {i}))" for i in range(r))
+
+
+def _dim_entries(c: Constructor, vec: str) -> list[str]:
+    """Rules setting ``(dget vec k)`` to the bound size of entry ``k`` of the constructor's dim vector, one
+    entry per rule. A shape rule then reads each entry by its key (``_dvals``): with ``(dval (vec-get vec k))``
+    for every entry in one query, egglog's join scanned the whole ``dval`` table once per entry, a product
+    over the entries (a rank-5 reshape in a program with a few dozen distinct sizes took seconds to analyse)."""
+    return [f"(rule ((= t {c.pattern()}) (< {k} (vec-length {vec})) (= v (dval {_get(vec, k)}))) "
+            f"((set (dget {vec} {k}) v)) :ruleset {ANALYSIS})" for k in range(MAX_RANK)]
 
 
 def _shape_reshape(c: Constructor) -> list[str]:
-    return [
+    return _dim_entries(c, "a_shape") + [
         _set_shape(c, f"(= s0 (shape i0)) (= (vec-length a_shape) {r}) {_dvals('a_shape', r)}",
                    _vec([f"v{i}" for i in range(r)]))
         for r in range(MAX_RANK + 1)
@@ -296,7 +306,7 @@ def _shape_pool(c: Constructor) -> list[str]:
 
 
 def _shape_input(c: Constructor) -> list[str]:
-    return [
+    return _dim_entries(c, "a_shape") + [
         _set_shape(c, f"(= (vec-length a_shape) {r}) {_dvals('a_shape', r)}", _vec([f"v{i}" for i in range(r)]))
         for r in range(MAX_RANK + 1)
     ]
@@ -405,6 +415,8 @@ def prelude() -> str:
         f"(ruleset {ANALYSIS})",
         "(function dval (Dim) i64 :no-merge)",
         "(function gval (Dim) i64 :no-merge)",
+        "(function dget (DVec i64) i64 :no-merge)",  # entry k of a dim vector, bound (``_dim_entries``)
+        "(function gget (DVec i64) i64 :no-merge)",  # the same, generic
         "(function shape (T) IVec :no-merge)",
         "(function gshape (T) IVec :no-merge)",
         "(function dtype (T) String :no-merge)",
@@ -445,8 +457,9 @@ def root_declaration(n: int) -> str:
 
 
 def generic(rule: str) -> str:
-    """A shape rule over bound sizes rewritten over generic sizes: ``shape`` -> ``gshape``, ``dval`` -> ``gval``."""
-    return rule.replace("(shape ", "(gshape ").replace("(dval ", "(gval ")
+    """A shape rule over bound sizes rewritten over generic sizes: ``shape`` -> ``gshape``, ``dval`` -> ``gval``,
+    ``dget`` -> ``gget``."""
+    return rule.replace("(shape ", "(gshape ").replace("(dval ", "(gval ").replace("(dget ", "(gget ")
 
 
 @cache

@@ -8,13 +8,14 @@ cost alone.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from axon_eg.backends.base import Fallback as BackendFallback
 from axon_eg.backends.base import backend_for_hw
 from axon_eg.egraph.nugraph import NuGraph, Variant
 from axon_eg.hw import HardwareSpec, load
 from axon_eg.ir import ops as O
+from axon_eg.ir.program import Program
 
 from .cost import CostReport, cost
 from .fusion import FusionPlan, plans
@@ -49,9 +50,17 @@ class EnumerationSummary:
     kept: int = 0
     hopeless: int = 0
     """Candidates predicted more than ``HOPELESS`` times the fastest prediction: not measured."""
+    isa_pruned: int = 0
+    """ISA combinations of the plans' products the budget left out (``Budget.isa_combos``, ``isa_subset``)."""
+    families_pruned: int = 0
+    """(plan, ISA) families whose worst group got no alternative tilings (``Budget.families``)."""
     errors: dict[tuple, str] = field(default_factory=dict)
     """Candidate key -> the error of the backend's ``fallback`` probe that raised on one of its groups
     (``error_line``); the candidate is ranked as if that group ran as torch, and must not be emitted."""
+
+    def counts(self) -> dict[str, int]:
+        """The counts (everything but the errors, which are counted), for a record of the run."""
+        return {**{k: v for k, v in vars(self).items() if k != "errors"}, "errors": len(self.errors)}
 
 
 def error_line(exc: BaseException) -> str:
@@ -62,20 +71,111 @@ def error_line(exc: BaseException) -> str:
     return text + (f" ({'; '.join(notes)})" if notes else "")
 
 
-def isa_choices(plan: FusionPlan, hw: HardwareSpec, precision: str = "ieee") -> list[tuple[tuple[int, str], ...]]:
-    """Instruction choices per group: on Trainium a transpose runs on the Tensor engine
-    (``nc_transpose``) or, where the chip has it, in the DMA (``dma_transpose``); on GPUs a matmul
-    may be ``tl.dot`` (with TMA loads on Hopper), a GEMV on CUDA cores, or the vendor library."""
-    backend = backend_for_hw(hw)  # each group's choices are the backend's (``Backend.isa_options``)
-    options: list[list[tuple[int, str]]] = []
+def isa_options(plan: FusionPlan, hw: HardwareSpec, precision: str = "ieee") -> list[tuple[int, list[str]]]:
+    """Each group that has an instruction choice, with its choices in the backend's order
+    (``Backend.isa_options``): ``(group, [choice, ...])``."""
+    backend = backend_for_hw(hw)
+    out: list[tuple[int, list[str]]] = []
     for gi in range(len(plan.groups)):
         opts = backend.isa_options(plan, gi, hw, precision)
         if opts is not None:
-            options.append([(gi, o) for o in opts])
-    combos = [()]
-    for opts in options:
-        combos = [c + (o,) for c in combos for o in opts]
+            out.append((gi, list(opts)))
+    return out
+
+
+def isa_choices(plan: FusionPlan, hw: HardwareSpec, precision: str = "ieee") -> list[tuple[tuple[int, str], ...]]:
+    """Instruction choices per group: on Trainium a transpose runs on the Tensor engine
+    (``nc_transpose``) or, where the chip has it, in the DMA (``dma_transpose``); on GPUs a matmul
+    may be ``tl.dot`` (with TMA loads on Hopper), a GEMV on CUDA cores, or the vendor library. Every
+    combination (the product over the groups; the enumerator takes a subset of it past
+    ``Budget.isa_combos``, ``isa_subset``)."""
+    return _product(isa_options(plan, hw, precision))
+
+
+def _product(options: list[tuple[int, list[str]]]) -> list[tuple[tuple[int, str], ...]]:
+    combos: list[tuple[tuple[int, str], ...]] = [()]
+    for gi, opts in options:
+        combos = [c + ((gi, o),) for c in combos for o in opts]
     return combos
+
+
+def isa_subset(options: list[tuple[int, list[str]]], estimate: dict[int, dict[str, float]],
+               limit: int) -> list[tuple[tuple[int, str], ...]]:
+    """At most ``limit`` ISA combinations out of the product of ``options`` (each group's choices), chosen
+    by ``estimate`` (group -> choice -> its predicted seconds there; a plan's cost is a sum over its groups),
+    in the product's order. First the combination of each group's cheapest choice, then each choice on every
+    group that has it (the others at their cheapest: every matmul as the library GEMM, every one as TMA
+    loads, ...), then every group at each of its other choices alone, cheapest first. Linear in the choices,
+    where the product is exponential in the groups: three fp32 GEMMs on Hopper have 7^3 = 343 combinations,
+    this keeps 1 + 7 + 18 of them."""
+    cheapest = {gi: min(opts, key=lambda o: (estimate[gi][o], opts.index(o))) for gi, opts in options}
+    base_combo = tuple((gi, cheapest[gi]) for gi, _ in options)
+    names: list[str] = []
+    for _, opts in options:
+        names += [o for o in opts if o not in names]
+    uniform = [tuple((gi, o if o in opts else cheapest[gi]) for gi, opts in options) for o in names]
+
+    def total(combo: tuple[tuple[int, str], ...]) -> float:
+        return sum(estimate[gi][o] for gi, o in combo)
+
+    single = [tuple((g, o if g == gi else cheapest[g]) for g, _ in options)
+              for gi, opts in options for o in opts if o != cheapest[gi]]
+    single = sorted(single, key=total)  # stable: equal estimates keep the product's order
+    picked: list[tuple[tuple[int, str], ...]] = []
+    for combo in [base_combo, *uniform, *single]:
+        if combo not in picked and len(picked) < limit:
+            picked.append(combo)
+    radix = [len(opts) for _, opts in options]
+
+    def position(combo: tuple[tuple[int, str], ...]) -> int:
+        index = 0
+        for (_, o), (_, opts), n in zip(combo, options, radix):
+            index = index * n + opts.index(o)
+        return index
+
+    return sorted(picked, key=position)
+
+
+@dataclass(frozen=True)
+class Budget:
+    """What one enumeration may consider, in counts (never the clock: the same program and options give the
+    same candidates, so the same cache keys). :meth:`for_program` scales them by the program's size.
+
+    ``variants`` and ``structural``: algebraic variants planned (``NuGraph.extract``; the program as written
+    is always planned too, ``with_original``). ``isa_combos``: ISA combinations per fusion plan; past it, the
+    subset ``isa_subset`` keeps (each group's cheapest choice, each choice on every group, each group's other
+    choices alone); the product when it fits. ``families``: the (variant, plan, ISA) families per plan whose
+    most expensive group also gets its alternative tilings (the plan's cheapest by predicted cost at the best
+    tilings; every family still gets its best tilings). ``tilings_per_group``: the tilings kept per group
+    (``max(tilings_per_group, k)``, distinct shapes first). Every plan of every variant is enumerated (the
+    one-group-per-op plan and the library-GEMM splits, ``Backend.derived_plans``, among them), each at least
+    with its cheapest ISA combination and the library GEMM on every matmul where the library can run it."""
+
+    variants: int = 8
+    structural: int = 4
+    isa_combos: int = 64
+    families: int = 16
+    tilings_per_group: int = 4
+    probes: int = 64
+
+    @classmethod
+    def for_program(cls, program: Program) -> Budget:
+        """The budget for a program of ``n`` compute ops: the defaults up to ``SMALL_REGION`` ops, then fewer
+        variants and families (each variant of a larger program costs more: more plans of more groups)."""
+        n = compute_ops(program)
+        if n <= SMALL_REGION:
+            return cls()
+        return cls(variants=max(2, 8 * SMALL_REGION // n), structural=max(1, 4 * SMALL_REGION // n),
+                   families=max(4, 16 * SMALL_REGION // n))
+
+
+SMALL_REGION = 8
+"""Compute ops up to which an enumeration gets the full default ``Budget``."""
+
+
+def compute_ops(program: Program) -> int:
+    """The program's compute ops (views, inputs and constants aside): the size budgets scale by."""
+    return sum(1 for n in program.nodes if n.op not in _FREE and n.op != "input")
 
 
 Fallback = BackendFallback
@@ -90,6 +190,48 @@ COST_BUCKET = 1.03
 tie-break (measured habits of the target) orders them."""
 
 
+CANONICAL_INPUT = "in{}"
+"""The names ``canonical_inputs`` gives a program's inputs, in order."""
+
+
+def canonical_inputs(program: Program) -> tuple[Program, dict[str, str]]:
+    """``program`` with its inputs named by position (``in0``, ``in1``, ...; roles renamed with them) and the
+    map from those names back to the program's. Two regions of two identical blocks (a transformer's layers)
+    differ only in their inputs' names (the blocks' parameter paths): their canonical programs are equal, so
+    phase 1 of one serves the other (``renamed``). Everything phase 1 computes is independent of the names."""
+    names: dict[str, str] = {}
+    nodes = []
+    for n in program.nodes:
+        if n.op == "input":
+            new = CANONICAL_INPUT.format(len(names))
+            names[n.attrs["name"]] = new
+            n = replace(n, attrs=_named(n.attrs, new))
+        nodes.append(n)
+    roles = tuple(sorted((names.get(k, k), v) for k, v in program.roles))
+    return replace(program, nodes=tuple(nodes), roles=roles), {new: old for old, new in names.items()}
+
+
+def _named(attrs: O.Attrs, name: str) -> O.Attrs:
+    return O.Attrs(tuple((k, name if k == "name" else v) for k, v in attrs.items()))
+
+
+def _with_names(program: Program, names: dict[str, str], title: str) -> Program:
+    """``program`` with its inputs renamed by ``names`` (those it does not name keep theirs), called ``title``."""
+    nodes = tuple(replace(n, attrs=_named(n.attrs, names.get(n.attrs["name"], n.attrs["name"]))) if n.op == "input"
+                  else n for n in program.nodes)
+    roles = tuple((names.get(k, k), v) for k, v in program.roles)
+    return replace(program, nodes=nodes, roles=roles, name=title)
+
+
+def renamed(c: Candidate, names: dict[str, str], title: str) -> Candidate:
+    """Candidate ``c`` of a canonical program (``canonical_inputs``) for the program its inputs are named from:
+    its variant and plan programs with the inputs renamed by ``names`` and the program's name ``title``; the
+    plan's groups, the tilings, the ISA choices and the predicted cost are the same."""
+    variant = replace(c.variant, program=_with_names(c.variant.program, names, title))
+    plan = FusionPlan(_with_names(c.plan.program, names, title), c.plan.groups)
+    return replace(c, variant=variant, plan=plan)
+
+
 def with_original(nugraph: NuGraph, variants: list[Variant]) -> list[Variant]:
     """``variants`` and, when none of them is it, the program as written: extraction ranks terms by tree
     cost, which counts a shared value once per use, so a re-association can tie with or undercut the original
@@ -101,32 +243,66 @@ def with_original(nugraph: NuGraph, variants: list[Variant]) -> list[Variant]:
     return [*variants, Variant(nugraph.program, None, None, len(variants), ())]
 
 
-def enumerate_candidates(nugraph: NuGraph, target: str | HardwareSpec, k: int = 8, *, variants: int = 8,
-                         structural: int = 4, tilings_per_group: int = 4, fallback: Fallback | None = None,
-                         precision: str = "ieee") -> tuple[list[Candidate], EnumerationSummary]:
-    """The k candidates to measure. ``fallback`` (from the backend) marks groups it would run as torch
-    code; their predicted cost is charged as one fp32 kernel per op, so a plan the backend lowers
-    whole outranks an equal-looking one it cannot. A probe that raises counts as such a group, and the
-    candidates concerned are listed with the error in ``summary.errors`` (the caller must not emit them).
-    ``precision`` is the fp32 matmul policy (``ieee``, or ``tf32`` where the user allows it). The plans are
-    the registry's (``fusion.plans``) and the backend's derived ones (``Backend.derived_plans``: a matmul
-    group split around a library GEMM). The variants planned are the ``variants`` cheapest and up to
-    ``structural`` more of skeletons those lack (``NuGraph.extract``)."""
+def enumerate_candidates(nugraph: NuGraph, target: str | HardwareSpec, k: int = 8, *, variants: int | None = None,
+                         structural: int | None = None, tilings_per_group: int | None = None,
+                         fallback: Fallback | None = None, precision: str = "ieee",
+                         budget: Budget | None = None) -> tuple[list[Candidate], EnumerationSummary]:
+    """The k candidates to measure: of every candidate ``enumerate_all`` ranks, those predicted within
+    ``HOPELESS`` times the fastest, picked for coverage (``_diverse``). The arguments are ``enumerate_all``'s."""
+    ranked, summary = enumerate_all(nugraph, target, k, variants=variants, structural=structural,
+                                    tilings_per_group=tilings_per_group, fallback=fallback, precision=precision,
+                                    budget=budget)
+    fastest = min((c.predicted_seconds for c in ranked), default=math.inf)
+    hopeful = [c for c in ranked if c.predicted_seconds <= HOPELESS * fastest]
+    summary.hopeless = len(ranked) - len(hopeful)
+    chosen = _diverse(hopeful or ranked, k)
+    summary.kept = len(chosen)
+    return chosen, summary
+
+
+def enumerate_all(nugraph: NuGraph, target: str | HardwareSpec, k: int = 8, *, variants: int | None = None,
+                  structural: int | None = None, tilings_per_group: int | None = None,
+                  fallback: Fallback | None = None, precision: str = "ieee",
+                  budget: Budget | None = None) -> tuple[list[Candidate], EnumerationSummary]:
+    """Every candidate the budget allows, ranked (best first), and the counts of what was considered.
+    ``fallback`` (from the backend) marks groups it would run as torch code; their predicted cost is charged
+    as one fp32 kernel per op, so a plan the backend lowers whole outranks an equal-looking one it cannot. A
+    probe that raises counts as such a group, and the candidates concerned are listed with the error in
+    ``summary.errors`` (the caller must not emit them). ``precision`` is the fp32 matmul policy (``ieee``, or
+    ``tf32`` where the user allows it). The plans are the registry's (``fusion.plans``) and the backend's
+    derived ones (``Backend.derived_plans``: a matmul group split around a library GEMM). The variants planned
+    are the ``variants`` cheapest and up to ``structural`` more of skeletons those lack (``NuGraph.extract``),
+    and the program as written (``with_original``).
+
+    What is considered is bounded by ``budget`` (default ``Budget.for_program`` of the program: counts scaled
+    by its size, never the clock, so the same program always gives the same candidates); ``variants``,
+    ``structural`` and ``tilings_per_group`` given here override its fields. Per plan: at most
+    ``budget.isa_combos`` ISA combinations at the groups' best tilings, then the most expensive group's other
+    kept tilings for the ``budget.families`` cheapest of them. ``summary`` counts what the budget left out."""
     hw = load(target) if not isinstance(target, HardwareSpec) else target
     backend = backend_for_hw(hw)
+    budget = budget or Budget.for_program(nugraph.program)
+    budget = replace(budget, **{name: value for name, value in (("variants", variants), ("structural", structural),
+                                                                   ("tilings_per_group", tilings_per_group))
+                                if value is not None})
+    kept_programs: list = []  # keeps the programs the caches below key by identity alive for the enumeration
     lowers: dict[tuple, bool] = {}
-
     failed: dict[tuple, str] = {}  # probe key -> the error of a probe that raised
+    replaced: dict[tuple, Tiling] = {}  # (probe key, ISA choice) -> the tiling ``for_isa`` puts there
 
     def probe(plan: FusionPlan, gi: int, t: Tiling, isa_i: str | None) -> tuple:
-        """The probe key of group ``gi`` at ``t`` and ``isa_i``, probed once (``lowers[key]``: runs as torch)."""
-        key = (tuple(g.nodes for g in plan.groups), plan.program.hash, gi, t.values, isa_i)
+        """The probe key of group ``gi`` at ``t`` and ``isa_i``, probed once (``lowers[key]``: runs as torch).
+        Whether a group lowers depends on the group alone (its nodes in its program), not on the plan around
+        it: the key is the group's, so the same group in another plan of the variant is not probed again."""
+        g = plan.groups[gi]
+        key = (id(plan.program), g.kind, g.nodes, t.values, isa_i)
         if key not in lowers:
+            kept_programs.append(plan.program)
             try:
                 lowers[key] = bool(fallback(plan, gi, t, isa_i)) if fallback is not None else False
             except Exception as exc:  # a crashing lowering rejects this candidate, never the enumeration
                 lowers[key] = True
-                failed[key] = f"{error_line(exc)} (lowering group {gi}, {plan.groups[gi].kind}, at {dict(t.values)})"
+                failed[key] = f"{error_line(exc)} (lowering a {g.kind} group at {dict(t.values)})"
         return key
 
     def for_isa(plan: FusionPlan, chosen: tuple[Tiling, ...], isa: tuple[tuple[int, str], ...],
@@ -138,28 +314,74 @@ def enumerate_candidates(nugraph: NuGraph, target: str | HardwareSpec, k: int = 
         by_group = dict(isa)
         out = list(chosen)
         for gi, t in enumerate(chosen):
-            if gi in by_group and lowers[probe(plan, gi, t, by_group[gi])]:
-                out[gi] = next((o for o in options[gi] if not lowers[probe(plan, gi, o, by_group[gi])]), t)
+            if gi in by_group and lowers[key := probe(plan, gi, t, by_group[gi])]:
+                if (key, by_group[gi]) not in replaced:  # the search probes the first ``budget.probes`` tilings
+                    replaced[(key, by_group[gi])] = next(
+                        (o for o in options[gi][:budget.probes] if not lowers[probe(plan, gi, o, by_group[gi])]), t)
+                out[gi] = replaced[(key, by_group[gi])]
+                if out[gi].group != gi:
+                    out[gi] = replace(out[gi], group=gi)
         return tuple(out)
 
     def torch_penalty(plan: FusionPlan, chosen: tuple[Tiling, ...],
-                      isa: tuple[tuple[int, str], ...]) -> tuple[float, str | None]:
-        """The extra predicted cost of the groups the backend would run as torch, and the first error
-        of a probe that raised (such a group counts as one the backend cannot lower)."""
+                      isa: tuple[tuple[int, str], ...]) -> tuple[list[float], str | None]:
+        """The extra predicted cost of each group the backend would run as torch (0 for the others), and the
+        first error of a probe that raised (such a group counts as one the backend cannot lower)."""
+        extra = [0.0] * len(chosen)
         if fallback is None:
-            return 0.0, None
-        extra, error = 0.0, None
+            return extra, None
+        error = None
         by_group = dict(isa)
         for gi, t in enumerate(chosen):
             key = probe(plan, gi, t, by_group.get(gi))
-            error = error or failed.get(key)
+            if error is None and key in failed:
+                error = f"{failed[key]} (group {gi})"
             if lowers[key]:
                 ops = sum(1 for n in plan.groups[gi].nodes if plan.program.nodes[n].op not in _FREE)
-                extra += group_cost(plan, gi, t, hw) * (2 * max(1, ops) - 1)
+                extra[gi] = group_cost(plan, gi, t, hw) * (2 * max(1, ops) - 1)
         return extra, error
+
+    ranked_groups: dict[tuple, tuple[list[Tiling], dict[str, int]]] = {}
+
+    def group_tilings(plan: FusionPlan, gi: int) -> tuple[list[Tiling], dict[str, int]]:
+        """Group ``gi``'s feasible tilings ranked (``rank_tilings``) and its space's counts, computed once per
+        group of a variant (the same group in another plan of the variant has the same tilings and costs)."""
+        g = plan.groups[gi]
+        key = (id(plan.program), g.kind, g.nodes)
+        got = ranked_groups.get(key)
+        if got is None:
+            kept_programs.append(plan.program)
+            options, stats = template_for(plan, gi, hw).space(plan, gi, hw).tilings()
+            got = ranked_groups[key] = (rank_tilings(plan, gi, hw, options), stats)
+        ranked, stats = got
+        return [t if t.group == gi else replace(t, group=gi) for t in ranked], stats
+
     summary = EnumerationSummary()
     found: dict[tuple, Candidate] = {}
-    for variant in with_original(nugraph, nugraph.extract(variants, modulo_commutativity=True, structural=structural)):
+
+    def add(c: Candidate, error: str | None) -> None:
+        summary.candidates += 1
+        found.setdefault(c.key, c)
+        if error is not None:
+            summary.errors.setdefault(c.key, error)
+
+    def evaluate(plan: FusionPlan, variant: Variant, tiled: tuple[Tiling, ...], best: list[Tiling],
+                 isa: tuple[tuple[int, str], ...], every: list[list[Tiling]]) -> tuple[Candidate, list[float], str | None]:
+        # a library call has no tiling of ours: its group keeps the best, so alternatives collapse
+        chosen = tuple(best[gi] if is_blas(dict(isa).get(gi)) else t for gi, t in enumerate(tiled))
+        chosen = for_isa(plan, chosen, isa, every)
+        report = cost(plan, chosen, hw, isa=isa)
+        penalty, error = torch_penalty(plan, chosen, isa)
+        c = Candidate(variant, plan, chosen, isa, report.seconds + sum(penalty), report, precision)
+        if len(report.groups) == len(plan.groups):
+            per_group = [g.seconds + p for g, p in zip(report.groups, penalty)]
+        else:  # a cost model without per-group seconds: each group charged the whole
+            per_group = [c.predicted_seconds] * len(plan.groups)
+        return c, per_group, error
+
+    planned = with_original(nugraph, nugraph.extract(budget.variants, modulo_commutativity=True,
+                                                     structural=budget.structural))
+    for variant in planned:
         summary.variants += 1
         base_plans = plans(variant.program)
         derived = [d for p in base_plans for d in backend.derived_plans(p)]
@@ -172,11 +394,10 @@ def enumerate_candidates(nugraph: NuGraph, target: str | HardwareSpec, k: int = 
             per_group: list[list[Tiling]] = []
             every: list[list[Tiling]] = []  # each group's feasible tilings, ranked (``for_isa`` searches them)
             for gi in range(len(plan.groups)):
-                options, stats = template_for(plan, gi, hw).space(plan, gi, hw).tilings()
+                ranked, stats = group_tilings(plan, gi)
                 summary.tilings_considered += stats["considered"]
                 summary.tilings_feasible += stats["feasible"]
-                ranked = rank_tilings(plan, gi, hw, options)
-                kept = _distinct_shapes(ranked, max(tilings_per_group, k))
+                kept = _distinct_shapes(ranked, max(budget.tilings_per_group, k))
                 summary.tilings_kept += len(kept)
                 per_group.append(kept)
                 every.append(ranked)
@@ -187,19 +408,36 @@ def enumerate_candidates(nugraph: NuGraph, target: str | HardwareSpec, k: int = 
             costs = [group_cost(plan, gi, best[gi], hw) for gi in range(len(best))]
             # (no group: nothing to compute, the program returns an input as it is, dropout at p=0 say)
             worst = max(range(len(best)), key=lambda gi: costs[gi], default=-1)
-            for alt in per_group[worst] if best else [None]:
+            options = isa_options(plan, hw, precision)
+            combos = _product(options) if math.prod(len(o) for _, o in options) <= budget.isa_combos else None
+            head = tuple(best)
+            if combos is None:  # past the budget: each group's choices priced alone, then ``isa_subset``
+                estimate: dict[int, dict[str, float]] = {gi: {} for gi, _ in options}
+                for j in range(max(len(o) for _, o in options)):  # priced, not kept (unless isa_subset keeps it)
+                    column = tuple((gi, opts[min(j, len(opts) - 1)]) for gi, opts in options)
+                    _, per, _ = evaluate(plan, variant, head, best, column, every)
+                    for gi, o in column:
+                        estimate[gi].setdefault(o, per[gi])
+                combos = isa_subset(options, estimate, budget.isa_combos)
+                summary.isa_pruned += math.prod(len(o) for _, o in options) - len(combos)
+            heads: list[tuple[float, int]] = []
+            for i, isa in enumerate(combos):
+                c, _, error = evaluate(plan, variant, head, best, isa, every)
+                add(c, error)
+                heads.append((c.predicted_seconds, i))
+            alternatives = per_group[worst][1:] if best else []
+            if not alternatives:
+                continue
+            # alternative tilings of the worst group for the plan's cheapest families (a library call on the
+            # worst group has no tiling of ours: its alternatives would all be its head)
+            chosen_families = sorted(i for _, i in sorted(heads)[:budget.families]
+                                     if not is_blas(dict(combos[i]).get(worst)))
+            summary.families_pruned += len(combos) - len(sorted(heads)[:budget.families])
+            for alt in alternatives:
                 tiled = tuple(alt if gi == worst else best[gi] for gi in range(len(best)))
-                for isa in isa_choices(plan, hw, precision):
-                    # a library call has no tiling of ours: its group keeps the best, so alternatives collapse
-                    chosen = tuple(best[gi] if is_blas(dict(isa).get(gi)) else t for gi, t in enumerate(tiled))
-                    chosen = for_isa(plan, chosen, isa, every)
-                    report = cost(plan, chosen, hw, isa=isa)
-                    penalty, error = torch_penalty(plan, chosen, isa)
-                    c = Candidate(variant, plan, chosen, isa, report.seconds + penalty, report, precision)
-                    summary.candidates += 1
-                    found.setdefault(c.key, c)
-                    if error is not None:
-                        summary.errors.setdefault(c.key, error)
+                for i in chosen_families:
+                    c, _, error = evaluate(plan, variant, tiled, best, combos[i], every)
+                    add(c, error)
     # equal-looking candidates (costs within COST_BUCKET) by more library GEMMs first (measured on the H200:
     # cuBLAS 186.7 us at 4096^3 bf16 where the model calls our kernels equal, 192.7-201.3 us), then by the
     # tilings' tie-breaks, group by group
@@ -221,13 +459,7 @@ def enumerate_candidates(nugraph: NuGraph, target: str | HardwareSpec, k: int = 
                                                  for gi, t in enumerate(first.tilings)),
                 _ops(c), best[_family(c)], order[first.key], order[c.key])
 
-    ranked = sorted(found.values(), key=rank)
-    fastest = min((c.predicted_seconds for c in ranked), default=math.inf)
-    hopeful = [c for c in ranked if c.predicted_seconds <= HOPELESS * fastest]
-    summary.hopeless = len(ranked) - len(hopeful)
-    chosen = _diverse(hopeful or ranked, k)
-    summary.kept = len(chosen)
-    return chosen, summary
+    return sorted(found.values(), key=rank), summary
 
 
 _FREE = (*O.views(), "constant")  # views: no kernel of their own

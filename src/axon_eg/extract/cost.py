@@ -373,10 +373,25 @@ def gpu_cost(plan: FusionPlan, tilings: Sequence[Tiling | None], hw: HardwareSpe
     # a channels-last conv whose output the next group's window kernel reads as it is: not transposed back
     kept = {gi for gi, choice in isa.items() if choice == NHWC and (r := window_reader(plan, gi)) is not None
             and isa.get(r) == WINDOW}
-    groups = [gpu_group_cost(plan, gi, tilings[gi] if gi < len(tilings) else None, hw, coefficients, isa.get(gi),
-                             channels_last_kept=gi in kept)
+    groups = [_memo_group_cost(plan, gi, tilings[gi] if gi < len(tilings) else None, hw, coefficients, isa.get(gi),
+                               gi in kept)
               for gi in range(len(plan.groups))]
     return CostReport(sum(g.seconds for g in groups), groups)
+
+
+def _memo_group_cost(plan: FusionPlan, gi: int, t: Tiling | Tile | None, hw: HardwareSpec,
+                     coefficients: dict[str, float] | None, isa: str | None, kept: bool) -> GroupCost:
+    """``gpu_group_cost``, memoized on the plan (``FusionPlan.memo``) per hardware spec object: a group's cost
+    depends on the plan, the group, its tiling's values (and template), the ISA choice and the coefficients."""
+    store = plan.memo.get(("gpu_group_cost", id(hw)))
+    if store is None or store[0] is not hw:  # keyed by identity: a spec object is not compared by its values
+        store = plan.memo[("gpu_group_cost", id(hw))] = (hw, {})
+    tk = t if t is None or isinstance(t, Tile) else (t.values, type(t.typed) if t.typed is not None else None)
+    key = (gi, tk, isa, kept, tuple(sorted(coefficients.items())) if coefficients else None)
+    got = store[1].get(key)
+    if got is None:
+        got = store[1][key] = gpu_group_cost(plan, gi, t, hw, coefficients, isa, channels_last_kept=kept)
+    return got
 
 
 def _short_tile_efficiency(plan: FusionPlan, gi: int, tile: Tile | None, hw: HardwareSpec, isa: str | None) -> float:

@@ -12,9 +12,12 @@ partitions, from unfused to greedily fused.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from functools import cached_property
+from typing import Any
 
 from axon_eg.ir import ops as O
 from axon_eg.ir.program import Program
@@ -44,8 +47,10 @@ MERGES: dict[tuple[str, str], str] = {
 }
 
 
+@functools.lru_cache(maxsize=4096)
 def node_kind(op_name: str) -> str | None:
-    """The fusion role of an op, from its registry kind (None: not a kernel of its own)."""
+    """The fusion role of an op, from its registry kind (None: not a kernel of its own). Memoized per op
+    name (the registry is fixed once an op is registered): the cost model asks it millions of times."""
     op = O.get(op_name)
     if op.kind is O.OpKind.SOURCE or O.is_view(op_name):
         return None
@@ -65,8 +70,9 @@ class Group:
     def anchor(self, program: Program) -> int:
         """The node whose iteration space the kernel loops over: the (last) matmul / reduction /
         library op / scan, else the group's last node."""
+        kinds = [node_kind(program.nodes[i].op) for i in self.nodes]
         for kind in (MATMUL, LIBRARY, REDUCTION, SCAN):
-            hits = [i for i in self.nodes if node_kind(program.nodes[i].op) == kind]
+            hits = [i for i, k in zip(self.nodes, kinds) if k == kind]
             if hits:
                 return hits[-1] if kind != REDUCTION else hits[0]
         return self.nodes[-1]
@@ -80,6 +86,13 @@ class FusionPlan:
     @property
     def name(self) -> str:
         return "+".join(g.kind for g in self.groups)
+
+    @cached_property
+    def memo(self) -> dict[Any, Any]:
+        """Facts derived from this plan alone, kept for its lifetime (the cost model's group costs, per
+        hardware spec): a plan is immutable, and the enumerator asks the same group's cost at the same
+        tiling and ISA choice once per ISA combination of the other groups. Not part of equality."""
+        return {}
 
     def group_of(self) -> dict[int, int]:
         return {n: gi for gi, g in enumerate(self.groups) for n in g.nodes}
@@ -103,7 +116,7 @@ class FusionPlan:
         """Group ``gi``'s sum/mean/max/min reductions whose input reads no other reduction of the group, in
         node order: a chunked row lowering computes them in one pass over the row (one chunk loop)."""
         program = self.program
-        return [n for n in sorted(self.groups[gi].nodes) if program.nodes[n].op in O.simple_reductions()
+        return [n for n in sorted(self.groups[gi].nodes) if program.nodes[n].op in _simple_reductions()
                 and not any(O.get(program.nodes[j].op).kind is O.OpKind.REDUCE for j in self.feeding(gi, n))]
 
     def welford_pairs(self, gi: int) -> list[tuple[int, int]]:
@@ -148,6 +161,11 @@ class FusionPlan:
         inside = set(self.groups[gi].nodes)
         users = self.program.users()
         return sorted(i for i in inside if i in self.program.outputs or any(u not in inside for u in users[i]))
+
+
+@functools.cache
+def _simple_reductions() -> frozenset[str]:
+    return frozenset(O.simple_reductions())
 
 
 def _compute_nodes(program: Program) -> list[int]:

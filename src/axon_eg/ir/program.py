@@ -102,7 +102,17 @@ class Program:
         return out
 
     def concrete_shape(self, node: int) -> tuple[int, ...]:
-        return tuple(D.evaluate(d, self.bindings) for d in self.nodes[node].shape)
+        shapes = self._concrete_shapes
+        got = shapes.get(node)
+        if got is None:
+            got = shapes[node] = tuple(D.evaluate(d, self.bindings) for d in self.nodes[node].shape)
+        return got
+
+    @cached_property
+    def _concrete_shapes(self) -> dict[int, tuple[int, ...]]:
+        """``concrete_shape`` per node, filled as asked (a program is immutable; the cost model asks a
+        node's shape thousands of times)."""
+        return {}
 
     def output_shapes(self) -> list[tuple[int, ...]]:
         return [self.concrete_shape(o) for o in self.outputs]

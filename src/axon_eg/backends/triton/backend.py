@@ -145,11 +145,11 @@ class TritonBackend:
     def group_cost(self, plan: FusionPlan, gi: int, t: Any, hw: HardwareSpec) -> float:
         """A library group's tiling matters only to its ``window`` choice (pooling computed by our kernel):
         its tilings are ranked at that choice."""
-        from axon_eg.extract.cost import gpu_group_cost, window_taps
+        from axon_eg.extract.cost import _memo_group_cost, window_taps
         from axon_eg.extract.isa import WINDOW
 
         isa = WINDOW if window_taps(plan, gi) else None
-        return gpu_group_cost(plan, gi, t, hw, isa=isa).seconds
+        return _memo_group_cost(plan, gi, t, hw, None, isa, False).seconds
 
     def lowers(self, plan: FusionPlan, gi: int, tiling: Any, isa: str | None, hw: HardwareSpec) -> bool:
         from .emit import lowers
