@@ -407,7 +407,7 @@ class Compiled:
         from concurrent.futures import ProcessPoolExecutor, as_completed
         from multiprocessing import get_context
 
-        from axon_eg.pipeline import bundle_path
+        from axon_eg.pipeline import _phase1_done, bundle_path
 
         run, more = _run_options(self.opts)
         root = str(self.opts["remote"])
@@ -422,7 +422,7 @@ class Compiled:
                 bdir = bundle_path(program, **run, cache_dir=root)
             except Exception:  # noqa: BLE001, S112 - the build's own loop words the error
                 continue
-            if not _written(bdir):
+            if not _phase1_done(bdir, "cuda", more["baselines"], more["saturation_s"]):
                 jobs.setdefault(str(bdir), program)
         workers = min(len(jobs), os.cpu_count() or 1)
         if workers < 2:
@@ -594,12 +594,6 @@ def _run_options(opts: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any
     return run, {"saturation_s": opts["saturation_s"], "baselines": REGION_BASELINES[opts["rest"]]}
 
 
-def _written(bdir: Path) -> bool:
-    """Whether phase 1 wrote this bundle whole (its last file, ``failures.json``, is there): a build before
-    the worker's rows arrive reuses it, phase 1 is not run again."""
-    return (bdir / "manifest.json").is_file() and (bdir / "failures.json").is_file()
-
-
 def _bundle_one(program: Any, run: dict[str, Any], more: dict[str, Any], root: str) -> float:
     """A child process's work in :meth:`Compiled._phase1_ahead`: one region's bundle; its phase-1 seconds."""
     from axon_eg.pipeline import write_bundle_only
@@ -631,7 +625,7 @@ def compile_region(sub: torch.fx.GraphModule, call: torch.fx.Node, name: str, op
         rows = bdir / ROWS_NAME
         if not rows.is_file():
             started = time.monotonic()
-            if str(bdir) not in (ahead or {}) and not _written(bdir):
+            if str(bdir) not in (ahead or {}):  # a bundle phase 1 already wrote whole is kept as it is
                 write_bundle_only(program, **run, cache_dir=root, device="cuda", **more)
             if region is not None:
                 region.phase1_s = (ahead or {}).get(str(bdir), time.monotonic() - started)
