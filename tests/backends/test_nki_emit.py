@@ -252,3 +252,14 @@ def test_shape_generic_kernels_read_their_dims_and_match_at_other_sizes(name):
         assert np.asarray(o).shape == r.shape
         scale = max(1.0, float(np.max(np.abs(r))))
         np.testing.assert_allclose(np.asarray(o).astype(np.float64), r, rtol=3e-2, atol=3e-2 * scale)
+
+
+def _size1_operand_broadcast(x2: ax.Tensor[1, ax.bf16], x4: ax.Tensor[2, ax.bf16]):
+    return (x2.sum(axis=0) + x4) + x2
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_size1_elementwise_operand_is_broadcast_to_the_destination(target):
+    """A [1] operand of an element-wise op against a [2] value (hypothesis found it) is broadcast along the
+    free axis, not handed to tensor_tensor with a mismatched shape."""
+    check(ax.program(_size1_operand_broadcast), target)

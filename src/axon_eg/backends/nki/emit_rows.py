@@ -145,6 +145,10 @@ def tile_body(w: Writer, space: Space, nodes: list[int], values: dict[int, Any],
         kind = space.kind(node)
         ins = [value(i) for i in nd.inputs]
         kinds = [{"one": "row", "part": "tile"}.get(space.kind(i), space.kind(i)) for i in nd.inputs]
+        if kind == "part" and space.n == 1 and space.width(node) != 1:
+            # the group's rows are one column wide (a row reduction over a size-1 axis) and this value is wider:
+            # a whole-row tile of the group is then a [rows, 1] column, broadcast along the free axis like a row
+            kinds = ["row" if space.kind(i) == "tile" else k for i, k in zip(nd.inputs, kinds)]
         if nd.op in ROW_REDUCTIONS and not nd.attrs["axes"]:  # reducing over no axes: the values themselves
             values[node] = value(nd.inputs[0])
             continue
