@@ -9,6 +9,7 @@ sources without running anything."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -310,3 +311,26 @@ def test_a_library_class_is_imported_and_its_tree_rebuilt_when_it_can_be():
     layer = torch.nn.TransformerEncoderLayer(8, 2, 16, batch_first=True)
     other = class_source(layer)
     assert other.base == "torch.nn.TransformerEncoderLayer" and "get_init_inputs" not in other.code
+
+
+class MinusInfTable(torch.nn.Module):
+    """A table from constants alone (a region left to torch code, written as a function in the saved file)
+    holding ``-inf``: torch.fx writes it as the name ``inf``."""
+
+    def forward(self, x):
+        table = torch.arange(6.0).masked_fill(torch.arange(6) > 3, float("-inf"))
+        return torch.softmax(x + table, dim=-1)
+
+
+def test_a_saved_graph_that_writes_inf_runs(tmp_path):
+    import axon_eg as ax
+
+    x = torch.randn(3, 6)
+    fast = ax.optimize(MinusInfTable(), (x,), k=1, saturation_s=0.3, cache_dir=str(tmp_path / "cache"))
+    saved = fast.save(tmp_path / "minus_inf_new.py")
+    assert "inf" in saved.read_text()
+    spec = importlib.util.spec_from_file_location("minus_inf_new", saved)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    with torch.no_grad():
+        torch.testing.assert_close(mod.ModelNew()(x), MinusInfTable()(x), rtol=1e-5, atol=1e-6)

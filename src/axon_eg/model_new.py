@@ -669,6 +669,7 @@ def write(optimized: Any, path: Path) -> Path:
              f"# ===== the model's class ({source.origin})", source.code, "", "",
              "# ===== axon_eg: each region's kernel and the graph that calls them",
              "import torch  # noqa: E402", "from torch.utils import _pytree as _axon_eg_pytree  # noqa: E402",
+             *(f"{line}  # noqa: E402,F401 - torch.fx writes this name in graph code" for line in _fx_builtins()),
              "", "", _LOADER.strip(), "", "",
              "_AXON_EG_DEVICE = torch.device('cpu')  # the device of the inputs of the latest call: tensors the graph "
              "creates go there", "", ""]
@@ -750,6 +751,14 @@ def _portable(graph: torch.fx.Graph) -> None:
     for node in graph.nodes:
         if isinstance(node.kwargs.get("device"), torch.device):
             node.kwargs = {**node.kwargs, "device": _CallersDevice()}
+
+
+def _fx_builtins() -> list[str]:
+    """The imports that make the names torch.fx writes in generated code (``inf``, ``nan``, ``device``,
+    ``NoneType``, ...: its custom builtins) defined in the saved file, ``import torch`` aside."""
+    from torch.fx.graph import _custom_builtins
+
+    return sorted({b.import_str for b in _custom_builtins.values()} - {"import torch"})
 
 
 def _version() -> str:
