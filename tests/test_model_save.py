@@ -319,7 +319,7 @@ class MinusInfTable(torch.nn.Module):
 
     def forward(self, x):
         table = torch.arange(6.0).masked_fill(torch.arange(6) > 3, float("-inf"))
-        return torch.softmax(x + table, dim=-1)
+        return torch.softmax(x + torch.logcumsumexp(table, 0), dim=-1)  # logcumsumexp: not imported, apart
 
 
 def test_a_saved_graph_that_writes_inf_runs(tmp_path):
@@ -328,7 +328,7 @@ def test_a_saved_graph_that_writes_inf_runs(tmp_path):
     x = torch.randn(3, 6)
     fast = ax.optimize(MinusInfTable(), (x,), k=1, saturation_s=0.3, cache_dir=str(tmp_path / "cache"))
     saved = fast.save(tmp_path / "minus_inf_new.py")
-    assert "inf" in saved.read_text()
+    assert "masked_fill" in saved.read_text() and any("reads no input" in (r.why_torch or "") for r in fast.report)
     spec = importlib.util.spec_from_file_location("minus_inf_new", saved)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
