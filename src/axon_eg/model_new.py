@@ -27,7 +27,9 @@ The file holds, in order:
 
 2. Each region's kernel file, as a string run as its own module (registered with ``linecache``, where
    ``triton.jit`` reads a function's source), called through an opaque custom op of its own
-   (``torch.ops.axon_eg_saved.<region>_<digest>``, with a fake giving its outputs' shapes and dtypes).
+   (``torch.ops.axon_eg_saved.<region>_<digest>``, with a fake giving its outputs' shapes and dtypes); the
+   Triton interpreter's bf16 work-arounds (``backends.triton.interpreter``), copied in and applied only under
+   ``TRITON_INTERPRET=1``, so the file computes on a CPU what it computes on a GPU.
 3. The graph of the first version built, as aten calls, free of the device it was exported on (tensors it
    creates go to the device of the call's inputs).
 4. ``class ModelNew(<the class>)``: the class's own ``__init__``, so ``ModelNew(*init args)`` has the same
@@ -670,7 +672,7 @@ def write(optimized: Any, path: Path) -> Path:
              "# ===== axon_eg: each region's kernel and the graph that calls them",
              "import torch  # noqa: E402", "from torch.utils import _pytree as _axon_eg_pytree  # noqa: E402",
              *(f"{line}  # noqa: E402,F401 - torch.fx writes this name in graph code" for line in _fx_builtins()),
-             "", "", _LOADER.strip(), "", "",
+             "", "", _LOADER.strip(), "", "", *_interpreter_fixes(),
              "_AXON_EG_DEVICE = torch.device('cpu')  # the device of the inputs of the latest call: tensors the graph "
              "creates go there", "", ""]
     regions = []
@@ -751,6 +753,21 @@ def _portable(graph: torch.fx.Graph) -> None:
     for node in graph.nodes:
         if isinstance(node.kwargs.get("device"), torch.device):
             node.kwargs = {**node.kwargs, "device": _CallersDevice()}
+
+
+def _interpreter_fixes() -> list[str]:
+    """The Triton interpreter's work-arounds (``backends.triton.interpreter``: bf16 ``tl.dot`` on bit patterns,
+    truncating bf16 casts), copied into the saved file under names of its own and applied at its import
+    (each a no-op unless ``TRITON_INTERPRET=1``): the file runs its kernels on a CPU as axon_eg does."""
+    import inspect
+
+    from axon_eg.backends.triton import interpreter
+
+    parts = ["import os  # noqa: E402,F401 - the interpreter's work-arounds read TRITON_INTERPRET", ""]
+    for fn in (interpreter.widen_bf16_dots, interpreter.round_bf16_to_nearest_even):
+        parts += [inspect.getsource(fn).replace(f"def {fn.__name__}(", f"def _axon_eg_{fn.__name__}(", 1), "",
+                  f"_axon_eg_{fn.__name__}()", "", ""]
+    return parts
 
 
 def _fx_builtins() -> list[str]:
