@@ -156,7 +156,7 @@ class Budget:
     isa_combos: int = 64
     families: int = 16
     tilings_per_group: int = 4
-    probes: int = 64
+    probes: int = 24
 
     @classmethod
     def for_program(cls, program: Program) -> Budget:
@@ -288,7 +288,7 @@ def enumerate_all(nugraph: NuGraph, target: str | HardwareSpec, k: int = 8, *, v
     kept_programs: list = []  # keeps the programs the caches below key by identity alive for the enumeration
     lowers: dict[tuple, bool] = {}
     failed: dict[tuple, str] = {}  # probe key -> the error of a probe that raised
-    replaced: dict[tuple, Tiling] = {}  # (probe key, ISA choice) -> the tiling ``for_isa`` puts there
+    replaced: dict[tuple, Tiling | None] = {}  # (group, ISA choice) -> the tiling ``for_isa`` puts there
 
     def probe(plan: FusionPlan, gi: int, t: Tiling, isa_i: str | None) -> tuple:
         """The probe key of group ``gi`` at ``t`` and ``isa_i``, probed once (``lowers[key]``: runs as torch).
@@ -314,14 +314,29 @@ def enumerate_all(nugraph: NuGraph, target: str | HardwareSpec, k: int = 8, *, v
         by_group = dict(isa)
         out = list(chosen)
         for gi, t in enumerate(chosen):
-            if gi in by_group and lowers[key := probe(plan, gi, t, by_group[gi])]:
-                if (key, by_group[gi]) not in replaced:  # the search probes the first ``budget.probes`` tilings
-                    replaced[(key, by_group[gi])] = next(
-                        (o for o in options[gi][:budget.probes] if not lowers[probe(plan, gi, o, by_group[gi])]), t)
-                out[gi] = replaced[(key, by_group[gi])]
-                if out[gi].group != gi:
-                    out[gi] = replace(out[gi], group=gi)
+            if gi in by_group and lowers[probe(plan, gi, t, by_group[gi])]:
+                g = plan.groups[gi]
+                scan = (id(plan.program), g.kind, g.nodes, by_group[gi])
+                if scan not in replaced:
+                    replaced[scan] = first_lowering(plan, gi, options[gi], by_group[gi])
+                found = replaced[scan]
+                out[gi] = t if found is None else found if found.group == gi else replace(found, group=gi)
         return tuple(out)
+
+    def first_lowering(plan: FusionPlan, gi: int, ranked: list[Tiling], isa_i: str) -> Tiling | None:
+        """The best-ranked of the group's tilings that ISA choice ``isa_i`` lowers, asking the backend about at
+        most ``budget.probes`` tile shapes (a shape that failed is not asked again at other launch knobs)."""
+        failed_shapes: set[tuple] = set()
+        for o in ranked:
+            shape = tuple((name, v) for name, v in o.values if name not in LAUNCH_KNOBS)
+            if shape in failed_shapes:
+                continue
+            if not lowers[probe(plan, gi, o, isa_i)]:
+                return o
+            failed_shapes.add(shape)
+            if len(failed_shapes) >= budget.probes:
+                return None
+        return None
 
     def torch_penalty(plan: FusionPlan, chosen: tuple[Tiling, ...],
                       isa: tuple[tuple[int, str], ...]) -> tuple[list[float], str | None]:
