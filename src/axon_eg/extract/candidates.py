@@ -1,6 +1,9 @@
 """``enumerate_candidates``: the k best Candidates by predicted cost across algebraic variants x
 fusion plans x tilings x ISA choices, deterministic, with counts of what each level considered and
-pruned. ``rank_tilings`` orders one group's tilings (predicted cost, then its tile template's
+pruned. What it considers is bounded by counts (``Budget``, scaled by the program's size: variants, ISA
+combinations per plan (``isa_subset`` past the budget instead of the product over the groups), families
+whose worst group gets alternative tilings, lowering probes), never by the clock; ``enumerate_all`` returns
+everything the budget allowed, ranked. ``rank_tilings`` orders one group's tilings (predicted cost, then its tile template's
 tie-break) for the enumerator and for the emitter's autotuning; ``group_cost`` is a group's predicted
 cost alone.
 """
