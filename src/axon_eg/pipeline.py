@@ -369,6 +369,8 @@ def _enumerated(program: Program, saturation_s: float, hw: HardwareSpec, backend
                                  "node_budget": saturation_nodes(canon),
                                  "clock_limited": sat.stop_reason == "time limit"},
                   "enumeration": summary.counts(), "reused": False}
+        for c in found:  # the plans' group-cost memos (every tiling ranked) are not kept with them
+            c.plan.__dict__.pop("memo", None)
         _MEMO[key] = (found, summary, stages)
         while len(_MEMO) > MEMO_SIZE:
             del _MEMO[next(iter(_MEMO))]
