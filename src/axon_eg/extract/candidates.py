@@ -163,13 +163,14 @@ class Budget:
 
     @classmethod
     def for_program(cls, program: Program) -> Budget:
-        """The budget for a program of ``n`` compute ops: the defaults up to ``SMALL_REGION`` ops, then variants,
-        ISA combinations and families in proportion to ``SMALL_REGION / n`` (each variant of a larger program
-        costs more: more plans of more groups), at least 2 + 1 variants, 16 combinations and 4 families."""
+        """The budget for a program of ``n`` compute ops: the defaults up to ``SMALL_REGION`` ops, then variants
+        (6 + 3 at ``SMALL_REGION``), ISA combinations and families in proportion to ``SMALL_REGION / n`` (each
+        variant of a larger program costs more: more plans of more groups), at least 2 + 1 variants, 16
+        combinations and 4 families (an LSTM step of 18 ops: 2 + 1 variants, 28 combinations, 7 families)."""
         n = compute_ops(program)
         if n <= SMALL_REGION:
             return cls()
-        return cls(variants=max(2, 8 * SMALL_REGION // n), structural=max(1, 4 * SMALL_REGION // n),
+        return cls(variants=max(2, 6 * SMALL_REGION // n), structural=max(1, 3 * SMALL_REGION // n),
                    isa_combos=max(16, 64 * SMALL_REGION // n), families=max(4, 16 * SMALL_REGION // n))
 
 
