@@ -1,8 +1,11 @@
 """``saturate_and_extract``: the stages wired together.
 
-Phase 1 (CPU, seconds): the program's νGraph is saturated with the discovered rules, the k best
-Candidates (variants x fusion plans x tilings x ISA choices) are enumerated by predicted cost, and
-each is emitted as a kernel file; torch eager (and, on a GPU, ``torch.compile(mode=
+Phase 1 (CPU, seconds): the program's νGraph is saturated with the discovered rules (an e-node budget
+scaled by the program's size, ``saturation_nodes``; the seconds only a safety cap), the k best
+Candidates (variants x fusion plans x tilings x ISA choices, within the enumeration's count budgets,
+``extract.candidates.Budget``) are enumerated by predicted cost, and each is emitted as a kernel file
+(``_phase1``; identical regions of a model share one saturation and enumeration, ``_enumerated``; the
+bundle's ``phase1.json`` says where the time went); torch eager (and, on a GPU, ``torch.compile(mode=
 "max-autotune-no-cudagraphs")`` and ``torch.compile`` in its default mode) are added as baselines.
 Phase 2: the bundle goes to the measurement
 worker (child process per candidate; locally, on every visible GPU, or on a Ray cluster), which runs
@@ -366,6 +369,8 @@ def _enumerated(program: Program, saturation_s: float, hw: HardwareSpec, backend
                                  "node_budget": saturation_nodes(canon),
                                  "clock_limited": sat.stop_reason == "time limit"},
                   "enumeration": summary.counts(), "reused": False}
+        for c in found:  # the plans' group-cost memos (every tiling ranked) are not kept with them
+            c.plan.__dict__.pop("memo", None)
         _MEMO[key] = (found, summary, stages)
         while len(_MEMO) > MEMO_SIZE:
             del _MEMO[next(iter(_MEMO))]

@@ -129,3 +129,4 @@ def test_budget_for_a_program_shrinks_with_its_size(ops: int) -> None:
     else:
         assert 2 <= budget.variants < default.variants and 1 <= budget.structural < default.structural
         assert 4 <= budget.families < default.families
+        assert 16 <= budget.isa_combos < default.isa_combos

@@ -134,9 +134,9 @@ class NuGraph:
     def _declare(self, names: Iterable[str]) -> None:
         """Declare constructors (and their analyses) the first time a program or rule uses them."""
         todo = [n for n in dict.fromkeys(names) if n not in self._declared]
-        if todo:
-            self._run("\n".join(schema.constructor_block(n, self.flops_per_byte) for n in todo))
-            self._declared.update(todo)
+        for name in todo:  # one program per constructor: egglog takes a long program in more than linear time
+            self._run(schema.constructor_block(name, self.flops_per_byte))
+            self._declared.add(name)
 
     def _saturate_analysis(self) -> None:
         self._run(f"(run-schedule (saturate (run {schema.ANALYSIS})))")

@@ -1,6 +1,9 @@
 """``enumerate_candidates``: the k best Candidates by predicted cost across algebraic variants x
 fusion plans x tilings x ISA choices, deterministic, with counts of what each level considered and
-pruned. ``rank_tilings`` orders one group's tilings (predicted cost, then its tile template's
+pruned. What it considers is bounded by counts (``Budget``, scaled by the program's size: variants, ISA
+combinations per plan (``isa_subset`` past the budget instead of the product over the groups), families
+whose worst group gets alternative tilings, lowering probes), never by the clock; ``enumerate_all`` returns
+everything the budget allowed, ranked. ``rank_tilings`` orders one group's tilings (predicted cost, then its tile template's
 tie-break) for the enumerator and for the emitter's autotuning; ``group_cost`` is a group's predicted
 cost alone.
 """
@@ -156,17 +159,19 @@ class Budget:
     isa_combos: int = 64
     families: int = 16
     tilings_per_group: int = 4
-    probes: int = 64
+    probes: int = 24
 
     @classmethod
     def for_program(cls, program: Program) -> Budget:
-        """The budget for a program of ``n`` compute ops: the defaults up to ``SMALL_REGION`` ops, then fewer
-        variants and families (each variant of a larger program costs more: more plans of more groups)."""
+        """The budget for a program of ``n`` compute ops: the defaults up to ``SMALL_REGION`` ops, then variants
+        (6 + 3 at ``SMALL_REGION``), ISA combinations and families in proportion to ``SMALL_REGION / n`` (each
+        variant of a larger program costs more: more plans of more groups), at least 2 + 1 variants, 16
+        combinations and 4 families (an LSTM step of 18 ops: 2 + 1 variants, 28 combinations, 7 families)."""
         n = compute_ops(program)
         if n <= SMALL_REGION:
             return cls()
-        return cls(variants=max(2, 8 * SMALL_REGION // n), structural=max(1, 4 * SMALL_REGION // n),
-                   families=max(4, 16 * SMALL_REGION // n))
+        return cls(variants=max(2, 6 * SMALL_REGION // n), structural=max(1, 3 * SMALL_REGION // n),
+                   isa_combos=max(16, 64 * SMALL_REGION // n), families=max(4, 16 * SMALL_REGION // n))
 
 
 SMALL_REGION = 8
@@ -288,7 +293,7 @@ def enumerate_all(nugraph: NuGraph, target: str | HardwareSpec, k: int = 8, *, v
     kept_programs: list = []  # keeps the programs the caches below key by identity alive for the enumeration
     lowers: dict[tuple, bool] = {}
     failed: dict[tuple, str] = {}  # probe key -> the error of a probe that raised
-    replaced: dict[tuple, Tiling] = {}  # (probe key, ISA choice) -> the tiling ``for_isa`` puts there
+    replaced: dict[tuple, Tiling | None] = {}  # (group, ISA choice) -> the tiling ``for_isa`` puts there
 
     def probe(plan: FusionPlan, gi: int, t: Tiling, isa_i: str | None) -> tuple:
         """The probe key of group ``gi`` at ``t`` and ``isa_i``, probed once (``lowers[key]``: runs as torch).
@@ -314,14 +319,29 @@ def enumerate_all(nugraph: NuGraph, target: str | HardwareSpec, k: int = 8, *, v
         by_group = dict(isa)
         out = list(chosen)
         for gi, t in enumerate(chosen):
-            if gi in by_group and lowers[key := probe(plan, gi, t, by_group[gi])]:
-                if (key, by_group[gi]) not in replaced:  # the search probes the first ``budget.probes`` tilings
-                    replaced[(key, by_group[gi])] = next(
-                        (o for o in options[gi][:budget.probes] if not lowers[probe(plan, gi, o, by_group[gi])]), t)
-                out[gi] = replaced[(key, by_group[gi])]
-                if out[gi].group != gi:
-                    out[gi] = replace(out[gi], group=gi)
+            if gi in by_group and lowers[probe(plan, gi, t, by_group[gi])]:
+                g = plan.groups[gi]
+                scan = (id(plan.program), g.kind, g.nodes, by_group[gi])
+                if scan not in replaced:
+                    replaced[scan] = first_lowering(plan, gi, options[gi], by_group[gi])
+                found = replaced[scan]
+                out[gi] = t if found is None else found if found.group == gi else replace(found, group=gi)
         return tuple(out)
+
+    def first_lowering(plan: FusionPlan, gi: int, ranked: list[Tiling], isa_i: str) -> Tiling | None:
+        """The best-ranked of the group's tilings that ISA choice ``isa_i`` lowers, asking the backend about at
+        most ``budget.probes`` tile shapes (a shape that failed is not asked again at other launch knobs)."""
+        failed_shapes: set[tuple] = set()
+        for o in ranked:
+            shape = tuple((name, v) for name, v in o.values if name not in LAUNCH_KNOBS)
+            if shape in failed_shapes:
+                continue
+            if not lowers[probe(plan, gi, o, isa_i)]:
+                return o
+            failed_shapes.add(shape)
+            if len(failed_shapes) >= budget.probes:
+                return None
+        return None
 
     def torch_penalty(plan: FusionPlan, chosen: tuple[Tiling, ...],
                       isa: tuple[tuple[int, str], ...]) -> tuple[list[float], str | None]:

@@ -99,8 +99,12 @@ class FusionPlan:
 
     def inputs_of(self, gi: int) -> list[int]:
         """Tensors a group reads from HBM: nodes outside it that its nodes use."""
-        inside = set(self.groups[gi].nodes)
-        return sorted({j for i in inside for j in self.program.nodes[i].inputs if j not in inside})
+        got = self.memo.get(("inputs_of", gi))
+        if got is None:
+            inside = set(self.groups[gi].nodes)
+            got = self.memo[("inputs_of", gi)] = tuple(sorted({j for i in inside for j in self.program.nodes[i].inputs
+                                                               if j not in inside}))
+        return list(got)
 
     def feeding(self, gi: int, n: int) -> set[int]:
         """The nodes of group ``gi`` that node ``n`` reads, directly or not (e.g. a library op's prologue)."""
@@ -158,9 +162,13 @@ class FusionPlan:
 
     def outputs_of(self, gi: int) -> list[int]:
         """Tensors a group writes to HBM: used outside it, or program outputs."""
-        inside = set(self.groups[gi].nodes)
-        users = self.program.users()
-        return sorted(i for i in inside if i in self.program.outputs or any(u not in inside for u in users[i]))
+        got = self.memo.get(("outputs_of", gi))
+        if got is None:
+            inside = set(self.groups[gi].nodes)
+            users = self.program.users()
+            got = self.memo[("outputs_of", gi)] = tuple(sorted(
+                i for i in inside if i in self.program.outputs or any(u not in inside for u in users[i])))
+        return list(got)
 
 
 @functools.cache

@@ -74,6 +74,8 @@ class TilingSpace:
     constraints: tuple[Constraint, ...]
     template: type[Tile] | None = None  # the template whose space this is
     knobs: Knobs | None = field(default=None, compare=False)  # the target's launch defaults
+    memo: tuple | None = field(default=None, compare=False, repr=False)  # what determines the space (``Tile.space``):
+    # its feasible assignments are enumerated once per process for it (``_FEASIBLE``)
 
     def size(self) -> int:
         return math.prod(len(v) for _, v in self.params)
@@ -85,20 +87,36 @@ class TilingSpace:
     def tilings(self, limit: int | None = None) -> tuple[list[Tiling], dict[str, int]]:
         """Feasible, non-dominated assignments (deterministic order), each with its typed tile, and counts
         of what was pruned."""
-        names = [n for n, _ in self.params]
-        feasible, considered = [], 0
-        for values in itertools.product(*(v for _, v in self.params)):
-            considered += 1
-            t = dict(zip(names, values))
-            if not self.violated(t):
-                feasible.append(t)
-        kept = _prune(feasible, self.template.monotone if self.template is not None else ())
-        stats = {"considered": considered, "feasible": len(feasible), "kept": len(kept)}
+        got = _FEASIBLE.get(self.memo) if self.memo is not None else None
+        if got is None or got[0] is not self.memo[-1]:  # (the key's last item is the hardware spec's id)
+            names = [n for n, _ in self.params]
+            feasible, considered = [], 0
+            for values in itertools.product(*(v for _, v in self.params)):
+                considered += 1
+                t = dict(zip(names, values))
+                if not self.violated(t):
+                    feasible.append(t)
+            kept = _prune(feasible, self.template.monotone if self.template is not None else ())
+            stats = {"considered": considered, "feasible": len(feasible), "kept": len(kept)}
+            if self.memo is not None:
+                _FEASIBLE[self.memo] = (self.memo[-1], kept, stats)
+                while len(_FEASIBLE) > FEASIBLE_SIZE:
+                    del _FEASIBLE[next(iter(_FEASIBLE))]
+        else:
+            _, kept, stats = got
+        stats = dict(stats)
         if limit is not None:
             kept = kept[:limit]
         template = self.template
         return [Tiling(self.group, tuple(t.items()), template.of(t, self.knobs) if template is not None else None)
                 for t in kept], stats
+
+
+_FEASIBLE: dict[tuple, tuple[Any, list[dict], dict[str, int]]] = {}
+FEASIBLE_SIZE = 4096
+"""The feasible assignments of the spaces enumerated so far, by what determines a space (``Tile.space``: the
+template, the group's facts, the hardware spec object): a model's regions repeat the same groups in every
+variant, plan and layer. The oldest are dropped first."""
 
 
 def _prune(candidates: list[dict], monotone: tuple[str, ...]) -> list[dict]:
@@ -169,8 +187,10 @@ class Tile:
     def space(cls, plan: FusionPlan, gi: int, hw: HardwareSpec) -> TilingSpace:
         facts = group_facts(plan, gi)
         params, constraints = cls.params(facts, hw)
+        memo = (cls, facts.kind, tuple(sorted(facts.dims.items())), facts.item, facts.live, facts.reduces, hw.name,
+                id(hw), hw)  # ``params`` reads the facts and the hardware spec alone
         return TilingSpace(gi, plan.groups[gi].kind, tuple(sorted(facts.dims.items())), tuple(params),
-                           tuple(constraints), cls, knobs(hw))
+                           tuple(constraints), cls, knobs(hw), memo)
 
     @classmethod
     def of(cls, values: Values = (), launch: Knobs | None = None) -> Self:
