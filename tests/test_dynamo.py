@@ -308,9 +308,9 @@ def test_remote_phase_two_bundles_then_rows_then_a_saved_model_new(tmp_path):
     assert sorted(r.bundle for r in waiting) == bundles
     assert worker([*bundles, "--cpu"]) == 0
     assert all((remote / "bundles" / b / "rows.jsonl").is_file() for b in os.listdir(remote / "bundles"))
-    for b in bundles:  # a region is measured against its eager code only (what runs when no kernel wins)
+    for b in bundles:  # a region is measured against what runs when no kernel wins: eager and Inductor's code
         ids = {json.loads(line)["id"] for line in open(os.path.join(b, "rows.jsonl"))}
-        assert "torch_eager" in ids and not {"torch_compile", "torch_compile_default"} & ids
+        assert {"torch_eager", "torch_compile_default"} <= ids and "torch_compile" not in ids
     second = ax.optimize(block, (x,), remote=str(remote), **OPTS)
     assert any(r.kernel for r in second.report), [r.line() for r in second.report]
     saved = second.save(tmp_path / "model_new.py")
