@@ -4,7 +4,34 @@ only when they are installed (``benchmarks.models.available``)."""
 
 from __future__ import annotations
 
+import functools
+
+import torch
 from torch import nn
+
+
+@functools.cache
+def torchvision_importable() -> None:
+    """Make ``import torchvision`` work where its compiled ops cannot load (a CUDA build of torchvision beside a
+    CPU-only torch: ``libc10_cuda.so`` is missing). Its Python modules still import, except that it registers
+    fake kernels for ``torchvision::nms`` and ``qnms`` without checking that the ops exist; declaring their
+    schemas (no kernel: calling them raises) lets it import. timm needs torchvision's Python code (transforms,
+    ``FrozenBatchNorm2d``) and transformers imports it when installed; neither model here calls either op."""
+    import importlib.util
+
+    if importlib.util.find_spec("torchvision") is None:
+        return
+    so = next(iter(importlib.util.find_spec("torchvision").submodule_search_locations), "")
+    try:
+        torch.ops.load_library(f"{so}/_C.so")
+    except (OSError, RuntimeError):
+        lib = torch.library.Library("torchvision", "DEF")  # noqa: TOR901 - schemas only, kept for the process
+        lib.define("nms(Tensor dets, Tensor scores, float iou_threshold) -> Tensor")
+        lib.define("qnms(Tensor dets, Tensor scores, float iou_threshold) -> Tensor")
+        _KEEP.append(lib)
+
+
+_KEEP: list = []
 
 TIMM = {
     "resnet18": {"small": {"model_name": "resnet18", "num_classes": 10},
@@ -18,6 +45,7 @@ TIMM = {
 
 
 def timm_model(which: str, config: str) -> nn.Module:
+    torchvision_importable()
     import timm
 
     kwargs = dict(TIMM[which][config])
@@ -37,18 +65,21 @@ HF_GPT2 = {"small": {"n_embd": 32, "n_head": 4, "n_layer": 1, "vocab_size": 64, 
 
 
 def hf_llama(config: str) -> nn.Module:
+    torchvision_importable()
     from transformers import LlamaConfig, LlamaModel
 
     return LlamaModel(LlamaConfig(use_cache=False, **HF_LLAMA[config]))
 
 
 def hf_bert(config: str) -> nn.Module:
+    torchvision_importable()
     from transformers import BertConfig, BertModel
 
     return BertModel(BertConfig(**HF_BERT[config]))
 
 
 def hf_gpt2(config: str) -> nn.Module:
+    torchvision_importable()
     from transformers import GPT2Config, GPT2Model
 
     return GPT2Model(GPT2Config(use_cache=False, **HF_GPT2[config]))

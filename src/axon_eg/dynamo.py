@@ -418,7 +418,7 @@ class Compiled:
             if all(op in _moves_no_arithmetic() or op == "getitem" for op in ops):
                 continue
             try:
-                program = region_program(sub, node, f"{type(self.gm).__name__}_{name}")[0]
+                program = by_position(region_program(sub, node, f"{type(self.gm).__name__}_{name}")[0])
                 bdir = bundle_path(program, **run, cache_dir=root)
             except Exception:  # noqa: BLE001, S112 - the build's own loop words the error
                 continue
@@ -588,6 +588,16 @@ def region_program(sub: torch.fx.GraphModule, call: torch.fx.Node, name: str) ->
     return program, sub, fakes, single, where, keep
 
 
+def by_position(program: Any) -> Any:
+    """The region's program with its inputs named by position (``in0``, ``in1``, ...): the kernel is called
+    with the region's arguments in order, so the names are not its business, and two identical blocks (a
+    transformer's layers, or the same block in two models, differing only in their parameters' names) get one
+    bundle, one set of measured rows and one cache entry."""
+    from axon_eg.extract.candidates import canonical_inputs
+
+    return canonical_inputs(program)[0]
+
+
 def _run_options(opts: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
     """(the pipeline's run arguments, its phase-1 arguments) for a region under the backend's ``opts``."""
     run = {"target": opts["target"], "hw": opts["hw"], "k": opts["k"], "precision": opts["precision"]}
@@ -615,6 +625,7 @@ def compile_region(sub: torch.fx.GraphModule, call: torch.fx.Node, name: str, op
 
     program, sub, fakes, single, where, keep = region_program(sub, call, name)
     extras = _made_inputs(sub, fakes, name, program)
+    program = by_position(program)
     run, more = _run_options(opts)
     baselines = more["baselines"]
     if opts["remote"] is not None:
