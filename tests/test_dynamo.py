@@ -582,3 +582,50 @@ def test_a_region_that_reads_no_input_is_left_to_the_code_around_it(tmp_path):
         torch.testing.assert_close(opt(t).double(), ConstantTable()(t.double()), rtol=1e-5, atol=1e-5)
     reasons = [r.why_torch or "" for r in opt.report]
     assert any("reads no input" in w for w in reasons) or all(r.kernel for r in opt.report), [r.line() for r in opt.report]
+
+
+class GeluLayer(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.proj = nn.Linear(12, 12)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.nn.functional.gelu(self.proj(x)) * 0.5 + x
+
+
+class TwoLayersAroundAnUnimportedOp(nn.Module):
+    """Two identical layers (parameters ``first.*`` and ``second.*``) on either side of ``logcumsumexp``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.first, self.second = GeluLayer(), GeluLayer()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.second(torch.logcumsumexp(self.first(x), dim=-1))
+
+
+class OneLayerUnderAnotherName(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.body = GeluLayer()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.body(x)
+
+
+def test_identical_blocks_share_one_bundle_across_layers_and_models(tmp_path):
+    """A region's bundle is keyed by its program with the inputs named by position (``dynamo.by_position``):
+    two layers of one model that differ only in their parameters' names get one bundle, and another model
+    holding the same layer under another name finds it written (nothing rewritten)."""
+    with torch.device("meta"):
+        two, one = TwoLayersAroundAnUnimportedOp().eval(), OneLayerUnderAnotherName().eval()
+        x = torch.empty(3, 12)
+    remote = tmp_path / "remote"
+    first = ax.optimize(two, (x,), remote=str(remote), **OPTS)
+    bundles = {r.bundle for r in first.report if r.bundle}
+    assert len([r for r in first.report if r.bundle]) == 2 and len(bundles) == 1, [r.line() for r in first.report]
+    (bundle,) = bundles
+    stamp = os.stat(os.path.join(bundle, "manifest.json")).st_mtime_ns
+    other = ax.optimize(one, (x,), remote=str(remote), **OPTS)
+    assert [r.bundle for r in other.report if r.bundle] == [bundle]
+    assert os.stat(os.path.join(bundle, "manifest.json")).st_mtime_ns == stamp
