@@ -629,3 +629,46 @@ def test_identical_blocks_share_one_bundle_across_layers_and_models(tmp_path):
     other = ax.optimize(one, (x,), remote=str(remote), **OPTS)
     assert [r.bundle for r in other.report if r.bundle] == [bundle]
     assert os.stat(os.path.join(bundle, "manifest.json")).st_mtime_ns == stamp
+
+
+class PositionsOnTheInputsDevice(nn.Module):
+    """A table made in ``forward`` on the input's device (``torch.arange(..., device=x.device)``), used with it
+    and with a parameter: on the meta device (or a GPU) the factory's device is not the importer's CPU."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.scale = nn.Parameter(torch.ones(8))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        pos = torch.arange(x.shape[-1], device=x.device, dtype=x.dtype)
+        return torch.sin(x * self.scale + pos.to(x.device)) * 2.0
+
+
+def test_a_region_with_a_factory_on_the_inputs_device_is_bundled_on_the_meta_device(tmp_path):
+    with torch.device("meta"):
+        model = PositionsOnTheInputsDevice().eval()
+        x = torch.empty(3, 8)
+    opt = ax.optimize(model, (x,), remote=str(tmp_path / "remote"), **OPTS)
+    assert [r for r in opt.report if r.bundle] and all(r.bundle for r in opt.report), [r.line() for r in opt.report]
+
+
+def test_a_script_without_a_main_guard_builds_remote_bundles_in_parallel_and_runs_once(tmp_path):
+    """The remote flow's phase 1 starts child processes; a user script that calls ``ax.optimize`` at its top
+    level is not imported again in them (it would run twice, or be refused by multiprocessing)."""
+    import subprocess
+
+    script = tmp_path / "user_script.py"
+    script.write_text(
+        "import torch, axon_eg as ax\n"
+        f"from tests.test_dynamo import AroundAnUnimportedOp\n"
+        "print('script body ran', flush=True)\n"
+        "with torch.device('meta'):\n"
+        "    model = AroundAnUnimportedOp().eval()\n"
+        "    x = torch.empty(3, 12)\n"
+        f"opt = ax.optimize(model, (x,), remote={str(tmp_path / 'remote')!r}, k=2, saturation_s=0.3)\n"
+        "print('bundles', len({r.bundle for r in opt.report if r.bundle}), flush=True)\n")
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([root, os.path.join(root, "src")])}
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=600, env=env)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.count("script body ran") == 1 and "bundles 2" in proc.stdout, proc.stdout + proc.stderr[-2000:]

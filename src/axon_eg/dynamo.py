@@ -428,7 +428,8 @@ class Compiled:
         if workers < 2:
             return {}
         done: dict[str, float] = {}
-        with ProcessPoolExecutor(max_workers=workers, mp_context=get_context("forkserver")) as pool:
+        with _main_not_reimported(), \
+                ProcessPoolExecutor(max_workers=workers, mp_context=get_context("forkserver")) as pool:
             futures = {pool.submit(_bundle_one, program, run, more, root): bdir for bdir, program in jobs.items()}
             for future in as_completed(futures):
                 try:
@@ -573,6 +574,7 @@ def region_program(sub: torch.fx.GraphModule, call: torch.fx.Node, name: str) ->
         raise NotImplementedError("it reads no input (a constant of forward)")
     with FakeTensorMode(allow_non_fake_inputs=True):  # shapes and dtypes only: no tensor memory
         fakes = tuple(torch.empty(tuple(v.shape), dtype=v.dtype, device="cpu") for v in vals)
+    sub = _on_cpu(sub)
     program = from_torch(sub, fakes, name=name)
     where, keep = _outputs(program)
     if not keep:
@@ -586,6 +588,42 @@ def region_program(sub: torch.fx.GraphModule, call: torch.fx.Node, name: str) ->
         sub.recompile()
         program = from_torch(sub, fakes, name=name)
     return program, sub, fakes, single, where, keep
+
+
+@contextlib.contextmanager
+def _main_not_reimported() -> Any:
+    """While child processes start: ``__main__`` without the file or module name that ``multiprocessing`` would
+    import it from in each child, so a user's script that calls ``ax.optimize`` at its top level, with no
+    ``if __name__ == "__main__"`` guard, is neither run again in the children nor refused by them (what they
+    run, :func:`_bundle_one`, is axon_eg's and its arguments are plain data)."""
+    import sys
+
+    main = sys.modules.get("__main__")
+    saved = {k: main.__dict__[k] for k in ("__file__", "__spec__") if main is not None and k in main.__dict__}
+    try:
+        for k in saved:
+            setattr(main, k, None) if k == "__spec__" else delattr(main, k)
+        yield
+    finally:
+        for k, v in saved.items():
+            setattr(main, k, v)
+
+
+def _on_cpu(sub: torch.fx.GraphModule) -> torch.fx.GraphModule:
+    """``sub``, or a copy of it whose device arguments (``torch.arange(..., device=x.device)``, ``.to(device)``
+    of a model on the GPU or the meta device) say the CPU, where the importer's fake inputs are: the Program
+    has no device, and a factory on another device than its inputs cannot be traced with them."""
+    def moved(a: Any) -> Any:
+        return torch.device("cpu") if isinstance(a, torch.device) and a.type != "cpu" else a
+
+    if not any(moved(a) is not a for n in sub.graph.nodes for a in (*n.args, *n.kwargs.values())):
+        return sub
+    sub = copy.deepcopy(sub)
+    for n in sub.graph.nodes:
+        n.args = tuple(moved(a) for a in n.args)
+        n.kwargs = {k: moved(a) for k, a in n.kwargs.items()}
+    sub.recompile()
+    return sub
 
 
 def by_position(program: Any) -> Any:
