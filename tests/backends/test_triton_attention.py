@@ -307,3 +307,36 @@ def test_heads_repeated_by_a_reshape_are_read_in_place(tmp_path_factory, b, hkv,
     kernel = check(program, tmp_path_factory.mktemp("k"), BLOCK_M=16, BLOCK_N=16)
     if group > 1 and hkv * b > 1:
         assert f"(bh // {group})" in kernel.source
+
+
+# -- q, k and v sliced from one fused projection (``qkv(x).chunk(3, dim=-1)``) ----------------------
+def fused_qkv_program(b: int, t: int, h: int, d: int, dtype, causal: bool, order: tuple[int, int, int],
+                      extra: int) -> Program:
+    """q, k, v as slices of one [B, T, 3 H D + extra] buffer (a fused projection's ``chunk``, in any order,
+    with ``extra`` trailing columns no one reads), each viewed as heads and transposed, then ``sdpa``."""
+    bl = Builder("fused_qkv")
+    x = bl.input("qkv", (b, t, 3 * h * d + extra), dtype)
+    parts = [bl.emit("slice", x, axis=2, start=i * h * d, stop=(i + 1) * h * d, step=1) for i in range(3)]
+    heads = [bl.emit("transpose", bl.emit("reshape", p, shape=(b, t, h, d)), perm=(0, 2, 1, 3)) for p in parts]
+    q, k, v = (heads[i] for i in order)
+    return bl.build(bl.emit("sdpa", q, k, v, scale=None, causal=causal))
+
+
+@settings(max_examples=int(os.environ.get("AXON_EG_ATTENTION_EXAMPLES", "20")) // 2, deadline=None)
+@given(b=st.integers(1, 2), t=st.integers(1, 33), h=st.integers(1, 3), d=st.sampled_from([8, 16, 24]),
+       dtype=st.sampled_from([bf16, fp32]), causal=st.booleans(), order=st.permutations([0, 1, 2]),
+       extra=st.sampled_from([0, 1, 5]), isa=st.sampled_from([None, "sdpa"]))
+def test_q_k_v_sliced_from_one_fused_projection_are_read_in_place(tmp_path_factory, b, t, h, d, dtype, causal,
+                                                                  order, extra, isa):
+    """The slices are part of the attention group and become offsets into the one buffer (no copies), for
+    our flash kernel and for the library's attention, and both match the reference."""
+    program = fused_qkv_program(b, t, h, d, dtype, causal, tuple(order), extra)
+    plan, gi = attention_group(program)
+    a = attention_match.match(plan, gi)
+    assert sorted((a.q.offset, a.k.offset, a.v.offset)) == [0, h * d, 2 * h * d]
+    assert t == 1 or a.q.rows == a.k.rows == a.v.rows == 3 * h * d + extra  # one row: any stride
+    kernel = lowered(program, isa, BLOCK_M=16, BLOCK_N=16)
+    assert kernel.meta["lowering"] == f"{isa or 'triton'}:1", kernel.source
+    out = run_kernel(kernel, program.expand(), tmp_path_factory.mktemp("k"))
+    assert out.status == "ok", f"{out.error}\n{kernel.source}"
+    assert ("storage_offset() + " if isa else f"+ {h * d}") in kernel.source

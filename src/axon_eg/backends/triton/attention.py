@@ -90,7 +90,7 @@ class _Emitter:
         for role, o in (("q", a.q), ("k", a.k), ("v", a.v)):
             if why:
                 break
-            if o.cols != 1 or (o.rows * item) % 16 or any((s * item) % 16 for s in o.batch):
+            if o.cols != 1 or (o.rows * item) % 16 or (o.offset * item) % 16 or any((s * item) % 16 for s in o.batch):
                 why = f"{role} is not a dense row-major matrix per slice with 16-byte rows"
         if why:
             raise NotLowerable(f"tl.dot+tma (attention): {why}")
@@ -237,7 +237,8 @@ def lower(plan: FusionPlan, gi: int, tiling: Tiling | None, name: str, warp_size
         body.append(f"# k and v are read in place: {a.group} query heads share each key/value head (grouped-query attention)")
     for role, o in operands:
         offset = _batch_offset(a.batch, o.batch)
-        body.append(f"{role}_base = p{o.node}" + ("" if offset == "0" else f" + {offset}"))
+        body.append(f"{role}_base = p{o.node}" + (f" + {o.offset}" if o.offset else "")
+                    + ("" if offset == "0" else f" + {offset}"))
     body += ["offs_m = start_m * BLOCK_M + tl.arange(0, BLOCK_M)", "offs_n = tl.arange(0, BLOCK_N)",
              "offs_d = tl.arange(0, HEAD_D)"]
     if em.dv_name != "HEAD_D":

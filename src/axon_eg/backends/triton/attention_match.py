@@ -5,7 +5,8 @@ expansion produces, node by node: views (reshape, expand_dims, squeeze) after ``
 ``div(exp(x - max(x)), sum(exp(x - max(x))))`` over the last axis (or ``exp(x) / sum(exp(x))``, equal by
 the rule ``softmax_drop_max_shift``); an optional ``causal_mask``; an optional additive mask; an optional
 multiplication by a scalar constant; ``q @ k^T``. The operands q, k, v and the mask are HBM buffers
-reached through views and transposes only; their strides (0 where a view broadcasts, as for the
+reached through views, transposes and slices only (a fused qkv projection's ``chunk``: a slice of one axis
+becomes an offset into the buffer and that axis' stride times the step); their strides (0 where a view broadcasts, as for the
 grouped-query heads that share one key/value head) become the kernel's pointer arithmetic, so nothing
 is copied. Anything else raises ``NotLowerable`` and the group runs as torch code.
 """
@@ -29,6 +30,7 @@ UNSHIFTED_RULE = "softmax_drop_max_shift"  # exp(x) / sum(exp(x)) == the max-shi
 LOG2E = math.log2(math.e)
 _ORDER_VIEWS = O.flat_views()  # views that keep the row-major element order
 _VIEWS = (*O.views(), "transpose")
+_READS = (*_VIEWS, "slice")  # what an operand may pass through between its buffer and the kernel's loads
 _TL_DTYPES = {"bf16": "tl.bfloat16", "fp16": "tl.float16", "fp32": "tl.float32"}
 
 
@@ -40,6 +42,7 @@ class Operand:
     batch: tuple[int, ...]  # strides over the scores' batch dims (0: broadcast)
     rows: int
     cols: int
+    offset: int = 0  # elements from the buffer's start to the matrix's first (a slice of a wider buffer)
 
 
 @dataclass(frozen=True)
@@ -95,20 +98,21 @@ class _Matcher:
             raise NotLowerable(f"attention {role}: {op} (node {n}) is not a keepdims reduction of node {of}'s last axis")
 
     def reaches_buffer(self, n: int) -> bool:
-        while n in self.inside and self.program.nodes[n].op in _VIEWS:
+        while n in self.inside and self.program.nodes[n].op in _READS:
             n = self.program.nodes[n].inputs[0]
         return n not in self.inside and self.program.nodes[n].op != "constant"
 
-    def pieces(self, n: int, target: tuple[int, ...], role: str) -> tuple[int, list[Pieces]]:
-        """The buffer behind views of ``n`` and, per dim of ``target`` (``n``'s shape broadcast by NumPy
-        rules), its (size, stride) pieces, outermost first: a dim that a reshape merged from a broadcast and
-        a strided one (grouped-query heads: ``repeat_interleave`` of k and v) keeps both."""
+    def pieces(self, n: int, target: tuple[int, ...], role: str) -> tuple[int, list[Pieces], int]:
+        """The buffer behind views and slices of ``n``, per dim of ``target`` (``n``'s shape broadcast by NumPy
+        rules) its (size, stride) pieces, outermost first (a dim that a reshape merged from a broadcast and
+        a strided one, grouped-query heads' ``repeat_interleave`` of k and v, keeps both), and the offset of
+        the first element read (slices)."""
         chain = []
         while n in self.inside:
             node = self.program.nodes[n]
-            if node.op not in _VIEWS:
-                raise NotLowerable(f"attention {role}: {node.op} (node {n}) computes it inside the group; only views "
-                                   "and transposes fold into the kernel's loads")
+            if node.op not in _READS:
+                raise NotLowerable(f"attention {role}: {node.op} (node {n}) computes it inside the group; only views, "
+                                   "transposes and slices fold into the kernel's loads")
             self.seen.add(n)
             chain.append(n)
             n = node.inputs[0]
@@ -116,14 +120,31 @@ class _Matcher:
             raise NotLowerable(f"attention {role} is a constant (node {n})")
         shape = self.program.concrete_shape(n)
         dims: list[Pieces] = [[(d, st)] for d, st in zip(shape, contiguous_strides(shape))]
+        offset = 0
         for c in reversed(chain):
-            shape, dims = self._view(c, shape, dims)
+            if self.program.nodes[c].op == "slice":
+                shape, dims, skip = self._slice(c, shape, dims, role)
+                offset += skip
+            else:
+                shape, dims = self._view(c, shape, dims)
         pad = len(target) - len(shape)
         if pad < 0 or any(a not in (1, b) for a, b in zip(shape, target[pad:])):
             raise NotLowerable(f"attention {role}: {list(shape)} does not broadcast to {list(target)}")
         full = [[(b, 0)] for b in target[:pad]] + [[(b, 0)] if a == 1 and b != 1 else p
                                                     for a, b, p in zip(shape, target[pad:], dims)]
-        return n, full
+        return n, full, offset
+
+    def _slice(self, c: int, shape: tuple[int, ...], dims: list[Pieces], role: str
+               ) -> tuple[tuple[int, ...], list[Pieces], int]:
+        """A slice of one axis: that axis' stride times the step, and the start's offset in elements."""
+        axis = int(attr(self.program, c, "axis"))
+        start, step = int(attr(self.program, c, "start")), int(attr(self.program, c, "step"))
+        merged = _merged(dims[axis])
+        if len(merged) > 1 or step < 1:
+            raise NotLowerable(f"attention {role}: slice (node {c}) of an axis that is not one stride ({merged})")
+        stride = merged[0][1] if merged else 0
+        new = self.program.concrete_shape(c)
+        return new, dims[:axis] + [[(new[axis], stride * step)]] + dims[axis + 1:], start * stride
 
     def _view(self, c: int, shape: tuple[int, ...], dims: list[Pieces]) -> tuple[tuple[int, ...], list[Pieces]]:
         node = self.program.nodes[c]
@@ -284,9 +305,9 @@ def match(plan: FusionPlan, gi: int) -> Attention:
         raise NotLowerable(f"v broadcasts p @ v to {list(program.concrete_shape(pv_id))} beyond the scores {list(scores)}")
     found = [(role, *m.pieces(j, (*batch, a, b), role)) for role, j, a, b in (
         ("q", q_in, s, d), ("k^T", kt_in, d, t), ("v", v_in, t, dv), ("mask", mask_in, s, t)) if j is not None]
-    refined, strides = _refine(tuple(batch), [dims[:-2] for _, _, dims in found])
-    q, kt, v, *masks = (Operand(node, st, _single(dims[-2], role, "row"), _single(dims[-1], role, "column"))
-                        for (role, node, dims), st in zip(found, strides))
+    refined, strides = _refine(tuple(batch), [dims[:-2] for _, _, dims, _ in found])
+    q, kt, v, *masks = (Operand(node, st, _single(dims[-2], role, "row"), _single(dims[-1], role, "column"), skip)
+                        for (role, node, dims, skip), st in zip(found, strides))
     mask = masks[0] if masks else None
     batch = list(refined)
     if m.seen != m.inside:
@@ -296,5 +317,5 @@ def match(plan: FusionPlan, gi: int) -> Attention:
     dtypes = {program.nodes[o.node].dtype.name for o in (q, kt, v)}
     if len(dtypes) != 1 or not dtypes <= set(_TL_DTYPES):
         raise NotLowerable(f"q, k, v dtypes {sorted(dtypes)}: the kernel needs one of {sorted(_TL_DTYPES)} for all three")
-    k = Operand(kt.node, kt.batch, kt.cols, kt.rows)
+    k = Operand(kt.node, kt.batch, kt.cols, kt.rows, kt.offset)
     return Attention(q, k, v, mask, scale, causal, shifted, tuple(batch), s, t, d, dv, dtypes.pop())
