@@ -338,3 +338,12 @@ def test_an_unknown_baseline_is_named_before_any_work(tmp_path):
     with pytest.raises(InvalidArgument, match="a list of baseline ids"):
         ax.write_bundle_only(program, baselines="torch_eager", cache_dir=str(tmp_path))
     assert not (tmp_path / "bundles").exists()
+
+
+def test_from_torch_of_a_model_on_the_meta_device_names_the_parameter():
+    import torch
+
+    with torch.device("meta"):
+        model = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.ReLU())
+    with pytest.raises(InvalidArgument, match=r"parameter '0\.weight' is on the meta device.*remote=DIR"):
+        ax.from_torch(model, (torch.empty(2, 4, device="meta"),))

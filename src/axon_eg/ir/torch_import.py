@@ -52,7 +52,7 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.fx.node import Node, map_arg
 from torch.overrides import TorchFunctionMode
 
-from axon_eg.errors import AxonError, ProblemLoadError, ProgramError, ShapeError, UnsupportedOperation
+from axon_eg.errors import AxonError, InvalidArgument, ProblemLoadError, ProgramError, ShapeError, UnsupportedOperation
 from axon_eg.ir import dims as D
 from axon_eg.ir.aten_handlers import (  # noqa: F401 - re-exported
     Handler,
@@ -264,6 +264,10 @@ class _Translator:
             if spec.kind == kinds.CONSTANT_TENSOR and value.ndim == 0:  # torch.tensor(2.0) in forward()
                 self.env[n] = self.b.constant(float(value), _dtype(value.dtype, what))
                 continue
+            if value.is_meta:
+                raise InvalidArgument(f"{what} is on the meta device (shapes only, no values): ax.from_torch needs the "
+                                      "model's weights; for phase 1 on shapes alone use ax.optimize(model, inputs, "
+                                      "remote=DIR) or torch.compile(model, backend='axon_eg', options={'remote': DIR})")
             self.env[n] = self.b.input(spec.target, tuple(value.shape), _dtype(value.dtype, what))
             self.roles[spec.target] = "parameter" if spec.kind == kinds.PARAMETER else "buffer"
             self.state[spec.target] = value.detach().to("cpu", torch.float64).numpy()
