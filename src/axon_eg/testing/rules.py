@@ -24,7 +24,6 @@ from axon_eg.errors import AxonError
 from axon_eg.ir.inputs import positive_inputs
 from axon_eg.ir.interpret import interpret
 from axon_eg.ir.program import Builder, Program, Value
-from axon_eg.semantics.op_semantics import SYMBOLIC_ATTRIBUTES
 from axon_eg.rules_discovered.instantiate import (
     Binding,
     _value,
@@ -36,6 +35,7 @@ from axon_eg.rules_discovered.instantiate import (
     symbolic_attributes,
     tensor_variables,
 )
+from axon_eg.semantics.op_semantics import SYMBOLIC_ATTRIBUTES
 
 EDGE_SIZES = (1, 2, 3, 5, 7, 16, 17)
 MAX_NUMEL = 1 << 14  # draws with a larger value are redrawn smaller
