@@ -113,9 +113,24 @@ def test_concat_and_causal_mask_conditions_are_guarded() -> None:
 
 
 def test_library_condition_is_opaque() -> None:
-    conv = program({"x": (1, 2, "N"), "w": (3, 2, 2)}, lambda e, x, w: e("conv1d", e("log", x), w, padding=1))
+    conv = program({"x": (1, 2, "N"), "w": (2, 3, 2)},
+                   lambda e, x, w: e("conv_transpose1d", e("log", x), w, padding=1))
     (c,) = Evaluator(conv).domain(0)
     assert c[1] == "lib" and "x[l0, l1, l2] > 0" in domains.condition_str(c)
+
+
+def test_conv_conditions_hold_where_the_read_is_inside_the_input() -> None:
+    """A convolution has element semantics: its input's conditions are required for every channel and
+    kernel offset it reads, but not at the padding (a read outside the input is a zero, no log)."""
+    conv = program({"x": (1, 2, "N"), "w": (3, 2, 2)}, lambda e, x, w: e("conv1d", e("log", x), w, padding=1))
+    (c,) = Evaluator(conv).domain(0)
+    assert c[1] == ">0" and len(c[2]) == 2  # for every input channel and kernel offset ...
+    text = domains.condition_str(c)
+    assert text.startswith("for b0 < 2, b1 < 2: 1 * ('ite', ('<', b0 + i2 + -1, 0), 1, ")  # ... where the read
+    assert "('<', b0 + i2 + -1, N), 1 * x[i0, b1, b0 + i2 + -1], 1)" in text  # is inside [0, N)
+    unpadded = program({"x": (1, 2, "N"), "w": (3, 2, 2)}, lambda e, x, w: e("conv1d", e("log", x), w))
+    (c,) = Evaluator(unpadded).domain(0)
+    assert "ite" not in domains.condition_str(c)  # without padding every read is inside
 
 
 def test_binders_are_canonical() -> None:

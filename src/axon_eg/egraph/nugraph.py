@@ -27,7 +27,7 @@ from axon_eg.ir.program import Program
 from . import convert, schema
 from .kbest import dag_cost, k_best
 from .patterns import App, Rule, walk
-from .rules import compile_rule
+from .rules import compile_rule, match_ruleset
 
 # bytes-equivalent of one flop in the default cost: H200 bf16 peak over HBM bandwidth (~790e12/4.3e12),
 # i.e. flops_per_byte(load("h200")); a caller that knows its target passes flops_per_byte(spec)
@@ -118,6 +118,7 @@ class NuGraph:
         self._root_class = self._eclass_of(self._root)
         self.rules: list[Rule] = []
         self._ruleset: dict[str, str] = {}
+        self._stage: dict[str, str | None] = {}  # a rule's matching stage, run before its ruleset (rules.py)
         self._threshold: dict[str, int] = {}
         self._banned_until: dict[str, int] = {}
         self._times_banned: dict[str, int] = {}
@@ -185,6 +186,7 @@ class NuGraph:
             self._run(f"(ruleset {rs})\n{compile_rule(rule, rs)}")
             self.rules.append(rule)
             self._ruleset[rule.name] = rs
+            self._stage[rule.name] = match_ruleset(rule, rs)
             self._times_banned[rule.name] = 0
             self._banned_until[rule.name] = 0
 
@@ -250,7 +252,8 @@ class NuGraph:
                 thresholds = {r.name: limits.match_limit << self._times_banned[r.name] for r in rules}
                 lets = " ".join(f"(let-scheduler b{t} (back-off :match-limit {t} :ban-length 1))"
                                 for t in sorted(set(thresholds.values())))
-                runs = " ".join(f"(run-with b{thresholds[r.name]} {self._ruleset[r.name]})" for r in rules)
+                runs = " ".join(self._stage_run(r.name) + f"(run-with b{thresholds[r.name]} {self._ruleset[r.name]})"
+                                for r in rules)
                 start = time.perf_counter()
                 (out,) = self._run(f"(run-schedule {lets} (seq {runs}))")
                 _add(report.seconds_per_ruleset, group, time.perf_counter() - start)
@@ -274,6 +277,11 @@ class NuGraph:
             raise self._diagnose(current or active, str(e)) from None
         return changed
 
+    def _stage_run(self, name: str) -> str:
+        """The schedule item of rule ``name``'s matching stage ("" for a rule of one stage)."""
+        stage = self._stage.get(name)
+        return f"(run {stage}) " if stage else ""
+
     def _diagnose(self, suspects: Sequence[Rule], message: str) -> Exception:
         """Name the rule that broke an analysis: replay the saturation up to the last good iteration
         on a fresh νGraph (no checkpoint is kept on the fast path), then run each suspect alone."""
@@ -285,7 +293,8 @@ class NuGraph:
         for rule in suspects:
             replay._run("(push)")
             try:
-                replay._run(f"(run-schedule (run {replay._ruleset[rule.name]}) (saturate (run {schema.ANALYSIS})))")
+                replay._run(f"(run-schedule {replay._stage_run(rule.name)}(run {replay._ruleset[rule.name]}) "
+                            f"(saturate (run {schema.ANALYSIS})))")
             except bindings.EggSmolError as e:
                 return UnsoundRewrite(rule.name, f"it merges tensors of different shape or dtype ({_first_line(str(e))})")
             replay._run("(pop)")

@@ -1,4 +1,12 @@
-"""Compile pattern-language rules (``patterns.Rule``) into egglog rewrites at run time."""
+"""Compile pattern-language rules (``patterns.Rule``) into egglog rewrites at run time.
+
+A rule with conditions is two egglog rules: the first matches the left-hand side alone and records the
+match (its variables) in a relation of its own (ruleset ``<rs>_match``), the second reads that relation,
+checks the conditions and rewrites (ruleset ``<rs>``, named as the rule); the νGraph runs the first then the
+second in each iteration (``match_ruleset``). One query holding the pattern and the conditions (lookups of
+``gshape`` on its variables) made egglog 13.2 return a match the pattern does not have: a batchnorm fold
+rule matched the folded bias's e-class, which merged tensors of different shapes (and, where the shapes
+happened to agree, made an e-node that disagrees with its class)."""
 
 from __future__ import annotations
 
@@ -90,8 +98,13 @@ def _facts(cond: Any, rule: Rule, kinds: dict[str, str]) -> list[str]:
     raise PatternError(f"rule {rule.name}: conditions must be comparisons joined by 'and', got {format_sexp(cond)}")
 
 
+def match_ruleset(rule: Rule, ruleset: str) -> str | None:
+    """The ruleset of the rule's matching stage, run before ``ruleset`` (None: one stage; module docstring)."""
+    return f"{ruleset}_match" if rule.conditions else None
+
+
 def compile_rule(rule: Rule, ruleset: str) -> str:
-    """The egglog rule for one rewrite, in its own ruleset, recording which e-nodes it made."""
+    """The egglog rule(s) for one rewrite, in its own ruleset(s), recording which e-nodes it made."""
     fresh = itertools.count()
     lhs = _pattern(rule.lhs, "lhs", rule, fresh)
     rhs = _pattern(rule.rhs, "rhs", rule, fresh)
@@ -103,8 +116,21 @@ def compile_rule(rule: Rule, ruleset: str) -> str:
             c = S.constructor_for(node.op, len(node.args))
             args = _pattern(node, "rhs", rule, fresh)[len(c.name) + 2:-1]
             actions.append(f'({S.made_relation(c)} {args} "{rule.name}")')
-    query = " ".join([f"(= matched {lhs})", *facts])
-    return f'(rule ({query}) ({" ".join(actions)}) :ruleset {ruleset} :name "{rule.name}")'
+    stage = match_ruleset(rule, ruleset)
+    if stage is None:
+        query = " ".join([f"(= matched {lhs})", *facts])
+        return f'(rule ({query}) ({" ".join(actions)}) :ruleset {ruleset} :name "{rule.name}")'
+    tensors, attrs = rule.variables()
+    variables = [("matched", "T")] + [(egg_var(t), "T") for t in sorted(tensors)] + \
+        [(egg_var(a), S.ATTR_SORTS[kinds[a]]) for a in sorted(attrs)]
+    hit = f"hit_{ruleset}"
+    names = " ".join(v for v, _ in variables)
+    return "\n".join([
+        f"(relation {hit} ({' '.join(sort for _, sort in variables)}))",
+        f"(ruleset {stage})",
+        f'(rule ((= matched {lhs})) (({hit} {names})) :ruleset {stage} :name "{rule.name}~match")',
+        f'(rule (({hit} {names}) {" ".join(facts)}) ({" ".join(actions)}) :ruleset {ruleset} :name "{rule.name}")',
+    ])
 
 
-__all__ = ["App", "Rule", "Var", "compile_rule", "egg_var"]
+__all__ = ["App", "Rule", "Var", "compile_rule", "egg_var", "match_ruleset"]

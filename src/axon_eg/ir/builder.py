@@ -132,10 +132,25 @@ class Builder:
 
     @staticmethod
     def _attrs(op: O.OpDef, inputs: Sequence[Value], attrs: Mapping[str, Any]) -> Any:
-        """The op's validated, canonical attributes for these inputs (arity checked first)."""
+        """The op's validated, canonical attributes for these inputs (arity checked first).
+
+        An ``int`` or ``ints`` attribute may be a symbolic dim (a ``dims.Sym``, or a list with some): a
+        proof obligation over every value of it (``rules_discovered.instantiate``: a convolution's stride,
+        padding, dilation and groups). The registry checks the others; the op's canon and shape rules see the
+        symbols, and an op whose rules cannot take them refuses them here."""
         op.check_arity(len(inputs))
-        a = op.make_attrs(attrs)
-        return op.canon(tuple(x.shape for x in inputs), a) if op.canon is not None else a
+        symbolic = _symbolic_attrs(op, attrs)
+        if not symbolic:
+            a = op.make_attrs(attrs)
+            return op.canon(tuple(x.shape for x in inputs), a) if op.canon is not None else a
+        placeholders = {k: 1 if isinstance(v, D.Sym) else (1,) * len(v) for k, v in symbolic.items()}
+        a = op.make_attrs({**attrs, **placeholders}).replace(**symbolic)
+        try:
+            a = op.canon(tuple(x.shape for x in inputs), a) if op.canon is not None else a
+            op.shape(tuple(x.shape for x in inputs), a)
+        except TypeError:
+            raise InvalidAttribute(f"{op.name}: attributes {sorted(symbolic)} cannot be symbolic") from None
+        return a
 
     @contextmanager
     def _checking(self, op_name: str, inputs: Sequence[Value]) -> Iterator[None]:
@@ -195,3 +210,15 @@ def as_shape(shape: Iterable[Any]) -> Shape:
 
 
 __all__ = ["Builder", "Value", "as_shape"]
+
+
+def _symbolic_attrs(op: O.OpDef, attrs: Mapping[str, Any]) -> dict[str, Any]:
+    """The ``int`` / ``ints`` attributes given as symbolic dims (see ``Builder._attrs``), canonical."""
+    kinds = {a.name: a.kind.removeprefix("optional_") for a in op.attrs}
+    out: dict[str, Any] = {}
+    for k, v in attrs.items():
+        if kinds.get(k) == "int" and isinstance(v, D.Sym):
+            out[k] = v
+        elif kinds.get(k) == "ints" and isinstance(v, (tuple, list)) and any(isinstance(x, D.Sym) for x in v):
+            out[k] = tuple(D.as_dim(x) for x in v)
+    return out

@@ -49,7 +49,7 @@ def _per_axis(a: Attrs, n: int, names: tuple[str, ...], defaults: dict[str, Any]
 
 
 def _window(size: Dim, kernel: Dim, stride: int, padding: int, dilation: int, ceil_mode: bool = False) -> Dim:
-    span = D.add(D.add(size, 2 * padding), D.add(D.mul(-dilation, D.add(kernel, -1)), -1))
+    span = D.add(D.add(size, D.mul(2, padding)), D.add(D.mul(D.mul(-1, dilation), D.add(kernel, -1)), -1))
     if not ceil_mode:
         return D.add(D.floordiv(span, stride), 1)
     if not isinstance(span, int):
@@ -77,10 +77,10 @@ def _conv(n: int) -> None:
         if len(x) != n + 2 or len(w) != n + 2:
             raise ShapeError(f"input must be [N, C, {n} spatial], weight [Cout, C/groups, {n} kernel]; "
                              f"got {fmt(x)} and {fmt(w)}")
-        g = a["groups"]
-        if g < 1 or D.mul(w[1], g) != x[1]:
+        g = a["groups"]  # an int, or a symbolic dim in a proof obligation (``Builder._attrs``)
+        if (isinstance(g, int) and g < 1) or D.mul(w[1], g) != x[1]:
             raise ShapeError(f"input has {x[1]} channels, weight expects {w[1]} x groups={g}")
-        if isinstance(w[0], int) and w[0] % g:
+        if isinstance(w[0], int) and isinstance(g, int) and w[0] % g:
             raise ShapeError(f"{w[0]} output channels do not split into groups={g}")
         if len(shapes) == 3 and shapes[2] != (w[0],):
             raise ShapeError(f"bias must be [{w[0]}], got {fmt(shapes[2])}")

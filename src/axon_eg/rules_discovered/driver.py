@@ -6,8 +6,9 @@ rule holds everywhere the νGraph can apply it. A candidate the pattern language
 proved as written only to report it (refuted, unknown, or "unexpressible" when true).
 
 Phase one proves the candidates that need no facts; phase two builds candidates from what phase
-one proved (rescaling for every proven exp-like homomorphism; composites folded into a matmul by
-the νGraph using the phase-one rules) and proves them the same way. Unknown is never admitted.
+one proved (rescaling for every proven exp-like homomorphism; composites folded into a matmul or a
+convolution by the νGraph using the phase-one rules) and proves them the same way. Unknown is never
+admitted.
 """
 
 from __future__ import annotations
@@ -156,5 +157,5 @@ def discover(timeout_ms: int = 2000, jobs: int = 2, write_store: bool = True,
 def _fold_rules(rules: list) -> list:
     """Phase-one rules the folding search uses: those that move work into or out of a matmul,
     distribute, or merge scales (a small set keeps the νGraph search fast)."""
-    keep = ("scale_matmul", "binary_binary", "swap", "reduce_matmul")
+    keep = ("scale_matmul", "scale_conv", "binary_binary", "swap", "reduce_matmul")
     return [r for r in rules if r.meta.get("family") in keep]

@@ -11,6 +11,9 @@ attributes), never from a list of identities:
 - ``scale_matmul``: a scale (mul/div by a scalar, a row or a column vector) moved onto either matmul
   operand; ``transpose_matmul``; ``reduce_matmul``: a reduction of a matmul's output moved onto
   an operand (a GEMM becomes a GEMV);
+- ``scale_conv``: a scale of a convolution's output (mul/div by a scalar or a per-output-channel
+  tensor, ``[C, 1, ...]`` or ``[1, C, 1, ...]``) moved into its weight, for every convolution of the
+  registry with element semantics, its stride, padding, dilation and groups symbolic (any value);
 - ``reduce_binary``: a reduction moved through an element-wise binary op (same shapes, or an operand
   constant along the reduced axis, or a symbolic positive / negative scalar);
 - ``binary_binary``: one binary op moved into an operand of another (distributivity, associativity),
@@ -20,8 +23,10 @@ attributes), never from a list of identities:
 - ``shift``: removing a max-shift from composites' expansions (softmax, log_softmax);
 - ``rescale``: for every unary f proven to be a homomorphism from + to *, the rescaling identity
   f(m1 - m2) * sum(f(x - m1)) = sum(f(x - m2)) that online softmax relies on;
-- ``fold``: a composite applied to a matmul, rewritten by the νGraph with the rules proven so far
-  (e.g. inference batchnorm folded into the matmul's weights), proposed as one rule.
+- ``fold``: a composite applied to a matmul or a convolution (with or without a bias), and a
+  per-channel affine map (mul then add) applied to a biased convolution, rewritten by the νGraph with
+  the rules proven so far (e.g. inference batchnorm folded into the matmul's or the conv's weights and
+  bias), proposed as one rule; a convolution's attributes stay symbolic.
 """
 
 from __future__ import annotations
@@ -31,8 +36,10 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from axon_eg.errors import AxonError
+from axon_eg.ir import dims as D
 from axon_eg.ir import ops as O
 from axon_eg.ir.program import Builder, Program, Value
+from axon_eg.semantics.op_semantics import ATTRIBUTE_DIM_PREFIX, SYMBOLIC_ATTRIBUTES
 from axon_eg.semantics.prover import ScalarSymbol
 
 DTYPE = "fp32"
@@ -191,6 +198,51 @@ def matmul_neighbours() -> Iterator[RuleCandidate]:
 
 
 # ------------------------------------------------------------------------------------------------
+# Convolution neighbours: its attributes symbolic, so one rule covers every stride, padding, ...
+# ------------------------------------------------------------------------------------------------
+def convolutions() -> list[O.OpDef]:
+    """The convolutions whose semantics take their attributes symbolically (``SYMBOLIC_ATTRIBUTES``)."""
+    return [op for op in O.ops_of_kind(O.OpKind.LIBRARY) if op.name in SYMBOLIC_ATTRIBUTES]
+
+
+def conv_setting(op: O.OpDef) -> tuple[list[tuple[str, tuple]], dict]:
+    """A convolution's inputs over symbolic dims (x: [N, C*groups, H, ...], w: [O, C, K, ...]) and its
+    attributes as symbolic dims, each at its least value or more (``instantiate`` names them the same way)."""
+    n = int(op.meta["spatial"])
+    attrs: dict = {}
+    for a in op.attrs:
+        least = SYMBOLIC_ATTRIBUTES[op.name].get(a.name)
+        if least is None:
+            continue
+        one = lambda name, least=least: D.add(D.sym(f"{ATTRIBUTE_DIM_PREFIX}{name}"), least - 1)  # noqa: E731
+        attrs[a.name] = tuple(one(f"{a.name}{j}") for j in range(n)) if a.kind == "ints" else one(a.name)
+    x = ("N", D.mul(D.sym("C"), attrs["groups"]), *("H", "W", "Z")[:n])
+    w = ("O", "C", *("K", "L", "J")[:n])
+    return [("x", x), ("w", w)], attrs
+
+
+def _channel(b: Builder, v: Value, rank: int) -> Value:
+    """A per-channel [O] vector viewed as [O, 1, ...] along axis 1 of a rank-``rank`` tensor."""
+    return b.emit("reshape", v, shape=(v.shape[0],) + (1,) * (rank - 2))
+
+
+def conv_neighbours() -> Iterator[RuleCandidate]:
+    for conv in convolutions():
+        ins, attrs = conv_setting(conv)
+        n = int(conv.meta["spatial"])
+        c = lambda b, x, w, conv=conv, attrs=attrs: b.emit(conv.name, x, w, **attrs)  # noqa: E731
+        scales = [("scalar", (), lambda b, s: s),  # s as the weight's factor
+                  ("channel", ("O",) + (1,) * n, lambda b, s, n=n: b.emit("expand_dims", s, axis=n + 1)),
+                  ("channel_lead", (1, "O") + (1,) * n,
+                   lambda b, s, n=n: b.emit("expand_dims", b.emit("squeeze", s, axes=(0,)), axis=n + 1))]
+        for op in ("mul", "div"):
+            for sname, shape, factor in scales:
+                yield make(f"{op}_{sname}_into_{conv.name}", "scale_conv", ins + [("s", shape)],
+                           lambda b, x, w, s, op=op, c=c: b.emit(op, c(b, x, w), s),
+                           lambda b, x, w, s, op=op, c=c, factor=factor: c(b, x, b.emit(op, w, factor(b, s))))
+
+
+# ------------------------------------------------------------------------------------------------
 # Reductions through element-wise binary ops
 # ------------------------------------------------------------------------------------------------
 REDUCTIONS = O.simple_reductions()  # sum, mean, max, min: one combine each (logsumexp is built from two)
@@ -335,7 +387,12 @@ def folds(rules: Sequence) -> Iterator[RuleCandidate]:
     """A composite (with per-channel statistics) applied to a matmul, with or without a bias added
     (a ``Linear``), rewritten by the νGraph with the rules proven so far; the cheapest different
     variant is proposed as one rule (proved and float-tested on its own: the search may use rule
-    directions that are unsafe alone)."""
+    directions that are unsafe alone). Then the same for convolutions (``conv_folds``)."""
+    yield from matmul_folds(rules)
+    yield from conv_folds(rules)
+
+
+def matmul_folds(rules: Sequence) -> Iterator[RuleCandidate]:
     from axon_eg.egraph.nugraph import Limits, NuGraph
 
     for comp in O.ops_of_kind(O.OpKind.COMPOSITE):
@@ -357,29 +414,103 @@ def folds(rules: Sequence) -> Iterator[RuleCandidate]:
                 continue
             for variant in graph.extract(8)[1:]:
                 ops = [n.op for n in variant.program.nodes]
-                if ops.count("matmul") == 1 and _matmul_is_last_op_or_before_add(variant.program):
+                if ops.count("matmul") == 1 and _last_op_or_before_add(variant.program, "matmul"):
                     rhs = Program(variant.program.nodes, variant.program.outputs, (), lhs.name, (), ())
                     where = "biased_matmul" if biased else "matmul"
                     yield RuleCandidate(f"{comp.name}_folded_into_{where}", "fold", lhs, rhs)
                     break
 
 
+# The sizes the conv fold search binds: an activation much larger than the weight (folding pays). The
+# kernel dims and the symbolic attributes (stride 2, padding 1: its dim is the padding + 1) are made
+# literal first: the νGraph's generic sizes (``egraph.schema``, a prime per named dim) would make a
+# named kernel larger than a named input, and the window's generic size nonsense.
+CONV_SEARCH = {"N": 4, "C": 4, "O": 8, "H": 12, "W": 12, "Z": 12}
+CONV_SEARCH_LITERAL = {"K": 3, "L": 3, "J": 3}
+CONV_SEARCH_ATTRS = {"stride": 2, "padding": 2, "dilation": 1, "groups": 1}
+
+
+def conv_folds(rules: Sequence) -> Iterator[RuleCandidate]:
+    """A composite with per-channel statistics along axis 1 (batchnorm), and a per-channel affine map
+    (``x * s + t``, s and t [O] vectors viewed along the channel axis) after a biased convolution, applied
+    to each convolution with symbolic attributes (``conv_setting``), with and without a bias; the
+    νGraph searches at concrete sizes and attributes (``CONV_SEARCH``), and the variant with one
+    convolution followed by at most one add is proposed with the lhs's symbolic attributes put back."""
+    from axon_eg.egraph.nugraph import Limits, NuGraph
+
+    appliers: list[tuple[str, Sequence[str], Callable[..., Value] | None]] = []
+    for comp in O.ops_of_kind(O.OpKind.COMPOSITE):
+        if comp.arity[1] >= 2 and any(a.name == "axis" for a in comp.attrs):
+            appliers.append((comp.name, comp.inputs[1:comp.arity[1]],
+                             lambda b, y, *stats, comp=comp: b.emit(comp.name, y, *stats, axis=1)))
+    appliers.append(("affine", ("scale", "shift"), lambda b, y, s, t: b.emit(
+        "add", b.emit("mul", y, _channel(b, s, len(y.shape))), _channel(b, t, len(y.shape)))))
+    for conv in convolutions():
+        ins, attrs = conv_setting(conv)
+        for name, stat_names, apply in appliers:
+            for biased in (False, True):
+                if name == "affine" and not biased:  # x * s + t after an unbiased conv is scale_conv's
+                    continue
+                b = Builder(name)
+                x, w = (b.input(k, shape, DTYPE) for k, shape in ins)
+                args = [x, w] + ([b.input("bias_in", ("O",), DTYPE)] if biased else [])
+                stats = [b.input(k, ("O",), DTYPE) for k in stat_names]
+                try:
+                    lhs = b.build(apply(b, b.emit(conv.name, *args, **attrs), *stats)).expand()
+                    literal = {k: CONV_SEARCH_ATTRS[k[len(ATTRIBUTE_DIM_PREFIX):].rstrip("012")]
+                               for k in lhs.free_dims if k.startswith(ATTRIBUTE_DIM_PREFIX)}
+                    searched = lhs.specialize({**literal, **{k: v for k, v in CONV_SEARCH_LITERAL.items()
+                                                             if k in lhs.free_dims}})
+                    graph = NuGraph(searched.bind({k: v for k, v in CONV_SEARCH.items() if k in searched.free_dims}),
+                                    rules)
+                    graph.saturate(Limits(iterations=12, nodes=20_000, seconds=10))
+                except AxonError:
+                    continue
+                for variant in graph.extract(8)[1:]:
+                    ops = [nd.op for nd in variant.program.nodes]
+                    if ops.count(conv.name) == 1 and _last_op_or_before_add(variant.program, conv.name):
+                        try:
+                            rhs = _with_attrs(variant.program, lhs, conv.name, attrs)
+                        except AxonError:
+                            continue
+                        where = f"biased_{conv.name}" if biased else conv.name
+                        yield RuleCandidate(f"{name}_folded_into_{where}", "fold", lhs, rhs)
+                        break
+
+
+def _with_attrs(program: Program, like: Program, op: str, attrs: dict) -> Program:
+    """``program`` rebuilt over ``like``'s inputs (its symbolic shapes) with every ``op`` node's attributes
+    ``attrs`` (the symbolic ones the search had made concrete)."""
+    b = Builder(like.name)
+    specs = {s.name: s for s in like.inputs}
+    values: list[Value] = []
+    for n in program.nodes:
+        if n.op == "input":
+            spec = specs[n.attrs["name"]]
+            values.append(b.input(spec.name, spec.shape, spec.dtype))
+        else:
+            a = {**dict(n.attrs), **attrs} if n.op == op else dict(n.attrs)
+            values.append(b.emit(n.op, *[values[j] for j in n.inputs], **a))
+    return b.build([values[o] for o in program.outputs])
+
+
 def _axis_last(comp: O.OpDef) -> dict:
     return {"axis": 1} if any(a.name == "axis" for a in comp.attrs) else {}
 
 
-def _matmul_is_last_op_or_before_add(program: Program) -> bool:
-    """The folded form: a matmul followed by at most one bias add (no per-element work after it)."""
+def _last_op_or_before_add(program: Program, op: str) -> bool:
+    """The folded form: ``op`` (a matmul, a conv) followed by at most one bias add (no per-element work
+    after it)."""
     out = program.nodes[program.outputs[0]]
-    if out.op == "matmul":
+    if out.op == op:
         return True
-    return out.op == "add" and any(program.nodes[j].op == "matmul" for j in out.inputs)
+    return out.op == "add" and any(program.nodes[j].op == op for j in out.inputs)
 
 
 def phase_one() -> list[RuleCandidate]:
     """Every candidate that needs no proven facts, deduplicated, in a deterministic order."""
     out: list[RuleCandidate] = []
-    for family in (through_layout, matmul_neighbours, reduce_binary, binary_binary, homomorphisms,
+    for family in (through_layout, matmul_neighbours, conv_neighbours, reduce_binary, binary_binary, homomorphisms,
                    simplifications, shift_removal):
         out += [c for c in family() if c is not None]
     return out

@@ -6,7 +6,9 @@ both directions: ``forward`` (replace lhs by rhs) and ``backward`` (replace rhs 
 :func:`recheck` compares a stored verdict with a fresh one (``axon-eg rules verify``).
 
 Criterion. Trial t (22 by default) binds the dims to fresh random sizes, 3..17; in odd trials one dim
-is long, 64..256, and the others 2..6, so that sums run over many terms. Its inputs are drawn from
+is long, 64..256, and the others 2..6, so that sums run over many terms; the dims that stand for a
+symbolic attribute (a conv's stride, padding + 1, dilation, groups: ``op_semantics.attribute_dims``) are
+1..3 and never the long one. Its inputs are drawn from
 ``SCHEDULE[t % 11]``, one of the distributions :data:`SCALES`:
 
 - ``N(0,1)``, ``N(0,10)``, ``N(0,60)`` and ``N(0,1e-3)`` (small values);
@@ -78,6 +80,7 @@ from axon_eg.ir import dims as D
 from axon_eg.ir.inputs import positive_inputs
 from axon_eg.ir.lowp import Plan, precision_name, round_to
 from axon_eg.ir.program import Program
+from axon_eg.semantics.op_semantics import attribute_dims
 
 FACTOR = 4.0
 TOLERANCE = {"fp32": 1e-4, "bf16": 2e-2, "fp16": 2e-3}
@@ -85,6 +88,7 @@ PRECISIONS = ("fp32", "bf16", "fp16")
 SIZES = (3, 17)  # dims are drawn from this range ...
 LONG_SIZES = (64, 256)  # ... except in every other trial: one dim from this range ...
 LONG_OTHERS = (2, 6)  # ... and the others from this one
+ATTRIBUTE_SIZES = (1, 3)  # symbolic attributes (a conv's stride, padding + 1, dilation, groups) from this one
 MAX_NUMEL = 1 << 17  # sizes are redrawn smaller while some value has more elements than this
 SHRINK, SHRINKS = 2.0**-4, 3  # inputs scaled by SHRINK up to SHRINKS times while both sides overflow
 SYMBOL_RANGE = (1e-2, 1e2)  # magnitudes of sign-constrained symbols where the distribution has no centre
@@ -386,14 +390,17 @@ def _bind_both(lhs: Program, rhs: Program, names: list[str], rng: np.random.Gene
     """Both sides bound to the same random sizes; smaller sizes are tried while binding fails or
     a value gets too large; the sides' own bindings are the last resort."""
     free = [sorted(p.free_dims) for p in (lhs, rhs)]
+    attrs = attribute_dims(names)
+    plain = [n for n in names if n not in attrs]
     for attempt in range(40):
         shrink = attempt // 8  # every 8 failed attempts halve the ranges (down to 1..)
         low, high = LONG_OTHERS if long else SIZES
         lo = max(1, low - shrink)
-        sizes = {n: int(rng.integers(lo, max(lo, high >> shrink) + 1)) for n in names}
-        if long:
+        sizes = {n: int(rng.integers(lo, max(lo, high >> shrink) + 1)) for n in plain}
+        sizes.update({n: int(rng.integers(ATTRIBUTE_SIZES[0], ATTRIBUTE_SIZES[1] + 1)) for n in sorted(attrs)})
+        if long and plain:
             size = int(rng.integers(LONG_SIZES[0], LONG_SIZES[1] + 1))
-            sizes[names[int(rng.integers(len(names)))]] = max(1, size >> shrink)
+            sizes[plain[int(rng.integers(len(plain)))]] = max(1, size >> shrink)
         try:
             sides = [p.bind({n: sizes[n] for n in f}) if f else p for p, f in zip((lhs, rhs), free)]
         except (ShapeError, ProgramError):

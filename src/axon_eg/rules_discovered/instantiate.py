@@ -9,6 +9,11 @@ inputs the conditions allow, so that proving them equal proves every application
 - a ``dims``/``dim`` attribute variable takes the value its condition pins it to
   (``(= ?shape0 [(dim ?x 0) 1])``); an attribute variable no condition pins cannot be proved for
   every value and the rule is refused;
+- an attribute variable no condition pins, at an attribute the semantics take symbolically
+  (``op_semantics.SYMBOLIC_ATTRIBUTES``: a convolution's stride, padding, dilation and groups), becomes
+  symbolic dims, one per spatial axis (``attr_stride0``, ``attr_padding0 - 1``: any value >= the least
+  one), which may also appear in size conditions (``(= (dim ?x 1) (* (dim ?w 1) ?groups))``): the proof
+  is symbolic in them and covers every value the νGraph can bind;
 - a constant whose value is a variable (``(constant :value ?c)``) becomes a rank-0 input, a
   :class:`ScalarSymbol` carrying its sign condition;
 - dtype conditions do not enter the proof (the prover works over the reals); they restrict where the
@@ -35,6 +40,7 @@ from axon_eg.ir import dims as D
 from axon_eg.ir import ops as O
 from axon_eg.ir.dtypes import as_dtype, promote
 from axon_eg.ir.program import Builder, Program, Value
+from axon_eg.semantics.op_semantics import ATTRIBUTE_DIM_PREFIX, SYMBOLIC_ATTRIBUTES
 from axon_eg.semantics.prover import ScalarSymbol
 
 DTYPE = "fp32"
@@ -98,6 +104,21 @@ def scalar_variables(rule: Rule) -> list[str]:
         if isinstance(node, App) and node.op == "constant" and isinstance(node.attr("value"), Var):
             out.setdefault(node.attr("value").name, None)
     return list(out)
+
+
+def symbolic_attributes(rule: Rule) -> dict[str, tuple[str, str]]:
+    """Attribute variables bound on the left-hand side at an attribute the semantics take symbolically
+    (``op_semantics.SYMBOLIC_ATTRIBUTES``), each with the op and attribute it is bound at. A variable no
+    condition pins there matches any value, and its obligation is symbolic in it."""
+    pinned = {c[1][1:] for c in flat_conditions(rule)
+              if isinstance(c, list) and len(c) == 3 and c[0] == "=" and isinstance(c[1], str)}
+    out: dict[str, tuple[str, str]] = {}
+    for node in walk(rule.lhs):
+        if isinstance(node, App):
+            for name, v in node.attrs:
+                if isinstance(v, Var) and name in SYMBOLIC_ATTRIBUTES.get(node.op, {}) and v.name not in pinned:
+                    out.setdefault(v.name, (node.op, name))
+    return out
 
 
 def is_pointwise(rule: Rule) -> bool:
@@ -164,6 +185,7 @@ class _Instantiator:
         self.names: dict[tuple[str, int], D.Dim] = {}
         self.fresh = 0
         self.sizes: dict[str, D.Dim] = {}
+        self.symbolic = {v: _symbolic_value(v, op, name) for v, (op, name) in symbolic_attributes(rule).items()}
 
     def fail(self, what: str) -> InstantiationError:
         return InstantiationError(f"rule {self.rule.name}: {what}")
@@ -237,6 +259,8 @@ class _Instantiator:
             raise self.fail(f"size expression {format_sexp(e)} is not an integer")
         if isinstance(e, int):
             return e
+        if isinstance(e, str) and e.startswith("?") and isinstance(self.symbolic.get(e[1:]), D.Sym):
+            return self.symbolic[e[1:]]  # a symbolic int attribute (a conv's groups)
         if isinstance(e, str) and e.startswith("?") and e[1:] not in self.kinds:  # a size variable: any size
             if e not in self.sizes:
                 k = self.fresh
@@ -274,7 +298,9 @@ class _Instantiator:
         self.read_conditions()
         shapes = self.shapes()
         values = {v: self.attribute(v) for v in self.kinds if self.kinds[v] in ("dim", "dims")}
-        free = [v for v, k in self.kinds.items() if k not in ("dim", "dims", "dtype") and v not in self.scalars]
+        values.update(self.symbolic)
+        free = [v for v, k in self.kinds.items()
+                if k not in ("dim", "dims", "dtype") and v not in self.scalars and v not in self.symbolic]
         if free:
             raise self.fail(f"attribute ?{free[0]} ({self.kinds[free[0]]}) is a variable: only sizes, dtypes and "
                             "constant values may be")
@@ -290,6 +316,20 @@ class _Instantiator:
                                 f"the instance ({e})") from None
         symbols = tuple(ScalarSymbol(s, self.signs.get(s)) for s in self.scalars)
         return Obligation(self.rule, sides[0], sides[1], symbols)
+
+
+def _symbolic_value(var: str, op: str, attr: str) -> Any:
+    """The symbolic value of attribute variable ``?var`` bound at ``op``'s ``attr``: a dim per spatial axis for
+    a per-axis attribute (one for an int one), offset so that its least value is the attribute's least."""
+    least = SYMBOLIC_ATTRIBUTES[op][attr] - 1
+
+    def one(name: str) -> D.Dim:
+        return D.add(D.sym(f"{ATTRIBUTE_DIM_PREFIX}{name}"), least)
+
+    kind = next(a.kind for a in O.get(op).attrs if a.name == attr).removeprefix("optional_")
+    if kind == "ints":
+        return tuple(one(f"{var}{axis}") for axis in range(int(O.get(op).meta["spatial"])))
+    return one(var)
 
 
 def _mentions_dtype(e: Any) -> bool:

@@ -10,6 +10,11 @@ The rule must say exactly what was proved, since the νGraph applies the rule, n
   which become attribute variables bound on the left *and pinned by a condition* to the input dims
   they were proved with (``(= ?shape0 [(dim ?x 0) (* (dim ?x 1) (dim ?x 2))])``), so that a
   reshape to ``[N]`` never matches a reshape to ``[N, 1]``;
+- an attribute the semantics take symbolically (``op_semantics.SYMBOLIC_ATTRIBUTES``: a convolution's
+  stride, padding, dilation, groups) whose value is symbolic in the candidate becomes an attribute
+  variable no condition pins (``:stride ?stride``): the rule matches every value, and its obligation is
+  symbolic in it (``instantiate``); an input dim that mentions it becomes a size condition over it
+  (``(= (dim ?x 1) (* (dim ?w 1) ?groups))``);
 - rank-0 inputs that are symbolic scalars (``RuleCandidate.symbols``) become ``(constant :value ?c
   :dtype ?dt_c)`` with their sign as a condition;
 - when the two sides' dtypes are not the same function of the leaves' dtypes (a constant is
@@ -31,6 +36,7 @@ from axon_eg.errors import AxonError
 from axon_eg.ir import dims as D
 from axon_eg.ir import ops as O
 from axon_eg.ir.program import Program
+from axon_eg.semantics.op_semantics import SYMBOLIC_ATTRIBUTES
 
 from .enumerate import RuleCandidate
 
@@ -53,6 +59,8 @@ class _Converter:
         self.symbols = {s.name: s for s in c.symbols}
         self.attr_vars: dict[tuple[str, str], str] = {}  # (attr kind, value text) -> variable
         self.attr_values: dict[str, Any] = {}  # variable -> the symbolic value it was proved with
+        self.symbolic: dict[tuple[str, str], str] = {}  # (attribute, value text) -> free attribute variable
+        self.symbol_vars: dict[str, str] = {}  # a symbolic int attribute's dim name -> its variable (?groups)
         self.dtype_var = "dt"
         self.side = "lhs"
 
@@ -80,6 +88,8 @@ class _Converter:
             value = n.attrs[a.name]
             if n.op == "constant" and a.name == "dtype":
                 attrs.append(("dtype", Var(self.dtype_var)))  # any dtype; the same for every constant
+            elif a.name in SYMBOLIC_ATTRIBUTES.get(n.op, {}) and _symbolic(value):
+                attrs.append((a.name, Var(self._symbolic_var(n.op, a.name, value))))
             elif a.kind.removeprefix("optional_") in ("dim", "dims") and _symbolic(value):
                 key = (a.kind, repr(value))
                 if key not in self.attr_vars:
@@ -93,17 +103,34 @@ class _Converter:
         return App(n.op, tuple(memo[j] for j in n.inputs), tuple(attrs))
 
 
+    def _symbolic_var(self, op: str, attr: str, value: Any) -> str:
+        key = (attr, repr(value))
+        if key not in self.symbolic:
+            if self.side == "rhs":
+                raise Unexpressible(f"{op}.{attr} = {value} appears only on the right")
+            taken = set(self.symbolic.values())
+            name = attr if attr not in taken else f"{attr}{len(self.symbolic)}"
+            self.symbolic[key] = name
+            if isinstance(value, D.Sym) and str(value).isidentifier():
+                self.symbol_vars[str(value)] = f"?{name}"
+        return self.symbolic[key]
+
+
 def _symbolic(value: Any) -> bool:
     if isinstance(value, D.Sym):
         return True
     return isinstance(value, tuple) and any(isinstance(v, D.Sym) for v in value)
 
 
-def shape_conditions(program: Program, skip: frozenset[str] = frozenset()) -> tuple[list[list], dict[str, list]]:
+def shape_conditions(program: Program, skip: frozenset[str] = frozenset(),
+                     symbols: dict[str, str] | None = None) -> tuple[list[list], dict[str, list]]:
     """Ranks, constant sizes and equal dims of the inputs (but ``skip``), as condition s-expressions,
-    and where each dim name was first seen, as ``(dim ?x axis)``."""
+    and where each dim name was first seen, as ``(dim ?x axis)``. A compound dim is a condition over the
+    dims seen and ``symbols`` (a symbolic attribute's dim name -> its variable), e.g. a grouped conv's
+    input channels ``(* (dim ?w 1) ?groups)``."""
     conds: list[list] = []
     first: dict[str, list] = {}
+    compound: list[tuple[str, int, D.Dim]] = []
     for spec in program.inputs:
         if spec.name in skip:
             continue
@@ -112,14 +139,18 @@ def shape_conditions(program: Program, skip: frozenset[str] = frozenset()) -> tu
         for axis, d in enumerate(spec.shape):
             if isinstance(d, int):
                 conds.append(["=", ["dim", var, axis], d])
-            elif len(D.names(d)) == 1 and str(d).isidentifier():
+            elif len(D.names(d)) == 1 and str(d).isidentifier() and str(d) not in (symbols or {}):
                 name = str(d)
                 if name in first:
                     conds.append(["=", ["dim", var, axis], first[name]])
                 else:
                     first[name] = ["dim", var, axis]
             else:
-                raise Unexpressible(f"input {spec.name} has a compound dim {d}")
+                compound.append((var, axis, d))
+    for var, axis, d in compound:
+        if not symbols:
+            raise Unexpressible(f"input {var[1:]} has a compound dim {d}")
+        conds.append(["=", ["dim", var, axis], dim_condition(d, {**first, **symbols}, f"input {var[1:]}'s dim {d}")])
     return conds, first
 
 
@@ -209,7 +240,7 @@ def to_rule(c: RuleCandidate) -> Rule:
         raise Unexpressible("a constant appears only on the right (its dtype is unknown)")
     conds: list = []
     if not is_pointwise(c):
-        shapes, where = shape_conditions(c.lhs, frozenset(conv.symbols))
+        shapes, where = shape_conditions(c.lhs, frozenset(conv.symbols), conv.symbol_vars)
         conds += shapes + attribute_conditions(conv, where)
     elif conv.attr_values:
         raise Unexpressible("a pointwise rule with symbolic-dim attributes")

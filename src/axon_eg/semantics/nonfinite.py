@@ -209,6 +209,11 @@ def node_kinds(program: Program, i: int, operands: Sequence[frozenset]) -> tuple
         out = closure(operands[0], _add)
     elif op == "matmul":
         out = closure(lift(_mul, operands), _add)
+    elif O.get(op).meta.get("shape_family") == "conv":  # a sum of weight x input products, a read outside
+        # the input a zero that multiplies too (0 * inf is NaN in the reference, torch's float64 convolution)
+        out = closure(lift(_mul, operands[:2]), _add) if any(operands[:2]) else frozenset()
+        if len(operands) == 3:
+            out = lift(_add, [out, operands[2]])
     elif op in _SAME or op == "concat":
         out = frozenset().union(*operands)
     elif len(operands) == 1 and O.get(op).kind == O.OpKind.ELEMENTWISE and not O.get(op).meta.get("logical"):

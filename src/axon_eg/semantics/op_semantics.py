@@ -4,7 +4,10 @@
 uninterpreted functions of their indices, element-wise transcendental functions are uninterpreted
 (exp, log, tanh, erf, sqrt, ...; sigmoid, silu, gelu, softplus, mish, hardswish are defined from
 them), broadcasting, transpose, reshape, slice and concat are index maps, reductions are sums (or
-max/min atoms) over fresh bound indices, and library ops (conv, pool, sort, topk) are uninterpreted
+max/min atoms) over fresh bound indices, a convolution (``conv1d`` / ``conv2d`` / ``conv3d``) is a sum
+over its group's input channels and kernel offsets of weight times input, a read outside the input being
+zero (an index guard), symbolic in its stride, padding, dilation and groups where those are symbolic dims
+(``SYMBOLIC_ATTRIBUTES``), and the other library ops (transposed conv, pool, sort, topk) are uninterpreted
 functions of their whole input tensors, as are the ops whose registry entry says ``opaque`` (cumprod, bit
 operations) or ``indices`` (argmax, gather, ...: a value used as an index has no affine normal form): the
 prover sees through what feeds them and treats them as functions of it. ``SEMANTICS`` is looked up by
@@ -399,6 +402,43 @@ class Evaluator:
             stride = stride * d
         return tuple(reversed(out))
 
+    def conv(self, i: int, idx: tuple[Ix, ...]) -> Poly:
+        """y[n, co, o] = bias[co] + SUM_{c < Cin/groups, k < K} w[co, c, k] * x[n, g * Cin/groups + c, p] with
+        p = o * stride + k * dilation - padding on each spatial axis and g = co // (Cout / groups), the
+        output channel's group; a read outside [0, size) is zero. With padding 0 every read is inside (the
+        output size is what makes the last window fit), so no guard is written; otherwise each axis guards
+        its read, and the input's domain conditions are required only where the read is inside."""
+        node = self.program.nodes[i]
+        a = node.attrs
+        x, w = node.inputs[:2]
+        xs, ws = self.shapes[x], self.shapes[w]
+        n = len(xs) - 2
+        stride, padding, dilation = ([_attr_ix(v) for v in a[k]] for k in ("stride", "padding", "dilation"))
+        groups = _attr_ix(a["groups"])
+        co = idx[1]
+        c = nf.fresh("c")
+        ks = [nf.fresh("k") for _ in range(n)]
+        binders = [(c, ws[1])] + [(k, ws[2 + j]) for j, k in enumerate(ks)]
+        channel = Ix.of(c) if groups == Ix(1) else co.floordiv(ws[0].floordiv(groups)) * ws[1] + Ix.of(c)
+        pos = tuple(idx[2 + j] * stride[j] + Ix.of(ks[j]) * dilation[j] - padding[j] for j in range(n))
+        guards = [(j, p) for j, p in enumerate(pos) if padding[j] != Ix(0)]
+
+        def read(guards: list[tuple[int, Ix]] = guards) -> Poly:
+            if not guards:
+                return self.value(x, (idx[0], channel, *pos))
+            (j, p), rest = guards[0], guards[1:]
+            inside = self._guarded("<", p, Ix(0), lambda: self._guarded("<", p, xs[2 + j], lambda: read(rest)),
+                                   holds=False)
+            return nf.ite("<", p, Ix(0), ZERO, nf.ite("<", p, xs[2 + j], inside, ZERO))
+
+        body = self._bound(binders, lambda: self.value(w, (co, Ix.of(c), *(Ix.of(k) for k in ks))) * read())
+        total = body
+        for v, length in reversed(binders):
+            total = nf.sum_over(v, length, total)
+        if len(node.inputs) == 3:
+            total = total + self.value(node.inputs[2], (co,))
+        return total
+
     def library(self, i: int, idx: tuple[Ix, ...]) -> Poly:
         node = self.program.nodes[i]
         lams, defined = [], []
@@ -418,7 +458,31 @@ class Evaluator:
         return Poly.atom(("lib", node.op, attrs, tuple(lams), idx))
 
 
+def _attr_ix(v: int | D.Dim) -> Ix:
+    """An attribute value as an index expression: an int, or a symbolic dim (``SYMBOLIC_ATTRIBUTES``)."""
+    return dim_to_ix(v)
+
+
+ATTRIBUTE_DIM_PREFIX = "attr_"
+"""The prefix of the dims that stand for a symbolic attribute in a proof obligation (``attr_stride0``):
+the numeric searches draw them small (a stride of 200 leaves no output), never as a long dim."""
+
+
+def attribute_dims(names: Iterable[str]) -> set[str]:
+    """The names among ``names`` that stand for symbolic attributes (``ATTRIBUTE_DIM_PREFIX``)."""
+    return {n for n in names if n.startswith(ATTRIBUTE_DIM_PREFIX)}
+
+
+CONVOLUTIONS = ("conv1d", "conv2d", "conv3d")
+SYMBOLIC_ATTRIBUTES: dict[str, dict[str, int]] = {
+    name: {"stride": 1, "padding": 0, "dilation": 1, "groups": 1} for name in CONVOLUTIONS}
+"""Attributes whose value the semantics take as a symbolic dim as well as an int, with the least value
+each may have: a rule may leave them free (an attribute variable no condition pins), and its proof
+obligation makes them symbols (``rules_discovered.instantiate``: ``attr_stride0``, a padding
+``attr_padding0 - 1``, every dim being >= 1), so the proof covers every value the νGraph can match."""
+
 _STRUCTURED: dict[str, Callable[[Evaluator, int, tuple[Ix, ...]], Poly]] = {
+    **{name: Evaluator.conv for name in CONVOLUTIONS},
     "reduce": Evaluator.reduction,
     "cumsum": Evaluator.cumsum,
     "matmul": Evaluator.matmul,

@@ -61,7 +61,7 @@ from axon_eg.ir.interpret import interpret
 from axon_eg.ir.program import Program
 
 from . import domains, nf, nonfinite
-from .op_semantics import Evaluator, NoSemantics, dim_to_ix
+from .op_semantics import Evaluator, NoSemantics, attribute_dims, dim_to_ix
 from .z3conv import Z3Context
 
 SOLVER = f"z3 {z3.get_version_string()}"
@@ -112,6 +112,30 @@ class _Query:
 
 def _sample_dims(names: Sequence[str], rng: np.random.Generator, low: int, high: int) -> dict[str, int]:
     return {n: int(rng.integers(low, high + 1)) for n in names}
+
+
+ATTRIBUTE_SIZES = (1, 3)  # symbolic attributes (a conv's stride, padding + 1, dilation, groups) are drawn here
+RETRIES = 24  # draws more per trial, from a generator of their own, while the sizes do not fit the sides
+
+
+def _bind_trial(lhs: Program, rhs: Program, names: Sequence[str], rng: np.random.Generator, low: int, high: int,
+                retry_seed: int) -> tuple[dict[str, int], Program, Program] | None:
+    """Both sides bound to one draw of sizes (attribute dims from ``ATTRIBUTE_SIZES``); while a draw does not
+    fit (a conv window larger than its padded input, channels that do not split into groups), more draws
+    from ``retry_seed``'s generator, so the trial's own stream (and every other trial's) is unchanged."""
+    attrs = attribute_dims(names)
+    plain = [n for n in names if n not in attrs]
+    dims = {**_sample_dims(plain, rng, low, high), **_sample_dims(sorted(attrs), rng, *ATTRIBUTE_SIZES)} \
+        if attrs else _sample_dims(names, rng, low, high)
+    retry = np.random.default_rng(retry_seed)
+    for attempt in range(RETRIES + 1 if attrs else 1):
+        if attempt:
+            dims = {**_sample_dims(plain, retry, low, high), **_sample_dims(sorted(attrs), retry, *ATTRIBUTE_SIZES)}
+        try:
+            return dims, lhs.bind(dims), rhs.bind(dims)
+        except AxonError:
+            continue  # these sizes do not fit the pattern's shape constraints (e.g. an odd rope dim)
+    return None
 
 
 MIXED_TRIALS = ("mixed", "boundary", "mixed", "boundary")  # after the domain trials, where a side is partial
@@ -195,11 +219,10 @@ def numeric_search(lhs: Program, rhs: Program, symbols: Sequence[ScalarSymbol] =
     kinds += list(GUARD_TRIALS) if guard_values(lhs, rhs) else []
     for t, kind in enumerate(kinds):
         low, high = (6, 10) if kind != "domain" else (1, 3) if t % 2 == 0 else (2, 5)  # many elements: many signs
-        dims = _sample_dims(names, rng, low, high)
-        try:
-            left, right = lhs.bind(dims), rhs.bind(dims)
-        except AxonError:
-            continue  # these sizes do not fit the pattern's shape constraints (e.g. an odd rope dim)
+        bound = _bind_trial(lhs, rhs, names, rng, low, high, seed * 100 + t + 7)
+        if bound is None:
+            continue
+        dims, left, right = bound
         trial_seed = seed * 100 + t
         inputs = trial_inputs(left, lhs, rhs, symbols, trial_seed, kind)
         with np.errstate(all="ignore"):

@@ -4,7 +4,8 @@ A proof covers a rule only if the rule says what was proved; this generator does
 proof. It draws what the e-graph matcher may bind — ranks (where no condition fixes them), sizes
 from :data:`EDGE_SIZES` (1, odd, powers of two and one past, very unequal), any value for an
 attribute variable no condition pins (a reshape target with size-1 axes inserted or removed, a
-broadcast target, slice bounds), constant values of the sign a condition asks for — keeps the draws
+broadcast target, slice bounds, a convolution's groups, stride, dilation and padding, the padding at
+least what makes the window fit), constant values of the sign a condition asks for — keeps the draws
 whose conditions hold (``instantiate.holds``), builds both sides with the Builder and returns them
 bound, ready for a float64 comparison (``compare``).
 """
@@ -25,13 +26,16 @@ from axon_eg.ir.interpret import interpret
 from axon_eg.ir.program import Builder, Program, Value
 from axon_eg.rules_discovered.instantiate import (
     Binding,
+    _value,
     flat_conditions,
     holds,
     is_pointwise,
     ranks,
     scalar_variables,
+    symbolic_attributes,
     tensor_variables,
 )
+from axon_eg.semantics.op_semantics import SYMBOLIC_ATTRIBUTES
 
 EDGE_SIZES = (1, 2, 3, 5, 7, 16, 17)
 MAX_NUMEL = 1 << 14  # draws with a larger value are redrawn smaller
@@ -58,8 +62,10 @@ class NoMatch(AxonError):
     """No draw satisfied the rule's conditions within the attempts (rare: tight conditions)."""
 
 
-def _repair(rule: Rule, shapes: dict[str, list[int]]) -> None:
-    """Make the simple size conditions true: (= (dim ?x i) c) and (= (dim ?x i) (dim ?y j))."""
+def _repair(rule: Rule, shapes: dict[str, list[int]], attrs: Mapping[str, Any] | None = None) -> None:
+    """Make the simple size conditions true: (= (dim ?x i) c) and (= (dim ?x i) (dim ?y j)), and, with
+    ``attrs`` (int attributes drawn first, a conv's groups), (= (dim ?x i) EXPR) for an arithmetic EXPR of
+    dims and those attributes: (= (dim ?x 1) (* (dim ?w 1) ?groups))."""
     for _ in range(3):
         for c in flat_conditions(rule):
             if not (isinstance(c, list) and len(c) == 3 and c[0] == "=" and isinstance(c[1], list) and c[1][:1] == ["dim"]):
@@ -73,6 +79,13 @@ def _repair(rule: Rule, shapes: dict[str, list[int]]) -> None:
                 y, j = c[2][1][1:], c[2][2]
                 if y in shapes and -len(shapes[y]) <= j < len(shapes[y]):
                     shapes[x][i] = shapes[y][j]
+            elif attrs and isinstance(c[2], list) and c[2][:1] in (["*"], ["+"]):
+                try:
+                    value = _value(c[2], Binding({k: tuple(v) for k, v in shapes.items()}, {}, attrs), {})
+                except (KeyError, IndexError, TypeError):
+                    continue
+                if isinstance(value, int) and value >= 1:
+                    shapes[x][i] = value
 
 
 def _broadcastable(rng: np.random.Generator, ranks: Mapping[str, int], names: list[str]) -> dict[str, list[int]]:
@@ -95,8 +108,15 @@ class _Drawer:
         self.pinned = {c[1][1:] for c in flat_conditions(rule)
                        if isinstance(c, list) and len(c) == 3 and c[0] == "=" and isinstance(c[1], str)
                        and c[1][1:] in self.kinds}
+        self.symbolic = symbolic_attributes(rule)
 
-    def shapes(self) -> dict[str, list[int]]:
+    def early_attributes(self) -> dict[str, Any]:
+        """Values for the symbolic int attributes (a conv's groups), drawn before the shapes that size
+        conditions tie to them."""
+        return {v: int(self.rng.choice((1, 1, 2, 3))) for v, (op, name) in self.symbolic.items()
+                if self.kinds.get(v) == "int"}
+
+    def shapes(self, attrs: Mapping[str, Any] | None = None) -> dict[str, list[int]]:
         fixed = ranks(self.rule)
         free = [t for t in self.tensors if t not in fixed]
         pointwise = is_pointwise(self.rule)
@@ -109,7 +129,7 @@ class _Drawer:
             for s in shapes.values():
                 for i in range(len(s)):
                     s[i] = 1 if self.rng.random() < 0.5 else s[i]
-        _repair(self.rule, shapes)
+        _repair(self.rule, shapes, attrs)
         return shapes
 
     def scalar(self, name: str) -> float:
@@ -129,6 +149,8 @@ class _Drawer:
             return _reshape_target(self.rng, x)
         if node.op == "broadcast_to":
             return _broadcast_target(self.rng, x)
+        if node.op in SYMBOLIC_ATTRIBUTES and len(shapes) >= 2:  # a conv: any stride, dilation, padding
+            return _conv_attribute(self.rng, name, shapes[0], shapes[1], attrs)
         if node.op == "slice" and name in ("start", "stop"):
             size = x[attrs.get("axis", 0)] if x else 1
             start = attrs.get("start", 0)
@@ -136,6 +158,23 @@ class _Drawer:
                 return int(self.rng.integers(0, size))
             return int(self.rng.integers(min(start + 1, size), size + 1))
         raise NoMatch(f"cannot draw attribute ?{var} of {node.op}")
+
+
+def _conv_attribute(rng: np.random.Generator, name: str, x: tuple[int, ...], w: tuple[int, ...],
+                    attrs: Mapping[str, Any]) -> Any:
+    """A conv's per-axis stride (1..3), dilation (1..2) or padding (0..2, or what makes the dilated
+    window fit the padded input); the attributes are drawn in declaration order, dilation after padding,
+    so the padding makes room for the largest dilation."""
+    n = len(x) - 2
+    if name == "groups":
+        return int(rng.choice((1, 2, 3)))
+    if name == "stride":
+        return tuple(int(rng.integers(1, 4)) for _ in range(n))
+    if name == "dilation":
+        pad = attrs.get("padding", (0,) * n)
+        return tuple(int(rng.choice([d for d in (1, 2) if x[2 + j] + 2 * pad[j] >= d * (w[2 + j] - 1) + 1] or [1]))
+                     for j in range(n))
+    return tuple(max(int(rng.integers(0, 3)), -(-(2 * (w[2 + j] - 1) + 1 - x[2 + j]) // 2)) for j in range(n))
 
 
 def _reshape_target(rng: np.random.Generator, x: tuple[int, ...]) -> tuple[int, ...]:
@@ -200,11 +239,12 @@ def draw_match(rule: Rule, rng: np.random.Generator, attempts: int = 60) -> Matc
     drawer = _Drawer(rule, rng)
     last = "no attempt"
     for _ in range(attempts):
-        shapes = {k: tuple(v) for k, v in drawer.shapes().items()}
+        early = drawer.early_attributes()
+        shapes = {k: tuple(v) for k, v in drawer.shapes(early).items()}
         if any(math.prod(s) > MAX_NUMEL for s in shapes.values()):
             continue
         scalars = {s: drawer.scalar(s) for s in drawer.scalars}
-        attrs: dict[str, Any] = {}
+        attrs: dict[str, Any] = dict(early)
         try:
             b = Builder(rule.name)
             env = {t: b.input(t, shapes[t], DTYPE) for t in drawer.tensors}
