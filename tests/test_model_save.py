@@ -125,6 +125,7 @@ print("AXON_CHECK", json.dumps(out))
 '''
 
 
+@pytest.mark.slow  # a fresh process compiling the saved file: 15-20 s (make test-slow, CI)
 def test_saved_model_new_has_only_the_class_and_runs_alone_in_a_fresh_process(tmp_path):
     env = {**os.environ, "TRITON_INTERPRET": "1", "AXON_EG_CACHE": str(tmp_path / "cache"), "AXON_EG_FORCE_CPU": "1"}
     (tmp_path / "user_script.py").write_text(SCRIPT)
@@ -322,6 +323,7 @@ class MinusInfTable(torch.nn.Module):
         return torch.softmax(x + torch.logcumsumexp(table, 0), dim=-1)  # logcumsumexp: not imported, apart
 
 
+@pytest.mark.slow  # a fresh process compiling the saved file: 15-20 s (make test-slow, CI)
 def test_a_saved_graph_that_writes_inf_runs(tmp_path):
     import axon_eg as ax
 
