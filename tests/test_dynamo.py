@@ -517,6 +517,7 @@ def _rewrite_rows(bundle: str, median: dict[str, float]) -> None:
         f.writelines(json.dumps(r) + "\n" for r in rows)
 
 
+@pytest.mark.slow  # Inductor compiles the region twice per case: 10 s each (make test-slow, CI)
 @pytest.mark.parametrize("inductor_wins", [True, False])
 def test_a_region_is_spliced_only_when_it_beats_its_inductor_code_in_the_measured_rows(tmp_path, inductor_wins):
     """Remote flow: each region's bundle holds its eager and its Inductor (default mode) baselines; with rows
@@ -652,6 +653,7 @@ def test_a_region_with_a_factory_on_the_inputs_device_is_bundled_on_the_meta_dev
     assert [r for r in opt.report if r.bundle] and all(r.bundle for r in opt.report), [r.line() for r in opt.report]
 
 
+@pytest.mark.slow  # a fresh interpreter and child processes: 7 s
 def test_a_script_without_a_main_guard_builds_remote_bundles_in_parallel_and_runs_once(tmp_path):
     """The remote flow's phase 1 starts child processes; a user script that calls ``ax.optimize`` at its top
     level is not imported again in them (it would run twice, or be refused by multiprocessing)."""
