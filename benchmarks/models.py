@@ -17,7 +17,9 @@ a bare GPU box:
    won), and the model's FLOPs and bytes with each region's (``dynamo.graph_work``);
 2. ``measure`` (GPU) runs the worker over every region bundle of the named models without rows (each candidate checked against
    float64 and timed by the fixed harness, with the region's eager and Inductor baselines, compiled alone);
-3. ``build`` again selects from those rows (phase 1 is a cache hit) and saves ``DIR/models/NAME/model_new.py``
+3. ``build`` again selects from those rows (phase 1 is a cache hit: this pass imports neither egglog nor z3,
+   only polars and pyyaml besides torch, so it runs on the GPU box too and steps 2 to 4 fit one call there;
+   ``tests/test_models_benchmark.py`` runs it with both hidden) and saves ``DIR/models/NAME/model_new.py``
    (``OptimizedModule.save``: imports torch and triton only; it runs the graph through ``torch.compile``, the
    kept regions as opaque custom ops);
 4. ``measure`` again times (``--baselines``: also before step 3, eager and torch.compile alone), per model in a
@@ -66,7 +68,8 @@ def _child(args: list[str], timeout: float) -> tuple[int, str]:
     """Run this script's hidden verb in a fresh process: (exit status, the tail of its output); a timeout is 124."""
     try:
         proc = subprocess.run([sys.executable, __file__, *args], capture_output=True, text=True, timeout=timeout,
-                              env={**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "src")])})
+                              env={**os.environ, "PYTHONPATH": os.pathsep.join(
+                                  [str(ROOT), str(ROOT / "src"), *filter(None, [os.environ.get("PYTHONPATH")])])})
     except subprocess.TimeoutExpired as exc:
         out = (exc.stdout or b"").decode() if isinstance(exc.stdout, bytes) else (exc.stdout or "")
         return 124, out[-2000:] + f"\n(timed out after {timeout:.0f} s)"

@@ -16,8 +16,8 @@ ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "benchmarks" / "models.py"
 
 
-def _run(*args: str) -> str:
-    env = {**os.environ, "TRITON_INTERPRET": "1"}
+def _run(*args: str, path: Path | None = None) -> str:
+    env = {**os.environ, "TRITON_INTERPRET": "1", **({"PYTHONPATH": str(path)} if path else {})}
     proc = subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True, timeout=900, env=env)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return proc.stdout
@@ -33,8 +33,13 @@ def test_the_model_runner_builds_measures_saves_and_reports(tmp_path):
     assert built["regions"] and all(r["waiting"] for r in built["regions"] if r["bundle"]) and not built["saved"]
     assert built["flops"] > 0 and built["bytes"] > 0 and built["phase1_s"] > 0
     _run("measure", str(out), name, "--cpu")
-    _run("build", str(out), name, "--config", "small", "--k", "2")
+    hidden = tmp_path / "gpu_box"  # the second build runs where egglog and z3 are not installed
+    for package in ("egglog", "z3"):
+        (hidden / package).mkdir(parents=True)
+        (hidden / package / "__init__.py").write_text(f"raise ImportError('{package} is not installed here')\n")
+    _run("build", str(out), name, "--config", "small", "--k", "2", path=hidden)
     built = json.loads((out / "models" / name / "build.json").read_text())
+    assert not any(w in (r["why_torch"] or "") for r in built["regions"] for w in ("egglog", "z3", "Import")), built
     assert built["saved"] and (out / "models" / name / "model_new.py").is_file()
     _run("measure", str(out), name, "--cpu")
     timings = json.loads((out / "models" / name / "timings.json").read_text())

@@ -11,7 +11,7 @@ import pytest
 import axon_eg as ax
 from axon_eg import pipeline
 from axon_eg.egraph.nugraph import NuGraph
-from axon_eg.extract.candidates import canonical_inputs
+from axon_eg.ir.program import canonical_inputs
 
 
 @ax.program(M=32, K=48, N=64)

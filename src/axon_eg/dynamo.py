@@ -631,7 +631,7 @@ def by_position(program: Any) -> Any:
     with the region's arguments in order, so the names are not its business, and two identical blocks (a
     transformer's layers, or the same block in two models, differing only in their parameters' names) get one
     bundle, one set of measured rows and one cache entry."""
-    from axon_eg.extract.candidates import canonical_inputs
+    from axon_eg.ir.program import canonical_inputs
 
     return canonical_inputs(program)[0]
 

@@ -341,13 +341,14 @@ def _enumerated(program: Program, saturation_s: float, hw: HardwareSpec, backend
                 cache_root: Path, report: Progress) -> tuple[list[Any], Any, dict[str, Any]]:
     """The program's candidates and enumeration summary (``enumerate_candidates``), and what it took.
 
-    Phase 1 runs on the program with its inputs named by position (``candidates.canonical_inputs``) and the
+    Phase 1 runs on the program with its inputs named by position (``ir.program.canonical_inputs``) and the
     candidates are renamed back (``candidates.renamed``): the same blocks of a model (a transformer's layers,
     their regions differing only in their parameters' names) give equal canonical programs, and one phase 1
     serves them all, kept per process and cache directory (``_MEMO``, ``MEMO_SIZE``): a region served from it
     records ``"reused": True`` and no saturation or extraction seconds. The result does not depend on which
     region came first: every one is the canonical program's, renamed."""
-    from axon_eg.extract.candidates import canonical_inputs, enumerate_candidates, renamed
+    from axon_eg.extract.candidates import enumerate_candidates, renamed
+    from axon_eg.ir.program import canonical_inputs
 
     canon, names = canonical_inputs(program)
     key = (str(cache_root.resolve()), canon.hash, hw.name, str(hw.path), _file_digest(hw.path), backend.name, k,

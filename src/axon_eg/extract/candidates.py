@@ -18,7 +18,7 @@ from axon_eg.backends.base import backend_for_hw
 from axon_eg.egraph.nugraph import NuGraph, Variant
 from axon_eg.hw import HardwareSpec, load
 from axon_eg.ir import ops as O
-from axon_eg.ir.program import Program
+from axon_eg.ir.program import Program, with_names
 
 from .cost import CostReport, cost
 from .fusion import FusionPlan, plans
@@ -195,45 +195,12 @@ COST_BUCKET = 1.03
 tie-break (measured habits of the target) orders them."""
 
 
-CANONICAL_INPUT = "in{}"
-"""The names ``canonical_inputs`` gives a program's inputs, in order."""
-
-
-def canonical_inputs(program: Program) -> tuple[Program, dict[str, str]]:
-    """``program`` with its inputs named by position (``in0``, ``in1``, ...; roles renamed with them) and the
-    map from those names back to the program's. Two regions of two identical blocks (a transformer's layers)
-    differ only in their inputs' names (the blocks' parameter paths): their canonical programs are equal, so
-    phase 1 of one serves the other (``renamed``). Everything phase 1 computes is independent of the names."""
-    names: dict[str, str] = {}
-    nodes = []
-    for n in program.nodes:
-        if n.op == "input":
-            new = CANONICAL_INPUT.format(len(names))
-            names[n.attrs["name"]] = new
-            n = replace(n, attrs=_named(n.attrs, new))
-        nodes.append(n)
-    roles = tuple(sorted((names.get(k, k), v) for k, v in program.roles))
-    return replace(program, nodes=tuple(nodes), roles=roles), {new: old for old, new in names.items()}
-
-
-def _named(attrs: O.Attrs, name: str) -> O.Attrs:
-    return O.Attrs(tuple((k, name if k == "name" else v) for k, v in attrs.items()))
-
-
-def _with_names(program: Program, names: dict[str, str], title: str) -> Program:
-    """``program`` with its inputs renamed by ``names`` (those it does not name keep theirs), called ``title``."""
-    nodes = tuple(replace(n, attrs=_named(n.attrs, names.get(n.attrs["name"], n.attrs["name"]))) if n.op == "input"
-                  else n for n in program.nodes)
-    roles = tuple((names.get(k, k), v) for k, v in program.roles)
-    return replace(program, nodes=nodes, roles=roles, name=title)
-
-
 def renamed(c: Candidate, names: dict[str, str], title: str) -> Candidate:
     """Candidate ``c`` of a canonical program (``canonical_inputs``) for the program its inputs are named from:
     its variant and plan programs with the inputs renamed by ``names`` and the program's name ``title``; the
     plan's groups, the tilings, the ISA choices and the predicted cost are the same."""
-    variant = replace(c.variant, program=_with_names(c.variant.program, names, title))
-    plan = FusionPlan(_with_names(c.plan.program, names, title), c.plan.groups)
+    variant = replace(c.variant, program=with_names(c.variant.program, names, title))
+    plan = FusionPlan(with_names(c.plan.program, names, title), c.plan.groups)
     return replace(c, variant=variant, plan=plan)
 
 

@@ -13,7 +13,7 @@ import hashlib
 import json
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
@@ -473,4 +473,40 @@ def __getattr__(name: str) -> Any:
 
 
 _BUILDER_NAMES = ("Builder", "Value", "as_shape")
-__all__ = ["AxonError", "Builder", "Dim", "InputSpec", "Node", "Program", "Value", "as_shape"]
+# -- input names ---------------------------------------------------------------------------------
+CANONICAL_INPUT = "in{}"
+"""The names ``canonical_inputs`` gives a program's inputs, in order."""
+
+
+def canonical_inputs(program: Program) -> tuple[Program, dict[str, str]]:
+    """``program`` with its inputs named by position (``in0``, ``in1``, ...; roles renamed with them) and the
+    map from those names back to the program's. Two regions of two identical blocks (a transformer's layers)
+    differ only in their inputs' names (the blocks' parameter paths): their canonical programs are equal, so
+    phase 1 of one serves the other (``extract.candidates.renamed``), and the dynamo backend keys a region's bundle
+by it. Everything phase 1 computes is independent of the names."""
+    names: dict[str, str] = {}
+    nodes = []
+    for n in program.nodes:
+        if n.op == "input":
+            new = CANONICAL_INPUT.format(len(names))
+            names[n.attrs["name"]] = new
+            n = replace(n, attrs=named_input(n.attrs, new))
+        nodes.append(n)
+    roles = tuple(sorted((names.get(k, k), v) for k, v in program.roles))
+    return replace(program, nodes=tuple(nodes), roles=roles), {new: old for old, new in names.items()}
+
+
+def named_input(attrs: O.Attrs, name: str) -> O.Attrs:
+    return O.Attrs(tuple((k, name if k == "name" else v) for k, v in attrs.items()))
+
+
+def with_names(program: Program, names: dict[str, str], title: str) -> Program:
+    """``program`` with its inputs renamed by ``names`` (those it does not name keep theirs), called ``title``."""
+    nodes = tuple(replace(n, attrs=named_input(n.attrs, names.get(n.attrs["name"], n.attrs["name"]))) if n.op == "input"
+                  else n for n in program.nodes)
+    roles = tuple((names.get(k, k), v) for k, v in program.roles)
+    return replace(program, nodes=nodes, roles=roles, name=title)
+
+
+__all__ = ["CANONICAL_INPUT", "AxonError", "Builder", "Dim", "InputSpec", "Node", "Program", "Value", "as_shape",
+           "canonical_inputs", "named_input", "with_names"]

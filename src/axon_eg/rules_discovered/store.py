@@ -36,9 +36,8 @@ from axon_eg.egraph.patterns import Rule, format_sexp, parse_rule
 from axon_eg.errors import AxonError
 from axon_eg.proofs import ProvedHere, check_proof_record, digest, record, semantics_hash  # shared with the NKI store
 
+from . import DATA  # the one place it is defined
 from .to_rule import reverse
-
-DATA = Path(__file__).resolve().parent / "data"
 
 
 class RuleStoreError(AxonError):
