@@ -877,6 +877,27 @@ def test_names_roles_shapes_and_unused_state():
     check(block, inputs)
 
 
+class HandsOnAParameter(nn.Module):
+    """Returns one of its parameters as it is, beside a computed output, and holds a buffer no op reads."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.table = nn.Parameter(torch.randn(5, 3))
+        self.register_buffer("unused_stat", torch.ones(3))
+
+    def forward(self, x):
+        return x @ self.table, self.table
+
+
+def test_a_parameter_that_is_an_output_is_kept_when_unused_state_is_dropped():
+    module = HandsOnAParameter().eval()
+    inputs = (rand(random.Random(4), 2, 5),)
+    program = from_torch(module, inputs)
+    names = [s.name for s in program.inputs]
+    assert "table" in names and "unused_stat" not in names
+    check(module, inputs)
+
+
 def test_training_batch_norm_uses_batch_statistics_and_drops_running_stats():
     module = nn.Sequential(nn.Linear(5, 4), nn.BatchNorm1d(4))
     inputs = (rand(random.Random(3), 6, 5),)

@@ -321,10 +321,12 @@ class _Translator:
 
 
 def _drop_unused_state(program: Program, state: dict[str, np.ndarray]) -> tuple[Program, dict[str, np.ndarray]]:
-    """Rebuild without parameter/buffer inputs no op reads (e.g. running stats of training batch norm)."""
+    """Rebuild without parameter/buffer inputs no op reads and no output is (e.g. running stats of training batch
+    norm); one that is an output stays (a region that hands a parameter on, as T5's relative position bias)."""
     users = program.users()
+    outputs = set(program.outputs)
     unused = {n.attrs["name"] for i, n in enumerate(program.nodes)
-              if n.op == "input" and not users[i] and n.attrs["name"] in state}
+              if n.op == "input" and not users[i] and i not in outputs and n.attrs["name"] in state}
     if not unused:
         return program, state
     b = Builder(program.name)
