@@ -886,12 +886,12 @@ class HandsOnAParameter(nn.Module):
         self.register_buffer("unused_stat", torch.ones(3))
 
     def forward(self, x):
-        return x @ self.table, self.table
+        return x * 2.0, self.table  # no op reads the table
 
 
 def test_a_parameter_that_is_an_output_is_kept_when_unused_state_is_dropped():
     module = HandsOnAParameter().eval()
-    inputs = (rand(random.Random(4), 2, 5),)
+    inputs = (rand(random.Random(4), 2, 3),)
     program = from_torch(module, inputs)
     names = [s.name for s in program.inputs]
     assert "table" in names and "unused_stat" not in names
