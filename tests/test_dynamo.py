@@ -674,3 +674,22 @@ def test_a_script_without_a_main_guard_builds_remote_bundles_in_parallel_and_run
     proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=600, env=env)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.count("script body ran") == 1 and "bundles 2" in proc.stdout, proc.stdout + proc.stderr[-2000:]
+
+
+class HandsOnItsPositions(nn.Module):
+    """Returns a tensor made in ``forward`` (``torch.arange``) as it is, beside one computed from it."""
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        pos = torch.arange(x.shape[-1], dtype=x.dtype)
+        return torch.tanh(x) * 2.0 + pos, pos
+
+
+def test_a_region_handing_on_a_tensor_it_makes_is_left_to_the_code_around_it_and_runs(tmp_path):
+    x = torch.rand(3, 8) + 0.5
+    opt = ax.optimize(HandsOnItsPositions(), (x,), cache_dir=str(tmp_path), **OPTS)
+    with torch.no_grad():
+        got, want = opt(x), HandsOnItsPositions()(x.double())
+    for g, w in zip(got, want):
+        torch.testing.assert_close(g.double(), w, rtol=1e-5, atol=1e-5)
+    reasons = " ".join(r.why_torch or "" for r in opt.report)
+    assert "hands on" in reasons or all(r.kernel for r in opt.report), [r.line() for r in opt.report]

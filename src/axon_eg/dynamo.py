@@ -577,6 +577,11 @@ def region_program(sub: torch.fx.GraphModule, call: torch.fx.Node, name: str) ->
     sub = _on_cpu(sub)
     program = from_torch(sub, fakes, name=name)
     where, keep = _outputs(program)
+    args = [n.name for n in sub.graph.nodes if n.op == "placeholder"]
+    names = [s.name for s in program.inputs]
+    if any(kind == "in" and names[k] not in args for kind, k in where):  # a tensor of its own, not an argument
+        raise NotImplementedError("it hands on, as it is, a tensor it holds or makes (a parameter, torch.arange)")
+    where = [("in", args.index(names[k])) if kind == "in" else (kind, k) for kind, k in where]  # by argument
     if not keep:
         raise NotImplementedError("it computes nothing: each of its outputs is one of its inputs")
     if len(keep) < len(program.outputs):  # the kernel writes each distinct computed output once
