@@ -90,6 +90,8 @@ import torch
 from torch.utils._pytree import tree_leaves
 sys.path.insert(0, sys.argv[3])
 from benchmarks.models import MODELS
+from benchmarks.models.third_party import torchvision_importable
+torchvision_importable()  # as the corpus builds them: a torchvision that cannot load its ops here still imports
 import importlib.util
 spec = importlib.util.spec_from_file_location("model_new_under_test", sys.argv[1])
 mod = importlib.util.module_from_spec(spec)
