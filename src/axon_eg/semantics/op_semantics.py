@@ -413,8 +413,8 @@ class Evaluator:
         x, w = node.inputs[:2]
         xs, ws = self.shapes[x], self.shapes[w]
         n = len(xs) - 2
-        stride, padding, dilation = ([_attr_ix(v) for v in a[k]] for k in ("stride", "padding", "dilation"))
-        groups = _attr_ix(a["groups"])
+        stride, padding, dilation = ([dim_to_ix(v) for v in a[k]] for k in ("stride", "padding", "dilation"))
+        groups = dim_to_ix(a["groups"])  # an int, or a symbolic dim (``SYMBOLIC_ATTRIBUTES``)
         co = idx[1]
         c = nf.fresh("c")
         ks = [nf.fresh("k") for _ in range(n)]
@@ -458,11 +458,6 @@ class Evaluator:
         return Poly.atom(("lib", node.op, attrs, tuple(lams), idx))
 
 
-def _attr_ix(v: int | D.Dim) -> Ix:
-    """An attribute value as an index expression: an int, or a symbolic dim (``SYMBOLIC_ATTRIBUTES``)."""
-    return dim_to_ix(v)
-
-
 ATTRIBUTE_DIM_PREFIX = "attr_"
 """The prefix of the dims that stand for a symbolic attribute in a proof obligation (``attr_stride0``):
 the numeric searches draw them small (a stride of 200 leaves no output), never as a long dim."""
@@ -473,7 +468,8 @@ def attribute_dims(names: Iterable[str]) -> set[str]:
     return {n for n in names if n.startswith(ATTRIBUTE_DIM_PREFIX)}
 
 
-CONVOLUTIONS = ("conv1d", "conv2d", "conv3d")
+CONVOLUTIONS = tuple(op.name for op in O.ops_of_kind(O.OpKind.LIBRARY) if op.meta.get("shape_family") == "conv")
+"""The convolutions (conv1d / 2d / 3d), as the registry declares them; transposed ones stay opaque."""
 SYMBOLIC_ATTRIBUTES: dict[str, dict[str, int]] = {
     name: {"stride": 1, "padding": 0, "dilation": 1, "groups": 1} for name in CONVOLUTIONS}
 """Attributes whose value the semantics take as a symbolic dim as well as an int, with the least value
