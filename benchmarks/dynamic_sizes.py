@@ -40,11 +40,12 @@ SWEEP_M = sorted({max(1, round(16384 ** (k / 19))) for k in range(20)})  # 20 si
 
 
 def _top(program, hw):
+    from axon_eg.backends.triton.backend import TRITON
     from axon_eg.backends.triton.emit import runs_as_torch
     from axon_eg.extract.candidates import enumerate_candidates
     from axon_eg.pipeline import _saturated
 
-    cands, _ = enumerate_candidates(_saturated(program, 2.0), hw, 1, fallback=runs_as_torch)
+    cands, _ = enumerate_candidates(_saturated(program, 2.0), hw, 1, backend=TRITON, fallback=runs_as_torch)
     return cands[0]
 
 

@@ -18,7 +18,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from axon_eg.egraph.nugraph import Limits, NuGraph  # noqa: E402
 from axon_eg.extract.candidates import enumerate_candidates  # noqa: E402
+from axon_eg.hw import load  # noqa: E402
 from axon_eg.rules_discovered.store import load_rules  # noqa: E402
+from axon_eg.targets import backend_for_hw  # noqa: E402
 from benchmarks.suite import SUITE  # noqa: E402
 
 
@@ -41,7 +43,7 @@ def main(argv: list[str] | None = None) -> int:
         graph = NuGraph(entry.bound(small=False), rules)
         graph.saturate(Limits(iterations=10, seconds=2))
         start = time.perf_counter()
-        cands, s = enumerate_candidates(graph, args.target, k=args.k)
+        cands, s = enumerate_candidates(graph, args.target, k=args.k, backend=backend_for_hw(load(args.target)))
         seconds = time.perf_counter() - start
         worst = max(worst, seconds)
         best = cands[0].predicted_seconds * 1e6 if cands else float("nan")

@@ -35,14 +35,14 @@ def sweep_candidates(program, hw, group: int | None, limit: int, where: str | No
     """Candidates that differ from the program's best one in the tiling (and ISA) of one group."""
     from functools import partial
 
+    from axon_eg.backends.triton.backend import TRITON
     from axon_eg.backends.triton.emit import runs_as_torch
     from axon_eg.extract.candidates import Candidate, _bucket, _group_cost, _tie_break, enumerate_candidates, isa_choices
-    from axon_eg.extract.cost import cost
     from axon_eg.extract.tiling import space, tilings
     from axon_eg.pipeline import _saturated
 
     fallback = partial(runs_as_torch, warp_size=int(max(hw.value("knobs.warp_size"))))
-    (best,), _ = enumerate_candidates(_saturated(program, 2.0), hw, 1, fallback=fallback)
+    (best,), _ = enumerate_candidates(_saturated(program, 2.0), hw, 1, backend=TRITON, fallback=fallback)
     plan = best.plan
     out: list = []
     for gi in range(len(plan.groups)) if group is None else [group]:
@@ -50,12 +50,12 @@ def sweep_candidates(program, hw, group: int | None, limit: int, where: str | No
         options, _ = tilings(space(plan, gi, hw))
         if where:
             options = [t for t in options if eval(where, {}, dict(t.values))]  # noqa: S307 (the user's own filter)
-        ranked = sorted(options, key=lambda t: (_bucket(_group_cost(plan, gi, t, hw)), *_tie_break(t, kind), t.values))
-        isas = isa_choices(plan, hw) if all_isa else [best.isa]
+        ranked = sorted(options, key=lambda t: (_bucket(_group_cost(plan, gi, t, hw, TRITON)), *_tie_break(t, kind), t.values))
+        isas = isa_choices(plan, hw, TRITON) if all_isa else [best.isa]
         for rank, t in enumerate(ranked[:limit]):
             chosen = tuple(t if j == gi else best.tilings[j] for j in range(len(plan.groups)))
             for isa in isas:
-                report = cost(plan, chosen, hw)
+                report = TRITON.cost(plan, chosen, hw)
                 c = Candidate(best.variant, plan, chosen, isa, report.seconds, report)
                 out.append((gi, rank, c))
     return out

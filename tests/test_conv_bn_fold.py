@@ -20,11 +20,11 @@ from torch import nn
 
 import axon_eg as ax
 from axon_eg import pipeline
-from axon_eg.backends.base import backend_for
 from axon_eg.extract.candidates import enumerate_all
 from axon_eg.hw import load
 from axon_eg.ir.interpret import interpret
 from axon_eg.ir.torch_import import import_torch
+from axon_eg.targets import backend_for, backend_for_hw
 from axon_eg.testing.kernels import load_kernel
 
 os.environ["AXON_EG_FORCE_CPU"] = "1"
@@ -77,7 +77,7 @@ def test_conv_bn_relu_folds_ranks_first_and_matches_float64(c_in: int, c_out: in
 
     # the folded form's own kernel (emitted as the pipeline emits candidates) against float64
     hw = load("h200")
-    ranked, _ = enumerate_all(result.nugraph, hw, 8)
+    ranked, _ = enumerate_all(result.nugraph, hw, 8, backend=backend_for_hw(hw))
     candidate = next(c for c in ranked if _is_folded(c.variant.program))
     kernel = backend_for("triton").emit(candidate, hw, "folded")
     entry = load_kernel(kernel, tmp_path)

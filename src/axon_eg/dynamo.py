@@ -149,7 +149,7 @@ def _check_hw(hw: Any, who: str) -> None:
     """``hw``: a hardware file the Triton backend generates code for (InvalidArgument naming ``who``)."""
     from axon_eg import hw as hardware
     from axon_eg import validate
-    from axon_eg.backends.base import backend_for
+    from axon_eg.targets import backend_for
 
     triton = backend_for("triton")
     gpus = [t for t in hardware.targets() if triton.accepts(hardware.load(t))]

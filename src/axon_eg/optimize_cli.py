@@ -378,8 +378,8 @@ def _print_table(console: Any, table: Any, selected: str | None) -> None:
 
 
 def _target(hw_name: str) -> str:
-    from axon_eg.backends.base import backend_for_hw
     from axon_eg.hw import load
+    from axon_eg.targets import backend_for_hw
 
     return backend_for_hw(load(hw_name)).name
 

@@ -49,7 +49,7 @@ from pathlib import Path
 from typing import Any
 
 from axon_eg import validate
-from axon_eg.backends.base import TARGETS, Backend, backend_for
+from axon_eg.backends.base import TARGETS, Backend
 from axon_eg.backends.kernel import Kernel
 from axon_eg.cache import (  # noqa: F401 (re-exported: tests and callers reach them as pipeline.X)
     bundle_candidates,
@@ -68,6 +68,7 @@ from axon_eg.ir.program import Program
 from axon_eg.measure import tables
 from axon_eg.result import SUMMARY_COLUMNS, BestKernel, PipelineError, Result, markdown  # noqa: F401 (re-exported)
 from axon_eg.selection import VERDICTS, choose, select  # noqa: F401 (re-exported)
+from axon_eg.targets import backend_for
 
 Progress = Callable[[str, int, int, str], None]  # (phase, done, total, detail)
 
@@ -364,7 +365,7 @@ def _enumerated(program: Program, saturation_s: float, hw: HardwareSpec, backend
         report("saturate", 1, 1, f"{sat.enodes} e-nodes")
         report("extract", 0, 1, "")
         started = time.monotonic()
-        found, summary = enumerate_candidates(g, hw, k, fallback=backend.fallback(hw), precision=precision)
+        found, summary = enumerate_candidates(g, hw, k, backend=backend, fallback=backend.fallback(hw), precision=precision)
         stages = {"saturation_s": saturated, "extraction_s": time.monotonic() - started, "enodes": sat.enodes,
                   "saturation": {"iterations": sat.iterations, "enodes": sat.enodes, "stop_reason": sat.stop_reason,
                                  "node_budget": saturation_nodes(canon),
@@ -423,8 +424,8 @@ def _phase1(program: Program, saturation_s: float, hw: HardwareSpec, backend: Ba
     # is nothing to choose the extra tilings by
     if probes and saturate is not None and device != "cpu" and not backend.measures_in_process():
         for binding in probes:
-            found, why = enumerate_candidates(saturate(program.bind(binding)), hw, k, fallback=backend.fallback(hw),
-                                              precision=precision)
+            found, why = enumerate_candidates(saturate(program.bind(binding)), hw, k, backend=backend,
+                                              fallback=backend.fallback(hw), precision=precision)
             extra += [(binding, c) for c in found if c.key not in why.errors]
     report("extract", 1, 1, f"{len(candidates) + len(extra)} candidates")
     emit_started = time.monotonic()

@@ -41,7 +41,7 @@ class BestKernel:
     @cached_property
     def _backend(self) -> Any:
         """The backend that calls kernels of this mode: it says what arguments they take and runs them."""
-        from axon_eg.backends.base import backend_for_mode
+        from axon_eg.targets import backend_for_mode
 
         return backend_for_mode(self.mode)
 

@@ -243,7 +243,7 @@ def hardware(hw: Any, name: str = "hw") -> None:
 def program_dtypes(program: Any, target: str = "triton") -> None:
     """Refuse, before phase 1, a program with a dtype the target cannot run or the measurement harness
     cannot check (DtypeError naming the input or output and its dtype)."""
-    from axon_eg.backends.base import backend_for
+    from axon_eg.targets import backend_for
 
     allowed, why = backend_for(target).program_dtypes()
     named = [(f"input {s.name!r}", s.dtype) for s in program.inputs]

@@ -13,6 +13,7 @@ from hypothesis import HealthCheck, assume, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 import axon_eg as ax  # noqa: E402
+from axon_eg.backends.triton.backend import TRITON  # noqa: E402
 from axon_eg.backends.triton.base import GroupKernel  # noqa: E402
 from axon_eg.backends.triton.emit import emit, lower_group  # noqa: E402
 from axon_eg.bundle import limits  # noqa: E402
@@ -22,7 +23,6 @@ from axon_eg.egraph.nugraph import (  # noqa: E402
     Variant,  # noqa: E402
 )
 from axon_eg.extract.candidates import Candidate, enumerate_candidates  # noqa: E402
-from axon_eg.extract.cost import cost  # noqa: E402
 from axon_eg.extract.fusion import plans  # noqa: E402
 from axon_eg.extract.tiling import Tiling  # noqa: E402
 from axon_eg.hw import load  # noqa: E402
@@ -48,7 +48,7 @@ def test_suite_program_top_candidate_matches_reference(entry, tmp_path):
     program = entry.bound(small=True)
     graph = NuGraph(program, [])
     graph.saturate(Limits(seconds=0.5))
-    cands, _ = enumerate_candidates(graph, H200, 2)
+    cands, _ = enumerate_candidates(graph, H200, 2, backend=TRITON)
     for i, c in enumerate(cands):
         kernel = emit(c, H200, f"k{i}")
         out = run_kernel(kernel, program, tmp_path)
@@ -235,7 +235,7 @@ def test_full_blocks_of_an_elementwise_kernel_load_and_store_unmasked(n, block, 
     program = b.build([b.emit("tanh", b.emit("mul", x, b.constant(0.5, fp32)))])
     plan = plans(program)[0]
     cand = Candidate(Variant(program, 0, 0, 0), plan, (Tiling(0, (("BLOCK", block), ("num_warps", 2))),), (), 0.0,
-                     cost(plan, (Tiling(0, (("BLOCK", block), ("num_warps", 2))),), H200))
+                     TRITON.cost(plan, (Tiling(0, (("BLOCK", block), ("num_warps", 2))),), H200))
     kernel = emit(cand, H200, "k")
     full = n // block * block
     if n % block and full:

@@ -15,10 +15,10 @@ from hypothesis import HealthCheck, assume, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 from axon_eg.backends.triton import conv_nhwc  # noqa: E402
+from axon_eg.backends.triton.backend import TRITON  # noqa: E402
 from axon_eg.backends.triton.emit import emit  # noqa: E402
 from axon_eg.errors import AxonError  # noqa: E402
 from axon_eg.extract.candidates import isa_choices  # noqa: E402
-from axon_eg.extract.cost import cost  # noqa: E402
 from axon_eg.extract.fusion import LIBRARY  # noqa: E402
 from axon_eg.extract.isa import LIBRARY_CALL, NHWC  # noqa: E402
 from axon_eg.hw import load  # noqa: E402
@@ -70,7 +70,7 @@ def test_channels_last_conv_matches_float64(spatial, batch, groups, cin, cout, s
     lib = next(gi for gi, g in enumerate(candidate_for(program).plan.groups) if g.kind == LIBRARY)
     cand = candidate_for(program, isa=((lib, NHWC),))
     assert conv_nhwc.core(cand.plan, lib) is not None
-    assert any(dict(c).get(lib) == NHWC for c in isa_choices(cand.plan, H200))
+    assert any(dict(c).get(lib) == NHWC for c in isa_choices(cand.plan, H200, TRITON))
     kernel = emit(cand, H200, "k")
     body = kernel.source.split("def kernel(")[1]
     assert "_nhwc_transpose[" in body and "channels_last" in body, kernel.source
@@ -87,7 +87,7 @@ def test_channels_last_is_a_choice_only_where_it_applies_and_is_measured():
     def choices(program, hw):
         cand = candidate_for(program)
         lib = next(gi for gi, g in enumerate(cand.plan.groups) if g.kind == LIBRARY)
-        return {dict(c).get(lib) for c in isa_choices(cand.plan, hw)}
+        return {dict(c).get(lib) for c in isa_choices(cand.plan, hw, TRITON)}
 
     conv2d = _conv_program(2, 2, 4, 6, (9, 7), 3, 1, 1, 1, 1, True, "mish_bias")
     assert choices(conv2d, H200) == {LIBRARY_CALL, NHWC}
@@ -107,14 +107,14 @@ def test_channels_last_cost_trades_the_rate_for_the_input_transpose():
     big = _conv_program(2, 64, 64, 128, (96, 96), 3, 1, 1, 1, 1, True, "mish_bias")
     cand = candidate_for(big)
     lib = next(gi for gi, g in enumerate(cand.plan.groups) if g.kind == LIBRARY)
-    nchw = cost(cand.plan, cand.tilings, H200, isa=((lib, LIBRARY_CALL),)).seconds
-    nhwc = cost(cand.plan, cand.tilings, H200, isa=((lib, NHWC),)).seconds
+    nchw = TRITON.cost(cand.plan, cand.tilings, H200, isa=((lib, LIBRARY_CALL),)).seconds
+    nhwc = TRITON.cost(cand.plan, cand.tilings, H200, isa=((lib, NHWC),)).seconds
     assert nhwc < 0.85 * nchw
     thin = _conv_program(2, 64, 2, 2, (256, 256), 1, 1, 0, 1, 1, False, "residual")
     cand = candidate_for(thin)
     lib = next(gi for gi, g in enumerate(cand.plan.groups) if g.kind == LIBRARY)
-    assert cost(cand.plan, cand.tilings, H200, isa=((lib, NHWC),)).seconds > \
-        cost(cand.plan, cand.tilings, H200, isa=((lib, LIBRARY_CALL),)).seconds
+    assert TRITON.cost(cand.plan, cand.tilings, H200, isa=((lib, NHWC),)).seconds > \
+        TRITON.cost(cand.plan, cand.tilings, H200, isa=((lib, LIBRARY_CALL),)).seconds
 
 
 @pytest.mark.slow
@@ -148,10 +148,10 @@ def test_a_window_kernel_reads_the_channels_last_conv_output(spatial, transposed
     assert found
     plan, conv_gi = found[-1]
     choices = ((conv_gi, NHWC), (conv_gi + 1, WINDOW))
-    assert any(set(choices) <= set(c) for c in isa_choices(plan, H200))
+    assert any(set(choices) <= set(c) for c in isa_choices(plan, H200, TRITON))
     cand = candidate_for(program, plan=plan, isa=choices)
-    kept = cost(plan, cand.tilings, H200, isa=choices).groups[conv_gi].bytes
-    back = cost(plan, cand.tilings, H200, isa=((conv_gi, NHWC), (conv_gi + 1, LIBRARY_CALL))).groups[conv_gi].bytes
+    kept = TRITON.cost(plan, cand.tilings, H200, isa=choices).groups[conv_gi].bytes
+    back = TRITON.cost(plan, cand.tilings, H200, isa=((conv_gi, NHWC), (conv_gi + 1, LIBRARY_CALL))).groups[conv_gi].bytes
     assert kept < back  # the output's transpose back is not charged
     kernel = emit(cand, H200, "k")
     body = kernel.source.split("def kernel(")[1]

@@ -22,7 +22,6 @@ from axon_eg.backends.triton.backend import TRITON  # noqa: E402
 from axon_eg.backends.triton.emit import emit  # noqa: E402
 from axon_eg.egraph.nugraph import Variant  # noqa: E402
 from axon_eg.extract.candidates import Candidate, isa_choices  # noqa: E402
-from axon_eg.extract.cost import cost  # noqa: E402
 from axon_eg.extract.fusion import MATMUL, plans  # noqa: E402
 from axon_eg.extract.isa import BLAS, BLAS_PADK, DOT, DOT_PERSISTENT, DOT_TMA, SDPA, TF32X3  # noqa: E402
 from axon_eg.extract.tiling import Tiling, space, tilings  # noqa: E402
@@ -70,8 +69,8 @@ def candidates(program: Program) -> list[Candidate]:
             options, _ = tilings(space(plan, gi, H200))
             t = options[0] if options else Tiling(gi, ())
             chosen.append(Tiling(gi, tuple({**dict(t.values), **SMALL}.items())) if g.kind == MATMUL else t)
-        for isa in isa_choices(plan, H200):
-            report = cost(plan, chosen, H200, isa=isa)
+        for isa in isa_choices(plan, H200, TRITON):
+            report = TRITON.cost(plan, chosen, H200, isa=isa)
             out.append(Candidate(Variant(program, 0, 0, 0), plan, tuple(chosen), isa, report.seconds, report))
     return out
 
@@ -146,7 +145,7 @@ def test_the_cost_model_prices_the_library_off_alignment_at_its_measured_rate():
         program = linear(3001, k, 5000, (), bf16, "none", True).expand()
         full = Tiling(0, tuple({"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "num_warps": 8,
                                  "num_stages": 3}.items()))  # a full tensor-core tile (SMALL's 16 rows pay)
-        return {dict(c.isa)[0]: cost(c.plan, [full], H200, isa=c.isa).seconds for c in candidates(program)
+        return {dict(c.isa)[0]: TRITON.cost(c.plan, [full], H200, isa=c.isa).seconds for c in candidates(program)
                 if len(c.plan.groups) == 1 and dict(c.isa).get(0) in (BLAS, BLAS_PADK, DOT)}
 
     off, on = price(2049), price(2048)
@@ -157,7 +156,7 @@ def test_the_cost_model_prices_the_library_off_alignment_at_its_measured_rate():
 
 
 def test_misaligned_operands_are_counted_through_views_and_not_when_computed_inside():
-    from axon_eg.extract.cost import misaligned_operands
+    from axon_eg.backends.triton.cost import misaligned_operands
 
     for k, transposed, want in ((2049, True, 2), (2049, False, 1), (2048, True, 0), (8, False, 0)):
         program = linear(33, k, 40, (), bf16, "bias", transposed).expand()
@@ -178,9 +177,9 @@ def test_persistent_kernel_loops_over_its_tiles(tmp_path):
 def test_tf32_is_a_choice_only_under_the_tf32_policy():
     program = linear(16, 16, 16, (), fp32, "bias", True).expand()
     plan = plans(program)[-1]
-    strict = {dict(c)[0] for c in isa_choices(plan, H200, "strict")}
-    ieee = {dict(c)[0] for c in isa_choices(plan, H200)}
-    tf32 = {dict(c)[0] for c in isa_choices(plan, H200, "tf32")}
+    strict = {dict(c)[0] for c in isa_choices(plan, H200, TRITON, "strict")}
+    ieee = {dict(c)[0] for c in isa_choices(plan, H200, TRITON)}
+    tf32 = {dict(c)[0] for c in isa_choices(plan, H200, TRITON, "tf32")}
     dots = {DOT, DOT_TMA, DOT_PERSISTENT}
     assert strict == dots | {BLAS} and tf32 == {o + "/tf32" for o in strict}
     assert ieee == strict | {o + TF32X3 for o in dots}  # fp32 accuracy: the 3xTF32 split, not the library's
@@ -215,7 +214,7 @@ def test_the_3xtf32_split_is_emitted_and_matches_float64(m, k, n, transposed, ep
 def test_a_right_operand_with_n_contiguous_is_copied_transposed_for_3xtf32(tmp_path):
     """3xTF32 reads the right operand with K contiguous: an nn.Linear weight as stored, a K x N operand from a
     transposed copy made first (charged to the cost model, run by the kernel's host function)."""
-    from axon_eg.extract.cost import right_copy_seconds, right_k_major
+    from axon_eg.backends.triton.cost import right_copy_seconds, right_k_major
 
     for transposed in (True, False):
         program = linear(64, 48, 32, (), fp32, "bias", transposed).expand()

@@ -14,6 +14,7 @@ from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 from axon_eg.backends.triton import gemv_splitk  # noqa: E402
+from axon_eg.backends.triton.backend import TRITON  # noqa: E402
 from axon_eg.backends.triton.emit import emit  # noqa: E402
 from axon_eg.extract.fusion import plans  # noqa: E402
 from axon_eg.extract.tiling import reduced_operand, space, tilings  # noqa: E402
@@ -59,7 +60,7 @@ def test_suite_sum_matmul_after_the_rewrite_is_one_split_k_group(tmp_path):
 
     for small in (False, True):
         program = suite.get("sum_matmul").bound(small=small)
-        found, _ = enumerate_candidates(_saturated(program, 2.0), H200, 6, fallback=runs_as_torch)
+        found, _ = enumerate_candidates(_saturated(program, 2.0), H200, 6, backend=TRITON, fallback=runs_as_torch)
         fused = [c for c in found if c.plan.name == "matmul" and "SPLIT_K" in dict(c.tilings[0].values)]
         assert fused and any(c.plan.name == "reduction+matmul" for c in found)
         kernel = emit(fused[0], H200, "c0")

@@ -14,7 +14,6 @@ from benchmarks import suite  # noqa: E402
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from axon_eg.backends.base import backend_for, backend_for_hw  # noqa: E402
 from axon_eg.backends.triton import attention, blas, elementwise, emit, gemv_splitk, layout, matmul, reduction, scan, sdpa  # noqa: E402
 from axon_eg.backends.triton.backend import TRITON  # noqa: E402
 from axon_eg.backends.triton.base import GroupKernel, NotLowerable  # noqa: E402
@@ -24,6 +23,7 @@ from axon_eg.extract.tiling import space, tilings  # noqa: E402
 from axon_eg.hw import load  # noqa: E402
 from axon_eg.ir import ops as O  # noqa: E402
 from axon_eg.ir.dtypes import bf16, fp16, fp32, fp64  # noqa: E402
+from axon_eg.targets import backend_for, backend_for_hw  # noqa: E402
 from axon_eg.testing.strategies import programs  # noqa: E402
 
 HW = {name: load(name) for name in ("h200", "intel-xe2")}
@@ -46,7 +46,7 @@ def test_lowers_agrees_with_lower_group(program, hw_name, data):
     hw = HW[hw_name]
     found = list(plans(program))
     for plan in data.draw(st.lists(st.sampled_from(found), min_size=1, max_size=3, unique_by=lambda p: p.name)):
-        isas = sorted({dict(c).get(gi) for c in isa_choices(plan, hw) for gi in range(len(plan.groups))} | {None},
+        isas = sorted({dict(c).get(gi) for c in isa_choices(plan, hw, TRITON) for gi in range(len(plan.groups))} | {None},
                       key=str)
         others = [t for gj in range(len(plan.groups)) for t in tilings(space(plan, gj, hw))[0][:2]]
         for gi in range(len(plan.groups)):
@@ -63,7 +63,7 @@ def test_lowers_agrees_on_the_suite(name):
     hw = HW["h200"]
     program = suite.get(name).bound(small=True)
     for plan in [*plans(program), *(d for p in plans(program) for d in TRITON.derived_plans(p))]:
-        isas = sorted({dict(c).get(gi) for c in isa_choices(plan, hw) for gi in range(len(plan.groups))} | {None},
+        isas = sorted({dict(c).get(gi) for c in isa_choices(plan, hw, TRITON) for gi in range(len(plan.groups))} | {None},
                       key=str)
         for gi in range(len(plan.groups)):
             for tiling in [None, *tilings(space(plan, gi, hw))[0][:4]]:
@@ -92,7 +92,7 @@ def test_the_probe_does_not_emit_source_where_check_decides(monkeypatch):
     for name in ("silu", "gelu_mul", "add", "gqa"):
         g = NuGraph(suite.get(name).bound(small=True), ())
         g.saturate(Limits(seconds=0.3))
-        found, _ = enumerate_candidates(g, hw, 4, fallback=backend.fallback(hw))
+        found, _ = enumerate_candidates(g, hw, 4, backend=backend, fallback=backend.fallback(hw))
         assert found
         if name != "gqa":  # element-wise only: nothing is lowered
             assert calls == [], (name, calls)

@@ -20,9 +20,9 @@ from hypothesis import strategies as st  # noqa: E402
 import axon_eg as ax  # noqa: E402
 from axon_eg.backends.kernel import input_specs  # noqa: E402
 from axon_eg.backends.triton.base import GroupKernel  # noqa: E402
+from axon_eg.backends.triton.cost import GROUP_SIZE_M  # noqa: E402
 from axon_eg.backends.triton.emit import emit, lower_group  # noqa: E402
 from axon_eg.bundle import reference_arrays  # noqa: E402
-from axon_eg.extract.cost import GROUP_SIZE_M  # noqa: E402
 from axon_eg.extract.fusion import MATMUL, plans  # noqa: E402
 from axon_eg.extract.tiling import Tiling  # noqa: E402
 from axon_eg.hw import load  # noqa: E402

@@ -12,10 +12,10 @@ os.environ.setdefault("TRITON_INTERPRET", "1")
 from hypothesis import HealthCheck, assume, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
+from axon_eg.backends.triton.backend import TRITON  # noqa: E402
 from axon_eg.backends.triton.emit import emit, window_pool  # noqa: E402
 from axon_eg.errors import AxonError  # noqa: E402
 from axon_eg.extract.candidates import isa_choices  # noqa: E402
-from axon_eg.extract.cost import cost  # noqa: E402
 from axon_eg.extract.fusion import LIBRARY  # noqa: E402
 from axon_eg.extract.isa import LIBRARY_CALL, WINDOW  # noqa: E402
 from axon_eg.hw import load  # noqa: E402
@@ -80,7 +80,7 @@ def test_window_pooling_matches_float64(pool, batch, channels, dtype, prologue, 
     lib = next(gi for gi, p in enumerate(candidate_for(program).plan.groups) if p.kind == LIBRARY)
     cand = candidate_for(program, isa=((lib, WINDOW),))
     assert window_pool(cand.plan, lib) is not None
-    assert any(dict(c).get(lib) == WINDOW for c in isa_choices(cand.plan, H200))
+    assert any(dict(c).get(lib) == WINDOW for c in isa_choices(cand.plan, H200, TRITON))
     kernel = emit(cand, H200, "k")
     assert "torch.nn.functional" not in kernel.source.split("def kernel(")[1], kernel.source
     out = run_kernel(kernel, program, tmp_path)
@@ -97,8 +97,8 @@ def test_the_library_call_pays_torch_pooling_rate_and_its_epilogue_pass():
     program = b.build([y]).expand()
     cand = candidate_for(program)
     gi = next(g for g, p in enumerate(cand.plan.groups) if p.kind == LIBRARY)
-    lib = cost(cand.plan, cand.tilings, H200, isa=((gi, LIBRARY_CALL),)).seconds
-    win = cost(cand.plan, cand.tilings, H200, isa=((gi, WINDOW),)).seconds
+    lib = TRITON.cost(cand.plan, cand.tilings, H200, isa=((gi, LIBRARY_CALL),)).seconds
+    win = TRITON.cost(cand.plan, cand.tilings, H200, isa=((gi, WINDOW),)).seconds
     assert win * 2 < lib
 
 
@@ -108,7 +108,7 @@ def test_window_tilings_keep_their_loads_in_flight_per_thread(spatial, k, big, k
     """A pooling window computed by our kernel loads each of its positions per output element: the first-
     ranked tiling keeps window positions x elements per thread within the hardware file's bound whenever
     some tiling does (a 3x3x3 max pool measured 366 us at one element per thread, 878 at 16)."""
-    from axon_eg.extract import cost as cost_module
+    from axon_eg.backends.triton import cost as cost_module
     from axon_eg.extract.candidates import rank_tilings
     from axon_eg.extract.fusion import plans
 
@@ -118,7 +118,7 @@ def test_window_tilings_keep_their_loads_in_flight_per_thread(spatial, k, big, k
     plan = plans(b.build([y]).expand())[0]
     taps, limit = k ** spatial, H200.value("costs.window_loads_per_thread")
     assert cost_module.window_taps(plan, 0) == taps
-    ranked = rank_tilings(plan, 0, H200)
+    ranked = rank_tilings(plan, 0, H200, TRITON.group_cost)
     per_thread = [max(1, t.typed.BLOCK // (t.typed.num_warps * 32)) for t in ranked]
     if any(taps * p <= limit for p in per_thread):
         assert taps * per_thread[0] <= limit, (taps, ranked[0].values)
@@ -158,7 +158,7 @@ def test_a_poolings_producers_move_into_its_window(pool, batch, channels, act, s
     plan = derived[-1]
     lib = next(gi for gi, g in enumerate(plan.groups) if g.kind == LIBRARY)
     assert {program.nodes[n].op for n in window_producers(plan, lib)} == {"add", act}
-    assert [dict(c).get(lib) for c in isa_choices(plan, H200)] == [WINDOW] * len(isa_choices(plan, H200))
+    assert [dict(c).get(lib) for c in isa_choices(plan, H200, TRITON)] == [WINDOW] * len(isa_choices(plan, H200, TRITON))
     cand = candidate_for(program, plan=plan, isa=((lib, WINDOW),))
     kernel = emit(cand, H200, "k")
     assert kernel.source.count("@triton.jit") == 1, kernel.source

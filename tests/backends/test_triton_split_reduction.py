@@ -15,12 +15,12 @@ import pytest  # noqa: E402
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
+from axon_eg.backends.triton.backend import TRITON  # noqa: E402
 from axon_eg.backends.triton.base import NotLowerable  # noqa: E402
 from axon_eg.backends.triton.emit import emit  # noqa: E402
 from axon_eg.backends.triton.reduction import CHUNK_WEIGHT, check  # noqa: E402
 from axon_eg.egraph.nugraph import Variant  # noqa: E402
 from axon_eg.extract.candidates import Candidate  # noqa: E402
-from axon_eg.extract.cost import cost  # noqa: E402
 from axon_eg.extract.fusion import REDUCTION, plans  # noqa: E402
 from axon_eg.extract.templates import RowsTile  # noqa: E402
 from axon_eg.extract.tiling import Tiling, space, tilings  # noqa: E402
@@ -52,7 +52,7 @@ def split_candidate(program: Program, split: int, block_n: int = 16) -> Candidat
     options, _ = tilings(space(plan, 0, H200))
     base = dict(options[0].values) if options else {}
     t = Tiling(0, tuple({**base, "BLOCK_N": block_n, "ROWS_PER_PROGRAM": 1, "num_warps": 1, "SPLIT": split}.items()))
-    report = cost(plan, (t,), H200)
+    report = TRITON.cost(plan, (t,), H200)
     return Candidate(Variant(program, 0, 0, 0), plan, (t,), (), report.seconds, report)
 
 
@@ -81,7 +81,7 @@ def test_a_full_reduction_to_one_scalar_is_split_to_fill_the_gpu():
 
     def predicted(split: int) -> float:
         t = Tiling(0, (("BLOCK_N", 8192), ("ROWS_PER_PROGRAM", 1), ("num_warps", 16), ("SPLIT", split)))
-        return cost(plan, (t,), H200).seconds
+        return TRITON.cost(plan, (t,), H200).seconds
 
     assert predicted(1) > 0.1 and predicted(512) < 2.5e-3
 
@@ -112,7 +112,7 @@ def test_what_a_split_cannot_compute_is_refused_with_its_reason(what, make):
 def column_candidate(program: Program, rows: int, block_n: int, split: int = 1) -> Candidate:
     plan = next(p for p in plans(program) if len(p.groups) == 1 and p.groups[0].kind == REDUCTION)
     t = Tiling(0, (("BLOCK_N", block_n), ("ROWS_PER_PROGRAM", rows), ("num_warps", 1), ("SPLIT", split)))
-    report = cost(plan, (t,), H200)
+    report = TRITON.cost(plan, (t,), H200)
     return Candidate(Variant(program, 0, 0, 0), plan, (t,), (), report.seconds, report)
 
 
@@ -251,7 +251,7 @@ def test_dependent_reductions_of_one_tensor_split_into_levels(shape, split, tmp_
         base = dict(options[0].values) if options else {}
         chosen.append(Tiling(gi, tuple({**base, "BLOCK_N": 16, "ROWS_PER_PROGRAM": 1, "num_warps": 1,
                                         "SPLIT": split}.items())))
-    report = cost(plan, tuple(chosen), H200)
+    report = TRITON.cost(plan, tuple(chosen), H200)
     kernel = emit(Candidate(Variant(program, 0, 0, 0), plan, tuple(chosen), (), report.seconds, report), H200, "k")
     out = run_kernel(kernel, program, tmp_path)
     assert out.status == "ok", f"{out.error}\n{kernel.source}"
@@ -388,4 +388,4 @@ def test_a_split_norm_reads_its_rows_twice_from_hbm():
     plan = next(p for p in plans(program) if len(p.groups) == 1)
     t = Tiling(0, (("BLOCK_N", 4096), ("ROWS_PER_PROGRAM", 1), ("num_warps", 16), ("SPLIT", 64)))
     x = 8 * 96 * 181 * 179 * 4
-    assert cost(plan, (t,), H200).bytes >= 3 * x
+    assert TRITON.cost(plan, (t,), H200).bytes >= 3 * x

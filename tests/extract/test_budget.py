@@ -45,7 +45,7 @@ def test_random_enumeration_stays_within_its_budget_and_keeps_the_one_group_per_
                                                                                        k) -> None:
     budget = Budget(variants=2, structural=1, isa_combos=combos, families=families, tilings_per_group=2)
     graph = _graph(program)
-    ranked, summary = enumerate_all(graph, H200, k, budget=budget, fallback=TRITON.fallback(H200))
+    ranked, summary = enumerate_all(graph, H200, k, budget=budget, backend=TRITON, fallback=TRITON.fallback(H200))
     assert summary.variants <= budget.variants + budget.structural + 1  # + the program as written
     per_plan = Counter((c.variant.program.hash, tuple(g.nodes for g in c.plan.groups)) for c in ranked)
     heads = Counter((c.variant.program.hash, tuple(g.nodes for g in c.plan.groups), c.isa) for c in ranked)
@@ -77,8 +77,8 @@ def _wide_mlp(x: ax.Tensor["M", "D", ax.fp32], w1: ax.Tensor["D", "H", ax.fp32],
 def test_a_wide_program_is_enumerated_within_its_budget_deterministically() -> None:
     runs = []
     for _ in range(2):
-        ranked, summary = enumerate_all(_graph(_wide_mlp, 4), H200, 4, fallback=TRITON.fallback(H200))
-        cands, _ = enumerate_candidates(_graph(_wide_mlp, 4), H200, 4, fallback=TRITON.fallback(H200))
+        ranked, summary = enumerate_all(_graph(_wide_mlp, 4), H200, 4, backend=TRITON, fallback=TRITON.fallback(H200))
+        cands, _ = enumerate_candidates(_graph(_wide_mlp, 4), H200, 4, backend=TRITON, fallback=TRITON.fallback(H200))
         runs.append(([c.key for c in ranked], [c.key for c in cands], summary.counts()))
         assert summary.isa_pruned > 0  # the product was past the budget
         budget = Budget.for_program(_wide_mlp)

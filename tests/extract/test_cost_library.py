@@ -10,7 +10,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from torch.utils.flop_counter import FlopCounterMode
 
-from axon_eg.extract.cost import _library_op_peak, gpu_group_cost, group_traffic
+from axon_eg.backends.triton.cost import gpu_group_cost, library_op_peak
+from axon_eg.extract.cost import group_traffic
 from axon_eg.extract.fusion import LIBRARY, plans
 from axon_eg.hw import load
 from axon_eg.ir.dtypes import bf16, fp32
@@ -46,5 +47,5 @@ def test_a_convolution_costs_its_multiply_adds_as_torch_counts_them(n, transpose
     which = ("library_conv_grouped_fp32" if groups > 1 else "library_conv_fp32") if dtype is fp32 else "bf16"
     rate = H200.value(f"compute.measured_peak.{which}")
     lib = next(i for i in plan.groups[gi].nodes if plan.program.nodes[i].op == op)
-    assert _library_op_peak(plan, gi, lib, H200) == rate
+    assert library_op_peak(plan, gi, lib, H200) == rate
     assert gpu_group_cost(plan, gi, None, H200).seconds >= mm / rate

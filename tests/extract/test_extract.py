@@ -9,14 +9,16 @@ from benchmarks.suite import SUITE, get
 from hypothesis import given, settings
 
 import axon_eg as ax
+from axon_eg.backends.triton.backend import TRITON
 from axon_eg.egraph.nugraph import Limits, NuGraph
 from axon_eg.extract.candidates import enumerate_candidates
-from axon_eg.extract.cost import calibrate, cost, spearman
+from axon_eg.extract.cost import calibrate, spearman
 from axon_eg.extract.fusion import node_kind, plans
 from axon_eg.extract.tiling import space, tilings
 from axon_eg.hw import load
 from axon_eg.ir import ops as O
 from axon_eg.rules_discovered.store import load_rules
+from axon_eg.targets import backend_for_hw
 from axon_eg.testing.strategies import programs
 
 TARGETS = ["h200", "h100", "intel-xe2", "trn1", "trn2"]
@@ -116,10 +118,10 @@ def _best(plan, hw):
     for gi in range(len(plan.groups)):
         options = tilings(space(plan, gi, hw))[0]
         def alone(t, gi=gi):
-            return cost(plan, [None] * gi + [t] + [None] * (len(plan.groups) - gi - 1), hw).groups[gi].seconds
+            return backend_for_hw(hw).cost(plan, [None] * gi + [t] + [None] * (len(plan.groups) - gi - 1), hw).groups[gi].seconds
 
         chosen.append(min(options, key=alone) if options else None)
-    return cost(plan, chosen, hw)
+    return backend_for_hw(hw).cost(plan, chosen, hw)
 
 
 @pytest.mark.parametrize("target", ["h200", "trn2"])
@@ -186,7 +188,7 @@ def test_enumerate_candidates_is_deterministic_and_ordered(target: str) -> None:
     for _ in range(2):
         graph = NuGraph(program, load_rules())
         graph.saturate(Limits(iterations=6))
-        cands, summary = enumerate_candidates(graph, target, k=6)
+        cands, summary = enumerate_candidates(graph, target, k=6, backend=backend_for_hw(load(target)))
         runs.append([c.key for c in cands])
         assert [c.predicted_seconds for c in cands] == sorted(c.predicted_seconds for c in cands)
         assert summary.kept == len(cands) <= 6 and summary.candidates >= len(cands)
@@ -200,7 +202,7 @@ def test_every_suite_program_gets_candidates_on_every_target() -> None:
     for entry in SUITE:
         graph = NuGraph(entry.bound(small=False))
         for target in TARGETS:
-            cands, _ = enumerate_candidates(graph, target, k=2, variants=1)
+            cands, _ = enumerate_candidates(graph, target, k=2, backend=backend_for_hw(load(target)), variants=1)
             assert cands, f"{entry.name} on {target}: no candidate"
             assert {node_kind(n.op) for n in cands[0].variant.program.nodes} - {None}
 
@@ -212,7 +214,7 @@ def test_rmsnorm_matmul_on_trn2_overlaps_the_norm_with_the_tensor_engine() -> No
     program = get("rmsnorm_matmul").bound(small=False)
     graph = NuGraph(program, load_rules())
     graph.saturate(Limits(seconds=1))
-    candidates, _ = enumerate_candidates(graph, load("trn2"), 8)
+    candidates, _ = enumerate_candidates(graph, load("trn2"), 8, backend=backend_for_hw(load("trn2")))
     best = candidates[0]
     assert best.plan.name == "matmul"
     tensor = [i for i in best.report.timeline if i.engine == "tensor"]
@@ -237,7 +239,7 @@ def test_hopeless_candidates_get_no_measured_slot() -> None:
     program = b.build([b.emit("relu", b.emit("matmul", x, b.emit("transpose", w, perm=(1, 0))))])
     graph = NuGraph(program, load_rules())
     graph.saturate(Limits(iterations=4))
-    cands, summary = enumerate_candidates(graph, "h200", k=6)
+    cands, summary = enumerate_candidates(graph, "h200", k=6, backend=TRITON)
     kinds = {base(i) for c in cands for _, i in c.isa}
     fastest = min(c.predicted_seconds for c in cands)
     assert summary.hopeless > 0 and not kinds & {DOT_TMA, DOT_PERSISTENT} and DOT in kinds, kinds
@@ -256,7 +258,7 @@ def test_every_measured_slot_first_teaches_a_new_group_and_isa_pair(name: str, k
     program = get(name).bound(small=False)
     graph = NuGraph(program, load_rules())
     graph.saturate(Limits(iterations=6))
-    cands, _ = enumerate_candidates(graph, "h200", k=k)
+    cands, _ = enumerate_candidates(graph, "h200", k=k, backend=TRITON)
     assert len(cands) == k
     pairs = [_teaches(c) for c in cands]
     new = [c for c, p in zip(cands, pairs) if not p <= set().union(*(q for q in pairs if q is not p))]
@@ -279,7 +281,7 @@ def test_a_fused_statistic_prologue_is_charged_its_measured_rate(name: str) -> N
 
     graph = NuGraph(get(name).bound(small=False), load_rules())
     graph.saturate(Limits(iterations=6))
-    cands, _ = enumerate_candidates(graph, "h200", k=6)
+    cands, _ = enumerate_candidates(graph, "h200", k=6, backend=TRITON)
     first = cands[0]
     assert first.plan.name == "reduction+matmul" and [base(i) for _, i in first.isa] == [BLAS]
     fused = [c for c in cands if c.plan.name == "matmul"]
@@ -316,7 +318,7 @@ def test_split_gemm_epilogues_merge_into_one_elementwise_kernel() -> None:
 def test_a_matmul_pays_for_its_last_wave_at_any_wave_count() -> None:
     """688 output tiles of 128 x 256 on 132 SMs are 5.2 waves; the sixth is mostly idle SMs and costs a
     whole tile's time: the model charges it for matmul tiles at any wave count."""
-    from axon_eg.extract.cost import _wave_efficiency
+    from axon_eg.backends.triton.cost import wave_efficiency
     from axon_eg.extract.templates import MatmulTile, template_for, tile_of
 
     @ax.program(M=2048, K=4096, N=11008)
@@ -333,7 +335,7 @@ def test_a_matmul_pays_for_its_last_wave_at_any_wave_count() -> None:
         assert isinstance(tile, MatmulTile)
         programs, slots = tile.programs(plan, 0), units * tile.blocks_per_sm(hw)
         want = programs / (math.ceil(programs / slots) * slots)
-        assert _wave_efficiency(plan, 0, tile, hw, units) == pytest.approx(want)
+        assert wave_efficiency(plan, 0, tile, hw, units) == pytest.approx(want)
         charged += programs >= 4 * slots and want < 1
     assert charged  # some tilings have four waves or more and a partial last one
 

@@ -17,8 +17,9 @@ from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 from axon_eg import hw  # noqa: E402
+from axon_eg.backends.triton import cost as cost_module  # noqa: E402
+from axon_eg.backends.triton.backend import TRITON  # noqa: E402
 from axon_eg.egraph.nugraph import DEFAULT_FLOPS_PER_BYTE, flops_per_byte  # noqa: E402
-from axon_eg.extract import cost as cost_module  # noqa: E402
 from axon_eg.extract import templates as T  # noqa: E402
 from axon_eg.extract.candidates import _tie_break, group_cost, isa_choices, rank_tilings  # noqa: E402
 from axon_eg.extract.fusion import MATMUL, REDUCTION, FusionPlan, Group, plans  # noqa: E402
@@ -62,7 +63,7 @@ def test_the_gemv_and_split_k_decision_has_one_home():
     h200 = hw.load("h200")
     assert T.template_for(split, 0, h200) is T.SplitKTile and T.template_for(plain, 0, h200) is T.GemvTile
     assert T.is_gemv(split, 0) and T.is_gemv(plain, 0) and T.reduced_operand(split, 0)
-    assert isa_choices(plain, h200) == [((0, "fma_reduce"),), ((0, "blas"),)]  # a GEMV or the library
+    assert isa_choices(plain, h200, TRITON) == [((0, "fma_reduce"),), ((0, "blas"),)]  # a GEMV or the library
     program = get("matmul").bound(small=False).expand()
     plan = plans(program)[-1]
     assert not T.is_gemv(plan, 0) and T.template_for(plan, 0, h200) is T.MatmulTile
@@ -113,10 +114,11 @@ def test_the_ranking_api_is_the_enumerators_order():
     plan = plans(get("rmsnorm_matmul").bound(small=False).expand())[-1]
     for gi in range(len(plan.groups)):
         options, _ = tilings(space(plan, gi, h200))
-        ranked = rank_tilings(plan, gi, h200)
-        raw = rank_tilings(plan, gi, h200, bucketed=False)
+        ranked = rank_tilings(plan, gi, h200, TRITON.group_cost)
+        raw = rank_tilings(plan, gi, h200, TRITON.group_cost, bucketed=False)
         assert sorted(ranked, key=lambda t: t.values) == sorted(options, key=lambda t: t.values)
-        assert [group_cost(plan, gi, t, h200) for t in raw] == sorted(group_cost(plan, gi, t, h200) for t in options)
+        costs = [group_cost(plan, gi, t, h200, TRITON) for t in raw]
+        assert costs == sorted(group_cost(plan, gi, t, h200, TRITON) for t in options)
         assert _tie_break(ranked[0], plan.groups[gi].kind) == ranked[0].typed.tie_break(32)
 
 
@@ -171,14 +173,14 @@ def test_one_pass_column_reductions_pay_for_warps_along_the_reduced_axis(outer, 
     if along >= limit and cost_module.reduced_axis_warps(dataclasses.replace(tile, num_warps=2 * warps),
                                                           dtype.itemsize) > along:
         assert two > one
-    assert cost_module._cross_warp_efficiency(single, 0, dataclasses.replace(tile, num_warps=16), spec) == 1.0
+    assert cost_module.cross_warp_efficiency(single, 0, dataclasses.replace(tile, num_warps=16), spec) == 1.0
     chunk = T.RowsTile(BLOCK_N=max(1, block // 4), ROWS_PER_PROGRAM=rows, num_warps=16)  # a chunk loop: not charged
-    assert cost_module._cross_warp_efficiency(plan, 0, chunk, spec) == 1.0
+    assert cost_module.cross_warp_efficiency(plan, 0, chunk, spec) == 1.0
     row = Builder("rowsum")
     y = row.input("y", (outer, inner, cols), dtype)
     rp = row.build(row.emit("sum", y, axes=(2,), keepdims=False)).expand()
     row_plan = FusionPlan(rp, (Group(REDUCTION, tuple(i for i, n in enumerate(rp.nodes) if n.op != "input")),))
-    assert cost_module._cross_warp_efficiency(row_plan, 0, dataclasses.replace(tile, num_warps=16), spec) == 1.0
+    assert cost_module.cross_warp_efficiency(row_plan, 0, dataclasses.replace(tile, num_warps=16), spec) == 1.0
 
 
 @settings(max_examples=30, deadline=None)
@@ -194,7 +196,7 @@ def test_column_reductions_pay_for_short_contiguous_runs(outer, cols, inner, row
     program = b.build(b.emit("sum", x, axes=(1,), keepdims=False)).expand()
     plan = FusionPlan(program, (Group(REDUCTION, tuple(i for i, n in enumerate(program.nodes) if n.op != "input")),))
     rows = 2 ** rows_log
-    short, long = (cost_module._column_run_efficiency(plan, 0, T.RowsTile(BLOCK_N=16, ROWS_PER_PROGRAM=r, num_warps=4),
+    short, long = (cost_module.column_run_efficiency(plan, 0, T.RowsTile(BLOCK_N=16, ROWS_PER_PROGRAM=r, num_warps=4),
                                                       spec) for r in (rows, 2 * rows))
     run = min(rows, inner) * dtype.itemsize
     full = spec.value("costs.column_run_bytes")
@@ -208,7 +210,7 @@ def test_column_reductions_pay_for_short_contiguous_runs(outer, cols, inner, row
     y = row.input("y", (outer, inner, cols), dtype)
     rp = row.build(row.emit("sum", y, axes=(2,), keepdims=False)).expand()
     row_plan = FusionPlan(rp, (Group(REDUCTION, tuple(i for i, n in enumerate(rp.nodes) if n.op != "input")),))
-    assert cost_module._column_run_efficiency(row_plan, 0, T.RowsTile(BLOCK_N=16, ROWS_PER_PROGRAM=rows,
+    assert cost_module.column_run_efficiency(row_plan, 0, T.RowsTile(BLOCK_N=16, ROWS_PER_PROGRAM=rows,
                                                                       num_warps=4), spec) == 1.0
 
 
@@ -231,10 +233,10 @@ def test_tensor_core_tiles_under_64_rows_are_charged_their_fraction(m, block_m, 
     isa = DOT + {"bf16": "", "fp32 3xtf32": TF32X3, "fp32 tf32": TF32, "fp32 ieee": ""}[kind]
     tile = dataclasses.replace(T.MatmulTile.of(), BLOCK_M=block_m)
     rows = spec.value("costs.tensor_core_min_rows")
-    got = cost_module._short_tile_efficiency(plan, 0, tile, spec, isa)
+    got = cost_module.short_tile_efficiency(plan, 0, tile, spec, isa)
     charged = kind != "fp32 ieee" and m >= rows and block_m < rows
     assert got == (block_m / rows if charged else 1.0)
-    assert cost_module._short_tile_efficiency(plan, 0, tile, spec, BLAS) == 1.0
+    assert cost_module.short_tile_efficiency(plan, 0, tile, spec, BLAS) == 1.0
 
 
 def _one_group(program) -> FusionPlan:
@@ -257,14 +259,14 @@ def test_one_pass_dependent_row_reductions_pay_for_their_warps(rows, cols, warps
     warps = 2 ** warps_log
     block = T.next_pow2(cols)
     tile = T.RowsTile(BLOCK_N=block, ROWS_PER_PROGRAM=rows_pp, num_warps=warps)
-    eff = cost_module._row_warp_efficiency(plan, 0, tile, spec)
+    eff = cost_module.row_warp_efficiency(plan, 0, tile, spec)
     limit, exponent = spec.value("costs.row_reduction_warps"), spec.value("costs.row_reduction_warps_exponent")
     assert eff == pytest.approx(min(1.0, limit / warps) ** exponent)
-    assert cost_module._row_warp_efficiency(plan, 0, dataclasses.replace(tile, num_warps=2 * warps), spec) <= eff
-    assert cost_module._row_warp_efficiency(single, 0, tile, spec) == 1.0
+    assert cost_module.row_warp_efficiency(plan, 0, dataclasses.replace(tile, num_warps=2 * warps), spec) <= eff
+    assert cost_module.row_warp_efficiency(single, 0, tile, spec) == 1.0
     if cols > 16:
         chunked = T.RowsTile(BLOCK_N=max(1, block // 4), ROWS_PER_PROGRAM=rows_pp, num_warps=16)
-        assert cost_module._row_warp_efficiency(plan, 0, chunked, spec) == 1.0
+        assert cost_module.row_warp_efficiency(plan, 0, chunked, spec) == 1.0
 
 
 @settings(max_examples=30, deadline=None)
@@ -288,14 +290,14 @@ def test_chunk_loops_pay_for_the_accumulators_they_carry(rows, cols, warps_log, 
     assert cost_module.loop_vectors(plan, 0) == (3 if welford else 1)
     warps, block = 2 ** warps_log, 2 ** block_log
     tile = T.RowsTile(BLOCK_N=block, ROWS_PER_PROGRAM=1, num_warps=warps)
-    eff = cost_module._loop_register_efficiency(plan, 0, tile, spec)
+    eff = cost_module.loop_register_efficiency(plan, 0, tile, spec)
     registers = block / (warps * 32) * (3 if welford else 1)
     limit, exponent = spec.value("costs.loop_accumulator_registers"), spec.value("costs.loop_accumulator_exponent")
     assert eff == pytest.approx(min(1.0, limit / registers) ** exponent)
     if 2 * block < cols:  # still a chunk loop
-        assert cost_module._loop_register_efficiency(plan, 0, dataclasses.replace(tile, BLOCK_N=2 * block), spec) <= eff
+        assert cost_module.loop_register_efficiency(plan, 0, dataclasses.replace(tile, BLOCK_N=2 * block), spec) <= eff
     whole = T.RowsTile(BLOCK_N=T.next_pow2(cols), ROWS_PER_PROGRAM=1, num_warps=warps)
-    assert cost_module._loop_register_efficiency(plan, 0, whole, spec) == 1.0
+    assert cost_module.loop_register_efficiency(plan, 0, whole, spec) == 1.0
 
 
 @given(block_log=st.integers(7, 14), warps_log=st.integers(0, 4))

@@ -2,14 +2,14 @@
 
 A backend is one code generator with its cost model and its phase 2: Triton for GPUs
 (:mod:`axon_eg.backends.triton.backend`), NKI for Trainium (:mod:`axon_eg.backends.nki.backend`).
-:func:`backend_for` (a target name) and :func:`backend_for_hw` (a hardware description) are the only
-ways in; no module outside ``backends/`` branches on the target or on the hardware kind.
+:mod:`axon_eg.targets` holds the registry (``backend_for``: a target name, ``backend_for_hw``: a hardware
+description), above the pipeline that asks it; no module outside ``backends/`` branches on the target or on
+the hardware kind, and a layer below the pipeline (``extract/``, ``egraph/``) is handed its backend.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -126,34 +126,4 @@ class Backend(Protocol):
         ...
 
 
-@cache
-def backends() -> dict[str, Backend]:
-    """Every backend by target name (explicit imports; the modules load on first use)."""
-    from axon_eg.backends.nki.backend import NKI
-    from axon_eg.backends.triton.backend import TRITON
-
-    return {TRITON.name: TRITON, NKI.name: NKI}
-
-
-def backend_for(target: str) -> Backend:
-    """The backend of a target name; KeyError for an unknown one (the pipeline words its own error)."""
-    return backends()[target]
-
-
-def backend_for_hw(hw: HardwareSpec) -> Backend:
-    """The backend that generates code for ``hw`` (the first that accepts it)."""
-    found = next((b for b in backends().values() if b.accepts(hw)), None)
-    if found is None:
-        raise KeyError(f"no backend for {hw.name!r} ({hw.kind})")
-    return found
-
-
-def backend_for_mode(mode: str) -> Backend:
-    """The backend whose kernels are called in ``mode`` (``Kernel.mode``: "dps", "return", "nki")."""
-    found = next((b for b in backends().values() if mode in b.kernel_modes), None)
-    if found is None:
-        raise KeyError(f"no backend calls kernels of mode {mode!r}")
-    return found
-
-
-__all__ = ["TARGETS", "Backend", "Fallback", "backend_for", "backend_for_hw", "backend_for_mode", "backends"]
+__all__ = ["TARGETS", "Backend", "Fallback"]

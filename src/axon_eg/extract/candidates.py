@@ -11,16 +11,17 @@ cost alone.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
+from axon_eg.backends.base import Backend
 from axon_eg.backends.base import Fallback as BackendFallback
-from axon_eg.backends.base import backend_for_hw
 from axon_eg.egraph.nugraph import NuGraph, Variant
 from axon_eg.hw import HardwareSpec, load
 from axon_eg.ir import ops as O
 from axon_eg.ir.program import Program, with_names
 
-from .cost import CostReport, cost
+from .cost import CostReport
 from .fusion import FusionPlan, plans
 from .isa import base, is_blas
 from .templates import LAUNCH_KNOBS, Tile, Tiling, knobs, recover, template_for, tile_of
@@ -74,10 +75,10 @@ def error_line(exc: BaseException) -> str:
     return text + (f" ({'; '.join(notes)})" if notes else "")
 
 
-def isa_options(plan: FusionPlan, hw: HardwareSpec, precision: str = "ieee") -> list[tuple[int, list[str]]]:
+def isa_options(plan: FusionPlan, hw: HardwareSpec, backend: Backend,
+                precision: str = "ieee") -> list[tuple[int, list[str]]]:
     """Each group that has an instruction choice, with its choices in the backend's order
     (``Backend.isa_options``): ``(group, [choice, ...])``."""
-    backend = backend_for_hw(hw)
     out: list[tuple[int, list[str]]] = []
     for gi in range(len(plan.groups)):
         opts = backend.isa_options(plan, gi, hw, precision)
@@ -86,13 +87,14 @@ def isa_options(plan: FusionPlan, hw: HardwareSpec, precision: str = "ieee") -> 
     return out
 
 
-def isa_choices(plan: FusionPlan, hw: HardwareSpec, precision: str = "ieee") -> list[tuple[tuple[int, str], ...]]:
+def isa_choices(plan: FusionPlan, hw: HardwareSpec, backend: Backend,
+                precision: str = "ieee") -> list[tuple[tuple[int, str], ...]]:
     """Instruction choices per group: on Trainium a transpose runs on the Tensor engine
     (``nc_transpose``) or, where the chip has it, in the DMA (``dma_transpose``); on GPUs a matmul
     may be ``tl.dot`` (with TMA loads on Hopper), a GEMV on CUDA cores, or the vendor library. Every
     combination (the product over the groups; the enumerator takes a subset of it past
     ``Budget.isa_combos``, ``isa_subset``)."""
-    return _product(isa_options(plan, hw, precision))
+    return _product(isa_options(plan, hw, backend, precision))
 
 
 def _product(options: list[tuple[int, list[str]]]) -> list[tuple[tuple[int, str], ...]]:
@@ -215,13 +217,14 @@ def with_original(nugraph: NuGraph, variants: list[Variant]) -> list[Variant]:
     return [*variants, Variant(nugraph.program, None, None, len(variants), ())]
 
 
-def enumerate_candidates(nugraph: NuGraph, target: str | HardwareSpec, k: int = 8, *, variants: int | None = None,
+def enumerate_candidates(nugraph: NuGraph, target: str | HardwareSpec, k: int = 8, *, backend: Backend,
+                         variants: int | None = None,
                          structural: int | None = None, tilings_per_group: int | None = None,
                          fallback: Fallback | None = None, precision: str = "ieee",
                          budget: Budget | None = None) -> tuple[list[Candidate], EnumerationSummary]:
     """The k candidates to measure: of every candidate ``enumerate_all`` ranks, those predicted within
     ``HOPELESS`` times the fastest, picked for coverage (``_diverse``). The arguments are ``enumerate_all``'s."""
-    ranked, summary = enumerate_all(nugraph, target, k, variants=variants, structural=structural,
+    ranked, summary = enumerate_all(nugraph, target, k, backend=backend, variants=variants, structural=structural,
                                     tilings_per_group=tilings_per_group, fallback=fallback, precision=precision,
                                     budget=budget)
     fastest = min((c.predicted_seconds for c in ranked), default=math.inf)
@@ -232,7 +235,8 @@ def enumerate_candidates(nugraph: NuGraph, target: str | HardwareSpec, k: int = 
     return chosen, summary
 
 
-def enumerate_all(nugraph: NuGraph, target: str | HardwareSpec, k: int = 8, *, variants: int | None = None,
+def enumerate_all(nugraph: NuGraph, target: str | HardwareSpec, k: int = 8, *, backend: Backend,
+                  variants: int | None = None,
                   structural: int | None = None, tilings_per_group: int | None = None,
                   fallback: Fallback | None = None, precision: str = "ieee",
                   budget: Budget | None = None) -> tuple[list[Candidate], EnumerationSummary]:
@@ -252,7 +256,6 @@ def enumerate_all(nugraph: NuGraph, target: str | HardwareSpec, k: int = 8, *, v
     ``budget.isa_combos`` ISA combinations at the groups' best tilings, then the most expensive group's other
     kept tilings for the ``budget.families`` cheapest of them. ``summary`` counts what the budget left out."""
     hw = load(target) if not isinstance(target, HardwareSpec) else target
-    backend = backend_for_hw(hw)
     budget = budget or Budget.for_program(nugraph.program)
     budget = replace(budget, **{name: value for name, value in (("variants", variants), ("structural", structural),
                                                                    ("tilings_per_group", tilings_per_group))
@@ -325,7 +328,7 @@ def enumerate_all(nugraph: NuGraph, target: str | HardwareSpec, k: int = 8, *, v
                 error = f"{failed[key]} (group {gi})"
             if lowers[key]:
                 ops = sum(1 for n in plan.groups[gi].nodes if plan.program.nodes[n].op not in _FREE)
-                extra[gi] = group_cost(plan, gi, t, hw) * (2 * max(1, ops) - 1)
+                extra[gi] = group_cost(plan, gi, t, hw, backend) * (2 * max(1, ops) - 1)
         return extra, error
 
     ranked_groups: dict[tuple, tuple[list[Tiling], dict[str, int]]] = {}
@@ -339,7 +342,7 @@ def enumerate_all(nugraph: NuGraph, target: str | HardwareSpec, k: int = 8, *, v
         if got is None:
             kept_programs.append(plan.program)
             options, stats = template_for(plan, gi, hw).space(plan, gi, hw).tilings()
-            got = ranked_groups[key] = (rank_tilings(plan, gi, hw, options), stats)
+            got = ranked_groups[key] = (rank_tilings(plan, gi, hw, backend.group_cost, options), stats)
         ranked, stats = got
         return [t if t.group == gi else replace(t, group=gi) for t in ranked], stats
 
@@ -357,7 +360,7 @@ def enumerate_all(nugraph: NuGraph, target: str | HardwareSpec, k: int = 8, *, v
         # a library call has no tiling of ours: its group keeps the best, so alternatives collapse
         chosen = tuple(best[gi] if is_blas(dict(isa).get(gi)) else t for gi, t in enumerate(tiled))
         chosen = for_isa(plan, chosen, isa, every)
-        report = cost(plan, chosen, hw, isa=isa)
+        report = backend.cost(plan, chosen, hw, isa=isa)
         penalty, error = torch_penalty(plan, chosen, isa)
         c = Candidate(variant, plan, chosen, isa, report.seconds + sum(penalty), report, precision)
         if len(report.groups) == len(plan.groups):
@@ -392,10 +395,10 @@ def enumerate_all(nugraph: NuGraph, target: str | HardwareSpec, k: int = 8, *, v
                 continue  # some group has no feasible tiling on this target
             best = [opts[0] for opts in per_group]
             # the best tiling everywhere, then alternatives for the most expensive group
-            costs = [group_cost(plan, gi, best[gi], hw) for gi in range(len(best))]
+            costs = [group_cost(plan, gi, best[gi], hw, backend) for gi in range(len(best))]
             # (no group: nothing to compute, the program returns an input as it is, dropout at p=0 say)
             worst = max(range(len(best)), key=lambda gi: costs[gi], default=-1)
-            options = isa_options(plan, hw, precision)
+            options = isa_options(plan, hw, backend, precision)
             combos = _product(options) if math.prod(len(o) for _, o in options) <= budget.isa_combos else None
             head = tuple(best)
             if combos is None:  # past the budget: each group's choices priced alone, then ``isa_subset``
@@ -532,15 +535,19 @@ def _signature(c: Candidate) -> tuple:
     return (c.plan.name, tuple(t.values for t in c.tilings), c.isa)
 
 
-def rank_tilings(plan: FusionPlan, gi: int, hw: HardwareSpec, options: list[Tiling] | None = None, *,
-                 bucketed: bool = True) -> list[Tiling]:
+GroupSeconds = Callable[[FusionPlan, int, Tiling, HardwareSpec], float]
+"""A group's predicted seconds alone at a tiling (``Backend.group_cost``, or a backend's own model)."""
+
+
+def rank_tilings(plan: FusionPlan, gi: int, hw: HardwareSpec, seconds_of: GroupSeconds,
+                 options: list[Tiling] | None = None, *, bucketed: bool = True) -> list[Tiling]:
     """Group ``gi``'s tilings (``options``, default: every feasible one on ``hw``) best first: by predicted
-    cost (``bucketed``: costs within ``COST_BUCKET`` count as equal), then by the tile template's
-    tie-break (measured habits of the target), then by value."""
+    cost (``seconds_of``; ``bucketed``: costs within ``COST_BUCKET`` count as equal), then by the tile
+    template's tie-break (measured habits of the target), then by value."""
     if options is None:
         options, _ = template_for(plan, gi, hw).space(plan, gi, hw).tilings()
     warp = knobs(hw).warp_size
-    seconds = {t: group_cost(plan, gi, t, hw) for t in options}
+    seconds = {t: _finite(seconds_of(plan, gi, t, hw)) for t in options}
     best = min(seconds.values(), default=math.inf)
     tolerance = template_for(plan, gi, hw).cost_tolerance
 
@@ -557,10 +564,13 @@ def _tile(plan: FusionPlan, gi: int, t: Tiling, hw: HardwareSpec) -> Tile:
     return tile if tile is not None else recover(plan.groups[gi].kind, (), hw)
 
 
-def group_cost(plan: FusionPlan, gi: int, t: Tiling, hw: HardwareSpec) -> float:
+def group_cost(plan: FusionPlan, gi: int, t: Tiling, hw: HardwareSpec, backend: Backend) -> float:
     """A group's cost alone (for ranking its tilings): roofline on GPUs, its own timeline on Trainium
     (``Backend.group_cost``)."""
-    seconds = backend_for_hw(hw).group_cost(plan, gi, t, hw)
+    return _finite(backend.group_cost(plan, gi, t, hw))
+
+
+def _finite(seconds: float) -> float:
     return seconds if math.isfinite(seconds) else float("inf")
 
 

@@ -1,7 +1,7 @@
 """The declared latency models (``semantics.isa.declarations.Latency``) evaluated on sizes, with the constants of
 the hardware file. One evaluation for both readers: the simulator's trace (``backends/nki/latency.py`` reads an
 instruction's operands and calls :func:`model_cycles`) and the Trainium engine timeline of the cost model
-(``extract/cost.py``: whole tiles of work before any instruction exists), so both price an instruction the same
+(``backends/nki/cost.py``: whole tiles of work before any instruction exists), so both price an instruction the same
 way (the AWS Neuron documentation's cost facts, sourced in ``data/hw_costs/trn*.yaml``). Here rather than
 next to the declarations because ``semantics/isa`` is covered by the hash NKI proofs record (a formula change
 is not a change of meaning), and rather than in ``backends`` because

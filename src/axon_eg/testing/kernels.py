@@ -13,11 +13,11 @@ from typing import Any
 from axon_eg.backends.kernel import Kernel, input_specs, output_dtypes
 from axon_eg.egraph.nugraph import Variant
 from axon_eg.extract.candidates import Candidate
-from axon_eg.extract.cost import cost
 from axon_eg.extract.fusion import FusionPlan, plans
 from axon_eg.extract.tiling import Tiling, space, tilings
 from axon_eg.hw import HardwareSpec, load
 from axon_eg.ir.program import Program
+from axon_eg.targets import backend_for_hw
 
 
 def candidate_for(program: Program, hw: str | HardwareSpec = "h200", plan_index: int = -1,
@@ -36,7 +36,7 @@ def candidate_for(program: Program, hw: str | HardwareSpec = "h200", plan_index:
         if overrides:
             t = Tiling(gi, tuple({**dict(t.values), **overrides}.items()))
         chosen.append(t)
-    report = cost(plan, chosen, spec)
+    report = backend_for_hw(spec).cost(plan, chosen, spec)
     return Candidate(Variant(program, 0, 0, 0), plan, tuple(chosen), tuple(isa), report.seconds, report)
 
 

@@ -82,11 +82,11 @@ def candidates(ref_path: Path, init: list[Any], inputs: list[dict[str, Any]], hw
     import torch
     from torch._subclasses.fake_tensor import FakeTensorMode
 
-    from axon_eg.backends.base import backend_for
     from axon_eg.extract.candidates import enumerate_candidates
     from axon_eg.ir.torch_import import import_torch
     from axon_eg.measure.harness import TORCH_DTYPES
     from axon_eg.pipeline import _saturated
+    from axon_eg.targets import backend_for
 
     spec = importlib.util.spec_from_file_location("axon_eg_triton_reference_for_nugraph", ref_path)
     mod = importlib.util.module_from_spec(spec)
@@ -108,7 +108,8 @@ def candidates(ref_path: Path, init: list[Any], inputs: list[dict[str, Any]], hw
             order.append(("input", user))
             user += 1
     backend = backend_for("triton")
-    found, summary = enumerate_candidates(_saturated(program, saturation_s), hw, k, fallback=backend.fallback(hw))
+    found, summary = enumerate_candidates(_saturated(program, saturation_s), hw, k, backend=backend,
+                                          fallback=backend.fallback(hw))
     out = []
     for i, c in enumerate(found):
         if c.key in summary.errors:

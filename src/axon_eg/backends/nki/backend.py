@@ -4,7 +4,7 @@ the enumerator use for target ``nki``.
 Candidates are emitted by :mod:`.emit` and compete among themselves (no torch on a NeuronCore here);
 phase 2 runs in-process (:func:`.measure.measure_kernels`: the NeuronCore with the Neuron toolchain, else
 the NumPy simulator), so the bundle is the sources and a manifest for the record. Costs are the Trainium
-engine timeline of :mod:`axon_eg.extract.cost`.
+engine timeline of :mod:`.cost`.
 """
 
 from __future__ import annotations
@@ -69,13 +69,13 @@ class NkiBackend:
 
     def cost(self, plan: FusionPlan, tilings: Sequence[Any], hw: HardwareSpec,
              coefficients: dict[str, float] | None = None, isa: tuple[tuple[int, str], ...] = ()) -> Any:
-        from axon_eg.extract.cost import trainium_cost
+        from .cost import trainium_cost
 
         return trainium_cost(plan, tilings, hw)
 
     def group_cost(self, plan: FusionPlan, gi: int, t: Any, hw: HardwareSpec) -> float:
         """The group's own timeline: its DMA in and out, then its compute."""
-        from axon_eg.extract.cost import trainium_group_work
+        from .cost import trainium_group_work
 
         dma, _, compute, _ = trainium_group_work(plan, gi, t, hw)
         return 2 * dma + compute

@@ -1,7 +1,7 @@
 """The declared latency models (``semantics.isa.declarations.Latency``) priced on one instruction's operands.
 
 The formulas and their hardware-file constants are :mod:`axon_eg.extract.latency` (re-exported here), which
-the Trainium engine timeline of the cost model (``extract/cost.py``) evaluates on whole tiles of work; this
+the Trainium engine timeline of the cost model (``backends/nki/cost.py``) evaluates on whole tiles of work; this
 module reads the sizes off the simulator's operands (:func:`axon_eg.backends.nki.isa.latency`), so the trace
 and the cost model price an instruction the same way (the AWS Neuron documentation's cost facts, each with
 its source in ``data/hw_costs/trn*.yaml``):

@@ -3,7 +3,7 @@ and the enumerator use for target ``triton``.
 
 Candidates are emitted by :mod:`.emit`; torch eager (and, on a GPU, ``torch.compile``) are the baselines;
 the bundle goes through :func:`axon_eg.bundle.write_bundle` to the measurement worker (child process per
-candidate). Costs are the GPU roofline of :mod:`axon_eg.extract.cost`.
+candidate). Costs are the GPU roofline of :mod:`.cost`.
 """
 
 from __future__ import annotations
@@ -81,11 +81,11 @@ class TritonBackend:
         ``tf32`` policy the choices of groups with fp32 operands carry ``/tf32`` (TF32 tensor cores); under
         ``ieee`` a matmul's ``tl.dot`` choices come also with ``/3xtf32`` (the 3xTF32 split, fp32's accuracy
         on tensor cores; ``strict`` leaves it out)."""
-        from axon_eg.extract.cost import library_misaligned
         from axon_eg.extract.isa import BLAS, BLAS_PADK, DOT, DOT_PERSISTENT, DOT_TMA, FMA_REDUCE, SDPA, TF32, TF32X3
         from axon_eg.extract.templates import is_gemv
 
         from . import blas, sdpa
+        from .cost import library_misaligned
 
         g = plan.groups[gi]
         if g.kind == LIBRARY:  # a pooling: torch's, or each output's window computed by our kernel
@@ -138,18 +138,14 @@ class TritonBackend:
 
     def cost(self, plan: FusionPlan, tilings: Sequence[Any], hw: HardwareSpec,
              coefficients: dict[str, float] | None = None, isa: tuple[tuple[int, str], ...] = ()) -> Any:
-        from axon_eg.extract.cost import gpu_cost
+        from .cost import gpu_cost
 
         return gpu_cost(plan, tilings, hw, coefficients, dict(isa))
 
     def group_cost(self, plan: FusionPlan, gi: int, t: Any, hw: HardwareSpec) -> float:
-        """A library group's tiling matters only to its ``window`` choice (pooling computed by our kernel):
-        its tilings are ranked at that choice."""
-        from axon_eg.extract.cost import _memo_group_cost, window_taps
-        from axon_eg.extract.isa import WINDOW
+        from .cost import group_seconds
 
-        isa = WINDOW if window_taps(plan, gi) else None
-        return _memo_group_cost(plan, gi, t, hw, None, isa, False).seconds
+        return group_seconds(plan, gi, t, hw)
 
     def lowers(self, plan: FusionPlan, gi: int, tiling: Any, isa: str | None, hw: HardwareSpec) -> bool:
         from .emit import lowers

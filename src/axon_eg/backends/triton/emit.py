@@ -353,9 +353,11 @@ def _autotuned(k: GroupKernel, plan: FusionPlan, gi: int, hw: HardwareSpec) -> G
     candidate ranking's tie-break), the chosen one first; the grid becomes a function of META."""
     from axon_eg.extract.candidates import rank_tilings
 
+    from .cost import group_seconds
+
     configs: list[str] = []
     chosen = "{" + ", ".join(f"{c!r}: {v}" for c, v in k.constexprs) + "}"
-    for t in [None, *rank_tilings(plan, gi, hw, bucketed=False)]:
+    for t in [None, *rank_tilings(plan, gi, hw, group_seconds, bucketed=False)]:
         if t is None:
             meta, warps = chosen, k.num_warps
         else:

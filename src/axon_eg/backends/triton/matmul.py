@@ -33,7 +33,6 @@ import math
 import re
 
 from axon_eg.extract import isa as isa_names
-from axon_eg.extract.cost import right_k_major
 from axon_eg.extract.fusion import FusionPlan
 from axon_eg.extract.isa import DOT_PERSISTENT, DOT_TMA
 from axon_eg.extract.templates import DOT_MIN, MatmulTile, SplitKTile, Tiling, template_for, tile_of
@@ -42,6 +41,7 @@ from axon_eg.ir import traced
 
 from . import gemv_splitk, tma
 from .base import INT32_LIMIT, GroupKernel, NotLowerable, attr, cdiv, contiguous_strides, resources
+from .cost import right_k_major
 from .elementwise import sliced
 from .matmul_operands import _Operands
 from .matmul_terms import _TILE, _VIEWS, ONE, Index, _Ctx, _mul, _NeedPrepass, _sum, _tokens, _tree_tokens

@@ -15,7 +15,7 @@ Readers, each with one implementation per declared name and nothing else:
 * the Z3 semantics (:class:`.instructions.Machine`): validates arguments, engines, memories and attribute
   values against the declaration and runs the instruction's meaning (:data:`.instructions.MEANINGS`,
   registered by :mod:`.vocabulary`; :attr:`Declaration.meaning` is the hook);
-* the cost model: the simulator's trace latencies and the Trainium engine timeline (``extract/cost.py``)
+* the cost model: the simulator's trace latencies and the Trainium engine timeline (``backends/nki/cost.py``)
   both evaluate the declared latency models (``axon_eg.extract.latency``; the trace through
   ``axon_eg.backends.nki.latency``, which reads the sizes off the operands).
 
