@@ -6,9 +6,9 @@ the input and output shapes, the conv alone in NCHW, one element-wise pass over 
 input converted by torch (``x.contiguous(memory_format=...)``) inside the timing, the same with the output
 converted back to NCHW, the conv on an input already channels-last; then the NCHW and converted-input times
 again with ``torch.backends.cudnn.benchmark`` on; last, for convs with a bias, the conv without it (NCHW, and
-NHWC on the ready input): torch.compile leaves the bias to its fused epilogue. The numbers behind
-BENCHMARKS.md's conv paragraph (issue 18, run 3): what an ISA choice "cuDNN in NHWC" would gain, and what
-torch's own layout copies would eat of it.
+NHWC on the ready input): torch.compile leaves the bias to its fused epilogue. The numbers behind the conv
+paragraph of the held-out corpus's run 3 (issue 18, ``benchmarks/results/runs/2026-12-03-heldout-run3.md``): what an
+ISA choice "cuDNN in NHWC" would gain, and what torch's own layout copies would eat of it.
 
     python benchmarks/conv_layout_bench.py [v10 v11 ...]   # on a GPU; the problems' own sizes and initialization
                                                            # (named problems only, by prefix; default: all)

@@ -5,7 +5,7 @@ Three steps, so that the GPU box needs only numpy, torch and triton:
 
     python benchmarks/run_suite.py bundle  DIR [-k 8] [--programs a,b]   # here: phase 1, one bundle per program
     python benchmarks/run_suite.py measure DIR [--programs a,b]          # GPU box: probes + phase 2 (resumable)
-    python benchmarks/run_suite.py report  DIR [--programs a,b] [--against DIR2] [--write BENCHMARKS.md]
+    python benchmarks/run_suite.py report  DIR [--programs a,b] [--against DIR2] [--write benchmarks/results/runs/]
 
 ``measure`` first probes the machine (copy bandwidth: a 1 GiB device-to-device copy, bytes read +
 written; matmul rate: 8192^3 bf16 ``torch.matmul``; both medians of 20 CUDA-event runs) and writes
@@ -51,10 +51,12 @@ roofline, phase-1 and phase-2 seconds; the summary gives geomeans of the selecti
 over all programs and over the matmul-bound ones. It saves ``DIR/suite.parquet`` and ``DIR/suite.md``.
 ``--against DIR2`` (a second complete ``measure`` of the same bundles) compares every program's selection,
 ``axon_eg_us``, ``candidate_us``, ``eager_us`` and ``compile_us`` between the two runs (column ``reproduced``;
-more than 5% apart, or another kernel selected, does not reproduce). ``--write BENCHMARKS.md`` writes the
-Markdown only when ``--against`` was given and every row reproduced, or with ``--unreproduced-ok``, when the
-Markdown lists the rows that did not reproduce and by how much; otherwise it says why on stderr, exits 1
-and leaves the file as it was.
+more than 5% apart, or another kernel selected, does not reproduce). ``--write benchmarks/results/runs/``
+writes the Markdown as the run's file in the benchmark history, ``<date>-suite.md`` (``-2``, ``-3`` ... where
+that name is taken; a path that is not a directory is written as given, never the page ``BENCHMARKS.md``,
+whose suite section is then updated by hand from the run file), only when ``--against`` was given and every
+row reproduced, or with ``--unreproduced-ok``, when the Markdown lists the rows that did not reproduce and
+by how much; otherwise it says why on stderr, exits 1 and leaves the file as it was.
 
 On a remote GPU box that receives DIR as a copy each call (the device tool's ``carry``), bring
 ``DIR/rows`` and ``DIR/index.json`` back after every call and send them again with the next one: a copy
@@ -579,7 +581,8 @@ TABLE_COLUMNS = ["program", "bound", "floor_us", "eager_us", "eager2_us", "compi
 
 def render(rows: list[dict], probe: dict, k: int | None, date: str, *, history: bool = False,
            repro: dict[str, list[str]] | None = None, against: str | None = None, notes: str | None = None) -> str:
-    """The report's Markdown (suite.md, BENCHMARKS.md) from the programs' rows (:func:`program_row`)."""
+    """The report's Markdown (suite.md, the run file ``--write`` adds to the benchmark history) from the
+    programs' rows (:func:`program_row`)."""
     import polars as pl
 
     from axon_eg.result import markdown
@@ -608,7 +611,7 @@ def render(rows: list[dict], probe: dict, k: int | None, date: str, *, history: 
         "`python benchmarks/run_suite.py measure runs/suite` and again `... measure runs/suite2` on a copy of the "
         "bundles (GPU; `--prewarm JOBS` fills the Triton binary cache in parallel first; every torch.compile "
         "baseline is still autotuned alone), `python benchmarks/run_suite.py report runs/suite --against "
-        "runs/suite2 --write BENCHMARKS.md`.", "",
+        "runs/suite2 --write benchmarks/results/runs/`.", "",
         "Latencies are medians in microseconds of >= 30 runs, each after a 256 MB L2 flush (CUDA events); "
         "`roofline` is floor / axon_eg (1.0 = at the floor); `ok` counts candidates that passed the correctness "
         "gate; phase 1 = saturate + extract + emit (CPU), phase 2 = compile + check + time of every kernel "
@@ -678,8 +681,9 @@ def cmd_report(args: argparse.Namespace) -> int:
         repro = compare_runs(rows, collect_rows(Path(args.against), args.programs))
     if rows:
         pl.DataFrame(rows, infer_schema_length=None).write_parquet(out / "suite.parquet")
-    text = render(rows, probe, next(iter(index.values()), {}).get("k"), _last_measured(out) or probe["date"],
-                  history=bool(history), repro=repro, against=Path(args.against).name if args.against else None,
+    date = _last_measured(out) or probe["date"]
+    text = render(rows, probe, next(iter(index.values()), {}).get("k"), date, history=bool(history), repro=repro,
+                  against=Path(args.against).name if args.against else None,
                   notes=Path(args.notes).read_text() if args.notes else None)
     (out / "suite.md").write_text(text)
     print(text)
@@ -688,8 +692,32 @@ def cmd_report(args: argparse.Namespace) -> int:
         if refusal:
             print(refusal, file=sys.stderr)
             return 1
-        Path(args.write).write_text(text)
+        target = write_target(args.write, date)
+        if target is None:
+            print(f"run_suite report: refusing --write {args.write}: that is the benchmark page, edited by hand; "
+                  "write the run file with --write benchmarks/results/runs/ and copy its headline into the page",
+                  file=sys.stderr)
+            return 1
+        target.write_text(text)
+        print(f"run_suite report: wrote {target}", file=sys.stderr)
     return 0
+
+
+def write_target(write: str, date: str) -> Path | None:
+    """The file ``--write`` writes: in a directory (an existing one, or a path ending in ``/``) a new run file
+    ``<date>-suite.md``, ``-2``, ``-3`` ... where that name is taken, so that no earlier run is overwritten;
+    any other path as given. None for the repository's ``BENCHMARKS.md``: the page is edited by hand, from
+    the run files under ``benchmarks/results/runs/``."""
+    path = Path(write)
+    if write.endswith(("/", os.sep)) or path.is_dir():
+        path.mkdir(parents=True, exist_ok=True)
+        target, n = path / f"{date}-suite.md", 2
+        while target.exists():
+            target, n = path / f"{date}-suite-{n}.md", n + 1
+        return target
+    if path.resolve() == (ROOT / "BENCHMARKS.md").resolve():
+        return None
+    return path
 
 
 def _last_measured(out: Path) -> str | None:
@@ -753,8 +781,10 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("report")
     p.add_argument("dir")
     p.add_argument("--programs")
-    p.add_argument("--write", metavar="BENCHMARKS.md",
-                   help="write the Markdown there; only with --against and every row reproduced, or --unreproduced-ok")
+    p.add_argument("--write", metavar="PATH",
+                   help="write the Markdown as a run file: a directory (benchmarks/results/runs/) gets <date>-suite.md "
+                   "(never overwritten), another path is written as given (not BENCHMARKS.md, the page); only with "
+                   "--against and every row reproduced, or --unreproduced-ok")
     p.add_argument("--against", metavar="DIR2",
                    help="a second complete measure run of the same bundles: every row must reproduce within 5%%")
     p.add_argument("--unreproduced-ok", action="store_true",

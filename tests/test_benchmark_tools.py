@@ -1,6 +1,7 @@
-"""The benchmark tools that set the ranking and write BENCHMARKS.md: ``benchmarks/tile_sweep.py`` (bundles of
-one group's tilings, the report that compares the current tie-break with measured times) and the helpers
-of ``benchmarks/run_suite.py`` that read other runs (fastest torch.compile, date of the newest row)."""
+"""The benchmark tools that set the ranking and write the suite's run file under ``benchmarks/results/runs/``:
+``benchmarks/tile_sweep.py`` (bundles of one group's tilings, the report that compares the current tie-break with
+measured times) and the helpers of ``benchmarks/run_suite.py`` that read other runs (fastest torch.compile, date of
+the newest row)."""
 
 from __future__ import annotations
 

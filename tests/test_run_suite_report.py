@@ -180,6 +180,29 @@ def test_write_with_reproduced_rows_or_unreproduced_ok(runs, tmp_path, capsys):
     capsys.readouterr()
 
 
+def test_write_into_the_history_folder_adds_a_run_file_and_never_overwrites_one(runs, tmp_path, capsys):
+    a = runs("a", {"torch_eager": 100.0, "torch_compile": 80.0, "c00": 70.0}, {"torch_eager": 101.0,
+                                                                               "torch_compile": 81.0})
+    b = runs("b", {"torch_eager": 100.0, "torch_compile": 80.0, "c00": 70.0}, {"torch_eager": 100.0,
+                                                                               "torch_compile": 80.0})
+    history = tmp_path / "results" / "runs"
+    assert _report(a, "--against", b, "--write", f"{history}/") == 0  # the folder is made
+    first = history / "2026-12-02-suite.md"  # the date of the newest row
+    assert first.read_text().startswith("# axon_eg suite benchmark (2026-12-02)")
+    first.write_text("an earlier run of the same day\n")
+    assert _report(a, "--against", b, "--write", history) == 0  # an existing folder, no trailing slash
+    assert first.read_text() == "an earlier run of the same day\n"
+    assert "1 of 1 rows within 5%" in (history / "2026-12-02-suite-2.md").read_text()
+    assert sorted(p.name for p in history.iterdir()) == ["2026-12-02-suite-2.md", "2026-12-02-suite.md"]
+    assert "wrote" in capsys.readouterr().err
+
+
+def test_write_never_targets_the_benchmark_page(tmp_path):
+    assert run_suite.write_target(str(run_suite.ROOT / "BENCHMARKS.md"), "2026-12-02") is None
+    assert run_suite.write_target(str(tmp_path / "BENCHMARKS.md"), "2026-12-02") == tmp_path / "BENCHMARKS.md"
+    assert run_suite.write_target(str(tmp_path), "2026-12-02") == tmp_path / "2026-12-02-suite.md"
+
+
 def test_programs_filter_for_report_and_measure(runs, tmp_path, capsys):
     a = runs("a", {"torch_eager": 100.0, "torch_compile": 80.0, "c00": 70.0}, {})
     (a / "rows" / "gelu.jsonl").write_text(json.dumps(worker_rows({"c00": 5.0}, "gelu")[0]))
