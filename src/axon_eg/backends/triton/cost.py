@@ -469,7 +469,7 @@ def wave_efficiency(plan: FusionPlan, gi: int, tile: Tile | None, hw: HardwareSp
     tensor-core work, so the idle SMs of the last wave cost a whole tile's time however many waves precede
     it (a persistent kernel walks the same tiles: measured on an H200, the SwiGLU up projection 2048 x 11008
     x 4096 in 128 x 256 tiles, 688 tiles over 132 SMs, 5.2 waves, ran 292 us where cuBLAS ran 237 us,
-    ``benchmarks/results/2026-12-06-issue21-llama/profile-h200.txt``)."""
+    ``benchmarks/results/2026-12-06-issue21-llama/earlier/previous-cost-model/profile-h200.txt``)."""
     programs = tile.programs(plan, gi) if tile is not None else 1
     per_sm = tile.blocks_per_sm(hw) if tile is not None else 1
     slots = units * per_sm
