@@ -43,9 +43,9 @@ def _top(program, hw):
     from axon_eg.backends.triton.backend import TRITON
     from axon_eg.backends.triton.emit import runs_as_torch
     from axon_eg.extract.candidates import enumerate_candidates
-    from axon_eg.pipeline import _saturated
+    from axon_eg.saturation import saturated
 
-    cands, _ = enumerate_candidates(_saturated(program, 2.0), hw, 1, backend=TRITON, fallback=runs_as_torch)
+    cands, _ = enumerate_candidates(saturated(program, 2.0), hw, 1, backend=TRITON, fallback=runs_as_torch)
     return cands[0]
 
 

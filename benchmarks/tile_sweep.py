@@ -39,10 +39,10 @@ def sweep_candidates(program, hw, group: int | None, limit: int, where: str | No
     from axon_eg.backends.triton.emit import runs_as_torch
     from axon_eg.extract.candidates import Candidate, _bucket, _group_cost, _tie_break, enumerate_candidates, isa_choices
     from axon_eg.extract.tiling import space, tilings
-    from axon_eg.pipeline import _saturated
+    from axon_eg.saturation import saturated
 
     fallback = partial(runs_as_torch, warp_size=int(max(hw.value("knobs.warp_size"))))
-    (best,), _ = enumerate_candidates(_saturated(program, 2.0), hw, 1, backend=TRITON, fallback=fallback)
+    (best,), _ = enumerate_candidates(saturated(program, 2.0), hw, 1, backend=TRITON, fallback=fallback)
     plan = best.plan
     out: list = []
     for gi in range(len(plan.groups)) if group is None else [group]:

@@ -25,7 +25,7 @@ from axon_eg.errors import AxonError, KernelCallError  # noqa: E402
 from axon_eg.hw import load  # noqa: E402
 from axon_eg.ir.interpret import interpret  # noqa: E402
 from axon_eg.measure import harness  # noqa: E402
-from axon_eg.pipeline import BestKernel  # noqa: E402
+from axon_eg.result import BestKernel  # noqa: E402
 from axon_eg.testing.kernels import candidate_for, load_kernel  # noqa: E402
 
 H200 = load("h200")

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from axon_eg import validate
+from axon_eg import loading, validate
 from axon_eg.errors import InvalidArgument
 from axon_eg.testing.subprocesses import wait
 
@@ -93,13 +93,12 @@ def test_allow_large_goes_on_to_the_pipeline(tmp_path, monkeypatch, capsys):
 
 
 def test_loading_a_target_allocates_no_input_memory(tmp_path):
-    from axon_eg import cli
 
     huge = tmp_path / "huge.py"
     huge.write_text(HUGE)
-    target = cli.resolve_target(str(huge), small=True)  # 32 GiB of fake input: loads in no time
+    target = loading.resolve_target(str(huge), small=True)  # 32 GiB of fake input: loads in no time
     assert target.program.inputs[0].shape == (65536, 131072) and target.kind == "kernelbench"
-    small = cli.resolve_target(str(ROOT / "benchmarks" / "problems" / "06_RMSNorm.py"), small=True)
+    small = loading.resolve_target(str(ROOT / "benchmarks" / "problems" / "06_RMSNorm.py"), small=True)
     assert small.inputs["x"].shape == (2, 3, 16)  # made when read
 
 

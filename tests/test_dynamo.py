@@ -20,7 +20,7 @@ from hypothesis import strategies as st  # noqa: E402
 from torch import nn  # noqa: E402
 
 import axon_eg as ax  # noqa: E402
-from axon_eg import dynamo  # noqa: E402
+from axon_eg import dynamo, regions  # noqa: E402
 from axon_eg.backends.torch.lower import emit_module  # noqa: E402
 from axon_eg.errors import InvalidArgument  # noqa: E402
 from axon_eg.testing.modules import DecoderBlock  # noqa: E402
@@ -263,7 +263,7 @@ def test_a_region_output_that_is_an_input_is_passed_through_not_copied(tmp_path)
         torch.testing.assert_close(g, w, rtol=1e-4, atol=1e-5)
     assert got[2] is x or got[2].data_ptr() == x.data_ptr()  # the input itself, as torch gives it
     kernels = [k for c in dynamo.Compiled.made[-1:] for v in c.graphs.values() for _, k in v.named_children()
-               if isinstance(k, dynamo.RegionKernel)]
+               if isinstance(k, regions.RegionKernel)]
     assert kernels and all(len(k.best.program.outputs) == len({*k.best.program.outputs} - {*k.best.program.input_ids})
                            for k in kernels)  # each kernel writes each distinct computed value once
     assert any(k.where and ("in", 0) in k.where for k in kernels)  # y = x.float() is x, handed back
@@ -386,7 +386,7 @@ def test_the_block_is_cut_where_only_bf16_values_cross():
     block = DecoderBlock(hidden=64, heads=4, kv_heads=2, intermediate=128, max_seq=16).to(torch.bfloat16).eval()
     with torch.no_grad():
         module = torch.export.export(block, (torch.randn(1, 8, 64, dtype=torch.bfloat16),)).module()
-    dynamo._drop_asserts(module.graph)
+    regions.drop_asserts(module.graph)
     module.recompile()
     fused = dynamo.partition(module)
     calls = dynamo._region_calls(fused)

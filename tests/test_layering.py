@@ -81,3 +81,58 @@ def test_the_checker_sees_a_planted_upward_import(tmp_path: Path) -> None:
     (root / "ir" / "ok.py").write_text("from . import ops\nfrom ..errors import AxonError\n")
     (root / "ir" / "bad.py").write_text("import math\n\ndef f():\n    from ..backends import base\n")
     assert _violations("ir", LAYERS["ir"], root=root) == ["axon_eg/ir/bad.py:4 imports axon_eg.backends"]
+
+
+# ------------------------------------------------------------------------------------------------
+# One direction between folders (issue 50)
+# ------------------------------------------------------------------------------------------------
+BELOW_THE_PIPELINE = ("ir", "semantics", "egraph", "extract", "backends", "measure", "rules_discovered")
+ABOVE = ("axon_eg.targets", "axon_eg.pipeline", "axon_eg.cli", "axon_eg.dynamo", "axon_eg.buckets",
+         "axon_eg.triton_in")
+
+
+@pytest.mark.parametrize("folder", BELOW_THE_PIPELINE)
+def test_code_below_the_pipeline_is_handed_its_backend(folder: str) -> None:
+    """The backend registry (``targets.py``), the pipeline and what calls it sit above: nothing below asks
+    them (an enumerator is handed its ``Backend``; a backend owns its cost model)."""
+    bad = [f"{p.relative_to(PACKAGE.parent)}:{line} imports {name}"
+           for p in sorted((PACKAGE / folder).rglob("*.py")) for line, name in _imports(p)
+           if any(name == a or name.startswith(a + ".") for a in ABOVE)]
+    assert not bad
+
+
+def test_only_the_command_line_imports_the_cli_package() -> None:
+    bad = [f"{p.relative_to(PACKAGE.parent)}:{line} imports {name}"
+           for p in sorted(PACKAGE.rglob("*.py")) if "cli" not in p.relative_to(PACKAGE).parts
+           for line, name in _imports(p) if name == "axon_eg.cli" or name.startswith("axon_eg.cli.")]
+    assert not bad
+
+
+def _folder(module: str) -> str:
+    parts = module.split(".")
+    path = PACKAGE.joinpath(*parts[1:])
+    return ".".join(parts[:-1]) if not path.is_dir() else module
+
+
+def test_no_import_circle_spans_two_folders() -> None:
+    """Imports between folders run one way: every import circle left (``benchmarks/structure.py``) lies
+    inside one folder."""
+    from benchmarks.structure import measure
+
+    spanning = [c for c in measure()["import circles"] if len({_folder(m) for m in c.split(" <-> ")}) > 1]
+    assert not spanning
+
+
+def test_the_circle_check_sees_a_planted_circle(tmp_path: Path) -> None:
+    from benchmarks.structure import measure
+
+    root = tmp_path / "axon_eg"
+    for folder in ("ir", "extract"):
+        (root / folder).mkdir(parents=True)
+        (root / folder / "__init__.py").write_text("")
+    (root / "__init__.py").write_text("")
+    (root / "ir" / "ops.py").write_text("")
+    (root / "extract" / "cost.py").write_text("from axon_eg.ir import x\n")
+    (root / "ir" / "x.py").write_text("def f():\n    from ..extract import cost\n")
+    circles = measure(root)["import circles"]
+    assert circles == ["axon_eg.extract.cost <-> axon_eg.ir.x"]

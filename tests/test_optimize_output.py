@@ -15,8 +15,8 @@ import polars as pl
 import pytest
 from rich.console import Console
 
-from axon_eg import optimize_cli
 from axon_eg.cli import main
+from axon_eg.cli import optimize as optimize_cli
 from axon_eg.errors import InvalidArgument
 from axon_eg.measure import report
 

@@ -9,7 +9,7 @@ import time
 import pytest
 
 import axon_eg as ax
-from axon_eg import pipeline
+from axon_eg import pipeline, saturation
 from axon_eg.egraph.nugraph import NuGraph
 from axon_eg.ir.program import canonical_inputs
 
@@ -56,7 +56,7 @@ def test_phase_1_records_its_stages_and_how_saturation_stopped(tmp_path) -> None
     stages = result.stages
     assert {"saturation_s", "extraction_s", "emission_s", "enumeration", "saturation"} <= set(stages)
     assert stages["saturation"]["stop_reason"] == "saturated" and not stages["saturation"]["clock_limited"]
-    assert stages["saturation"]["node_budget"] == pipeline.saturation_nodes(_layer_a)
+    assert stages["saturation"]["node_budget"] == saturation.saturation_nodes(_layer_a)
     assert stages["enumeration"]["candidates"] >= stages["enumeration"]["kept"] > 0
     assert "saturation" in result.summary() and "extraction" in result.summary()
     again = pipeline.saturate_and_extract(_layer_a, k=2, cache_dir=tmp_path, device="cpu", saturation_s=5.0)

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 import axon_eg as ax
-from axon_eg import cli, validate
+from axon_eg import cli, loading, validate
 from axon_eg.errors import AxonError, InvalidArgument, PathError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -166,7 +166,7 @@ def test_rows_that_is_a_directory(tmp_path, capfd):
 # ------------------------------------------------------------------------------------------------
 def test_kernelbench_file_without_class_model_is_diagnosed_as_one(tmp_path, capfd):
     path = problem_file(tmp_path, text=PROBLEM.replace("class Model(", "class Net("))
-    assert cli.target_kind(str(path)) == "kernelbench"
+    assert validate.target_kind(str(path)) == "kernelbench"
     line = one_error_line(capfd, "inspect", path)
     assert line.startswith(f"{path}: missing Model (a KernelBench problem defines class Model(nn.Module)")
 
@@ -174,7 +174,7 @@ def test_kernelbench_file_without_class_model_is_diagnosed_as_one(tmp_path, capf
 def test_a_file_with_neither_program_nor_problem(tmp_path, capfd):
     path = tmp_path / "empty.py"
     path.write_text("x = 1\n")
-    assert cli.target_kind(str(path)) == "program"
+    assert validate.target_kind(str(path)) == "program"
     assert one_error_line(capfd, "inspect", path).startswith(f"{path}: expected exactly one @ax.program at module level")
 
 
@@ -237,26 +237,26 @@ def test_shape_mismatch_is_one_line_without_torch_logs(tmp_path, capfd):
 # A KernelBench file's small sizes
 # ------------------------------------------------------------------------------------------------
 def test_kernelbench_file_runs_at_its_small_sizes_unless_full(capfd):
-    small = cli.resolve_target(str(RMSNORM), small=True)
+    small = loading.resolve_target(str(RMSNORM), small=True)
     assert small.kind == "kernelbench" and small.sizes == {"batch_size": 2, "seq_len": 3, "hidden_size": 16}
     assert small.program.inputs[0].shape == (2, 3, 16)
     assert small.note == "using the file's small sizes batch_size=2, seq_len=3, hidden_size=16 (SMALL_SIZES; --full " \
                          "for its own sizes)"
-    assert cli.load_target(str(RMSNORM), small=False)[0].inputs[0].shape == (4, 256, 4096)
-    given = cli.resolve_target(str(RMSNORM), small=True, sizes={"batch_size": 3})
+    assert loading.load_target(str(RMSNORM), small=False)[0].inputs[0].shape == (4, 256, 4096)
+    given = loading.resolve_target(str(RMSNORM), small=True, sizes={"batch_size": 3})
     assert given.program.inputs[0].shape == (3, 3, 16) and given.note.startswith("using batch_size=3 as given over")
     code, out, err = run(capfd, "inspect", RMSNORM)
     assert code == 0 and "output 0: shape [2, 3, 16]" in out and "the file's small sizes" in out, err
 
 
 def test_kernelbench_file_without_small_sizes_says_so(tmp_path):
-    target = cli.resolve_target(str(problem_file(tmp_path)), small=True)
+    target = loading.resolve_target(str(problem_file(tmp_path)), small=True)
     assert target.sizes == {} and target.note == "using problem.py's own sizes: it defines no SMALL_SIZES"
 
 
 def test_bad_sizes(tmp_path, capfd):
     with pytest.raises(InvalidArgument, match=r"sizes\['M'\] must be an integer >= 1, got 0"):
-        cli.resolve_target(str(program_file(tmp_path)), small=True, sizes={"M": 0})
+        loading.resolve_target(str(program_file(tmp_path)), small=True, sizes={"M": 0})
     with pytest.raises(SystemExit):  # argparse: usage and "argument --sizes: ..."
         cli.main(["inspect", str(program_file(tmp_path)), "--sizes", "M=x"])
     assert "--sizes 'M=x': M must be an integer >= 1, got 'x'" in capfd.readouterr().err

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -157,13 +157,9 @@ def _spelled(d: D.Dim, fixed: Mapping[str, int]) -> int | str:
     return v if isinstance(v, int) else str(v)
 
 
-def optimize(prog: Any, sizes: Mapping[str, Any], **options: Any) -> Result:
-    """``saturate_and_extract(prog, sizes=...)``: one pipeline run per bucket, the result dispatching."""
-    from axon_eg.pipeline import PipelineError, saturate_and_extract
-
-    program = getattr(prog, "program", prog)
-    if not isinstance(program, Program):
-        raise PipelineError(f"saturate_and_extract takes a Program (or a Problem), got {type(prog).__name__}")
+def optimize(program: Program, sizes: Mapping[str, Any], run: Callable[..., Result], **options: Any) -> Result:
+    """``saturate_and_extract(prog, sizes=...)``: ``run`` (the pipeline's one-bucket run) once per bucket, the
+    result dispatching."""
     plan = buckets(sizes)
     unknown = sorted(set(plan[0]) - program.free_dims)
     if unknown:
@@ -175,7 +171,7 @@ def optimize(prog: Any, sizes: Mapping[str, Any], **options: Any) -> Result:
             progress("bucket", n, len(plan), describe(ranges))
         bound = program.bind({d: hi for d, (_, hi) in ranges.items()})
         generic = {d: r for d, r in ranges.items() if r[0] != r[1]}
-        results.append((ranges, saturate_and_extract(bound, ranges=generic or None, **options)))
+        results.append((ranges, run(bound, ranges=generic or None, **options)))
     if progress:
         progress("bucket", len(plan), len(plan), "")
     chosen = [(r, res.best, res.bundle) for r, res in results]

@@ -4,9 +4,9 @@ The bundle key (:func:`bundle_key`) is what phase 1 depends on: the program hash
 dtypes), the input specs, the hardware file, target, k, axon_eg and the rule store. The cache key
 (:func:`cache_key`) adds the measuring side's toolchain (:func:`toolchain`: torch, triton, python,
 device). A run's candidate set is its key's newest phase 1 and each candidate's observation its newest
-``measurements`` row (:func:`latest`); :func:`from_cache` is the hit, when every one of them is final (the
+``measurements`` row (:func:`latest`); :func:`axon_eg.selection.from_cache` is the hit, when every one of them is final (the
 cache semantics are in :mod:`axon_eg.pipeline`'s docstring). The CLI over the cache is
-:mod:`axon_eg.cache_cli`.
+:mod:`axon_eg.cli.cache`.
 """
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ from __future__ import annotations
 import hashlib
 import json
 import platform
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +23,7 @@ from axon_eg.backends.kernel import input_specs
 from axon_eg.hw import HardwareSpec
 from axon_eg.ir.program import Program
 from axon_eg.measure import tables
-from axon_eg.result import PipelineError, Result
+from axon_eg.result import PipelineError
 
 
 def _version(pkg: str) -> str | None:
@@ -130,22 +129,5 @@ def observations(key: str, cache_dir: Any) -> tuple[dict[str, dict[str, Any]], s
     return final, set(zip(meas["id"], meas["timestamp"].fill_null("")))
 
 
-def from_cache(key: str, program: Program, bdir: Path, cache_dir: Any, graph: Callable[[], Any],
-               phase1: float) -> Result | None:
-    """The stored choice when every candidate of the run has a final observation, else None."""
-    from axon_eg.selection import select
-
-    cands, meas = latest(key, cache_dir)
-    if cands.is_empty() or not (bdir / "manifest.json").exists():
-        return None
-    if not set(cands["id"]) <= set(meas.filter(pl.col("final"))["id"]):
-        return None
-    if not all(Path(p).exists() for p in cands["source"].drop_nulls()):
-        return None
-    result = select(key, program, bdir, cache_dir, graph, phase1, 0.0, hit=True)
-    result.reused = tuple(sorted(cands["id"]))
-    return result
-
-
-__all__ = ["bundle_candidates", "bundle_key", "cache_key", "from_cache", "kernel_name", "latest", "manifest",
+__all__ = ["bundle_candidates", "bundle_key", "cache_key", "kernel_name", "latest", "manifest",
            "observations", "read_rows", "row_toolchain", "toolchain"]

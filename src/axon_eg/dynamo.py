@@ -73,6 +73,7 @@ from typing import Any, ClassVar
 import torch
 
 from axon_eg.errors import AxonError, InvalidArgument, UnsupportedOperation
+from axon_eg.regions import RegionKernel, drop_asserts
 
 DEFAULTS: dict[str, Any] = {"target": "triton", "hw": "h200", "k": 4, "budget_s": None, "precision": None,
                             "cache_dir": None, "device": None, "saturation_s": 2.0, "verbose": False,
@@ -233,16 +234,6 @@ def write_model_new(optimized: OptimizedModule, path: Path) -> Path:
     from axon_eg.model_new import write
 
     return write(optimized, Path(path))
-
-
-def _drop_asserts(graph: torch.fx.Graph) -> None:
-    """Export's metadata assertions (``aten._assert_tensor_metadata`` after a dtype conversion: checks of
-    what the version's signature already fixes, no value) removed: each reads a value, which would make the
-    region computing it write it out for nothing."""
-    for node in list(graph.nodes):
-        if node.op == "call_function" and node.target is torch.ops.aten._assert_tensor_metadata.default \
-                and not node.users:
-            graph.erase_node(node)
 
 
 def optimize(module: torch.nn.Module, example_inputs: Any, **opts: Any) -> OptimizedModule:
@@ -479,7 +470,7 @@ class Compiled:
             raise error
         exported = functional(exported)
         module = exported.module()
-        _drop_asserts(module.graph)
+        drop_asserts(module.graph)
         module.recompile()
         return module
 
@@ -503,44 +494,6 @@ def functional(exported: torch.export.ExportedProgram) -> torch.export.ExportedP
     with torch.no_grad(), warnings.catch_warnings():
         warnings.simplefilter("ignore", FutureWarning)  # torch's own, copying a pytree spec
         return exported.run_decompositions({})
-
-
-class RegionKernel(torch.nn.Module):
-    """A region's selected kernel standing in for its submodule: same arguments, same outputs. ``where``
-    gives each output of the region: ``("out", k)`` the kernel's k-th output, ``("in", k)`` the region's k-th
-    argument itself (an output that is an input, e.g. a ``.float()`` of a float tensor: never copied)."""
-
-    def __init__(self, best: Any, single: bool, where: list[tuple[str, int]] | None = None, extras: tuple = ()):
-        super().__init__()
-        self.best, self.single, self.where = best, single, where
-        self.extras = extras  # (position, values, dtype): inputs the importer made (``_made_inputs``)
-        self._made: dict[torch.device, list[torch.Tensor]] = {}
-
-    def forward(self, *args: Any) -> Any:
-        outs = self.computed(*args)
-        if self.where is not None:
-            outs = [outs[k] if kind == "out" else args[k] for kind, k in self.where]
-        return outs[0] if self.single else tuple(outs)
-
-    def computed(self, *args: Any) -> list[torch.Tensor]:
-        """The kernel's outputs (new tensors, none an input: what the region computes) for the region's
-        arguments: called with contiguous inputs and the importer's made ones inserted."""
-        call = [a.contiguous() if isinstance(a, torch.Tensor) else a for a in args]
-        if self.extras:
-            device = next(a.device for a in args if isinstance(a, torch.Tensor))
-            made = self._made.get(device)
-            if made is None:
-                made = self._made[device] = [torch.tensor(v, dtype=d, device=device) for _, v, d in self.extras]
-            for (pos, _, _), t in zip(self.extras, made):
-                call.insert(pos, t)
-        out = self.best(*call)
-        return list(out) if isinstance(out, (tuple, list)) else [out]
-
-    def output_specs(self) -> list[tuple[tuple[int, ...], torch.dtype]]:
-        """Each computed output's shape and dtype (the program's outputs): what the custom op's fake gives."""
-        program = self.best.program
-        return [(tuple(program.concrete_shape(o)), getattr(torch, program.nodes[o].dtype.torch_name))
-                for o in program.outputs]
 
 
 class Unmeasured(Exception):
@@ -1009,6 +962,6 @@ def _first_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text.splitlines()[0] if text else ''}"[:300]
 
 
-__all__ = ["DEFAULTS", "REGION_BASELINES", "RESTS", "Compiled", "OptimizedModule", "Region", "RegionKernel",
+__all__ = ["DEFAULTS", "REGION_BASELINES", "RESTS", "Compiled", "OptimizedModule", "Region",
            "Unmeasured", "backend", "compile_region", "cut_region", "graph_work", "inductor", "optimize", "options",
            "partition", "region_kernel", "region_op", "region_program", "signature", "splice", "write_model_new"]

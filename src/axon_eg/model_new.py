@@ -648,7 +648,7 @@ def write(optimized: Any, path: Path) -> Path:
     """:meth:`axon_eg.dynamo.OptimizedModule.save` (see the module docstring)."""
     from torch.utils import _pytree as pytree
 
-    from axon_eg.dynamo import RegionKernel
+    from axon_eg.regions import RegionKernel
 
     cls = type(optimized.original)
     key, graph_module = next(iter(optimized.compiled.graphs.items()))
@@ -747,9 +747,9 @@ class _CallersDevice:
 def _portable(graph: torch.fx.Graph) -> None:
     """The graph free of the device it was exported on (the remote flow exports on the meta device, the
     saved file runs on a GPU): a tensor the graph creates goes to the device of the call's inputs."""
-    from axon_eg.dynamo import _drop_asserts
+    from axon_eg.regions import drop_asserts
 
-    _drop_asserts(graph)
+    drop_asserts(graph)
     for node in graph.nodes:
         if isinstance(node.kwargs.get("device"), torch.device):
             node.kwargs = {**node.kwargs, "device": _CallersDevice()}

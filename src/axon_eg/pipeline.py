@@ -1,7 +1,7 @@
 """``saturate_and_extract``: the stages wired together.
 
 Phase 1 (CPU, seconds): the program's νGraph is saturated with the discovered rules (an e-node budget
-scaled by the program's size, ``saturation_nodes``; the seconds only a safety cap), the k best
+scaled by the program's size, ``saturation.saturation_nodes``; the seconds only a safety cap), the k best
 Candidates (variants x fusion plans x tilings x ISA choices, within the enumeration's count budgets,
 ``extract.candidates.Budget``) are enumerated by predicted cost, and each is emitted as a kernel file
 (``_phase1``; identical regions of a model share one saturation and enumeration, ``_enumerated``; the
@@ -51,11 +51,10 @@ from typing import Any
 from axon_eg import validate
 from axon_eg.backends.base import TARGETS, Backend
 from axon_eg.backends.kernel import Kernel
-from axon_eg.cache import (  # noqa: F401 (re-exported: tests and callers reach them as pipeline.X)
+from axon_eg.cache import (
     bundle_candidates,
     bundle_key,
     cache_key,
-    from_cache,
     kernel_name,
     observations,
     read_rows,
@@ -66,8 +65,9 @@ from axon_eg.errors import InvalidArgument
 from axon_eg.hw import HardwareSpec, load
 from axon_eg.ir.program import Program
 from axon_eg.measure import tables
-from axon_eg.result import SUMMARY_COLUMNS, BestKernel, PipelineError, Result, markdown  # noqa: F401 (re-exported)
-from axon_eg.selection import VERDICTS, choose, select  # noqa: F401 (re-exported)
+from axon_eg.result import PipelineError, Result
+from axon_eg.saturation import compute_ops, saturated, saturation_nodes
+from axon_eg.selection import from_cache, select
 from axon_eg.targets import backend_for
 
 Progress = Callable[[str, int, int, str], None]  # (phase, done, total, detail)
@@ -168,9 +168,13 @@ def saturate_and_extract(prog: Any, target: str = "triton", hw: str | HardwareSp
     if sizes is not None:
         from axon_eg import buckets
 
-        return buckets.optimize(prog, sizes, target=target, hw=hw, k=k, budget_s=budget_s, cache_dir=cache_dir,
-                                device=device, ray_address=ray_address, saturation_s=saturation_s,
-                                progress=progress, force=force, precision=precision, baselines=baselines)
+        program = getattr(prog, "program", prog)
+        if not isinstance(program, Program):
+            raise PipelineError(f"saturate_and_extract takes a Program (or a Problem), got {type(prog).__name__}")
+        return buckets.optimize(program, sizes, saturate_and_extract, target=target, hw=hw, k=k, budget_s=budget_s,
+                                cache_dir=cache_dir, device=device, ray_address=ray_address,
+                                saturation_s=saturation_s, progress=progress, force=force, precision=precision,
+                                baselines=baselines)
     validate.pipeline_arguments(prog, target, hw, k, budget_s, cache_dir=cache_dir, rows=rows, saturation_s=saturation_s)
     precision = validate.precision(precision)
     backend = _backend(target)
@@ -190,7 +194,7 @@ def saturate_and_extract(prog: Any, target: str = "triton", hw: str | HardwareSp
     sat_s = min(saturation_s, budget_s / 5) if budget_s else saturation_s
 
     def graph() -> Any:
-        return _saturated(program, sat_s)
+        return saturated(program, sat_s)
 
     if not force:
         hit = from_cache(key, program, bdir, cache_dir, graph, time.monotonic() - t0)
@@ -212,7 +216,7 @@ def saturate_and_extract(prog: Any, target: str = "triton", hw: str | HardwareSp
         phase1, phase2 = 0.0, float(sum(r.get("elapsed_s") or 0.0 for r in new_rows))
     else:
         kernels, cand_rows = _phase1(program, sat_s, spec, backend, k, key, bdir, device, report, precision, ranges,
-                                     lambda p: _saturated(p, sat_s), baselines)
+                                     lambda p: saturated(p, sat_s), baselines)
         phase1 = time.monotonic() - t0
         t1 = time.monotonic()
         built = [kern for kern in kernels if kern.source]
@@ -283,7 +287,7 @@ def write_bundle_only(prog: Any, target: str = "triton", hw: str | HardwareSpec 
     if _phase1_done(bdir, device, baselines, saturation_s):
         return bdir
     _phase1(program, saturation_s, spec, backend, k, "", bdir, device, progress or (lambda *a: None), precision, ranges,
-            lambda p: _saturated(p, saturation_s), baselines)
+            lambda p: saturated(p, saturation_s), baselines)
     return bdir
 
 
@@ -308,30 +312,6 @@ def bundle_path(prog: Any, target: str = "triton", hw: str | HardwareSpec = "h20
     key = bundle_key(program, spec, target, k, validate.precision(precision), validate.ranges(program, ranges))
     return tables.cache_dir(cache_dir) / "bundles" / key
 
-
-def _saturated(program: Program, seconds: float) -> Any:
-    """The program's νGraph saturated with the discovered rules: at most ``saturation_nodes(program)`` e-nodes
-    (a count, checked between iterations: the same program saturates the same way on any machine) and
-    ``seconds`` as a safety cap on the clock (its report's ``stop_reason`` is ``"time limit"`` when that cap
-    cut it short; phase 1 records it, ``phase1.json``)."""
-    from axon_eg.egraph.nugraph import Limits, NuGraph
-    from axon_eg.rules_discovered.store import load_rules
-
-    g = NuGraph(program, load_rules())
-    g.saturate(Limits(seconds=seconds, nodes=saturation_nodes(program)))
-    return g
-
-
-def saturation_nodes(program: Program) -> int:
-    """The e-node budget of a program's saturation, scaled by its size: ``SATURATION_NODES`` plus
-    ``SATURATION_NODES_PER_OP`` per compute op, at most the νGraph's default (``Limits.nodes``)."""
-    from axon_eg.egraph.nugraph import Limits
-
-    return min(Limits.nodes, SATURATION_NODES + SATURATION_NODES_PER_OP * _compute_ops(program))
-
-
-SATURATION_NODES = 10_000
-SATURATION_NODES_PER_OP = 2_000
 
 _MEMO: dict[tuple, tuple[list[Any], Any, dict[str, Any]]] = {}
 MEMO_SIZE = 64
@@ -359,14 +339,14 @@ def _enumerated(program: Program, saturation_s: float, hw: HardwareSpec, backend
     if hit is None:
         report("saturate", 0, 1, program.name)
         started = time.monotonic()
-        g = _saturated(canon, saturation_s)
-        saturated = time.monotonic() - started
+        g = saturated(canon, saturation_s)
+        saturation_wall = time.monotonic() - started
         sat = g.report
         report("saturate", 1, 1, f"{sat.enodes} e-nodes")
         report("extract", 0, 1, "")
         started = time.monotonic()
         found, summary = enumerate_candidates(g, hw, k, backend=backend, fallback=backend.fallback(hw), precision=precision)
-        stages = {"saturation_s": saturated, "extraction_s": time.monotonic() - started, "enodes": sat.enodes,
+        stages = {"saturation_s": saturation_wall, "extraction_s": time.monotonic() - started, "enodes": sat.enodes,
                   "saturation": {"iterations": sat.iterations, "enodes": sat.enodes, "stop_reason": sat.stop_reason,
                                  "node_budget": saturation_nodes(canon),
                                  "clock_limited": sat.stop_reason == "time limit"},
@@ -398,7 +378,7 @@ def _phase1(program: Program, saturation_s: float, hw: HardwareSpec, backend: Ba
             ranges: dict[str, tuple[int, int]] | None = None,
             saturate: Callable[[Program], Any] | None = None,
             baselines: Sequence[str] | None = None) -> tuple[list[Kernel], list[dict[str, Any]]]:
-    """Saturate (for at most ``saturation_s`` seconds, ``_saturated``), enumerate (``_enumerated``), emit and
+    """Saturate (for at most ``saturation_s`` seconds, ``saturation.saturated``), enumerate (``_enumerated``), emit and
     bundle; returns the kernels and their ``candidates`` rows.
 
     Where phase 1's time went is written to ``<bundle>/phase1.json`` (:data:`PHASE1_FILE`): the seconds of
@@ -466,7 +446,7 @@ def _phase1(program: Program, saturation_s: float, hw: HardwareSpec, backend: Ba
     backend.write_bundle(bdir, program, kernels, hw, probes=probes)
     (bdir / "candidates.json").write_text(json.dumps(rows, indent=1))
     (bdir / "failures.json").write_text(json.dumps(_emit_failures(kernels), indent=1))  # for rows measured elsewhere
-    stages = {"program": program.name, "ops": _compute_ops(program), **stages,
+    stages = {"program": program.name, "ops": compute_ops(program), **stages,
               "emission_s": time.monotonic() - emit_started, "enumeration": summary.counts(), "device": device,
               "baselines": None if baselines is None else list(baselines), "saturation_cap_s": saturation_s}
     (bdir / PHASE1_FILE).write_text(json.dumps(stages, indent=1))
@@ -481,12 +461,6 @@ def phase1_stages(bdir: str | Path) -> dict[str, Any] | None:
     """The bundle's ``phase1.json`` (see ``_phase1``), or None where it has none."""
     path = Path(bdir) / PHASE1_FILE
     return json.loads(path.read_text()) if path.is_file() else None
-
-
-def _compute_ops(program: Program) -> int:
-    from axon_eg.ir import ops as O
-
-    return sum(1 for n in program.nodes if not O.is_source(n.op) and not O.is_view(n.op))
 
 
 def _emit(backend: Backend, candidate: Any, hw: HardwareSpec, name: str,

@@ -88,4 +88,19 @@ def kernel_of(table: pl.DataFrame, kernel_id: str, program: Program, bdir: Path)
     return BestKernel(kernel_id, row["kind"], Path(row["source"]), entry, mode, program, str(row.get("hw") or ""))
 
 
-__all__ = ["VERDICTS", "choose", "kernel_of", "select"]
+def from_cache(key: str, program: Program, bdir: Path, cache_dir: Any, graph: Callable[[], Any],
+               phase1: float) -> Result | None:
+    """The stored choice when every candidate of the run has a final observation, else None."""
+    cands, meas = latest(key, cache_dir)
+    if cands.is_empty() or not (bdir / "manifest.json").exists():
+        return None
+    if not set(cands["id"]) <= set(meas.filter(pl.col("final"))["id"]):
+        return None
+    if not all(Path(p).exists() for p in cands["source"].drop_nulls()):
+        return None
+    result = select(key, program, bdir, cache_dir, graph, phase1, 0.0, hit=True)
+    result.reused = tuple(sorted(cands["id"]))
+    return result
+
+
+__all__ = ["from_cache", "VERDICTS", "choose", "kernel_of", "select"]

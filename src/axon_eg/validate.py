@@ -17,6 +17,7 @@ the pipeline checks that a miss can write it before phase 1 (``measure.tables.en
 from __future__ import annotations
 
 import argparse
+import ast
 import math
 import numbers
 import os
@@ -26,7 +27,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from axon_eg.errors import DtypeError, InvalidArgument, PathError
+from axon_eg.errors import DtypeError, InvalidArgument, PathError, ProblemLoadError
 
 SIZES_FORMAT = "NAME=INT[,NAME=INT...], e.g. M=64,N=32 or batch_size=4"
 
@@ -307,8 +308,6 @@ def optimize_arguments(args: argparse.Namespace) -> None:
     if getattr(args, "rows", None) is not None:
         readable_file(args.rows, "--rows")
     if getattr(args, "target", None) is not None:
-        from axon_eg.cli import target_kind
-
         target_kind(args.target)
     if getattr(args, "out", None) is not None:
         output_dir(args.out, "--out")
@@ -394,3 +393,40 @@ __all__ = ["ALLOW_LARGE", "INTERPRETER_ELEMS", "MEMORY_FRACTION", "SIZES_FORMAT"
            "cache_directory", "directory", "hardware", "k_type", "optimize_arguments", "output_dir", "parse_sizes",
            "phase2_size", "pipeline_arguments", "positive_int", "positive_seconds", "precision", "program_dtypes",
            "readable_file", "sizes_mapping", "tensor_bytes", "writable_dir"]
+
+
+# ------------------------------------------------------------------------------------------------
+# What a TARGET names (``axon_eg.loading`` loads it)
+# ------------------------------------------------------------------------------------------------
+KERNELBENCH_NAMES = ("Model", "get_inputs", "get_init_inputs")
+"""Top-level names of a KernelBench problem file: a file defining any of them is one."""
+
+
+def _is_path(target: str) -> bool:
+    return target.endswith(".py") or os.sep in target or "/" in target or Path(target).exists()
+
+
+def target_kind(target: str) -> str:
+    """"suite", "kernelbench" or "program" (a .py file with one ``@ax.program``), as ``load_target`` reads ``target``.
+
+    A path must be a readable file (PathError otherwise, one line). A file is a KernelBench problem when it
+    defines, at top level, any of ``Model``, ``get_inputs``, ``get_init_inputs`` (read without running it;
+    ``load_problem`` then names the ones missing); otherwise it must define one ``@ax.program``."""
+    if not _is_path(target):
+        return "suite"
+    path = readable_file(target, "target")
+    try:
+        tree = ast.parse(path.read_bytes(), filename=str(path))
+    except SyntaxError as e:
+        raise ProblemLoadError(f"{path}:{e.lineno}: syntax error: {e.msg}") from None
+    except ValueError as e:  # null bytes: not a Python source file
+        raise ProblemLoadError(f"{path}: not a Python source file ({e})") from None
+    defined: set[str] = set()
+    for node in tree.body:
+        if isinstance(node, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+            defined.add(node.name)
+        elif isinstance(node, ast.Assign):
+            defined |= {t.id for t in node.targets if isinstance(t, ast.Name)}
+        elif isinstance(node, (ast.ImportFrom, ast.Import)):
+            defined |= {(a.asname or a.name).split(".")[0] for a in node.names}
+    return "kernelbench" if defined & set(KERNELBENCH_NAMES) else "program"

@@ -56,11 +56,11 @@ def test_suite_sum_matmul_after_the_rewrite_is_one_split_k_group(tmp_path):
     correct at CI sizes."""
     from axon_eg.backends.triton.emit import runs_as_torch
     from axon_eg.extract.candidates import enumerate_candidates
-    from axon_eg.pipeline import _saturated
+    from axon_eg.saturation import saturated
 
     for small in (False, True):
         program = suite.get("sum_matmul").bound(small=small)
-        found, _ = enumerate_candidates(_saturated(program, 2.0), H200, 6, backend=TRITON, fallback=runs_as_torch)
+        found, _ = enumerate_candidates(saturated(program, 2.0), H200, 6, backend=TRITON, fallback=runs_as_torch)
         fused = [c for c in found if c.plan.name == "matmul" and "SPLIT_K" in dict(c.tilings[0].values)]
         assert fused and any(c.plan.name == "reduction+matmul" for c in found)
         kernel = emit(fused[0], H200, "c0")

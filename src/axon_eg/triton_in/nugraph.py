@@ -16,7 +16,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from .run import CALL
+from .entry import CALL
 
 ENTRY = '''
 
@@ -85,7 +85,7 @@ def candidates(ref_path: Path, init: list[Any], inputs: list[dict[str, Any]], hw
     from axon_eg.extract.candidates import enumerate_candidates
     from axon_eg.ir.torch_import import import_torch
     from axon_eg.measure.harness import TORCH_DTYPES
-    from axon_eg.pipeline import _saturated
+    from axon_eg.saturation import saturated
     from axon_eg.targets import backend_for
 
     spec = importlib.util.spec_from_file_location("axon_eg_triton_reference_for_nugraph", ref_path)
@@ -108,7 +108,7 @@ def candidates(ref_path: Path, init: list[Any], inputs: list[dict[str, Any]], hw
             order.append(("input", user))
             user += 1
     backend = backend_for("triton")
-    found, summary = enumerate_candidates(_saturated(program, saturation_s), hw, k, backend=backend,
+    found, summary = enumerate_candidates(saturated(program, saturation_s), hw, k, backend=backend,
                                           fallback=backend.fallback(hw))
     out = []
     for i, c in enumerate(found):

@@ -43,6 +43,7 @@ from typing import Any
 from axon_eg.hw import load as load_hw
 from axon_eg.measure.worker import ROWS_NAME
 
+from .entry import CALL
 from .launches import trace
 from .proposer import Proposer, refine
 from .source import TritonInputError, load
@@ -68,20 +69,6 @@ import triton as _axon_eg_triton  # noqa: E402
 {constants}_AXON_EG_INIT = {init!r}
 '''
 
-CALL = '''_AXON_EG_MODEL = None
-
-
-def _axon_eg_entry(*inputs):
-    global _AXON_EG_MODEL
-    if _AXON_EG_MODEL is None:
-        _axon_eg_torch.manual_seed(0)
-        _AXON_EG_MODEL = {wrapper}(*_AXON_EG_INIT).to(inputs[0].device).eval()
-    with _axon_eg_torch.no_grad():
-        return _AXON_EG_MODEL(*inputs)
-'''
-"""How the harness calls every candidate: the wrapper (``{wrapper}``) built once, seeded with 0, from the
-``__init__`` arguments (``_AXON_EG_INIT``), on the inputs' device, called under ``no_grad``; the end of
-``ENTRY`` and of the νGraph kernels' entry (``nugraph.ENTRY``)."""
 ENTRY += CALL
 
 ALLOCATOR = """def _axon_eg_scratch(size, alignment, stream):

@@ -15,7 +15,7 @@ file and the key (``spec FILE: inputs[0].dtype: unknown dtype 'float32' (did you
       init: [300]
 
 Sizes: under ``small`` a spec's ``small`` section (none: its inputs, and the line says so), or a
-KernelBench-format reference's ``SMALL_SIZES`` (``axon_eg.cli_targets.kernelbench_sizes``, as ``axon-eg
+KernelBench-format reference's ``SMALL_SIZES`` (``axon_eg.loading.kernelbench_sizes``, as ``axon-eg
 optimize`` chooses them); ``sizes`` sets module constants over those. Then the reference ``Model(*init)`` is
 built and called on fake inputs: inputs that do not fit ``init`` are refused naming both keys.
 """
@@ -209,7 +209,7 @@ def harness(ref_path: str | os.PathLike[str], spec: str | os.PathLike[str] | Map
         mod = _import(ref_path, {})
         return _fitted(mod, ref_path, section["inputs"], section["init"], {}, note, f"the {where}'s {prefix}inputs",
                        (where, prefix))
-    from axon_eg.cli_targets import kernelbench_sizes
+    from axon_eg.loading import kernelbench_sizes
 
     constants, note = kernelbench_sizes(ref_path, small=small, sizes=dict(sizes or {}))
     mod = _import(ref_path, constants)

@@ -259,7 +259,7 @@ def cmd_rm(args: argparse.Namespace) -> int:
 
 def add_parser(sub: Any) -> None:
     """Register ``axon-eg cache`` (``ls``, ``rm``) on the CLI's subparsers."""
-    cache = sub.add_parser("cache", help="list or remove the cached optimization runs (see axon_eg.cache_cli)")
+    cache = sub.add_parser("cache", help="list or remove the cached optimization runs (see axon_eg.cli.cache)")
     csub = cache.add_subparsers(dest="cache_command", required=True)
     help_dir = "cache directory (default $AXON_EG_CACHE or ~/.cache/axon_eg)"
     p = csub.add_parser("ls", help="one line per cached run: program, key, hw, target, k, when, best, statuses, size")

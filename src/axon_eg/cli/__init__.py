@@ -4,16 +4,16 @@
     axon-eg suite                    the benchmark suite programs
     axon-eg inspect TARGET           print a program and run its float64 reference
     axon-eg show TARGET              the program's νGraph: e-classes, members, SVG
-    axon-eg optimize TARGET          the whole pipeline: best kernel, report, table (see optimize_cli.py)
+    axon-eg optimize TARGET          the whole pipeline: best kernel, report, table (see cli/optimize.py)
     axon-eg optimize-triton FILE     an existing Triton program: stages, cascade, the fastest correct file
     axon-eg rules discover|verify|list   the Z3-proven rewrite rules
-    axon-eg cache ls|rm              the cached runs: list them, remove some or all (see cache_cli.py)
+    axon-eg cache ls|rm              the cached runs: list them, remove some or all (see cli/cache.py)
 
 TARGET is a suite program name, a KernelBench file (a file defining ``Model``, ``get_inputs`` or
 ``get_init_inputs``; it runs at its ``SMALL_SIZES`` unless ``--full``) or a .py file with one
 ``@ax.program``. Errors a user can fix are one line, ``axon-eg: error: <message>``, exit status 2.
 ``axon-eg --version`` prints the version; ``axon-eg optimize-triton --help`` its sizes and exit codes.
-What a TARGET names and how it is loaded is :mod:`axon_eg.cli_targets` (re-exported here).
+What a TARGET names and how it is loaded is :mod:`axon_eg.loading`.
 """
 
 from __future__ import annotations
@@ -26,15 +26,8 @@ from pathlib import Path
 from typing import Any
 
 from axon_eg import validate
-from axon_eg.cli_targets import (  # noqa: F401 - re-exported: TARGET resolution lived here
-    KERNELBENCH_NAMES,
-    Target,
-    load_suite,
-    load_target,
-    resolve_target,
-    target_kind,
-)
 from axon_eg.errors import AxonError
+from axon_eg.loading import load_suite, load_target, resolve_target
 from axon_eg.measure.interrupts import OneLineInterrupt
 
 
@@ -279,13 +272,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--svg", help="write the e-graph as SVG (needs graphviz)")
     p.set_defaults(func=cmd_show)
 
-    from axon_eg.optimize_cli import add_parser as add_optimize
+    from axon_eg.cli.optimize import add_parser as add_optimize
 
     add_optimize(sub)
 
     add_optimize_triton(sub)
 
-    from axon_eg import cache_cli
+    from axon_eg.cli import cache as cache_cli
 
     cache_cli.add_parser(sub)
 
@@ -355,7 +348,7 @@ restated so that ``--help`` stays fast; a test ties the two)."""
 
 
 def add_optimize_triton(sub: Any) -> None:
-    from axon_eg.optimize_cli import allow_large_option
+    from axon_eg.cli.optimize import allow_large_option
     from axon_eg.validate import INTERPRETER_ELEMS
 
     p = sub.add_parser("optimize-triton", help="an existing Triton program in, its stages' candidates checked and "
@@ -380,7 +373,7 @@ def add_optimize_triton(sub: Any) -> None:
 def cmd_optimize_triton(args: argparse.Namespace) -> int:
     from rich.console import Console
 
-    from axon_eg import optimize_cli
+    from axon_eg.cli import optimize as optimize_cli
     from axon_eg.errors import InvalidArgument
     from axon_eg.triton_in import run as triton_run
 
@@ -399,7 +392,7 @@ def cmd_optimize_triton(args: argparse.Namespace) -> int:
         optimize_cli.check_size_names(reference or path, args.sizes, text)
 
     def say(line: str) -> None:
-        optimize_cli._say(console, line)
+        optimize_cli.say(console, line)
 
     interpreter = optimize_cli.interpreter_reason(args.cpu)
 
@@ -415,7 +408,7 @@ def cmd_optimize_triton(args: argparse.Namespace) -> int:
         validate.phase2_size(f"{path.name} at {call.at} (inputs {call.describe()})", ins, outs, interpreter=interpreter,
                              smaller=smaller)
 
-    with optimize_cli._progress(console, t0, triton_run.PHASES) as (progress, _finish):
+    with optimize_cli.progress_bar(console, t0, triton_run.PHASES) as (progress, _finish):
         result = triton_run.optimize_triton(path, reference=reference, spec=spec, hw=args.hw, out=out,
                                             device="cpu" if args.cpu else None, small=not args.full,
                                             sizes=args.sizes, progress=progress, check=check)
@@ -460,6 +453,3 @@ def _message(e: BaseException) -> str:
         return str(e.args[0])
     return str(e)
 
-
-if __name__ == "__main__":
-    sys.exit(main())

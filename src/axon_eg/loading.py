@@ -1,14 +1,13 @@
 """What a TARGET argument of ``axon-eg`` names, and the program it loads at the sizes asked for.
 
 A suite program name, a KernelBench problem file (a file defining ``Model``, ``get_inputs`` or
-``get_init_inputs``) or a .py file with one ``@ax.program``: ``target_kind`` tells them apart without
-running the file, ``resolve_target`` loads one (``Target``: the program, fixed inputs, the sizes and a line
-saying where they came from). ``axon_eg.cli`` re-exports these names.
+``get_init_inputs``) or a .py file with one ``@ax.program``: ``validate.target_kind`` tells them apart
+without running the file, ``resolve_target`` loads one (``Target``: the program, fixed inputs, the sizes and
+a line saying where they came from). The CLI, the Triton-to-Triton flow and the tests load targets here.
 """
 
 from __future__ import annotations
 
-import ast
 import importlib.util
 import os
 import traceback
@@ -20,6 +19,7 @@ from typing import Any
 
 from axon_eg import validate
 from axon_eg.errors import AxonError, ProblemLoadError
+from axon_eg.validate import KERNELBENCH_NAMES, target_kind
 
 
 def load_suite() -> Any:
@@ -28,40 +28,6 @@ def load_suite() -> Any:
     from axon_eg import suite
 
     return suite
-
-
-KERNELBENCH_NAMES = ("Model", "get_inputs", "get_init_inputs")
-"""Top-level names of a KernelBench problem file: a file defining any of them is one."""
-
-
-def _is_path(target: str) -> bool:
-    return target.endswith(".py") or os.sep in target or "/" in target or Path(target).exists()
-
-
-def target_kind(target: str) -> str:
-    """"suite", "kernelbench" or "program" (a .py file with one ``@ax.program``), as ``load_target`` reads ``target``.
-
-    A path must be a readable file (PathError otherwise, one line). A file is a KernelBench problem when it
-    defines, at top level, any of ``Model``, ``get_inputs``, ``get_init_inputs`` (read without running it;
-    ``load_problem`` then names the ones missing); otherwise it must define one ``@ax.program``."""
-    if not _is_path(target):
-        return "suite"
-    path = validate.readable_file(target, "target")
-    try:
-        tree = ast.parse(path.read_bytes(), filename=str(path))
-    except SyntaxError as e:
-        raise ProblemLoadError(f"{path}:{e.lineno}: syntax error: {e.msg}") from None
-    except ValueError as e:  # null bytes: not a Python source file
-        raise ProblemLoadError(f"{path}: not a Python source file ({e})") from None
-    defined: set[str] = set()
-    for node in tree.body:
-        if isinstance(node, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
-            defined.add(node.name)
-        elif isinstance(node, ast.Assign):
-            defined |= {t.id for t in node.targets if isinstance(t, ast.Name)}
-        elif isinstance(node, (ast.ImportFrom, ast.Import)):
-            defined |= {(a.asname or a.name).split(".")[0] for a in node.names}
-    return "kernelbench" if defined & set(KERNELBENCH_NAMES) else "program"
 
 
 @dataclass(frozen=True)

@@ -42,6 +42,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any
 
+from axon_eg import validate
 from axon_eg.errors import InvalidArgument, ProgramError
 from axon_eg.extract.isa import PRECISIONS
 from axon_eg.validate import INTERPRETER_ELEMS
@@ -95,7 +96,6 @@ def _check_args(args: argparse.Namespace) -> dict[str, int] | None:
     """Options checked before anything is loaded (``validate.optimize_arguments``: ``-k``, ``--budget``,
     ``--hw``, ``--rows``, ``--out``, ``--cache``, TARGET); returns the parsed ``--sizes``. Errors are one
     line naming the option (InvalidArgument, printed by ``cli.main``)."""
-    from axon_eg import validate
 
     validate.optimize_arguments(args)
     return validate.parse_sizes(args.sizes, "--sizes") if args.sizes is not None else None
@@ -104,7 +104,6 @@ def _check_args(args: argparse.Namespace) -> dict[str, int] | None:
 def cmd_optimize(args: argparse.Namespace) -> int:
     from rich.console import Console
 
-    from axon_eg import validate
     from axon_eg.pipeline import PipelineError, saturate_and_extract, write_bundle_only
 
     t0 = time.monotonic()
@@ -117,12 +116,12 @@ def cmd_optimize(args: argparse.Namespace) -> int:
         PlainProgress(console.file, t0).line(f"load: {args.target}")
         target, why_sizes = _load_target(args, sizes)
     program = target.program
-    _say(console, why_sizes)
+    say(console, why_sizes)
     if not (args.bundle_only or args.rows or args.ray or args.allow_large):  # phase 2 here: will its tensors fit?
         _check_program_size(target, args)
     device = "cpu" if args.cpu else ("cuda" if args.rows else None)
     out = validate.output_dir(args.out or Path("axon_eg_out") / program.name, "--out")
-    with _progress(console, t0) as (progress, finish):
+    with progress_bar(console, t0) as (progress, finish):
         if args.bundle_only:
             bundle = write_bundle_only(program, _target(args.hw), args.hw, args.k, cache_dir=args.cache, progress=progress,
                                        precision=args.precision)
@@ -141,7 +140,7 @@ def cmd_optimize(args: argparse.Namespace) -> int:
                 return _no_kernel(console, program, args, out, table, exc)
             finish(PHASES, "cached" if result.cache_hit else "")
     if args.bundle_only:
-        _say(console, f"bundle written in {time.monotonic() - t0:.1f} s: {bundle}\n"
+        say(console, f"bundle written in {time.monotonic() - t0:.1f} s: {bundle}\n"
                       f"run on the GPU box:  python -m axon_eg.measure {bundle} --out rows.jsonl\n"
                       f"then here:           axon-eg optimize {args.target}{' --full' if args.full else ''}"
                       f"{f' --sizes {args.sizes}' if args.sizes else ''} --rows rows.jsonl")
@@ -155,9 +154,9 @@ def cmd_optimize(args: argparse.Namespace) -> int:
         for ranges, res in result.buckets:
             tag = "_".join(f"{d}{lo}-{hi}" for d, (lo, hi) in sorted(ranges.items()))
             shutil.copyfile(res.best.path, out / f"best_{tag}.py")
-            _say(console, f"{describe(ranges)}: {selection_line(res.table, res.best.id, res.timed)}")
+            say(console, f"{describe(ranges)}: {selection_line(res.table, res.best.id, res.timed)}")
         result.table.write_parquet(out / "table.parquet")
-        _say(console, f"best kernels: {out}/best_*.py (one per bucket)  table: {out / 'table.parquet'}")
+        say(console, f"best kernels: {out}/best_*.py (one per bucket)  table: {out / 'table.parquet'}")
         return 0
     best = out / ("best_nki.py" if result.best.mode == "nki" else "best.py")
     shutil.copyfile(result.best.path, best)
@@ -170,22 +169,21 @@ def cmd_optimize(args: argparse.Namespace) -> int:
 
         text += "\n" + report(args.cache, program=program.name, plot_dir=out)
     (out / "report.md").write_text(text)
-    _say(console, result.summary().split("\n\n", 1)[0])
+    say(console, result.summary().split("\n\n", 1)[0])
     _print_table(console, result.table, result.best.id)
-    _say(console, chose)
-    _say(console, f"best kernel: {best}  report: {out / 'report.md'}  table: {out / 'table.parquet'}")
+    say(console, chose)
+    say(console, f"best kernel: {best}  report: {out / 'report.md'}  table: {out / 'table.parquet'}")
     if last is None:
         return 0
     if args.require_candidate:
-        _say(console, f"{last} (exit status {EXIT_BASELINE}: --require-candidate)")
+        say(console, f"{last} (exit status {EXIT_BASELINE}: --require-candidate)")
         return EXIT_BASELINE
-    _say(console, last)
+    say(console, last)
     return 0
 
 
 # -- sizes ----------------------------------------------------------------------------------------
 def _buckets(text: str) -> dict[str, Any]:
-    from axon_eg import validate
 
     try:
         return validate.buckets_arg(text)
@@ -194,7 +192,7 @@ def _buckets(text: str) -> dict[str, Any]:
 
 
 def _load(args: argparse.Namespace, sizes: dict[str, int] | None) -> tuple[Any, str]:
-    """The program at the sizes the options ask for (``cli.resolve_target``), and the line saying which and why."""
+    """The program at the sizes the options ask for (``loading.resolve_target``), and the line saying which and why."""
     target, line = _load_target(args, sizes)
     return target.program, line
 
@@ -213,15 +211,15 @@ def check_size_names(path: str | Path, sizes: dict[str, int] | None, text: str |
 
 
 def _load_target(args: argparse.Namespace, sizes: dict[str, int] | None) -> tuple[Any, str]:
-    """``cli.resolve_target`` at the sizes the options ask for, and the line saying which and why."""
-    from axon_eg import cli
+    """``loading.resolve_target`` at the sizes the options ask for, and the line saying which and why."""
+    from axon_eg import loading
 
     small = not args.full
-    kind = cli.target_kind(args.target)
+    kind = validate.target_kind(args.target)
     if kind == "kernelbench":  # a name the file does not define, before the (slow) import
         check_size_names(args.target, sizes, args.sizes)
     try:
-        target = cli.resolve_target(args.target, small=small, sizes=sizes)
+        target = loading.resolve_target(args.target, small=small, sizes=sizes)
     except ProgramError as e:
         if sizes and kind != "kernelbench":  # binding the dims to --sizes broke the program
             raise InvalidArgument(f"--sizes {args.sizes!r}: {e}") from None
@@ -250,7 +248,6 @@ def _check_program_size(target: Any, args: argparse.Namespace) -> None:
     """``validate.phase2_size`` for a program: its inputs (parameters included) and outputs from its shapes."""
     import math
 
-    from axon_eg import validate
 
     program = target.program
     shapes = [(s, program.concrete_shape(n)) for s, n in zip(program.inputs, program.input_ids)]
@@ -326,7 +323,7 @@ Finish = Callable[[tuple[str, ...], str], None]
 
 
 @contextmanager
-def _progress(console: Any, t0: float, phases: tuple[str, ...] = PHASES,
+def progress_bar(console: Any, t0: float, phases: tuple[str, ...] = PHASES,
               ) -> Iterator[tuple[Callable[[str, int, int, str], None], Finish]]:
     """(progress callback, finish(phases, detail)): rich bars in a terminal (one per phase of ``phases``),
     ``PlainProgress`` lines otherwise. ``finish`` shows the named phases that reported nothing (a cache hit
@@ -360,7 +357,7 @@ def _progress(console: Any, t0: float, phases: tuple[str, ...] = PHASES,
 
 
 # -- output ---------------------------------------------------------------------------------------
-def _say(console: Any, text: str) -> None:
+def say(console: Any, text: str) -> None:
     """A plain line (no markup, never hard-wrapped: paths stay whole)."""
     console.print(text, markup=False, soft_wrap=True)
 
