@@ -18,8 +18,8 @@ from axon_eg.backends.nki import api as nki_api
 from axon_eg.backends.nki import isa, isa_numpy
 from axon_eg.backends.nki import latency as L
 from axon_eg.backends.nki.nki_checks import BFLOAT16
-from axon_eg.backends.nki.nki_namespaces import _current_isa, _isa_common, _language, _legacy_isa
-from axon_eg.backends.nki.simulator import _Session
+from axon_eg.backends.nki.nki_namespaces import Isa, IsaCommon, Language, LegacyIsa, members
+from axon_eg.backends.nki.session import Session
 from axon_eg.hw import load
 from axon_eg.semantics import isa as sem
 from axon_eg.semantics.isa import declarations as D
@@ -30,8 +30,8 @@ NAMES = list(DECLARATIONS)
 F32 = np.dtype(np.float32)
 
 
-def _session(target: str = "trn2", dialect: str = "current") -> _Session:
-    return _Session(load(target), dialect, "<test>")
+def _session(target: str = "trn2", dialect: str = "current") -> Session:
+    return Session(load(target), dialect, "<test>")
 
 
 def test_every_declared_instruction_has_one_implementation_in_every_reader():
@@ -40,16 +40,17 @@ def test_every_declared_instruction_has_one_implementation_in_every_reader():
     for name, d in DECLARATIONS.items():
         assert d.meaning is MEANINGS[name] and isa.get(name).declaration is d
     s = _session()
-    common = set(_isa_common(s))
+    common = set(members(IsaCommon(s)))
     nisa = {n for n, d in DECLARATIONS.items() if d.api.startswith("nisa.")}
     language = {n for n, d in DECLARATIONS.items() if d.api.startswith("nl.")}
     assert nisa | language == set(NAMES)
     legacy = {n for n in nisa if f"nki.isa.{n}" in nki_api.documented("legacy")}  # some are current-only
     assert nisa - legacy == {"tensor_scalar_cumulative", "rng"}
     # activation_reduce: activation's alias; set_rng_seed: the generator's state, no instruction of its own
-    for namespace, names in ((_current_isa(s), nisa | {"set_rng_seed"}), (_legacy_isa(_session("trn1", "legacy")), legacy)):
+    for namespace, names in ((members(Isa(s)), nisa | {"set_rng_seed"}),
+                             (members(LegacyIsa(_session("trn1", "legacy"))), legacy)):
         assert set(namespace) - common == names | {"activation_reduce"}
-    assert language <= set(_language(s))
+    assert language <= set(members(Language(s)))
     with pytest.raises(ValueError, match="not a declared instruction"):
         meaning("nc_bogus")(lambda m, ins: None)
     with pytest.raises(IllFormed, match="unknown instruction"):
@@ -84,18 +85,18 @@ def test_the_readers_vocabularies_are_the_declared_ones():
     assert tuple(isa_numpy.ACTIVATIONS) == D.ACTIVATION_FUNCTIONS and tuple(sem.ACTIVATIONS) == D.PROVEN_ACTIVATION_FUNCTIONS
     assert set(D.PROVEN_ALU_OPS) < set(D.ALU_OPS) and set(D.PROVEN_ACTIVATION_FUNCTIONS) < set(D.ACTIVATION_FUNCTIONS)
     s = _session()
-    tokens = _language(s)
+    tokens = members(Language(s))
     assert all(getattr(tokens[n], "nki_op", None) == n for n in (*D.ALU_OPS, *D.ACTIVATION_FUNCTIONS))
-    common = _isa_common(s)
-    assert {n for n in D.REDUCE_CMDS if hasattr(common["reduce_cmd"], n)} == set(D.REDUCE_CMDS)
-    assert all(getattr(common["engine"], e).name == e for e in D.ENGINES)
+    common = IsaCommon(s)
+    assert {n for n in D.REDUCE_CMDS if hasattr(common.reduce_cmd, n)} == set(D.REDUCE_CMDS)
+    assert all(getattr(common.engine, e).name == e for e in D.ENGINES)
 
 
 def test_the_simulator_takes_the_declared_parameters():
     """A kernel's call: the current-dialect nisa functions take every declared kernel-side parameter (and
     ``engine`` where several engines may run it); the simulator's attributes are the declared ones; the
     Machine takes every proof-side one and nothing else."""
-    namespace = _current_isa(_session())
+    namespace = members(Isa(_session()))
     for name, d in DECLARATIONS.items():
         instr, kernel = isa.get(name), d.arguments(KERNEL)
         assert list(instr.attributes) == [p.name for p in kernel if isinstance(p, Attr) or p.scalar]

@@ -142,12 +142,12 @@ def coverage(dialect: str, target: str = "trn2") -> dict[str, str]:
     """Documented name -> "supported" (the simulator provides it) or "unsupported" (it raises naming it)."""
     from axon_eg.hw import load
 
-    from .nki_modules import _modules
+    from .nki_modules import fake_modules
     from .nki_values import CURRENT, LEGACY
-    from .simulator import _Session
+    from .session import Session
 
-    session = _Session(load(target), CURRENT if dialect == "current" else LEGACY, "<coverage>")
-    modules = _modules(session)
+    session = Session(load(target), CURRENT if dialect == "current" else LEGACY, "<coverage>")
+    modules = fake_modules(session)
     lang, isa = (modules[m] for m in MODULES[dialect])
     out = {}
     for name in documented(dialect):

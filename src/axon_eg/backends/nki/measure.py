@@ -50,10 +50,10 @@ def device_module(hw: HardwareSpec) -> Any | None:
     (the simulator's stand-ins, which live in ``sys.modules`` only while a kernel runs, do not count)."""
     import importlib
 
-    from .nki_modules import _really_installed
+    from .nki_modules import really_installed
 
     name = "nki" if hw.value("features.nki_dialect") == "current" else "neuronxcc.nki"
-    if not _really_installed(name.partition(".")[0]):
+    if not really_installed(name.partition(".")[0]):
         return None
     try:
         return importlib.import_module(name)

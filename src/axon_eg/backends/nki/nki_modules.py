@@ -1,6 +1,7 @@
 """The fake ``nki`` / ``neuronxcc.nki`` modules a kernel imports while the simulator runs it: ``@nki.jit``, the
-module objects (over the namespaces of :mod:`.nki_namespaces`), the import hook that hands them out, their
-installation in ``sys.modules`` (never over a real installed package), and reading a kernel's source."""
+module objects (each holding the public attributes of a :mod:`.nki_namespaces` object over the session), the
+import hook that hands them out, their installation in ``sys.modules`` (never over a real installed package),
+and reading a kernel's source."""
 
 from __future__ import annotations
 
@@ -11,17 +12,19 @@ import inspect
 import linecache
 import sys
 import textwrap
+import threading
 import types
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .isa import NkiSimulationError
-from .nki_namespaces import _current_isa, _language, _legacy_isa
-from .nki_values import _LOCK, _MISSING, _ROOTS, CURRENT
+from .nki_namespaces import Isa, Language, LegacyIsa, members
+from .nki_values import CURRENT, ROOTS
+from .session import Session
 
-if TYPE_CHECKING:  # annotations only: the session lives in simulator.py, which imports this module
-    from .simulator import _Session
+_LOCK = threading.RLock()  # one kernel's modules in sys.modules at a time
+_MISSING = object()
 
 
 class _Kernel:
@@ -52,10 +55,11 @@ def _module(name: str, attrs: Mapping[str, Any]) -> types.ModuleType:
     return module
 
 
-def _modules(s: _Session) -> dict[str, types.ModuleType]:
+def fake_modules(s: Session) -> dict[str, types.ModuleType]:
+    """The modules of ``s``'s dialect by their import names (``nki``, ``nki.language`` ... or ``neuronxcc`` ...)."""
     prefix = "nki" if s.dialect == CURRENT else "neuronxcc.nki"
-    lang = _module(f"{prefix}.language", _language(s))
-    isa_module = _module(f"{prefix}.isa", _current_isa(s) if s.dialect == CURRENT else _legacy_isa(s))
+    lang = _module(f"{prefix}.language", members(Language(s)))
+    isa_module = _module(f"{prefix}.isa", members(Isa(s) if s.dialect == CURRENT else LegacyIsa(s)))
     top = {"jit": _jit, "baremetal": _jit, "language": lang, "isa": isa_module}
     if s.dialect == CURRENT:
         return {"nki": _module("nki", top), "nki.language": lang, "nki.isa": isa_module}
@@ -66,14 +70,15 @@ def _modules(s: _Session) -> dict[str, types.ModuleType]:
             "neuronxcc.nki.isa": isa_module, "neuronxcc.nki.typing": typing}
 
 
-def _importer(modules: Mapping[str, types.ModuleType], dialect: str) -> Callable[..., Any]:
+def importer(modules: Mapping[str, types.ModuleType], dialect: str) -> Callable[..., Any]:
+    """The kernel's ``__import__``: ``modules`` for the NKI packages, the real import for anything else."""
     real = builtins.__import__
 
     def __import__(name, globals=None, locals=None, fromlist=(), level=0):  # noqa: A002, N807
         root = name.partition(".")[0]
-        if level == 0 and root in _ROOTS.values():
+        if level == 0 and root in ROOTS.values():
             if name not in modules:
-                other = next(d for d, r in _ROOTS.items() if r == root)
+                other = next(d for d, r in ROOTS.items() if r == root)
                 raise NkiSimulationError(f"the kernel imports {name}, which the simulator does not provide"
                                          + (f" in the {dialect} dialect (its modules are {other}'s)" if other != dialect
                                             else ""))
@@ -83,7 +88,8 @@ def _importer(modules: Mapping[str, types.ModuleType], dialect: str) -> Callable
     return __import__
 
 
-def _really_installed(root: str) -> bool:
+def really_installed(root: str) -> bool:
+    """Whether the real package ``root`` (``nki``, ``neuronxcc``) is installed (our stand-ins do not count)."""
     module = sys.modules.get(root)
     if module is not None:
         return not getattr(module, "__axon_nki_fake__", False)
@@ -94,11 +100,11 @@ def _really_installed(root: str) -> bool:
 
 
 @contextlib.contextmanager
-def _installed(modules: Mapping[str, types.ModuleType]) -> Iterator[None]:
+def installed(modules: Mapping[str, types.ModuleType]) -> Iterator[None]:
     """Our modules in ``sys.modules`` while the kernel runs, except over a real installed nki/neuronxcc."""
     with _LOCK:
         saved: dict[str, Any] = {}
-        real = {root for root in {n.partition(".")[0] for n in modules} if _really_installed(root)}
+        real = {root for root in {n.partition(".")[0] for n in modules} if really_installed(root)}
         for name, module in modules.items():
             if name.partition(".")[0] not in real:
                 saved[name] = sys.modules.get(name, _MISSING)
@@ -113,7 +119,7 @@ def _installed(modules: Mapping[str, types.ModuleType]) -> Iterator[None]:
                     sys.modules[name] = old
 
 
-def _source(kernel: Any) -> tuple[str, str, str | None]:
+def kernel_source(kernel: Any) -> tuple[str, str, str | None]:
     """(source text, file name for tracebacks, kernel name) of source text, a Path or a function."""
     if isinstance(kernel, Path):
         return kernel.read_text(encoding="utf-8"), str(kernel.resolve()), None
@@ -128,7 +134,8 @@ def _source(kernel: Any) -> tuple[str, str, str | None]:
     return "\n" * (first - 1) + textwrap.dedent("".join(lines)), inspect.getsourcefile(fn) or "<kernel>", fn.__name__
 
 
-def _pick(namespace: Mapping[str, Any], name: str | None) -> Callable[..., Any]:
+def pick_kernel(namespace: Mapping[str, Any], name: str | None) -> Callable[..., Any]:
+    """The kernel to run: the one named, else the only ``@nki.jit`` function of the source."""
     kernels = sorted(k for k, v in namespace.items() if isinstance(v, _Kernel))
     if name is not None:
         if not callable(namespace.get(name)):
@@ -142,7 +149,8 @@ def _pick(namespace: Mapping[str, Any], name: str | None) -> Callable[..., Any]:
     return obj.fn if isinstance(obj, _Kernel) else obj
 
 
-def _kernel_line(error: BaseException, filename: str) -> int | None:
+def kernel_line(error: BaseException, filename: str) -> int | None:
+    """The last line of the kernel's file in ``error``'s traceback (None when the kernel is not in it)."""
     tb, line = error.__traceback__, None
     while tb is not None:
         if tb.tb_frame.f_code.co_filename == filename:

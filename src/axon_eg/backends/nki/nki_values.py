@@ -1,12 +1,13 @@
-"""The simulator's values: trace records, on-chip and HBM buffers, tensors and views, legacy results."""
+"""The simulator's values: trace records, on-chip and HBM buffers, tensors and views, legacy results, memory
+tokens and loop indices. The bottom of the simulator: a buffer knows its :class:`session.Session` only through the
+few calls of :class:`Owner` (the session module builds on this one)."""
 
 from __future__ import annotations
 
 import math
-import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -14,13 +15,21 @@ from . import isa
 from .isa import HBM, PSUM, SBUF
 
 CURRENT, LEGACY = "current", "legacy"
-_ROOTS = {CURRENT: "nki", LEGACY: "neuronxcc"}
-_SCALAR_OPERANDS = isa.SCALAR_OPERANDS  # operands a compile-time number may stand in for (declared)
-_LOCK = threading.RLock()
-_MISSING = object()
+ROOTS = {CURRENT: "nki", LEGACY: "neuronxcc"}
+"""Each dialect's top-level package."""
 
-if TYPE_CHECKING:  # annotations only: the session lives in simulator.py, which imports this module
-    from .simulator import _Session
+
+class Owner(Protocol):
+    """What the values ask of the session that owns their buffers (:class:`session.Session`)."""
+
+    def allocate(self, shape: Any, dtype: Any, space: str, name: str | None = None,
+                 what: str = "nl.ndarray") -> NkiTensor: ...
+
+    def commit(self, result: Result, dst: NkiTensor, accumulate: bool | None) -> None: ...
+
+    def assign(self, target: NkiTensor, value: Any) -> None: ...
+
+    def accumulate(self, target: NkiTensor, value: Any) -> None: ...
 
 
 # ----------------------------------------------------------------------------------------------- trace
@@ -82,16 +91,45 @@ class Trace:
         return rows
 
 
+# ------------------------------------------------------------------------------------------ memory tokens
+class Token:
+    """An NKI token (``nisa.engine.vector``, ``nl.add`` ...): a kind and a name."""
+
+    def __init__(self, kind: str, name: str):
+        self.kind, self.name = kind, name
+
+    def __repr__(self) -> str:
+        return f"{self.kind}.{self.name}"
+
+
+class BufferKind(Token):
+    """``nl.sbuf``, ``nl.psum``, ``nl.hbm`` / ``nl.shared_hbm`` / ``nl.private_hbm``: equal when the memory is."""
+
+    def __init__(self, name: str, space: str):
+        super().__init__("nl", name)
+        self.space = space
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, BufferKind) and other.space == self.space
+
+    def __hash__(self) -> int:
+        return hash(self.space)
+
+
+BUFFER_KINDS = {HBM: BufferKind("hbm", HBM), SBUF: BufferKind("sbuf", SBUF), PSUM: BufferKind("psum", PSUM)}
+"""The token of each memory (what ``tensor.buffer`` gives)."""
+
+
 # --------------------------------------------------------------------------------------- buffers, views
-class _ParDim(int):
+class ParDim(int):
     """``nl.par_dim(n)``: marks the partition axis of a buffer shape (leading axes are block axes)."""
 
 
-class _Buffer:
+class Buffer:
     __slots__ = ("__weakref__", "id", "name", "shape", "dtype", "space", "part_axis", "data", "written", "session",
                  "cost", "charged")
 
-    def __init__(self, session: _Session, id: int, name: str, shape: tuple[int, ...], dtype: np.dtype, space: str,
+    def __init__(self, session: Owner, id: int, name: str, shape: tuple[int, ...], dtype: np.dtype, space: str,
                  part_axis: int):
         self.session, self.id, self.name, self.shape, self.dtype, self.space = session, id, name, shape, dtype, space
         self.part_axis = part_axis
@@ -114,18 +152,14 @@ class NkiTensor:
 
     __slots__ = ("_buf", "_flat")
 
-    def __init__(self, buf: _Buffer, flat: np.ndarray):
+    def __init__(self, buf: Buffer, flat: np.ndarray):
         self._buf, self._flat = buf, flat
 
     shape = property(lambda self: tuple(int(d) for d in self._flat.shape))
     dtype = property(lambda self: self._buf.dtype)
     ndim = property(lambda self: self._flat.ndim)
     size = property(lambda self: int(self._flat.size))
-    @property
-    def buffer(self) -> Any:
-        from .nki_namespaces import _BUFFER_KINDS  # the namespaces module builds on this one
-
-        return _BUFFER_KINDS[self._buf.space]
+    buffer = property(lambda self: BUFFER_KINDS[self._buf.space])
     name = property(lambda self: self._buf.name)
 
     def __getitem__(self, index: Any) -> NkiTensor:
@@ -200,7 +234,7 @@ class NkiTensor:
 OUTSIDE = -1
 """The flat index of a view element that an index expression put past its tensor (``a[i_p + k * 128, i_f]`` on
 the last partial tile): such a view may be used only by an instruction whose ``mask`` leaves those elements
-out; reading or writing one raises IndexError (:meth:`_Session.elements`)."""
+out; reading or writing one raises IndexError (:meth:`session.Session.elements`)."""
 
 
 def _subscript(t: NkiTensor, index: Any) -> tuple[tuple, np.ndarray | None]:
@@ -251,12 +285,12 @@ def _subscript(t: NkiTensor, index: Any) -> tuple[tuple, np.ndarray | None]:
 
 
 # ---------------------------------------------------------------------------------------- legacy results
-class _Result:
+class Result:
     """What a legacy-dialect instruction returns. Its values are computed at the call; where they land is
     decided by the first use: ``t[...] = r`` writes them into ``t``, ``psum[...] += r`` accumulates a matmul in
     PSUM, and using ``r`` as an operand first writes it to a new tile in the instruction's default memory."""
 
-    def __init__(self, session: _Session, name: str, pending: dict[str, Any], shape: tuple[int, ...],
+    def __init__(self, session: Owner, name: str, pending: dict[str, Any], shape: tuple[int, ...],
                  dtype: np.dtype, space: str):
         self._session, self._name, self._pending = session, name, pending
         self.shape, self.dtype, self._space, self._tile_cache = shape, dtype, space, None
@@ -285,10 +319,9 @@ class _Result:
         return getattr(self._tile(), name)
 
 
-def _tensor(x: Any) -> Any:
-    return x._tile() if isinstance(x, _Result) else x
-
-
+def as_tensor(x: Any) -> Any:
+    """A legacy result as the tile it lands in (written now if it has not landed); anything else as is."""
+    return x._tile() if isinstance(x, Result) else x
 
 
 # ------------------------------------------------------------------------------------------ loop indices
