@@ -136,3 +136,18 @@ def test_the_circle_check_sees_a_planted_circle(tmp_path: Path) -> None:
     (root / "ir" / "x.py").write_text("def f():\n    from ..extract import cost\n")
     circles = measure(root)["import circles"]
     assert circles == ["axon_eg.extract.cost <-> axon_eg.ir.x"]
+
+
+def _h200_literals(path: Path) -> list[int]:
+    """Lines where ``path`` spells the default hardware's name as a value (docstrings aside)."""
+    tree = ast.parse(path.read_text())
+    docs = {id(n.value) for n in ast.walk(tree) if isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant)}
+    return [n.lineno for n in ast.walk(tree)
+            if isinstance(n, ast.Constant) and n.value == hw.DEFAULT_HW and id(n) not in docs]
+
+
+def test_the_default_hardware_is_named_once() -> None:
+    """``hw.DEFAULT_HW`` is the one place the default hardware is named; every default reads it."""
+    bad = [f"{p.relative_to(PACKAGE.parent)}:{line}" for p in sorted(PACKAGE.rglob("*.py"))
+           if p.name != "hw.py" for line in _h200_literals(p)]
+    assert not bad

@@ -73,9 +73,10 @@ from typing import Any, ClassVar
 import torch
 
 from axon_eg.errors import AxonError, InvalidArgument, UnsupportedOperation
+from axon_eg.hw import DEFAULT_HW
 from axon_eg.regions import RegionKernel, drop_asserts
 
-DEFAULTS: dict[str, Any] = {"target": "triton", "hw": "h200", "k": 4, "budget_s": None, "precision": None,
+DEFAULTS: dict[str, Any] = {"target": "triton", "hw": DEFAULT_HW, "k": 4, "budget_s": None, "precision": None,
                             "cache_dir": None, "device": None, "saturation_s": 2.0, "verbose": False,
                             "region_ops": 24, "region_contractions": 3, "remote": None, "rest": "inductor"}
 """The backend's options and their defaults."""
@@ -398,10 +399,10 @@ class Compiled:
         from concurrent.futures import ProcessPoolExecutor, as_completed
         from multiprocessing import get_context
 
-        from axon_eg.pipeline import _phase1_done, bundle_path
+        from axon_eg.pipeline import phase1_done
 
-        run, more = _run_options(self.opts)
         root = str(self.opts["remote"])
+        opts = {k: self.opts[k] for k in _RUN_OPTIONS}
         jobs: dict[str, Any] = {}
         for name, node in _region_calls(fused):
             sub = getattr(fused, name)
@@ -410,18 +411,18 @@ class Compiled:
                 continue
             try:
                 program = by_position(region_program(sub, node, f"{type(self.gm).__name__}_{name}")[0])
-                bdir = bundle_path(program, **run, cache_dir=root)
+                spec = region_run(program, opts, root, checked=False)
             except Exception:  # noqa: BLE001, S112 - the build's own loop words the error
                 continue
-            if not _phase1_done(bdir, "cuda", more["baselines"], more["saturation_s"]):
-                jobs.setdefault(str(bdir), program)
+            if not phase1_done(spec, "cuda"):
+                jobs.setdefault(str(spec.bundle_dir), program)
         workers = min(len(jobs), os.cpu_count() or 1)
         if workers < 2:
             return {}
         done: dict[str, float] = {}
         with _main_not_reimported(), \
                 ProcessPoolExecutor(max_workers=workers, mp_context=get_context("forkserver")) as pool:
-            futures = {pool.submit(_bundle_one, program, run, more, root): bdir for bdir, program in jobs.items()}
+            futures = {pool.submit(_bundle_one, program, opts, root): bdir for bdir, program in jobs.items()}
             for future in as_completed(futures):
                 try:
                     done[futures[future]] = future.result()
@@ -594,18 +595,25 @@ def by_position(program: Any) -> Any:
     return canonical_inputs(program)[0]
 
 
-def _run_options(opts: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-    """(the pipeline's run arguments, its phase-1 arguments) for a region under the backend's ``opts``."""
-    run = {"target": opts["target"], "hw": opts["hw"], "k": opts["k"], "precision": opts["precision"]}
-    return run, {"saturation_s": opts["saturation_s"], "baselines": REGION_BASELINES[opts["rest"]]}
+_RUN_OPTIONS = ("target", "hw", "k", "precision", "saturation_s", "rest")
+"""The backend's options that make a region's run specification (``region_run``)."""
 
 
-def _bundle_one(program: Any, run: dict[str, Any], more: dict[str, Any], root: str) -> float:
+def region_run(program: Any, opts: Mapping[str, Any], cache_dir: Any, *, checked: bool = True) -> Any:
+    """The region's run specification (``pipeline.Run``) under the backend's ``opts``, its bundle under
+    ``cache_dir``: measured against the code that would run in its place (``REGION_BASELINES``)."""
+    from axon_eg.pipeline import Run
+
+    return Run.of(program, opts["target"], opts["hw"], opts["k"], cache_dir=cache_dir, precision=opts["precision"],
+                  saturation_s=opts["saturation_s"], baselines=REGION_BASELINES[opts["rest"]], checked=checked)
+
+
+def _bundle_one(program: Any, opts: dict[str, Any], root: str) -> float:
     """A child process's work in :meth:`Compiled._phase1_ahead`: one region's bundle; its phase-1 seconds."""
     from axon_eg.pipeline import write_bundle_only
 
     started = time.monotonic()
-    write_bundle_only(program, **run, cache_dir=root, device="cuda", **more)
+    write_bundle_only(region_run(program, opts, root), device="cuda")
     return time.monotonic() - started
 
 
@@ -617,31 +625,31 @@ def compile_region(sub: torch.fx.GraphModule, call: torch.fx.Node, name: str, op
     wrote it for this build) and raises :class:`Unmeasured` until the worker's rows are in it (``BUNDLE/
     rows.jsonl``), then the selection reads them."""
     from axon_eg.measure.worker import ROWS_NAME
-    from axon_eg.pipeline import bundle_path, saturate_and_extract, write_bundle_only
+    from axon_eg.pipeline import saturate_and_extract, write_bundle_only
 
     program, sub, fakes, single, where, keep = region_program(sub, call, name)
     extras = _made_inputs(sub, fakes, name, program)
     program = by_position(program)
-    run, more = _run_options(opts)
-    baselines = more["baselines"]
+    baselines = REGION_BASELINES[opts["rest"]]
     if opts["remote"] is not None:
         root = Path(opts["remote"])
-        bdir = bundle_path(program, **run, cache_dir=root)
+        spec = region_run(program, opts, root)
+        bdir = spec.bundle_dir
         if region is not None:
             region.bundle = str(bdir)
         rows = bdir / ROWS_NAME
         if not rows.is_file():
             started = time.monotonic()
             if str(bdir) not in (ahead or {}):  # a bundle phase 1 already wrote whole is kept as it is
-                write_bundle_only(program, **run, cache_dir=root, device="cuda", **more)
+                write_bundle_only(spec, device="cuda")
             if region is not None:
                 region.phase1_s = (ahead or {}).get(str(bdir), time.monotonic() - started)
             raise Unmeasured(f"not measured yet: its bundle is {bdir}; on a GPU run `python -m axon_eg.measure "
                              f"{root / 'bundles'}/*`, bring the rows back into it and build again")
-        result = saturate_and_extract(program, **run, cache_dir=root, rows=rows, **more)
+        result = saturate_and_extract(spec, rows=rows)
     else:
-        result = saturate_and_extract(program, **run, budget_s=opts["budget_s"], cache_dir=opts["cache_dir"],
-                                      device=opts["device"], **more)
+        result = saturate_and_extract(region_run(program, opts, opts["cache_dir"]), budget_s=opts["budget_s"],
+                                      device=opts["device"])
     if region is not None:
         region.phase1_s = result.phase1_s
     best = region_kernel(result, baselines)

@@ -59,6 +59,10 @@ def data_dir(package: Path | None = None) -> Path:
 
 DATA_DIR = data_dir()
 
+DEFAULT_HW = "h200"
+"""The hardware description used when a caller names none: the pipeline, the CLI, the dynamo backend, the
+Triton-to-Triton flow and the launch defaults of a tiling built by hand (``extract.templates.knobs``)."""
+
 
 # --------------------------------------------------------------------------------------------- errors
 class HardwareSpecError(AxonError, ValueError):

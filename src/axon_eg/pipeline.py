@@ -44,7 +44,7 @@ import json
 import os
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -62,7 +62,7 @@ from axon_eg.cache import (
     toolchain,
 )
 from axon_eg.errors import InvalidArgument
-from axon_eg.hw import HardwareSpec, load
+from axon_eg.hw import DEFAULT_HW, HardwareSpec, load
 from axon_eg.ir.program import Program
 from axon_eg.measure import tables
 from axon_eg.result import PipelineError, Result
@@ -110,6 +110,62 @@ def _fits(backend: Backend, spec: HardwareSpec) -> None:
                             f"{backend.needs}")
 
 
+@dataclass(frozen=True)
+class Run:
+    """One run specification, built once (:meth:`Run.of`) and handed to the pipeline's public phases
+    (:func:`saturate_and_extract`, :func:`write_bundle_only`, :func:`bundle_path`, :func:`phase1_done`): the
+    program (bound), the target's backend and hardware description, the candidate count, the fp32 matmul
+    precision policy, the shape bucket (``ranges``), the baselines measured, the saturation cap, the cache
+    directory and the bundle key. The CLI, the Python API, shape buckets, the dynamo backend and the
+    Triton-to-Triton flow build theirs through :meth:`of`, so every check and key is made in one place."""
+
+    program: Program
+    backend: Backend
+    hw: HardwareSpec
+    k: int
+    precision: str
+    ranges: dict[str, tuple[int, int]] | None
+    baselines: tuple[str, ...] | None
+    saturation_s: float
+    cache_dir: str | Path | None
+    key: str
+    """The bundle key (``cache.bundle_key``): program, hardware, target, k, precision and ranges."""
+
+    @property
+    def target(self) -> str:
+        return self.backend.name
+
+    @property
+    def bundle_dir(self) -> Path:
+        """Where phase 1 writes this run's bundle (and phase 2's rows are looked for)."""
+        return tables.cache_dir(self.cache_dir) / "bundles" / self.key
+
+    @classmethod
+    def of(cls, prog: Any, target: str = "triton", hw: str | HardwareSpec = DEFAULT_HW, k: int = 8, *,
+           cache_dir: str | Path | None = None, precision: str | None = None,
+           ranges: dict[str, tuple[int, int]] | None = None, baselines: Sequence[str] | None = None,
+           saturation_s: float = 2.0, budget_s: float | None = None, rows: str | Path | None = None,
+           checked: bool = True) -> Run:
+        """The run's specification, every argument checked first (one line naming the bad one; ``budget_s``
+        and ``rows`` are only checked here, the call that uses them keeps them). ``checked=False`` skips the
+        checks a run needs before work but a key does not (``bundle_path``: no work, nothing written)."""
+        if checked:
+            validate.pipeline_arguments(prog, target, hw, k, budget_s, cache_dir=cache_dir, rows=rows,
+                                        saturation_s=saturation_s)
+        policy = validate.precision(precision)
+        program = _as_program(prog)
+        spec = load(hw) if not isinstance(hw, HardwareSpec) else hw
+        if checked:
+            backend = _backend(target)
+            _baselines(backend, program, baselines)
+            _fits(backend, spec)
+        else:
+            backend = backend_for(target)
+        bucket = validate.ranges(program, ranges)
+        return cls(program, backend, spec, k, policy, bucket, None if baselines is None else tuple(baselines),
+                   saturation_s, cache_dir, bundle_key(program, spec, target, k, policy, bucket))
+
+
 _STAGES = {"start": "setup", "saturate": "saturation", "extract": "extraction", "emit": "emission",
            "measure": "in-process measurement", "select": "selection"}
 """What each progress stage is called in the one line a Ctrl-C prints."""
@@ -138,14 +194,16 @@ def _one_line_on_ctrl_c(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 
 @_one_line_on_ctrl_c
-def saturate_and_extract(prog: Any, target: str = "triton", hw: str | HardwareSpec = "h200", k: int = 8,
+def saturate_and_extract(prog: Any, target: str = "triton", hw: str | HardwareSpec = DEFAULT_HW, k: int = 8,
                          budget_s: float | None = None, *, cache_dir: str | Path | None = None,
                          device: str | None = None, ray_address: str | None = None, rows: str | Path | None = None,
                          saturation_s: float = 2.0, progress: Progress | None = None,
                          force: bool = False, precision: str | None = None,
                          sizes: Any = None, ranges: dict[str, tuple[int, int]] | None = None,
                          baselines: Sequence[str] | None = None) -> Result:
-    """Optimize ``prog`` for ``target`` on ``hw``; see the module docstring.
+    """Optimize ``prog`` for ``target`` on ``hw``; see the module docstring. ``prog`` may be a :class:`Run`
+    (a run specification built once): then it carries the target, hardware, k, cache directory, precision,
+    ranges, baselines and saturation cap, and those arguments here are not read.
 
     ``budget_s`` bounds the whole call: saturation gets at most a fifth of it, and candidates are
     measured in predicted order until it is spent (the rest are recorded as not measured).
@@ -175,22 +233,21 @@ def saturate_and_extract(prog: Any, target: str = "triton", hw: str | HardwareSp
                                 cache_dir=cache_dir, device=device, ray_address=ray_address,
                                 saturation_s=saturation_s, progress=progress, force=force, precision=precision,
                                 baselines=baselines)
-    validate.pipeline_arguments(prog, target, hw, k, budget_s, cache_dir=cache_dir, rows=rows, saturation_s=saturation_s)
-    precision = validate.precision(precision)
-    backend = _backend(target)
-    program = _as_program(prog)
-    _baselines(backend, program, baselines)
-    spec = load(hw) if not isinstance(hw, HardwareSpec) else hw
-    _fits(backend, spec)
+    run = prog if isinstance(prog, Run) else Run.of(
+        prog, target, hw, k, cache_dir=cache_dir, precision=precision, ranges=ranges, baselines=baselines,
+        saturation_s=saturation_s, budget_s=budget_s, rows=rows)
+    if isinstance(prog, Run):
+        validate.pipeline_arguments(run.program, run.target, run.hw, run.k, budget_s, cache_dir=run.cache_dir,
+                                    rows=rows, saturation_s=run.saturation_s)
+    program, backend, spec, k, precision, ranges = run.program, run.backend, run.hw, run.k, run.precision, run.ranges
+    target, cache_dir, saturation_s, baselines = run.target, run.cache_dir, run.saturation_s, run.baselines
     report = progress or (lambda *a: None)
     device = backend.device(spec, device)
-    ranges = validate.ranges(program, ranges)
     t0 = time.monotonic()
-    bkey = bundle_key(program, spec, target, k, precision, ranges)
-    bdir = tables.cache_dir(cache_dir) / "bundles" / bkey
+    bdir = run.bundle_dir
     imported = _own_rows(read_rows(rows), rows, bdir, program) if rows is not None else None
     tools = toolchain(device) if imported is None else row_toolchain(imported, toolchain(device), device)
-    key = cache_key(bkey, tools)
+    key = cache_key(run.key, tools)
     sat_s = min(saturation_s, budget_s / 5) if budget_s else saturation_s
 
     def graph() -> Any:
@@ -263,37 +320,34 @@ def _own_rows(imported: list[dict[str, Any]], path: str | Path, bdir: Path, prog
 
 
 @_one_line_on_ctrl_c
-def write_bundle_only(prog: Any, target: str = "triton", hw: str | HardwareSpec = "h200", k: int = 8, *,
+def write_bundle_only(prog: Any, target: str = "triton", hw: str | HardwareSpec = DEFAULT_HW, k: int = 8, *,
                       cache_dir: str | Path | None = None, device: str = "cuda", saturation_s: float = 2.0,
                       progress: Progress | None = None, precision: str | None = None,
                       ranges: dict[str, tuple[int, int]] | None = None,
                       baselines: Sequence[str] | None = None) -> Path:
-    """Phase 1 only: write the bundle for a remote worker and return its directory (``precision``,
-    ``ranges`` and ``baselines`` as in :func:`saturate_and_extract`); :func:`bundle_path` says where it goes
+    """Phase 1 only: write the bundle for a remote worker and return its directory (``prog`` a program or a
+    :class:`Run`; ``precision``, ``ranges`` and ``baselines`` as in :func:`saturate_and_extract`); :func:`bundle_path` says where it goes
     without writing it. A bundle whose phase 1 completed for the same device, baselines and saturation cap,
     its saturation not cut by the clock, is returned as it is: phase 1 would write the same bundle again
-    (``_phase1_done``; a rebuild of a model before its bundles are measured skips phase 1)."""
-    validate.pipeline_arguments(prog, target, hw, k, cache_dir=cache_dir, saturation_s=saturation_s)
-    precision = validate.precision(precision)
-    backend = _backend(target)
-    program = _as_program(prog)
-    _baselines(backend, program, baselines)
-    spec = load(hw) if not isinstance(hw, HardwareSpec) else hw
-    _fits(backend, spec)
-    tables.ensure_writable(cache_dir)
-    ranges = validate.ranges(program, ranges)
-    bkey = bundle_key(program, spec, target, k, precision, ranges)
-    bdir = tables.cache_dir(cache_dir) / "bundles" / bkey
-    if _phase1_done(bdir, device, baselines, saturation_s):
+    (``phase1_done``; a rebuild of a model before its bundles are measured skips phase 1)."""
+    run = prog if isinstance(prog, Run) else Run.of(
+        prog, target, hw, k, cache_dir=cache_dir, precision=precision, ranges=ranges, baselines=baselines,
+        saturation_s=saturation_s)
+    tables.ensure_writable(run.cache_dir)
+    bdir = run.bundle_dir
+    if phase1_done(run, device):
         return bdir
-    _phase1(program, saturation_s, spec, backend, k, "", bdir, device, progress or (lambda *a: None), precision, ranges,
-            lambda p: saturated(p, saturation_s), baselines)
+    _phase1(run.program, run.saturation_s, run.hw, run.backend, run.k, "", bdir, device,
+            progress or (lambda *a: None), run.precision, run.ranges, lambda p: saturated(p, run.saturation_s),
+            run.baselines)
     return bdir
 
 
-def _phase1_done(bdir: Path, device: str, baselines: Sequence[str] | None, saturation_s: float) -> bool:
-    """Whether ``bdir`` holds a complete phase 1 (its ``phase1.json`` is written last) made for this device (the
-    baselines differ on a GPU), these baselines and this saturation cap, and reproducible (not clock-limited)."""
+def phase1_done(run: Run, device: str) -> bool:
+    """Whether the run's bundle holds a complete phase 1 (its ``phase1.json`` is written last) made for this
+    device (the baselines differ on a GPU), the run's baselines and saturation cap, and reproducible (not
+    clock-limited): phase 1 would write the same bundle again."""
+    bdir, baselines, saturation_s = run.bundle_dir, run.baselines, run.saturation_s
     done = phase1_stages(bdir)
     if done is None or not (bdir / "manifest.json").is_file() or not (bdir / "candidates.json").is_file():
         return False
@@ -302,15 +356,15 @@ def _phase1_done(bdir: Path, device: str, baselines: Sequence[str] | None, satur
             and not (done.get("saturation") or {}).get("clock_limited", True))
 
 
-def bundle_path(prog: Any, target: str = "triton", hw: str | HardwareSpec = "h200", k: int = 8, *,
+def bundle_path(prog: Any, target: str = "triton", hw: str | HardwareSpec = DEFAULT_HW, k: int = 8, *,
                 cache_dir: str | Path | None = None, precision: str | None = None,
                 ranges: dict[str, tuple[int, int]] | None = None) -> Path:
     """The directory :func:`write_bundle_only` writes for these arguments (and :func:`saturate_and_extract`
     reads measurements made elsewhere from), without any work: no saturation, nothing written."""
-    program = _as_program(prog)
-    spec = load(hw) if not isinstance(hw, HardwareSpec) else hw
-    key = bundle_key(program, spec, target, k, validate.precision(precision), validate.ranges(program, ranges))
-    return tables.cache_dir(cache_dir) / "bundles" / key
+    if isinstance(prog, Run):
+        return prog.bundle_dir
+    return Run.of(prog, target, hw, k, cache_dir=cache_dir, precision=precision, ranges=ranges,
+                  checked=False).bundle_dir
 
 
 _MEMO: dict[tuple, tuple[list[Any], Any, dict[str, Any]]] = {}

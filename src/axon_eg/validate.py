@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from axon_eg.errors import DtypeError, InvalidArgument, PathError, ProblemLoadError
+from axon_eg.hw import DEFAULT_HW
 
 SIZES_FORMAT = "NAME=INT[,NAME=INT...], e.g. M=64,N=32 or batch_size=4"
 
@@ -255,7 +256,7 @@ def program_dtypes(program: Any, target: str = "triton") -> None:
                              f"{', '.join(allowed)}); cast it, e.g. to fp32, before optimizing")
 
 
-def pipeline_arguments(prog: Any, target: str = "triton", hw: Any = "h200", k: Any = 8, budget_s: Any = None, *,
+def pipeline_arguments(prog: Any, target: str = "triton", hw: Any = DEFAULT_HW, k: Any = 8, budget_s: Any = None, *,
                        cache_dir: Any = None, rows: Any = None, saturation_s: Any = 2.0) -> None:
     """Every argument of ``saturate_and_extract`` / ``write_bundle_only``, checked before any work.
 

@@ -88,7 +88,7 @@ def test_spaces_read_their_ranges_from_the_hardware_file(tmp_path):
 
 def test_defaults_live_in_the_templates_and_the_hardware_file():
     k = T.knobs(hw.load("h200"))
-    assert (k.warp_size, k.num_warps) == (32, 4) and T.knobs() == k  # DEFAULT_GPU's file
+    assert (k.warp_size, k.num_warps) == (32, 4) and T.knobs() == k  # hw.DEFAULT_HW's file
     assert T.knobs(hw.load("intel-xe2")).warp_size == 32  # the largest sub-group size, as the emitter launches
     m = T.MatmulTile.of()
     assert (m.BLOCK_M, m.BLOCK_N, m.BLOCK_K, m.num_warps, m.num_stages, m.GROUP_SIZE_M) == (64, 64, 32, 4, 3, 8)

@@ -27,6 +27,7 @@ from typing import Any
 
 from axon_eg import validate
 from axon_eg.errors import AxonError
+from axon_eg.hw import DEFAULT_HW
 from axon_eg.loading import load_suite, load_target, resolve_target
 from axon_eg.measure.interrupts import OneLineInterrupt
 
@@ -363,7 +364,7 @@ def add_optimize_triton(sub: Any) -> None:
                                                   "arguments) and small (the same for a quick run); default: the "
                                                   "reference's get_inputs() and get_init_inputs()")
     _size_options(p, triton=True)
-    p.add_argument("--hw", default="h200", help="hardware description (data/hw_costs; default h200)")
+    p.add_argument("--hw", default=DEFAULT_HW, help=f"hardware description (data/hw_costs; default {DEFAULT_HW})")
     p.add_argument("--out", help="output directory (default axon_eg_out/triton_<file>)")
     p.add_argument("--cpu", action="store_true", help="ignore GPUs: check under the Triton interpreter only, no timing")
     allow_large_option(p)

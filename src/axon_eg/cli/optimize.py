@@ -45,6 +45,7 @@ from typing import IO, Any
 from axon_eg import validate
 from axon_eg.errors import InvalidArgument, ProgramError
 from axon_eg.extract.isa import PRECISIONS
+from axon_eg.hw import DEFAULT_HW
 from axon_eg.validate import INTERPRETER_ELEMS
 
 PHASES = ("saturate", "extract", "emit", "measure", "select")
@@ -63,7 +64,7 @@ def add_parser(sub: Any) -> None:
                               f"and report are still written to --out); {EXIT_BASELINE} with --require-candidate, the "
                               "best is a baseline (torch eager or torch.compile)")
     p.add_argument("target", help="suite program name, KernelBench file, or .py file with one @ax.program")
-    p.add_argument("--hw", default="h200", help="hardware description in data/hw_costs (default h200; trn1/trn2 "
+    p.add_argument("--hw", default=DEFAULT_HW, help=f"hardware description in data/hw_costs (default {DEFAULT_HW}; trn1/trn2 "
                    "select the NKI target: simulator + Trainium engine model)")
     p.add_argument("-k", type=int, default=8, help="candidates to emit and measure (default 8)")
     p.add_argument("--budget", type=float, default=None, help="seconds for the whole run (default: no limit)")

@@ -15,12 +15,12 @@ from axon_eg.egraph.nugraph import Variant
 from axon_eg.extract.candidates import Candidate
 from axon_eg.extract.fusion import FusionPlan, plans
 from axon_eg.extract.tiling import Tiling, space, tilings
-from axon_eg.hw import HardwareSpec, load
+from axon_eg.hw import DEFAULT_HW, HardwareSpec, load
 from axon_eg.ir.program import Program
 from axon_eg.targets import backend_for_hw
 
 
-def candidate_for(program: Program, hw: str | HardwareSpec = "h200", plan_index: int = -1,
+def candidate_for(program: Program, hw: str | HardwareSpec = DEFAULT_HW, plan_index: int = -1,
                   overrides: Mapping[str, Any] | None = None, isa: tuple[tuple[int, str], ...] = (),
                   plan: FusionPlan | None = None) -> Candidate:
     """A Candidate for ``program`` as written: fusion plan ``plan_index`` of ``plans()`` (-1: the most

@@ -40,6 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from axon_eg.hw import DEFAULT_HW
 from axon_eg.hw import load as load_hw
 from axon_eg.measure.worker import ROWS_NAME
 
@@ -151,7 +152,7 @@ def constants_text(constants: dict[str, int]) -> str:
 
 
 def optimize_triton(path: str | os.PathLike[str], *, reference: str | os.PathLike[str] | None = None,
-                    spec: str | os.PathLike[str] | dict[str, Any] | None = None, hw: str = "h200",
+                    spec: str | os.PathLike[str] | dict[str, Any] | None = None, hw: str = DEFAULT_HW,
                     out: str | os.PathLike[str] | None = None, device: str | None = None,
                     proposer: Proposer | None = None, rounds: int = 3, nugraph_k: int = 4, small: bool = False,
                     sizes: dict[str, int] | None = None, progress: Progress | None = None,
@@ -251,7 +252,7 @@ def combine(out: str | os.PathLike[str]) -> int:
 
 
 def prepare(path: str | os.PathLike[str], *, reference: str | os.PathLike[str] | None = None,
-            spec: str | os.PathLike[str] | dict[str, Any] | None = None, hw: str = "h200",
+            spec: str | os.PathLike[str] | dict[str, Any] | None = None, hw: str = DEFAULT_HW,
             out: str | os.PathLike[str] | None = None, device: str | None = None,
             proposer: Proposer | None = None, rounds: int = 3, nugraph_k: int = 4, small: bool = False,
             sizes: dict[str, int] | None = None, progress: Progress | None = None,

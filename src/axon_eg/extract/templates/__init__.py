@@ -22,7 +22,6 @@ from axon_eg.hw import HardwareSpec
 
 from ..fusion import ATTENTION, LAYOUT, MATMUL, REDUCTION, SCAN, FusionPlan
 from .base import (
-    DEFAULT_GPU,
     DOT_MIN,
     FP32,
     LAUNCH_KNOBS,
@@ -47,7 +46,7 @@ from .contraction import AttentionTile, GemvTile, MatmulTile, SplitKTile
 from .streaming import ElementwiseTile, LayoutTile, RowsTile, ScanTile
 from .trainium import TrnMatmulTile, TrnRowsTile
 
-__all__ = ["DEFAULT_GPU", "DOT_MIN", "FP32", "LAUNCH_KNOBS", "TEMPLATES", "AttentionTile", "Constraint",
+__all__ = ["DOT_MIN", "FP32", "LAUNCH_KNOBS", "TEMPLATES", "AttentionTile", "Constraint",
            "ElementwiseTile", "GemvTile", "GpuTile", "GroupFacts", "Knobs", "LayoutTile", "MatmulTile", "RowsTile",
            "ScanTile", "SplitKTile", "Tile", "Tiling", "TilingSpace", "TrnMatmulTile", "TrnRowsTile", "Values",
            "group_dims", "group_facts", "is_gemv", "knobs", "next_pow2", "pow2", "recover", "reduced_operand",

@@ -14,7 +14,7 @@ from dataclasses import MISSING, dataclass, field, fields
 from functools import lru_cache
 from typing import Any, ClassVar, Self
 
-from axon_eg.hw import HardwareSpec, load
+from axon_eg.hw import DEFAULT_HW, HardwareSpec, load
 from axon_eg.ir import ops as O
 
 from ..fusion import MATMUL, REDUCTION, FusionPlan
@@ -23,9 +23,6 @@ FP32 = 4
 DOT_MIN = 16
 """tl.dot's smallest block edge (Triton refuses a dot with a dim below 16). A matmul whose N is below it is
 a GEMV: its tilings skip tl.dot (``GemvTile``, ``SplitKTile``, ISA ``fma_reduce``)."""
-DEFAULT_GPU = "h200"
-"""The GPU whose hardware file gives the launch defaults (warp size, warp count) when a caller names no
-target: a kernel lowered by hand, a tiling built by hand. The pipeline and the CLI default to it too."""
 LAUNCH_KNOBS = ("num_warps", "num_stages", "grf_mode")
 """Tiling parameters that change how a tile is launched, not its shape."""
 REGISTERS_PER_THREAD = 128
@@ -52,7 +49,7 @@ class Knobs:
 
 
 def knobs(hw: HardwareSpec | None = None) -> Knobs:
-    """Launch facts from ``hw`` (``DEFAULT_GPU``'s file when None). A NeuronCore has no warps: 1 and 1."""
+    """Launch facts from ``hw`` (``hw.DEFAULT_HW``'s file when None). A NeuronCore has no warps: 1 and 1."""
     if hw is None:
         return _default_knobs()
     if hw.kind != "gpu":
@@ -62,7 +59,7 @@ def knobs(hw: HardwareSpec | None = None) -> Knobs:
 
 @lru_cache(maxsize=1)
 def _default_knobs() -> Knobs:
-    return knobs(load(DEFAULT_GPU))
+    return knobs(load(DEFAULT_HW))
 
 
 @dataclass(frozen=True)
@@ -195,7 +192,7 @@ class Tile:
     @classmethod
     def of(cls, values: Values = (), launch: Knobs | None = None) -> Self:
         """The typed tile of ``values`` (unknown keys ignored); a field they lack takes its default, a warp
-        count without one the target's (``launch``, else ``DEFAULT_GPU``'s)."""
+        count without one the target's (``launch``, else ``hw.DEFAULT_HW``'s)."""
         given = dict(values)
         kwargs: dict[str, Any] = {}
         for f in fields(cls):
