@@ -326,10 +326,11 @@ def write_bundle_only(prog: Any, target: str = "triton", hw: str | HardwareSpec 
                       ranges: dict[str, tuple[int, int]] | None = None,
                       baselines: Sequence[str] | None = None) -> Path:
     """Phase 1 only: write the bundle for a remote worker and return its directory (``prog`` a program or a
-    :class:`Run`; ``precision``, ``ranges`` and ``baselines`` as in :func:`saturate_and_extract`); :func:`bundle_path` says where it goes
-    without writing it. A bundle whose phase 1 completed for the same device, baselines and saturation cap,
-    its saturation not cut by the clock, is returned as it is: phase 1 would write the same bundle again
-    (``phase1_done``; a rebuild of a model before its bundles are measured skips phase 1)."""
+    :class:`Run`; ``precision``, ``ranges`` and ``baselines`` as in :func:`saturate_and_extract`);
+    :func:`bundle_path` says where it goes without writing it. A bundle whose phase 1 completed for the same
+    device, baselines and saturation cap, its saturation not cut by the clock, is returned as it is: phase 1
+    would write the same bundle again (``phase1_done``; a rebuild of a model before its bundles are measured
+    skips phase 1)."""
     run = prog if isinstance(prog, Run) else Run.of(
         prog, target, hw, k, cache_dir=cache_dir, precision=precision, ranges=ranges, baselines=baselines,
         saturation_s=saturation_s)

@@ -66,7 +66,7 @@ def candidates(program: Program) -> list[Candidate]:
     for plan in base + [d for p in base for d in TRITON.derived_plans(p)]:
         chosen = []
         for gi, g in enumerate(plan.groups):
-            options, _ = tilings(space(plan, gi, H200))
+            options, _ = tilings(space(plan, gi, H200, TRITON.templates))
             t = options[0] if options else Tiling(gi, ())
             chosen.append(Tiling(gi, tuple({**dict(t.values), **SMALL}.items())) if g.kind == MATMUL else t)
         for isa in isa_choices(plan, H200, TRITON):
@@ -323,9 +323,9 @@ def test_split_k_matmul_matches_float64(m, k, n, split, dtype, epilogue, isa, tm
 def test_split_k_is_in_the_space_only_for_few_tiles_and_a_long_k():
     long_k = plans(linear(256, 131072, 256, (), fp32, "none", False).expand())[-1]
     square = plans(linear(4096, 4096, 4096, (), bf16, "none", False).expand())[-1]
-    splits = {dict(t.values).get("SPLIT_K", 1) for t in tilings(space(long_k, 0, H200))[0]}
+    splits = {dict(t.values).get("SPLIT_K", 1) for t in tilings(space(long_k, 0, H200, TRITON.templates))[0]}
     assert splits == {1, 2, 4, 8, 16, 32}
-    assert {dict(t.values).get("SPLIT_K", 1) for t in tilings(space(square, 0, H200))[0]} == {1}
+    assert {dict(t.values).get("SPLIT_K", 1) for t in tilings(space(square, 0, H200, TRITON.templates))[0]} == {1}
 
 
 def test_an_ieee_library_call_leaves_torchs_tf32_flag_as_it_found_it(tmp_path):

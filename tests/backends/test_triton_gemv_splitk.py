@@ -85,7 +85,7 @@ def test_tiling_space_is_a_k_slice_and_a_streamed_width():
     program = rewritten(4096, 4096, 4096).expand()
     plan = plans(program)[-1]
     assert reduced_operand(plan, 0)
-    options, stats = tilings(space(plan, 0, H200))
+    options, stats = tilings(space(plan, 0, H200, TRITON.templates))
     assert options and all({"SPLIT_K", "BLOCK_R", "num_warps"} == set(dict(t.values)) for t in options)
     assert all(dict(t.values)["SPLIT_K"] * dict(t.values)["BLOCK_R"] <= 32768 for t in options)
 

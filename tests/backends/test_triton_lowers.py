@@ -48,9 +48,9 @@ def test_lowers_agrees_with_lower_group(program, hw_name, data):
     for plan in data.draw(st.lists(st.sampled_from(found), min_size=1, max_size=3, unique_by=lambda p: p.name)):
         isas = sorted({dict(c).get(gi) for c in isa_choices(plan, hw, TRITON) for gi in range(len(plan.groups))} | {None},
                       key=str)
-        others = [t for gj in range(len(plan.groups)) for t in tilings(space(plan, gj, hw))[0][:2]]
+        others = [t for gj in range(len(plan.groups)) for t in tilings(space(plan, gj, hw, TRITON.templates))[0][:2]]
         for gi in range(len(plan.groups)):
-            own = tilings(space(plan, gi, hw))[0]
+            own = tilings(space(plan, gi, hw, TRITON.templates))[0]
             options = [None, *own[:3], *own[-1:], *(data.draw(st.sampled_from(others)) for _ in range(1) if others)]
             for tiling in options:
                 for isa in (*isas, "tl.dot", "fma_reduce"):
@@ -66,7 +66,7 @@ def test_lowers_agrees_on_the_suite(name):
         isas = sorted({dict(c).get(gi) for c in isa_choices(plan, hw, TRITON) for gi in range(len(plan.groups))} | {None},
                       key=str)
         for gi in range(len(plan.groups)):
-            for tiling in [None, *tilings(space(plan, gi, hw))[0][:4]]:
+            for tiling in [None, *tilings(space(plan, gi, hw, TRITON.templates))[0][:4]]:
                 for isa in isas:
                     _agree(plan, gi, tiling, isa, 32)
 
@@ -127,7 +127,7 @@ def test_check_decides_like_the_lowering(program, hw_name, data):
         for gi, group in enumerate(plan.groups):
             if group.kind not in ("reduction", "scan", "matmul"):
                 continue
-            own = tilings(space(plan, gi, hw))[0]
+            own = tilings(space(plan, gi, hw, TRITON.templates))[0]
             for tiling in [None, *own[:2], *own[-1:]]:
                 for isa in (None, "tl.dot", "tl.dot+tma", "fma_reduce"):
                     warp_size = data.draw(st.sampled_from((None, 16, 32)))
@@ -155,6 +155,6 @@ def test_scans_and_plain_matmuls_are_decided_without_source(name):
                 O.get(op).kind is O.OpKind.REDUCE for op in ops)
             if group.kind != "scan" and not plain:
                 continue
-            for tiling in [None, *tilings(space(plan, gi, hw))[0][:4]]:
+            for tiling in [None, *tilings(space(plan, gi, hw, TRITON.templates))[0][:4]]:
                 for isa in (None, "tl.dot", "tl.dot+tma", "fma_reduce"):
                     assert _decides(plan, gi, tiling, isa, 32) is not False, (name, plan.name, gi, isa)

@@ -118,7 +118,7 @@ def test_window_tilings_keep_their_loads_in_flight_per_thread(spatial, k, big, k
     plan = plans(b.build([y]).expand())[0]
     taps, limit = k ** spatial, H200.value("costs.window_loads_per_thread")
     assert cost_module.window_taps(plan, 0) == taps
-    ranked = rank_tilings(plan, 0, H200, TRITON.group_cost)
+    ranked = rank_tilings(plan, 0, H200, TRITON.templates, TRITON.group_cost)
     per_thread = [max(1, t.typed.BLOCK // (t.typed.num_warps * 32)) for t in ranked]
     if any(taps * p <= limit for p in per_thread):
         assert taps * per_thread[0] <= limit, (taps, ranked[0].values)

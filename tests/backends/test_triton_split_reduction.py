@@ -19,10 +19,10 @@ from axon_eg.backends.triton.backend import TRITON  # noqa: E402
 from axon_eg.backends.triton.base import NotLowerable  # noqa: E402
 from axon_eg.backends.triton.emit import emit  # noqa: E402
 from axon_eg.backends.triton.reduction import CHUNK_WEIGHT, check  # noqa: E402
+from axon_eg.backends.triton.templates import RowsTile  # noqa: E402
 from axon_eg.egraph.nugraph import Variant  # noqa: E402
 from axon_eg.extract.candidates import Candidate  # noqa: E402
 from axon_eg.extract.fusion import REDUCTION, plans  # noqa: E402
-from axon_eg.extract.templates import RowsTile  # noqa: E402
 from axon_eg.extract.tiling import Tiling, space, tilings  # noqa: E402
 from axon_eg.hw import load  # noqa: E402
 from axon_eg.ir.dtypes import bf16, fp32  # noqa: E402
@@ -49,7 +49,7 @@ def reduction_program(shape: tuple[int, ...], kept: int, op: str, producer: str,
 def split_candidate(program: Program, split: int, block_n: int = 16) -> Candidate:
     """The one-group plan's candidate with the reduction group at ``SPLIT = split``."""
     plan = next(p for p in plans(program) if len(p.groups) == 1 and p.groups[0].kind == REDUCTION)
-    options, _ = tilings(space(plan, 0, H200))
+    options, _ = tilings(space(plan, 0, H200, TRITON.templates))
     base = dict(options[0].values) if options else {}
     t = Tiling(0, tuple({**base, "BLOCK_N": block_n, "ROWS_PER_PROGRAM": 1, "num_warps": 1, "SPLIT": split}.items()))
     report = TRITON.cost(plan, (t,), H200)
@@ -76,7 +76,7 @@ def test_a_full_reduction_to_one_scalar_is_split_to_fill_the_gpu():
     predicted at about a second; the split one near the HBM roofline (~1.8 ms), and the space offers it."""
     program = reduction_program((4096, 458752), 0, "sum", "square", "sqrt_abs", fp32)
     plan = next(p for p in plans(program) if len(p.groups) == 1)
-    splits = {dict(t.values).get("SPLIT", 1) for t in tilings(space(plan, 0, H200))[0]}
+    splits = {dict(t.values).get("SPLIT", 1) for t in tilings(space(plan, 0, H200, TRITON.templates))[0]}
     assert max(splits) >= 512
 
     def predicted(split: int) -> float:
@@ -89,7 +89,7 @@ def test_a_full_reduction_to_one_scalar_is_split_to_fill_the_gpu():
 def test_only_few_long_rows_are_split():
     many = reduction_program((4096, 65536), 1, "sum", "none", "none", fp32)
     plan = plans(many)[0]
-    assert all(dict(t.values).get("SPLIT", 1) == 1 for t in tilings(space(plan, 0, H200))[0])
+    assert all(dict(t.values).get("SPLIT", 1) == 1 for t in tilings(space(plan, 0, H200, TRITON.templates))[0])
     assert RowsTile.split_values  # the template decides it from the group's rows and columns
 
 
@@ -247,7 +247,7 @@ def test_dependent_reductions_of_one_tensor_split_into_levels(shape, split, tmp_
     split = split if split * 16 * 4 <= n else 1
     chosen = []
     for gi in range(2):
-        options, _ = tilings(space(plan, gi, H200))
+        options, _ = tilings(space(plan, gi, H200, TRITON.templates))
         base = dict(options[0].values) if options else {}
         chosen.append(Tiling(gi, tuple({**base, "BLOCK_N": 16, "ROWS_PER_PROGRAM": 1, "num_warps": 1,
                                         "SPLIT": split}.items())))

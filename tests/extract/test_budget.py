@@ -15,7 +15,6 @@ from axon_eg.egraph.nugraph import Limits, NuGraph
 from axon_eg.extract.candidates import Budget, compute_ops, enumerate_all, enumerate_candidates, isa_subset
 from axon_eg.extract.fusion import MATMUL, node_kind, plans
 from axon_eg.extract.isa import is_blas
-from axon_eg.extract.templates import template_for
 from axon_eg.hw import load
 from axon_eg.rules_discovered.store import load_rules
 from axon_eg.testing.strategies import programs
@@ -36,7 +35,7 @@ def _unfused(plan) -> bool:
 
 
 def _tileable(plan) -> bool:
-    return all(template_for(plan, gi, H200).space(plan, gi, H200).tilings()[0] for gi in range(len(plan.groups)))
+    return all(TRITON.templates.space(plan, gi, H200).tilings()[0] for gi in range(len(plan.groups)))
 
 
 @settings(max_examples=25, deadline=None)

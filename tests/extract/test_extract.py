@@ -93,7 +93,7 @@ def test_every_tiling_satisfies_every_constraint(target: str, name: str) -> None
     program = get(name).bound(small=False)
     for plan in plans(program):
         for gi in range(len(plan.groups)):
-            sp = space(plan, gi, hw)
+            sp = space(plan, gi, hw, backend_for_hw(hw).templates)
             options, stats = tilings(sp)
             assert stats["kept"] <= stats["feasible"] <= stats["considered"]
             for t in options:
@@ -108,7 +108,7 @@ def test_random_programs_tilings_are_feasible_on_every_target(program) -> None:
         hw = load(target)
         for plan in plans(program)[-1:]:
             for gi in range(len(plan.groups)):
-                sp = space(plan, gi, hw)
+                sp = space(plan, gi, hw, backend_for_hw(hw).templates)
                 for t in tilings(sp)[0]:
                     recheck(hw, sp, t)
 
@@ -116,7 +116,7 @@ def test_random_programs_tilings_are_feasible_on_every_target(program) -> None:
 def _best(plan, hw):
     chosen = []
     for gi in range(len(plan.groups)):
-        options = tilings(space(plan, gi, hw))[0]
+        options = tilings(space(plan, gi, hw, backend_for_hw(hw).templates))[0]
         def alone(t, gi=gi):
             return backend_for_hw(hw).cost(plan, [None] * gi + [t] + [None] * (len(plan.groups) - gi - 1), hw).groups[gi].seconds
 
@@ -319,7 +319,7 @@ def test_a_matmul_pays_for_its_last_wave_at_any_wave_count() -> None:
     """688 output tiles of 128 x 256 on 132 SMs are 5.2 waves; the sixth is mostly idle SMs and costs a
     whole tile's time: the model charges it for matmul tiles at any wave count."""
     from axon_eg.backends.triton.cost import wave_efficiency
-    from axon_eg.extract.templates import MatmulTile, template_for, tile_of
+    from axon_eg.backends.triton.templates import TEMPLATES, MatmulTile
 
     @ax.program(M=2048, K=4096, N=11008)
     def up(x: ax.Tensor["M", "K", ax.bf16], w: ax.Tensor["K", "N", ax.bf16]):
@@ -327,11 +327,11 @@ def test_a_matmul_pays_for_its_last_wave_at_any_wave_count() -> None:
 
     hw = load("h200")
     plan = plans(up)[-1]
-    options, _ = template_for(plan, 0, hw).space(plan, 0, hw).tilings()
+    options, _ = TEMPLATES.space(plan, 0, hw).tilings()
     units = hw.value("compute.units")
     charged = 0
     for t in options:
-        tile = tile_of(plan, 0, t, hw)
+        tile = TEMPLATES.tile_of(plan, 0, t, hw)
         assert isinstance(tile, MatmulTile)
         programs, slots = tile.programs(plan, 0), units * tile.blocks_per_sm(hw)
         want = programs / (math.ceil(programs / slots) * slots)

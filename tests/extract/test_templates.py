@@ -17,7 +17,9 @@ from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 from axon_eg import hw  # noqa: E402
+from axon_eg.backends.nki import templates as NT  # noqa: E402
 from axon_eg.backends.triton import cost as cost_module  # noqa: E402
+from axon_eg.backends.triton import templates as GT  # noqa: E402
 from axon_eg.backends.triton.backend import TRITON  # noqa: E402
 from axon_eg.egraph.nugraph import DEFAULT_FLOPS_PER_BYTE, flops_per_byte  # noqa: E402
 from axon_eg.extract import templates as T  # noqa: E402
@@ -26,6 +28,7 @@ from axon_eg.extract.fusion import MATMUL, REDUCTION, FusionPlan, Group, plans  
 from axon_eg.extract.tiling import Tiling, space, tilings  # noqa: E402
 from axon_eg.ir.dtypes import bf16, fp32  # noqa: E402
 from axon_eg.ir.program import Builder  # noqa: E402
+from axon_eg.targets import backend_for_hw  # noqa: E402
 
 TARGETS = ["h200", "h100", "intel-xe2", "trn1", "trn2"]
 NAMES = ["rmsnorm_matmul", "softmax", "gated_mlp", "cumsum", "transpose", "gqa", "matmul_bias_gelu"]
@@ -47,27 +50,29 @@ def test_one_template_per_group_and_tilings_carry_their_typed_tile(target, name)
     spec = hw.load(target)
     for plan in plans(get(name).bound(small=True)):
         for gi in range(len(plan.groups)):
-            applying = [t for t in T.TEMPLATES if t.applies(plan, gi, spec)]
+            templates = backend_for_hw(spec).templates
+            applying = [t for t in templates.kinds if t.applies(plan, gi, spec)]
             assert len(applying) == 1, (plan.name, gi, applying)
-            sp = space(plan, gi, spec)
+            sp = space(plan, gi, spec, templates)
             assert sp.template is applying[0] and sp.kind == plan.groups[gi].kind
             for t in tilings(sp)[0]:
                 assert type(t.typed) is sp.template and t.template is sp.template
                 assert all(getattr(t.typed, key) == value for key, value in t.values), t
-                assert T.tile_of(plan, gi, Tiling(gi, t.values), spec) == t.typed  # the same tile read by hand
-                assert T.recover(plan.groups[gi].kind, t.values, spec).tie_break(32) == t.typed.tie_break(32)
+                assert templates.tile_of(plan, gi, Tiling(gi, t.values), spec) == t.typed  # the same tile read by hand
+                assert templates.recover(plan.groups[gi].kind, t.values, spec).tie_break(32) == t.typed.tie_break(32)
 
 
 def test_the_gemv_and_split_k_decision_has_one_home():
     split, plain = _gemv("sum"), _gemv(None)
     h200 = hw.load("h200")
-    assert T.template_for(split, 0, h200) is T.SplitKTile and T.template_for(plain, 0, h200) is T.GemvTile
+    assert GT.TEMPLATES.template_for(split, 0, h200) is GT.SplitKTile
+    assert GT.TEMPLATES.template_for(plain, 0, h200) is GT.GemvTile
     assert T.is_gemv(split, 0) and T.is_gemv(plain, 0) and T.reduced_operand(split, 0)
     assert isa_choices(plain, h200, TRITON) == [((0, "fma_reduce"),), ((0, "blas"),)]  # a GEMV or the library
     program = get("matmul").bound(small=False).expand()
     plan = plans(program)[-1]
-    assert not T.is_gemv(plan, 0) and T.template_for(plan, 0, h200) is T.MatmulTile
-    assert T.template_for(plan, 0, hw.load("trn2")) is T.TrnMatmulTile
+    assert not T.is_gemv(plan, 0) and GT.TEMPLATES.template_for(plan, 0, h200) is GT.MatmulTile
+    assert NT.TEMPLATES.template_for(plan, 0, hw.load("trn2")) is NT.TrnMatmulTile
 
 
 def test_spaces_read_their_ranges_from_the_hardware_file(tmp_path):
@@ -79,7 +84,7 @@ def test_spaces_read_their_ranges_from_the_hardware_file(tmp_path):
     narrow = hw.load(path)
     program = get("matmul_bias_gelu").bound(small=False).expand()
     unfused = plans(program)[0]
-    params = {gi: dict(space(unfused, gi, narrow).params) for gi in range(len(unfused.groups))}
+    params = {gi: dict(space(unfused, gi, narrow, TRITON.templates).params) for gi in range(len(unfused.groups))}
     mm = next(gi for gi, g in enumerate(unfused.groups) if g.kind == MATMUL)
     ew = next(gi for gi, g in enumerate(unfused.groups) if g.kind != MATMUL)
     assert params[mm]["BLOCK_M"] == (32, 64) and params[mm]["BLOCK_N"] == T.pow2(16, 256)
@@ -90,36 +95,36 @@ def test_defaults_live_in_the_templates_and_the_hardware_file():
     k = T.knobs(hw.load("h200"))
     assert (k.warp_size, k.num_warps) == (32, 4) and T.knobs() == k  # hw.DEFAULT_HW's file
     assert T.knobs(hw.load("intel-xe2")).warp_size == 32  # the largest sub-group size, as the emitter launches
-    m = T.MatmulTile.of()
+    m = GT.MatmulTile.of()
     assert (m.BLOCK_M, m.BLOCK_N, m.BLOCK_K, m.num_warps, m.num_stages, m.GROUP_SIZE_M) == (64, 64, 32, 4, 3, 8)
-    assert cost_module.GROUP_SIZE_M == T.MatmulTile.GROUP_SIZE_M
-    s = T.SplitKTile.of((), k)
+    assert cost_module.GROUP_SIZE_M == GT.MatmulTile.GROUP_SIZE_M
+    s = GT.SplitKTile.of((), k)
     assert (s.SPLIT_K, s.BLOCK_R, s.num_warps, s.finish_warps) == (16, 1024, 8, 4)
-    assert T.AttentionTile.of().num_stages == 2 and T.ElementwiseTile.of().BLOCK == 1024
-    assert T.TrnMatmulTile.of() == T.TrnMatmulTile(TILE_K=128, TILE_M=128, TILE_N=512, BLOCK_M=1, BLOCK_N=1)
-    assert T.ElementwiseTile.of({"BLOCK": 256, "num_warps": 8, "unknown": 1}) == T.ElementwiseTile(BLOCK=256, num_warps=8)
+    assert GT.AttentionTile.of().num_stages == 2 and GT.ElementwiseTile.of().BLOCK == 1024
+    assert NT.TrnMatmulTile.of() == NT.TrnMatmulTile(TILE_K=128, TILE_M=128, TILE_N=512, BLOCK_M=1, BLOCK_N=1)
+    assert GT.ElementwiseTile.of({"BLOCK": 256, "num_warps": 8, "unknown": 1}) == GT.ElementwiseTile(BLOCK=256, num_warps=8)
 
 
 def test_hand_built_tilings_take_the_template_that_applies():
     split = _gemv("sum")
-    tile = T.tile_of(split, 0, Tiling(0, (("SPLIT_K", 32), ("BLOCK_R", 256), ("num_warps", 4))))
-    assert tile == T.SplitKTile(SPLIT_K=32, BLOCK_R=256, num_warps=4, finish_warps=4)
-    assert T.tile_of(split, 0, None) is None and T.tile_of(split, 0, Tiling(0, ())) is None
-    assert T.recover(None, {"TILE_P": 64, "TILE_F": 512}) == T.TrnRowsTile(TILE_P=64, TILE_F=512)
-    assert isinstance(T.recover("matmul", {"BLOCK_M": 16, "BLOCK_N": 1, "BLOCK_K": 256, "num_warps": 4}), T.GemvTile)
+    tile = GT.TEMPLATES.tile_of(split, 0, Tiling(0, (("SPLIT_K", 32), ("BLOCK_R", 256), ("num_warps", 4))))
+    assert tile == GT.SplitKTile(SPLIT_K=32, BLOCK_R=256, num_warps=4, finish_warps=4)
+    assert GT.TEMPLATES.tile_of(split, 0, None) is None and GT.TEMPLATES.tile_of(split, 0, Tiling(0, ())) is None
+    assert NT.TEMPLATES.recover(None, {"TILE_P": 64, "TILE_F": 512}) == NT.TrnRowsTile(TILE_P=64, TILE_F=512)
+    assert isinstance(GT.TEMPLATES.recover("matmul", {"BLOCK_M": 16, "BLOCK_N": 1, "BLOCK_K": 256, "num_warps": 4}), GT.GemvTile)
 
 
 def test_the_ranking_api_is_the_enumerators_order():
     h200 = hw.load("h200")
     plan = plans(get("rmsnorm_matmul").bound(small=False).expand())[-1]
     for gi in range(len(plan.groups)):
-        options, _ = tilings(space(plan, gi, h200))
-        ranked = rank_tilings(plan, gi, h200, TRITON.group_cost)
-        raw = rank_tilings(plan, gi, h200, TRITON.group_cost, bucketed=False)
+        options, _ = tilings(space(plan, gi, h200, TRITON.templates))
+        ranked = rank_tilings(plan, gi, h200, TRITON.templates, TRITON.group_cost)
+        raw = rank_tilings(plan, gi, h200, TRITON.templates, TRITON.group_cost, bucketed=False)
         assert sorted(ranked, key=lambda t: t.values) == sorted(options, key=lambda t: t.values)
         costs = [group_cost(plan, gi, t, h200, TRITON) for t in raw]
         assert costs == sorted(group_cost(plan, gi, t, h200, TRITON) for t in options)
-        assert _tie_break(ranked[0], plan.groups[gi].kind) == ranked[0].typed.tie_break(32)
+        assert _tie_break(ranked[0], TRITON.templates, plan.groups[gi].kind) == ranked[0].typed.tie_break(32)
 
 
 def test_lowerings_read_typed_fields():
@@ -127,8 +132,8 @@ def test_lowerings_read_typed_fields():
 
     program = get("matmul").program.bind(M=70, K=40, N=50).expand()
     plan = plans(program)[-1]
-    t = tilings(space(plan, 0, hw.load("h200")))[0][0]
-    tile = dataclasses.replace(T.MatmulTile.read(t), BLOCK_M=16, BLOCK_N=16, BLOCK_K=16, GROUP_SIZE_M=2)
+    t = tilings(space(plan, 0, hw.load("h200"), TRITON.templates))[0][0]
+    tile = dataclasses.replace(GT.MatmulTile.read(t), BLOCK_M=16, BLOCK_N=16, BLOCK_K=16, GROUP_SIZE_M=2)
     kernel = lower_group(plan, 0, Tiling(0, t.values, tile), "_g0")
     assert ("GROUP_SIZE_M", 2) in kernel.constexprs and "GROUP_SIZE_M=2" in kernel.note
     assert kernel.resources["threads"] == tile.num_warps * 32  # the default target's warp size
@@ -165,7 +170,7 @@ def test_one_pass_column_reductions_pay_for_warps_along_the_reduced_axis(outer, 
     def seconds(**values):
         return cost_module.gpu_group_cost(plan, 0, Tiling(0, tuple(values.items())), spec).seconds
 
-    tile = T.RowsTile(BLOCK_N=block, ROWS_PER_PROGRAM=rows, num_warps=warps)
+    tile = GT.RowsTile(BLOCK_N=block, ROWS_PER_PROGRAM=rows, num_warps=warps)
     along = cost_module.reduced_axis_warps(tile, dtype.itemsize)
     assert along == max(1, warps // max(1, rows // (16 // dtype.itemsize * 32)))
     one, two = (seconds(BLOCK_N=block, ROWS_PER_PROGRAM=rows, num_warps=w) for w in (warps, 2 * warps))
@@ -174,7 +179,7 @@ def test_one_pass_column_reductions_pay_for_warps_along_the_reduced_axis(outer, 
                                                           dtype.itemsize) > along:
         assert two > one
     assert cost_module.cross_warp_efficiency(single, 0, dataclasses.replace(tile, num_warps=16), spec) == 1.0
-    chunk = T.RowsTile(BLOCK_N=max(1, block // 4), ROWS_PER_PROGRAM=rows, num_warps=16)  # a chunk loop: not charged
+    chunk = GT.RowsTile(BLOCK_N=max(1, block // 4), ROWS_PER_PROGRAM=rows, num_warps=16)  # a chunk loop: not charged
     assert cost_module.cross_warp_efficiency(plan, 0, chunk, spec) == 1.0
     row = Builder("rowsum")
     y = row.input("y", (outer, inner, cols), dtype)
@@ -196,7 +201,7 @@ def test_column_reductions_pay_for_short_contiguous_runs(outer, cols, inner, row
     program = b.build(b.emit("sum", x, axes=(1,), keepdims=False)).expand()
     plan = FusionPlan(program, (Group(REDUCTION, tuple(i for i, n in enumerate(program.nodes) if n.op != "input")),))
     rows = 2 ** rows_log
-    short, long = (cost_module.column_run_efficiency(plan, 0, T.RowsTile(BLOCK_N=16, ROWS_PER_PROGRAM=r, num_warps=4),
+    short, long = (cost_module.column_run_efficiency(plan, 0, GT.RowsTile(BLOCK_N=16, ROWS_PER_PROGRAM=r, num_warps=4),
                                                       spec) for r in (rows, 2 * rows))
     run = min(rows, inner) * dtype.itemsize
     full = spec.value("costs.column_run_bytes")
@@ -210,7 +215,7 @@ def test_column_reductions_pay_for_short_contiguous_runs(outer, cols, inner, row
     y = row.input("y", (outer, inner, cols), dtype)
     rp = row.build(row.emit("sum", y, axes=(2,), keepdims=False)).expand()
     row_plan = FusionPlan(rp, (Group(REDUCTION, tuple(i for i, n in enumerate(rp.nodes) if n.op != "input")),))
-    assert cost_module.column_run_efficiency(row_plan, 0, T.RowsTile(BLOCK_N=16, ROWS_PER_PROGRAM=rows,
+    assert cost_module.column_run_efficiency(row_plan, 0, GT.RowsTile(BLOCK_N=16, ROWS_PER_PROGRAM=rows,
                                                                       num_warps=4), spec) == 1.0
 
 
@@ -231,7 +236,7 @@ def test_tensor_core_tiles_under_64_rows_are_charged_their_fraction(m, block_m, 
     plan = FusionPlan(plan.program, (Group(MATMUL, tuple(i for i, n in enumerate(plan.program.nodes)
                                                          if n.op != "input")),))
     isa = DOT + {"bf16": "", "fp32 3xtf32": TF32X3, "fp32 tf32": TF32, "fp32 ieee": ""}[kind]
-    tile = dataclasses.replace(T.MatmulTile.of(), BLOCK_M=block_m)
+    tile = dataclasses.replace(GT.MatmulTile.of(), BLOCK_M=block_m)
     rows = spec.value("costs.tensor_core_min_rows")
     got = cost_module.short_tile_efficiency(plan, 0, tile, spec, isa)
     charged = kind != "fp32 ieee" and m >= rows and block_m < rows
@@ -258,14 +263,14 @@ def test_one_pass_dependent_row_reductions_pay_for_their_warps(rows, cols, warps
     single = _one_group(b2.build(b2.emit("sum", b2.input("x", (rows, cols), dtype), axes=(1,))).expand())
     warps = 2 ** warps_log
     block = T.next_pow2(cols)
-    tile = T.RowsTile(BLOCK_N=block, ROWS_PER_PROGRAM=rows_pp, num_warps=warps)
+    tile = GT.RowsTile(BLOCK_N=block, ROWS_PER_PROGRAM=rows_pp, num_warps=warps)
     eff = cost_module.row_warp_efficiency(plan, 0, tile, spec)
     limit, exponent = spec.value("costs.row_reduction_warps"), spec.value("costs.row_reduction_warps_exponent")
     assert eff == pytest.approx(min(1.0, limit / warps) ** exponent)
     assert cost_module.row_warp_efficiency(plan, 0, dataclasses.replace(tile, num_warps=2 * warps), spec) <= eff
     assert cost_module.row_warp_efficiency(single, 0, tile, spec) == 1.0
     if cols > 16:
-        chunked = T.RowsTile(BLOCK_N=max(1, block // 4), ROWS_PER_PROGRAM=rows_pp, num_warps=16)
+        chunked = GT.RowsTile(BLOCK_N=max(1, block // 4), ROWS_PER_PROGRAM=rows_pp, num_warps=16)
         assert cost_module.row_warp_efficiency(plan, 0, chunked, spec) == 1.0
 
 
@@ -289,14 +294,14 @@ def test_chunk_loops_pay_for_the_accumulators_they_carry(rows, cols, warps_log, 
     plan = _one_group(b.build(out).expand())
     assert cost_module.loop_vectors(plan, 0) == (3 if welford else 1)
     warps, block = 2 ** warps_log, 2 ** block_log
-    tile = T.RowsTile(BLOCK_N=block, ROWS_PER_PROGRAM=1, num_warps=warps)
+    tile = GT.RowsTile(BLOCK_N=block, ROWS_PER_PROGRAM=1, num_warps=warps)
     eff = cost_module.loop_register_efficiency(plan, 0, tile, spec)
     registers = block / (warps * 32) * (3 if welford else 1)
     limit, exponent = spec.value("costs.loop_accumulator_registers"), spec.value("costs.loop_accumulator_exponent")
     assert eff == pytest.approx(min(1.0, limit / registers) ** exponent)
     if 2 * block < cols:  # still a chunk loop
         assert cost_module.loop_register_efficiency(plan, 0, dataclasses.replace(tile, BLOCK_N=2 * block), spec) <= eff
-    whole = T.RowsTile(BLOCK_N=T.next_pow2(cols), ROWS_PER_PROGRAM=1, num_warps=warps)
+    whole = GT.RowsTile(BLOCK_N=T.next_pow2(cols), ROWS_PER_PROGRAM=1, num_warps=warps)
     assert cost_module.loop_register_efficiency(plan, 0, whole, spec) == 1.0
 
 
@@ -304,7 +309,7 @@ def test_chunk_loops_pay_for_the_accumulators_they_carry(rows, cols, warps_log, 
 def test_element_wise_blocks_rank_one_vector_per_thread_first(block_log, warps_log):
     """Among element-wise tilings of equal cost the tie-break puts 4 fp32 elements per thread (one 16-byte
     vector) first; layout and scan tiles keep their own target."""
-    t = T.ElementwiseTile(BLOCK=2 ** block_log, num_warps=2 ** warps_log)
-    best = T.ElementwiseTile(BLOCK=4 * 32 * 2 ** warps_log, num_warps=2 ** warps_log)
+    t = GT.ElementwiseTile(BLOCK=2 ** block_log, num_warps=2 ** warps_log)
+    best = GT.ElementwiseTile(BLOCK=4 * 32 * 2 ** warps_log, num_warps=2 ** warps_log)
     assert best.tie_break(32) <= t.tie_break(32) or best.BLOCK == t.BLOCK
-    assert T.LayoutTile(BLOCK=16 * 32, num_warps=1).tie_break(32)[1] == 0
+    assert GT.LayoutTile(BLOCK=16 * 32, num_warps=1).tie_break(32)[1] == 0

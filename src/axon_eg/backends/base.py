@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from axon_eg.backends.kernel import Kernel
     from axon_eg.extract.cost import CostReport
     from axon_eg.extract.fusion import FusionPlan
+    from axon_eg.extract.templates import Templates
     from axon_eg.extract.tiling import Tiling
     from axon_eg.hw import HardwareSpec
     from axon_eg.ir.program import Program
@@ -37,6 +38,7 @@ class Backend(Protocol):
     needs: str  # what hardware it needs, for the error on a mismatch: "a GPU description"
     kernel_mode: str  # how its kernels are called (``Kernel.mode``): "dps", "nki"
     torch_baselines: bool  # whether torch eager / torch.compile compete with its candidates
+    templates: Templates  # its tile templates (``backends/<target>/templates``), one per kernel kind
 
     def accepts(self, hw: HardwareSpec) -> bool:
         """Whether ``hw`` describes hardware this backend generates code for."""

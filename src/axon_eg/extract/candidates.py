@@ -24,7 +24,7 @@ from axon_eg.ir.program import Program, with_names
 from .cost import CostReport
 from .fusion import FusionPlan, plans
 from .isa import base, is_blas
-from .templates import LAUNCH_KNOBS, Tile, Tiling, knobs, recover, template_for, tile_of
+from .templates import LAUNCH_KNOBS, Templates, Tile, Tiling, knobs
 
 
 @dataclass(frozen=True)
@@ -341,8 +341,9 @@ def enumerate_all(nugraph: NuGraph, target: str | HardwareSpec, k: int = 8, *, b
         got = ranked_groups.get(key)
         if got is None:
             kept_programs.append(plan.program)
-            options, stats = template_for(plan, gi, hw).space(plan, gi, hw).tilings()
-            got = ranked_groups[key] = (rank_tilings(plan, gi, hw, backend.group_cost, options), stats)
+            options, stats = backend.templates.space(plan, gi, hw).tilings()
+            got = ranked_groups[key] = (rank_tilings(plan, gi, hw, backend.templates, backend.group_cost, options),
+                                        stats)
         ranked, stats = got
         return [t if t.group == gi else replace(t, group=gi) for t in ranked], stats
 
@@ -445,8 +446,8 @@ def enumerate_all(nugraph: NuGraph, target: str | HardwareSpec, k: int = 8, *, b
     def rank(c: Candidate) -> tuple:
         first = head[_family(c)]
         return (_bucket(best[_family(c)]), -sum(is_blas(i) for _, i in c.isa),
-                tuple(_tile(first.plan, gi, t, hw).tie_break(warp)
-                                                 for gi, t in enumerate(first.tilings)),
+                tuple(_tile(first.plan, gi, t, hw, backend.templates).tie_break(warp)
+                      for gi, t in enumerate(first.tilings)),
                 _ops(c), best[_family(c)], order[first.key], order[c.key])
 
     return sorted(found.values(), key=rank), summary
@@ -539,29 +540,29 @@ GroupSeconds = Callable[[FusionPlan, int, Tiling, HardwareSpec], float]
 """A group's predicted seconds alone at a tiling (``Backend.group_cost``, or a backend's own model)."""
 
 
-def rank_tilings(plan: FusionPlan, gi: int, hw: HardwareSpec, seconds_of: GroupSeconds,
+def rank_tilings(plan: FusionPlan, gi: int, hw: HardwareSpec, templates: Templates, seconds_of: GroupSeconds,
                  options: list[Tiling] | None = None, *, bucketed: bool = True) -> list[Tiling]:
-    """Group ``gi``'s tilings (``options``, default: every feasible one on ``hw``) best first: by predicted
-    cost (``seconds_of``; ``bucketed``: costs within ``COST_BUCKET`` count as equal), then by the tile
-    template's tie-break (measured habits of the target), then by value."""
+    """Group ``gi``'s tilings (``options``, default: every feasible one of its template in ``templates`` on
+    ``hw``) best first: by predicted cost (``seconds_of``; ``bucketed``: costs within ``COST_BUCKET`` count as
+    equal), then by the tile template's tie-break (measured habits of the target), then by value."""
     if options is None:
-        options, _ = template_for(plan, gi, hw).space(plan, gi, hw).tilings()
+        options, _ = templates.space(plan, gi, hw).tilings()
     warp = knobs(hw).warp_size
     seconds = {t: _finite(seconds_of(plan, gi, t, hw)) for t in options}
     best = min(seconds.values(), default=math.inf)
-    tolerance = template_for(plan, gi, hw).cost_tolerance
+    tolerance = templates.template_for(plan, gi, hw).cost_tolerance
 
     def key(t: Tiling) -> tuple:
         near = bucketed and math.isfinite(best) and seconds[t] <= best * tolerance  # equal to the model
         rank = -math.inf if near else _bucket(seconds[t]) if bucketed else seconds[t]
-        return (rank, *_tile(plan, gi, t, hw).tie_break(warp), t.values)
+        return (rank, *_tile(plan, gi, t, hw, templates).tie_break(warp), t.values)
 
     return sorted(options, key=key)
 
 
-def _tile(plan: FusionPlan, gi: int, t: Tiling, hw: HardwareSpec) -> Tile:
-    tile = tile_of(plan, gi, t, hw)
-    return tile if tile is not None else recover(plan.groups[gi].kind, (), hw)
+def _tile(plan: FusionPlan, gi: int, t: Tiling, hw: HardwareSpec, templates: Templates) -> Tile:
+    tile = templates.tile_of(plan, gi, t, hw)
+    return tile if tile is not None else templates.recover(plan.groups[gi].kind, (), hw)
 
 
 def group_cost(plan: FusionPlan, gi: int, t: Tiling, hw: HardwareSpec, backend: Backend) -> float:
@@ -578,7 +579,7 @@ def _finite(seconds: float) -> float:
 _group_cost = group_cost
 
 
-def _tie_break(t: Tiling, kind: str | None = None) -> tuple[float, ...]:
+def _tie_break(t: Tiling, templates: Templates, kind: str | None = None) -> tuple[float, ...]:
     """The tie-break of a stored tiling (its group's kind and values): ``templates.recover``'s tile's."""
-    tile = t.typed if t.typed is not None else recover(kind, t.values)
+    tile = t.typed if t.typed is not None else templates.recover(kind, t.values)
     return tile.tie_break(knobs().warp_size)

@@ -16,13 +16,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from axon_eg.hw import HardwareSpec
 from axon_eg.ir import ops as O
 from axon_eg.ir.library_ops import CONV_FAMILIES
 from axon_eg.ir.program import Program
 
 from .fusion import ATTENTION, LAYOUT, REDUCTION, FusionPlan, is_pool, node_kind, window_producers
-from .templates import Tiling, tile_of
+from .templates import Tile
 
 
 @dataclass(frozen=True)
@@ -75,10 +74,10 @@ def conv_flops(program: Program, i: int, family: str) -> float:
     return 2.0 * elems * per
 
 
-def group_traffic(plan: FusionPlan, gi: int, tiling: Tiling | None, l2_bytes: float,
-                  wave: int = 1, hw: HardwareSpec | None = None) -> tuple[float, float, float]:
-    """(HBM bytes, matmul flops, other flops) of one group. ``wave``: programs running at once; ``hw``
-    reads a tiling built by hand (``templates.tile_of``)."""
+def group_traffic(plan: FusionPlan, gi: int, tile: Tile | None, l2_bytes: float,
+                  wave: int = 1) -> tuple[float, float, float]:
+    """(HBM bytes, matmul flops, other flops) of one group at its typed ``tile`` (None: the operands read once).
+    ``wave``: programs running at once."""
     program = plan.program
     reads = [node_bytes(plan, j) for j in plan.inputs_of(gi)]
     writes = sum(node_bytes(plan, j) for j in plan.outputs_of(gi))
@@ -102,8 +101,7 @@ def group_traffic(plan: FusionPlan, gi: int, tiling: Tiling | None, l2_bytes: fl
     if plan.groups[gi].kind == ATTENTION:  # key blocks past a causal diagonal are skipped, not computed
         mm_flops *= causal_fraction(plan, gi)
     total_read = sum(reads)
-    tile = tile_of(plan, gi, tiling, hw) if mm_flops and total_read > l2_bytes else None
-    out_tile = tile.traffic_tile() if tile is not None else None
+    out_tile = tile.traffic_tile() if tile is not None and mm_flops and total_read > l2_bytes else None
     if out_tile is not None:
         # Operands larger than L2: with the GROUP_SIZE_M swizzle a wave of programs covers `rows` tile
         # rows by `cols` tile columns, and L2 keeps what one wave reads; A is read once per band of

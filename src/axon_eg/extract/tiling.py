@@ -16,14 +16,15 @@ from __future__ import annotations
 from axon_eg.hw import HardwareSpec
 
 from .fusion import FusionPlan
-from .templates import FP32, Constraint, Tiling, TilingSpace, pow2, reduced_operand, template_for
+from .templates import FP32, Constraint, Templates, Tiling, TilingSpace, pow2, reduced_operand
 
 __all__ = ["FP32", "Constraint", "Tiling", "TilingSpace", "feasible", "pow2", "reduced_operand", "space", "tilings"]
 
 
-def space(plan: FusionPlan, gi: int, hw: HardwareSpec) -> TilingSpace:
-    """Group ``gi``'s tiling space on ``hw``: its template's (``templates.template_for``)."""
-    return template_for(plan, gi, hw).space(plan, gi, hw)
+def space(plan: FusionPlan, gi: int, hw: HardwareSpec, templates: Templates) -> TilingSpace:
+    """Group ``gi``'s tiling space on ``hw``: that of its template among the target's ``templates``
+    (``Backend.templates``)."""
+    return templates.space(plan, gi, hw)
 
 
 def feasible(space: TilingSpace, assignment: dict[str, int | str]) -> list[str]:

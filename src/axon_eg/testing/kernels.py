@@ -31,7 +31,7 @@ def candidate_for(program: Program, hw: str | HardwareSpec = DEFAULT_HW, plan_in
     plan = plan if plan is not None else plans(program)[plan_index]
     chosen = []
     for gi in range(len(plan.groups)):
-        options, _ = tilings(space(plan, gi, spec))
+        options, _ = tilings(space(plan, gi, spec, backend_for_hw(spec).templates))
         t = options[0] if options else Tiling(gi, ())
         if overrides:
             t = Tiling(gi, tuple({**dict(t.values), **overrides}.items()))

@@ -155,8 +155,7 @@ class TileSizes:
 
     def _template(self, tf: TritonFile, kernel: str):
         """(template, {template parameter: constexpr}) of a kernel whose tiles a template covers, else None."""
-        from axon_eg.extract.templates.contraction import MatmulTile
-        from axon_eg.extract.templates.streaming import ElementwiseTile, RowsTile
+        from axon_eg.backends.triton.templates import ElementwiseTile, MatmulTile, RowsTile
 
         tiles = tile_constexprs(tf, kernel)
         facts = kernel_facts(tf, kernel)

@@ -20,6 +20,8 @@ from axon_eg.extract.fusion import LAYOUT, FusionPlan
 from axon_eg.hw import HardwareSpec
 from axon_eg.ir.program import Program
 
+from .templates import TEMPLATES
+
 
 class NkiBackend:
     name = "nki"
@@ -28,6 +30,7 @@ class NkiBackend:
     kernel_mode = "nki"
     kernel_modes = ("nki",)
     torch_baselines = False  # no torch on a NeuronCore here: the candidates compete among themselves
+    templates = TEMPLATES
 
     def accepts(self, hw: HardwareSpec) -> bool:
         return hw.kind == self.hw_kind

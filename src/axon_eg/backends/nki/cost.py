@@ -15,10 +15,12 @@ from collections.abc import Sequence
 from axon_eg.extract.cost import CostReport, GroupCost, Interval, group_traffic
 from axon_eg.extract.fusion import LAYOUT, MATMUL, REDUCTION, FusionPlan, node_kind
 from axon_eg.extract.latency import engine_seconds, model_cycles, model_seconds
-from axon_eg.extract.templates import Tiling, TrnMatmulTile, tile_of
+from axon_eg.extract.templates import Tiling
 from axon_eg.hw import HardwareSpec
 from axon_eg.ir import ops as O
 from axon_eg.semantics.isa.declarations import DMA, TENSOR, declaration
+
+from .templates import TEMPLATES, TrnMatmulTile
 
 _ACTIVATIONS = frozenset(O.activations())  # on the Scalar engine; the rest on the Vector engine
 
@@ -59,7 +61,7 @@ def trainium_engine_work(plan: FusionPlan, gi: int, t: Tiling | None, hw: Hardwa
     epilogue; other groups have one stage per engine they use."""
     program = plan.program
     group = plan.groups[gi]
-    nbytes, mm, _ = group_traffic(plan, gi, t, float("inf"))
+    nbytes, mm, _ = group_traffic(plan, gi, None, float("inf"))
     transfers = max(1, len(plan.inputs_of(gi)) + len(plan.outputs_of(gi)))
     # each way (load, store): half the transfers and half the bytes, over all the DMA engines
     dma = model_seconds(declaration("load").latency[DMA], DMA, hw, nbytes=nbytes / 2, transfers=transfers / 2,
@@ -67,7 +69,7 @@ def trainium_engine_work(plan: FusionPlan, gi: int, t: Tiling | None, hw: Hardwa
     if not mm:
         work = _vector_seconds(plan, group.nodes, hw)
         return dma, [("compute", e, v) for e, v in sorted(work.items())] or [("compute", "vector", 0.0)], nbytes
-    tile = tile_of(plan, gi, t, hw)
+    tile = TEMPLATES.tile_of(plan, gi, t, hw)
     trn = tile if isinstance(tile, TrnMatmulTile) else TrnMatmulTile()  # no tiling: the template's defaults
     tile_n, tile_m, tile_k = trn.TILE_N, trn.TILE_M, trn.TILE_K
     anchor = group.anchor(program)

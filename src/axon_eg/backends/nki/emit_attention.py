@@ -24,7 +24,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from axon_eg.extract.fusion import Group, node_kind
-from axon_eg.extract.templates import Tile, Tiling, TrnMatmulTile
+from axon_eg.extract.templates import Tile, Tiling
 from axon_eg.hw import HardwareSpec
 from axon_eg.ir.program import Program
 from axon_eg.semantics.isa.declarations import TENSOR, declaration
@@ -33,6 +33,7 @@ from .emit_matmul import transpose_lowering
 from .emit_rows import Space, tile_body
 from .emit_writer import NotLowerable, Writer, nl_dtype, pick, portable, render_lowering, typed_tile
 from .synthesis import TileOp
+from .templates import TrnMatmulTile
 
 
 def _operand(program: Program, group: Group, node: int) -> tuple[int, bool]:

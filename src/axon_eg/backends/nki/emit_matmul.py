@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from axon_eg.extract.fusion import Group, node_kind
-from axon_eg.extract.templates import Tile, Tiling, TrnMatmulTile
+from axon_eg.extract.templates import Tile, Tiling
 from axon_eg.hw import HardwareSpec
 from axon_eg.ir import traced
 from axon_eg.ir.program import Program
@@ -24,6 +24,7 @@ from axon_eg.semantics.isa.declarations import FREE_MAX, SBUF, TENSOR, declarati
 from .emit_rows import ROW_REDUCTIONS, Space, tile_body
 from .emit_writer import NotLowerable, Writer, nl_dtype, pick, render_lowering, typed_tile
 from .synthesis import Lowering, TileOp
+from .templates import TrnMatmulTile
 
 # --------------------------------------------------------------------------------------------- matmul
 

@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from axon_eg.extract.fusion import ELEMENTWISE, REDUCTION, Group, node_kind
-from axon_eg.extract.templates import Tile, Tiling, TrnRowsTile
+from axon_eg.extract.templates import Tile, Tiling
 from axon_eg.hw import HardwareSpec
 from axon_eg.ir import dims as D
 from axon_eg.ir import ops as O
@@ -31,6 +31,7 @@ from axon_eg.semantics.isa.declarations import FREE_MAX, PARTITION_MAX, SBUF
 
 from .emit_writer import NotLowerable, Writer, nl_dtype, pick, portable, render_lowering, typed_tile
 from .synthesis import TileOp
+from .templates import TrnRowsTile
 
 ROW_REDUCTIONS = set(O.simple_reductions())  # sum, mean, max, min: one combine each
 WHOLE_ROW_OPS = {"slice", "concat"}  # layout ops the row emitter handles on whole rows (last axis only)

@@ -19,10 +19,11 @@ from __future__ import annotations
 import math
 
 from axon_eg.extract.fusion import FusionPlan
-from axon_eg.extract.templates import DOT_MIN, AttentionTile, Tiling
+from axon_eg.extract.templates import DOT_MIN, Tiling
 
 from .attention_match import _TL_DTYPES, LOG2E, ONLINE_RULES, UNSHIFTED_RULE, Attention, _merged, match  # noqa: F401
 from .base import GroupKernel, NotLowerable, cdiv, resources
+from .templates import AttentionTile
 from .tl_expressions import lit
 
 

@@ -18,6 +18,8 @@ from axon_eg.extract.fusion import ATTENTION, LIBRARY, MATMUL, FusionPlan
 from axon_eg.hw import HardwareSpec
 from axon_eg.ir.program import Program
 
+from .templates import TEMPLATES
+
 TORCH_COMPILE_TIMEOUT_S = 600.0
 BUNDLE_TIMEOUT_S = 120.0
 
@@ -29,6 +31,7 @@ class TritonBackend:
     kernel_mode = "dps"
     kernel_modes = ("dps", "return")  # candidates write their outputs; torch baselines return them
     torch_baselines = True
+    templates = TEMPLATES
 
     def accepts(self, hw: HardwareSpec) -> bool:
         return hw.kind == self.hw_kind

@@ -29,10 +29,12 @@ from axon_eg.extract.isa import (
     tf32,
     tf32x3,
 )
-from axon_eg.extract.templates import GpuTile, MatmulTile, RowsTile, Tile, Tiling, group_dims, knobs, streams, tile_of
+from axon_eg.extract.templates import GpuTile, Tile, Tiling, group_dims, knobs, streams
 from axon_eg.hw import HardwareSpec
 from axon_eg.ir import ops as O
 from axon_eg.ir.library_ops import CONV_FAMILIES
+
+from .templates import TEMPLATES, MatmulTile, RowsTile
 
 GROUP_SIZE_M = MatmulTile.GROUP_SIZE_M  # the matmul template's tile-row swizzle (the re-read model reads the tile's)
 
@@ -59,8 +61,8 @@ def gpu_group_cost(plan: FusionPlan, gi: int, t: Tiling | None, hw: HardwareSpec
         roof = max(c["bytes"] * nbytes / bw, c["flops"] * (mm / peak_mm + other / hw.value("compute.peak.fp32")))
         return GroupCost(gi, plan.groups[gi].kind, nbytes, mm + other,
                          roof + c["launch"] * launches * hw.value("costs.launch"))
-    tile = tile_of(plan, gi, t, hw)
-    nbytes, mm, other = group_traffic(plan, gi, t, hw.value("memory.l2.capacity"), int(hw.value("compute.units")), hw)
+    tile = TEMPLATES.tile_of(plan, gi, t, hw)
+    nbytes, mm, other = group_traffic(plan, gi, tile, hw.value("memory.l2.capacity"), int(hw.value("compute.units")))
     nbytes += extra_passes_bytes(plan, gi, tile, hw)
     if plan.groups[gi].kind == LIBRARY and isa != WINDOW:
         return library_call_cost(plan, gi, hw, nbytes, mm, other, bw, c, isa, channels_last_kept)

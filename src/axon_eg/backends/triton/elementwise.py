@@ -17,11 +17,12 @@ import math
 import re
 
 from axon_eg.extract.fusion import FusionPlan
-from axon_eg.extract.templates import ElementwiseTile, Tiling
+from axon_eg.extract.templates import Tiling
 from axon_eg.ir import ops as O
 from axon_eg.ir import traced
 
 from .base import GroupKernel, NotLowerable, attr, cdiv, contiguous_strides, resources, unflat
+from .templates import ElementwiseTile
 from .tl_expressions import ELEMENTWISE, lit
 
 Index = tuple[str, ...]

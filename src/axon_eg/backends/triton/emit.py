@@ -39,7 +39,7 @@ from axon_eg.extract.fusion import (
     window_reader,
 )
 from axon_eg.extract.isa import NHWC, SDPA, WINDOW, is_blas
-from axon_eg.extract.templates import ElementwiseTile, GpuTile, knobs, tile_of
+from axon_eg.extract.templates import GpuTile, knobs
 from axon_eg.hw import HardwareSpec
 from axon_eg.ir import dims as D
 from axon_eg.ir import ops as O
@@ -48,6 +48,7 @@ from axon_eg.ir.library_ops import CONV_FAMILIES
 
 from . import attention, blas, conv_nhwc, elementwise, layout, matmul, reduction, scan, sdpa, tma
 from .base import GroupKernel, NotLowerable, attr
+from .templates import TEMPLATES, ElementwiseTile
 
 LOWERINGS = {ELEMENTWISE: elementwise, LAYOUT: layout, REDUCTION: reduction, MATMUL: matmul, ATTENTION: attention,
              SCAN: scan}
@@ -234,7 +235,7 @@ def _split_library(candidate: Candidate) -> tuple[FusionPlan, list[Any], dict[in
                 if chosen.get(gi) == NHWC:  # the conv on channels-last operands; its epilogue transposes back
                     isa[len(groups)] = isa[len(groups) + 1] = NHWC
                 groups += [Group(LIBRARY, tuple(sorted(head))), Group(ELEMENTWISE, tail)]
-                epilogue = t if isinstance(tile_of(plan, gi, t), ElementwiseTile) else None  # its BLOCK, num_warps
+                epilogue = t if isinstance(TEMPLATES.tile_of(plan, gi, t), ElementwiseTile) else None  # its BLOCK, num_warps
                 tilings += [None, epilogue]
                 continue
         if gi in chosen:
@@ -295,9 +296,9 @@ def _emit(candidate: Candidate, hw: HardwareSpec, name: str, autotune: bool, gen
         if generic is not None and isinstance(k, GroupKernel):
             k = _with_dims(k, gi, tilings[gi], warp_size, isa.get(gi), generic)
         if isinstance(k, GroupKernel):
-            k = _vendor_knobs(k, tile_of(plan, gi, tilings[gi], hw), hw, warp_size)
+            k = _vendor_knobs(k, TEMPLATES.tile_of(plan, gi, tilings[gi], hw), hw, warp_size)
             if k.persistent:  # one program per slot the GPU keeps resident, each looping over tiles
-                tile = tile_of(plan, gi, tilings[gi], hw)
+                tile = TEMPLATES.tile_of(plan, gi, tilings[gi], hw)
                 cap = int(hw.value("compute.units")) * tile.blocks_per_sm(hw)
                 k = replace(k, grid=f"min({k.grid}, {cap})" if isinstance(k.grid, traced.Traced) else min(k.grid, cap))
             if autotune and k.grid_meta is not None:
@@ -357,7 +358,7 @@ def _autotuned(k: GroupKernel, plan: FusionPlan, gi: int, hw: HardwareSpec) -> G
 
     configs: list[str] = []
     chosen = "{" + ", ".join(f"{c!r}: {v}" for c, v in k.constexprs) + "}"
-    for t in [None, *rank_tilings(plan, gi, hw, group_seconds, bucketed=False)]:
+    for t in [None, *rank_tilings(plan, gi, hw, TEMPLATES, group_seconds, bucketed=False)]:
         if t is None:
             meta, warps = chosen, k.num_warps
         else:

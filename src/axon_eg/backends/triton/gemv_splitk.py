@@ -25,10 +25,11 @@ not yet charge strided strips, so the ranking keeps the row-major plan first on 
 from __future__ import annotations
 
 from axon_eg.extract.fusion import FusionPlan
-from axon_eg.extract.templates import SplitKTile, Tile, Tiling
+from axon_eg.extract.templates import Tile, Tiling
 from axon_eg.ir import ops as O
 
 from .base import INT32_LIMIT, GroupKernel, NotLowerable, attr, cdiv, resources
+from .templates import SplitKTile
 from .tl_expressions import lit
 
 _VIEWS = O.flat_views()

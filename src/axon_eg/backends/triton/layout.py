@@ -31,13 +31,14 @@ import math
 import re
 
 from axon_eg.extract.fusion import FusionPlan, reads_through_window
-from axon_eg.extract.templates import LayoutTile, Tiling
+from axon_eg.extract.templates import Tiling
 from axon_eg.ir import ops as O
 from axon_eg.ir import traced
 
 from . import elementwise
 from .base import INT32_LIMIT, GroupKernel, NotLowerable, attr, cdiv, contiguous_strides, resources
 from .elementwise import Index, _Emitter
+from .templates import LayoutTile
 
 Sources = tuple[int | None, ...]  # per dim of a value: the output axis its index follows (None: a constant index)
 

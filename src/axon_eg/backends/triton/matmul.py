@@ -35,7 +35,7 @@ import re
 from axon_eg.extract import isa as isa_names
 from axon_eg.extract.fusion import FusionPlan
 from axon_eg.extract.isa import DOT_PERSISTENT, DOT_TMA
-from axon_eg.extract.templates import DOT_MIN, MatmulTile, SplitKTile, Tiling, template_for, tile_of
+from axon_eg.extract.templates import DOT_MIN, Tiling
 from axon_eg.ir import ops as O
 from axon_eg.ir import traced
 
@@ -45,6 +45,7 @@ from .cost import right_k_major
 from .elementwise import sliced
 from .matmul_operands import _Operands
 from .matmul_terms import _TILE, _VIEWS, ONE, Index, _Ctx, _mul, _NeedPrepass, _sum, _tokens, _tree_tokens
+from .templates import TEMPLATES, MatmulTile, SplitKTile
 from .tl_expressions import ELEMENTWISE, lit
 
 
@@ -483,7 +484,7 @@ def _tile(plan: FusionPlan, gi: int, tiling: Tiling | None) -> MatmulTile | Spli
     program = plan.program
     if any(program.nodes[n].dtype.name == "fp64" for n in plan.groups[gi].nodes):
         raise NotLowerable("float64 values stay in torch")
-    tile = tile_of(plan, gi, tiling) or template_for(plan, gi).of()  # GEMV / split-K: the templates decide
+    tile = TEMPLATES.tile_of(plan, gi, tiling) or TEMPLATES.template_for(plan, gi).of()  # GEMV / split-K: the templates decide
     if isinstance(tile, SplitKTile):
         return tile
     if not isinstance(tile, MatmulTile):

@@ -28,13 +28,14 @@ import math
 import re
 
 from axon_eg.extract.fusion import FusionPlan
-from axon_eg.extract.templates import RowsTile, Tiling
+from axon_eg.extract.templates import Tiling
 from axon_eg.extract.templates.base import next_pow2
 from axon_eg.ir import ops as O
 from axon_eg.ir import traced
 
 from .base import INT32_LIMIT, GroupKernel, NotLowerable, attr, cdiv, contiguous_strides, resources, unflat
 from .elementwise import INDEXING, clamped, sliced
+from .templates import RowsTile
 from .tl_expressions import ELEMENTWISE, REDUCTIONS, lit
 
 Index = tuple[str, ...]

@@ -31,12 +31,13 @@ from __future__ import annotations
 import math
 
 from axon_eg.extract.fusion import FusionPlan
-from axon_eg.extract.templates import ScanTile, Tiling
+from axon_eg.extract.templates import Tiling
 from axon_eg.ir import ops as O
 from axon_eg.ir import traced
 
 from .base import INT32_LIMIT, GroupKernel, NotLowerable, attr, cdiv, contiguous_strides, resources
 from .elementwise import Index, _Emitter, handles
+from .templates import ScanTile
 from .tl_expressions import ELEMENTWISE
 
 _FLAT_VIEWS = O.flat_views()

@@ -334,10 +334,6 @@ def group_dims(plan: FusionPlan, gi: int) -> dict[str, int]:
     return {"ROWS": max(1, math.prod(shape[:-1])) if shape else 1, "COLS": cols}
 
 
-def is_gpu(hw: HardwareSpec | None) -> bool:
-    return hw is None or hw.kind != "trainium"
-
-
 def is_gemv(plan: FusionPlan, gi: int) -> bool:
     """A matmul group with fewer than ``DOT_MIN`` output columns (the νGraph moved a reduction into the
     operand): too thin for tl.dot. The GEMV and split-K templates and the ISA choices ask this."""
@@ -373,3 +369,43 @@ def streams(plan: FusionPlan, gi: int) -> tuple[int, int]:
     ins = [j for j in plan.inputs_of(gi) if math.prod(program.concrete_shape(j)) == full]
     item = max((program.nodes[j].dtype.itemsize for j in ins), default=4)
     return max(1, len(ins)), item
+
+
+@dataclass(frozen=True)
+class Templates:
+    """One target's tile templates (``Backend.templates``): ``kinds`` in the order ``template_for`` asks them
+    (their ``applies`` conditions exclude each other), and ``decode``, which reads a stored tiling's values
+    back as one of them (``recover``). A target owns its templates (``backends/<target>/templates``); what
+    they share, and this set, are target-neutral."""
+
+    kinds: tuple[type[Tile], ...]
+    decode: Callable[[str | None, Values, Knobs | None], Tile]
+
+    def template_for(self, plan: FusionPlan, gi: int, hw: HardwareSpec | None = None) -> type[Tile]:
+        """The template that tiles group ``gi``."""
+        for template in self.kinds:
+            if template.applies(plan, gi, hw):
+                return template
+        raise AssertionError(f"no tile template for a {plan.groups[gi].kind} group")
+
+    def space(self, plan: FusionPlan, gi: int, hw: HardwareSpec) -> TilingSpace:
+        """Group ``gi``'s tiling space on ``hw``: its template's."""
+        return self.template_for(plan, gi, hw).space(plan, gi, hw)
+
+    def tile_of(self, plan: FusionPlan, gi: int, tiling: Tiling | Tile | None,
+                hw: HardwareSpec | None = None) -> Tile | None:
+        """The typed tile of group ``gi``'s tiling: the one it was enumerated with, else (a Tiling built by
+        hand) its values read by the template that applies to the group, defaults for what they lack. None
+        for no tiling, or one without values."""
+        if tiling is None or isinstance(tiling, Tile):
+            return tiling
+        if tiling.typed is not None:
+            return tiling.typed
+        if not tiling.values:
+            return None
+        return self.template_for(plan, gi, hw).of(tiling.values, knobs(hw) if hw is not None else None)
+
+    def recover(self, kind: str | None, values: Values, hw: HardwareSpec | None = None) -> Tile:
+        """The typed tile of a tiling read back from storage (a manifest or a table keeps the fusion group's
+        kind and the values); ``kind`` None: by the values' names alone."""
+        return self.decode(kind, values, knobs(hw) if hw is not None else None)

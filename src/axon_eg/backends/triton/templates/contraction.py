@@ -23,11 +23,8 @@ import math
 from dataclasses import dataclass
 from typing import ClassVar
 
-from axon_eg.hw import HardwareSpec
-from axon_eg.ir import ops as O
-
-from ..fusion import ATTENTION, MATMUL, FusionPlan
-from .base import (
+from axon_eg.extract.fusion import ATTENTION, MATMUL, FusionPlan
+from axon_eg.extract.templates.base import (
     DOT_MIN,
     FP32,
     Constraint,
@@ -36,11 +33,12 @@ from .base import (
     gpu_facts,
     group_dims,
     is_gemv,
-    is_gpu,
     next_pow2,
     reduced_operand,
     tile_range,
 )
+from axon_eg.hw import HardwareSpec
+from axon_eg.ir import ops as O
 
 WARP_TILE = DOT_MIN * DOT_MIN  # elements a warp takes at least: one 16 x 16 tile (8 per thread of 32)
 OPERAND_ITEM = 2  # bytes per operand element the blocks-per-SM estimate assumes (bf16)
@@ -99,7 +97,7 @@ class MatmulTile(GpuTile):
 
     @classmethod
     def applies(cls, plan: FusionPlan, gi: int, hw: HardwareSpec | None) -> bool:
-        return is_gpu(hw) and plan.groups[gi].kind == MATMUL and not is_gemv(plan, gi)
+        return plan.groups[gi].kind == MATMUL and not is_gemv(plan, gi)
 
     @property
     def launches(self) -> int:  # type: ignore[override]
@@ -194,7 +192,7 @@ class GemvTile(MatmulTile):
 
     @classmethod
     def applies(cls, plan: FusionPlan, gi: int, hw: HardwareSpec | None) -> bool:
-        return is_gpu(hw) and is_gemv(plan, gi) and not reduced_operand(plan, gi)
+        return is_gemv(plan, gi) and not reduced_operand(plan, gi)
 
     @classmethod
     def params(cls, facts: GroupFacts, hw: HardwareSpec):
@@ -239,7 +237,7 @@ class SplitKTile(GpuTile):
 
     @classmethod
     def applies(cls, plan: FusionPlan, gi: int, hw: HardwareSpec | None) -> bool:
-        return is_gpu(hw) and is_gemv(plan, gi) and reduced_operand(plan, gi)
+        return is_gemv(plan, gi) and reduced_operand(plan, gi)
 
     @classmethod
     def params(cls, facts: GroupFacts, hw: HardwareSpec):
@@ -302,7 +300,7 @@ class AttentionTile(GpuTile):
 
     @classmethod
     def applies(cls, plan: FusionPlan, gi: int, hw: HardwareSpec | None) -> bool:
-        return is_gpu(hw) and plan.groups[gi].kind == ATTENTION
+        return plan.groups[gi].kind == ATTENTION
 
     @classmethod
     def params(cls, facts: GroupFacts, hw: HardwareSpec):

@@ -18,10 +18,9 @@ import math
 from dataclasses import dataclass
 from typing import ClassVar
 
+from axon_eg.extract.fusion import ATTENTION, MATMUL, REDUCTION, FusionPlan
+from axon_eg.extract.templates.base import FP32, Constraint, GroupFacts, Templates, Tile, Values, next_pow2, tile_range
 from axon_eg.hw import HardwareSpec
-
-from ..fusion import ATTENTION, MATMUL, REDUCTION, FusionPlan
-from .base import FP32, Constraint, GroupFacts, Tile, is_gpu, next_pow2, tile_range
 
 BUFFERS = 2  # SBUF buffers per tile: load the next while computing this one
 
@@ -40,7 +39,7 @@ class TrnMatmulTile(Tile):
 
     @classmethod
     def applies(cls, plan: FusionPlan, gi: int, hw: HardwareSpec | None) -> bool:
-        return not is_gpu(hw) and plan.groups[gi].kind in (MATMUL, ATTENTION)
+        return plan.groups[gi].kind in (MATMUL, ATTENTION)
 
     @classmethod
     def params(cls, facts: GroupFacts, hw: HardwareSpec):
@@ -87,7 +86,7 @@ class TrnRowsTile(Tile):
 
     @classmethod
     def applies(cls, plan: FusionPlan, gi: int, hw: HardwareSpec | None) -> bool:
-        return not is_gpu(hw) and plan.groups[gi].kind not in (MATMUL, ATTENTION)
+        return plan.groups[gi].kind not in (MATMUL, ATTENTION)
 
     @classmethod
     def params(cls, facts: GroupFacts, hw: HardwareSpec):
@@ -113,3 +112,14 @@ class TrnRowsTile(Tile):
         # replaced (one element per thread at 4 warps of 32); kept because the candidate ranking compares
         # tie-breaks across groups.
         return (0, 11.0, -1)
+
+
+def decode(kind: str | None, values: Values, launch: object = None) -> Tile:
+    """A stored Trainium tiling's values as its template's tile: a matmul's ``TILE_K``, else the rows tile."""
+    v = dict(values)
+    return TrnMatmulTile.of(v) if "TILE_K" in v else TrnRowsTile.of(v)
+
+
+TEMPLATES = Templates((TrnMatmulTile, TrnRowsTile), decode)
+"""The NeuronCore's templates (``NKI.templates``): matmul and attention on the Tensor engine, the rest on the
+Vector / Scalar engines."""

@@ -21,11 +21,20 @@ import math
 from dataclasses import dataclass
 from typing import ClassVar
 
+from axon_eg.extract.fusion import ELEMENTWISE, LAYOUT, LIBRARY, REDUCTION, SCAN, FusionPlan
+from axon_eg.extract.templates.base import (
+    FP32,
+    Constraint,
+    GpuTile,
+    GroupFacts,
+    gpu_facts,
+    group_dims,
+    next_pow2,
+    streams,
+    tile_range,
+)
 from axon_eg.hw import HardwareSpec
 from axon_eg.ir import ops as O
-
-from ..fusion import ELEMENTWISE, LAYOUT, LIBRARY, REDUCTION, SCAN, FusionPlan
-from .base import FP32, Constraint, GpuTile, GroupFacts, gpu_facts, group_dims, is_gpu, next_pow2, streams, tile_range
 
 COALESCED_COLS = 64  # inner columns per program of a scan over a non-last axis: 128 B rows of bf16
 MIN_COLS = 16  # 32 B of bf16: one DRAM sector per row of the tile
@@ -57,7 +66,7 @@ class ElementwiseTile(GpuTile):
 
     @classmethod
     def applies(cls, plan: FusionPlan, gi: int, hw: HardwareSpec | None) -> bool:
-        return is_gpu(hw) and plan.groups[gi].kind in (ELEMENTWISE, LIBRARY)
+        return plan.groups[gi].kind in (ELEMENTWISE, LIBRARY)
 
     @classmethod
     def params(cls, facts: GroupFacts, hw: HardwareSpec):
@@ -97,7 +106,7 @@ class LayoutTile(ElementwiseTile):
 
     @classmethod
     def applies(cls, plan: FusionPlan, gi: int, hw: HardwareSpec | None) -> bool:
-        return is_gpu(hw) and plan.groups[gi].kind == LAYOUT
+        return plan.groups[gi].kind == LAYOUT
 
     def square(self) -> int:
         """The transpose tile's edge: ``sqrt(BLOCK)`` rounded down to a power of two, at least ``MIN_TILE``
@@ -117,7 +126,7 @@ class ScanTile(ElementwiseTile):
 
     @classmethod
     def applies(cls, plan: FusionPlan, gi: int, hw: HardwareSpec | None) -> bool:
-        return is_gpu(hw) and plan.groups[gi].kind == SCAN
+        return plan.groups[gi].kind == SCAN
 
     def split(self, shape: tuple[int, ...], axis: int) -> tuple[int, int, int]:
         """How ``BLOCK`` splits into ``CHUNK`` (along the scanned axis) x ``LINES`` (rows, or inner columns
@@ -161,7 +170,7 @@ class RowsTile(GpuTile):
 
     @classmethod
     def applies(cls, plan: FusionPlan, gi: int, hw: HardwareSpec | None) -> bool:
-        return is_gpu(hw) and plan.groups[gi].kind == REDUCTION
+        return plan.groups[gi].kind == REDUCTION
 
     @classmethod
     def params(cls, facts: GroupFacts, hw: HardwareSpec):
