@@ -19,8 +19,8 @@ from torch.fx.node import Node
 
 from axon_eg.errors import DtypeError, UnsupportedOperation
 from axon_eg.ir import dims as D
+from axon_eg.ir.builder import Builder, Value
 from axon_eg.ir.dtypes import DType, as_dtype
-from axon_eg.ir.program import Builder, Value
 
 
 def checked_dtype(torch_dtype: torch.dtype, what: str) -> DType:

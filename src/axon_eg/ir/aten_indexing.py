@@ -22,8 +22,8 @@ import numpy as np
 import torch
 
 from axon_eg.ir.aten_handlers import Ctx, handles, ints, slice_tensor
+from axon_eg.ir.builder import Value
 from axon_eg.ir.dtypes import fp32, int64
-from axon_eg.ir.program import Value
 
 # -- advanced indexing ----------------------------------------------------------------------------------
 _VIEWS = frozenset({"expand_dims", "reshape", "broadcast_to", "squeeze", "transpose", "slice", "flip", "cast"})

@@ -29,7 +29,7 @@ name a user line for.
 Modules: this one is the translation of an exported graph (``_Translator``) and the KernelBench loader;
 :mod:`axon_eg.ir.torch_export` exports and diagnoses failures, :mod:`axon_eg.ir.aten_table` is the table
 and :mod:`axon_eg.ir.aten_handlers` and :mod:`axon_eg.ir.aten_indexing` (index arithmetic: advanced indexing,
-roll, diff, upsampling) its handlers. Every name used across them is importable from here.
+roll, diff, upsampling) its handlers; each name is imported from the module that defines it.
 """
 
 from __future__ import annotations
@@ -64,22 +64,11 @@ from axon_eg.ir.aten_table import (
     handler_for,
     writes_self,
 )
+from axon_eg.ir.builder import Builder, Value
 from axon_eg.ir.inputs import random_inputs as _random_inputs
 from axon_eg.ir.interpret import interpret
-from axon_eg.ir.program import Builder, InputSpec, Program, Value
-from axon_eg.ir.torch_export import (  # noqa: F401 - re-exported
-    _FRAME,
-    _LIBRARY_DIRS,
-    _SHAPE_WORDS,
-    _STDLIB_DIRS,
-    _Captured,
-    _export,
-    _export_error,
-    _is_user_file,
-    _Keep,
-    _location,
-    _user_frame,
-)
+from axon_eg.ir.program import InputSpec, Program
+from axon_eg.ir.torch_export import export_program, node_location
 
 
 # ------------------------------------------------------------------------------------------------
@@ -107,7 +96,7 @@ def import_torch(module: torch.nn.Module | torch.export.ExportedProgram, example
         ep, name = module, name or "program"
     else:
         name = name or type(module).__name__
-        ep = _export(module, args, name)
+        ep = export_program(module, args, name)
     return _Translator(ep, name).run()
 
 
@@ -139,7 +128,7 @@ class _Translator:
             if node in live and node.op == "call_function" and node.target is not operator.getitem \
                     and handler_for(node.target) is None:
                 why = DATA_DEPENDENT.get(aten_name(node.target), _NO_EQUIVALENT)
-                raise Ctx(self.b, aten_name(node.target), node, _location(node)).unsupported(why)
+                raise Ctx(self.b, aten_name(node.target), node, node_location(node)).unsupported(why)
         self._inputs(live)
         for node in self.graph_nodes:
             if node.op == "call_function" and node in live:
@@ -200,7 +189,7 @@ class _Translator:
         else:
             what = f"its {spec.kind.name.lower().replace('_', ' ')} {spec.target!r}"
         op = aten_name(node.target) if node is not None else "an in-place op"
-        location = _location(node) if node is not None else None
+        location = node_location(node) if node is not None else None
         at = f"{op} at {location}" if location else op
         raise UnsupportedOperation(f"{self.name}: forward() writes {what} in place ({at}), which is not supported: "
                                    "a kernel does not modify its inputs; use the out-of-place op (x = x + 1, not "
@@ -220,7 +209,7 @@ class _Translator:
                 stack.extend(u for u in n.users if aten_name(u.target) in VIEW_LIKE)
         group.discard(mutated)  # later reads of the mutated tensor itself see the new version
         if any(self.order[u] > self.order[node] for alias in group for u in alias.users if u is not node):
-            raise Ctx(self.b, aten_name(node.target), node, _location(node)).unsupported(
+            raise Ctx(self.b, aten_name(node.target), node, node_location(node)).unsupported(
                 "writes in place into a tensor that shares memory with a view read later; use the out-of-place op")
 
     def _live(self, resolved: dict[Node, tuple[tuple, dict]], outputs: list[Any]) -> set[Node]:
@@ -283,7 +272,7 @@ class _Translator:
         return self.state[name] if name in self.made else None
 
     def _translate(self, node: Node, args: tuple, kwargs: dict) -> Any:
-        aten, location = aten_name(node.target), _location(node)
+        aten, location = aten_name(node.target), node_location(node)
         args, kwargs = map_arg((args, kwargs), self.env.__getitem__)  # type: ignore[assignment]
         cx = Ctx(self.b, aten, node, location, self._made_buffer, self._made_values)
         if node.target is operator.getitem:

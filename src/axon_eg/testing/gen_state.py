@@ -14,9 +14,9 @@ from hypothesis import strategies as st
 
 from axon_eg.ir import dims as D
 from axon_eg.ir import ops as O
+from axon_eg.ir.builder import Builder, Value
 from axon_eg.ir.dims import Dim, Shape
 from axon_eg.ir.dtypes import DType
-from axon_eg.ir.program import Builder, Value
 from axon_eg.testing.envelopes import FRESH, LIMIT, Envelope
 
 MAX_SIZE = 7  # named dims are bound to 1..MAX_SIZE: interpretation is instant
