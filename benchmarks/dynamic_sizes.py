@@ -121,7 +121,8 @@ def _choose(d: Path, bundle: str, chosen: dict) -> str:
     (``measure.spread.choice``, as the selection makes it); returns the chosen kernel's file, relative to DIR."""
     if bundle not in chosen:
         from axon_eg.measure import spread
-        from axon_eg.measure.worker import load_manifest, read_rows, run_bundle
+        from axon_eg.measure.manifest import load_manifest, read_rows
+        from axon_eg.measure.worker import run_bundle
 
         bdir = d / bundle
         ids = [c["id"] for c in load_manifest(bdir) if c.get("kind") == "candidate"]

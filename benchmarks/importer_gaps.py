@@ -5,7 +5,7 @@
 Each model of ``benchmarks.models.MODELS`` (all of them, or those named) is built in the config, exported
 with ``torch.export`` and functionalized as ``axon_eg.dynamo.functional`` does (``run_decompositions({})``;
 ``--raw`` skips that step and reads the training IR as exported). Every ``call_function`` target that
-``axon_eg.ir.torch_import._handler`` does not know is listed with the models it occurs in, most models
+``axon_eg.ir.aten_table.handler_for`` does not know is listed with the models it occurs in, most models
 first: those are the ops that cut a ``torch.compile(backend="axon_eg")`` region or stay torch code. Export's
 metadata assertions (``aten._assert_tensor_metadata``, which the dynamo backend drops) are left out. A model
 that fails to build or export is named with its error. Exits 1 when an op is unhandled.
@@ -24,7 +24,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from axon_eg.ir.torch_import import _handler, _name  # noqa: E402
+from axon_eg.ir.aten_table import aten_name, handler_for  # noqa: E402
 from benchmarks.models import MODELS  # noqa: E402
 
 IGNORED = {"aten._assert_tensor_metadata.default"}
@@ -40,9 +40,9 @@ def unhandled(name: str, config: str = "small", raw: bool = False) -> set[str]:
         if not raw:
             exported = exported.run_decompositions({})
     graph = exported.module().graph
-    return {_name(n.target) for n in graph.nodes
-            if n.op == "call_function" and n.target is not operator.getitem and _handler(n.target) is None
-            and _name(n.target) not in IGNORED}
+    return {aten_name(n.target) for n in graph.nodes
+            if n.op == "call_function" and n.target is not operator.getitem and handler_for(n.target) is None
+            and aten_name(n.target) not in IGNORED}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -294,7 +294,8 @@ def cmd_measure(args: argparse.Namespace) -> int:
     import shutil
     import tempfile
 
-    from axon_eg.measure.worker import _visible_gpus, load_manifest, run_bundle
+    from axon_eg.measure.manifest import load_manifest
+    from axon_eg.measure.worker import _visible_gpus, run_bundle
 
     out = Path(args.dir)
     index = json.loads((out / "index.json").read_text())

@@ -127,7 +127,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     import torch
 
     from axon_eg.measure import harness
-    from axon_eg.measure.worker import _load_reference
+    from axon_eg.measure.child import load_reference
 
     bundle = Path(args.bundle)
     cand = next(c for c in json.loads((bundle / "manifest.json").read_text())["candidates"] if c["id"] == args.id)
@@ -136,7 +136,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     spec.loader.exec_module(mod)
     fn = getattr(mod, cand["entry"])
     inputs = harness.make_inputs(cand["inputs"], 0, "cuda")
-    refs = harness.reference_outputs(_load_reference(bundle, cand), 0, inputs)
+    refs = harness.reference_outputs(load_reference(bundle, cand), 0, inputs)
     outputs = [torch.empty(tuple(r.shape), dtype=harness.TORCH_DTYPES[d], device="cuda")
                for r, d in zip(refs, cand["out_dtypes"])]
     for _ in range(args.times):

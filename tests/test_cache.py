@@ -28,7 +28,7 @@ from hypothesis import strategies as st
 import axon_eg as ax
 from axon_eg import pipeline
 from axon_eg.cli import main
-from axon_eg.measure import tables, worker
+from axon_eg.measure import manifest, part_store, table_schemas, tables, worker
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -48,7 +48,7 @@ def planted(monkeypatch):
     plan: dict[str, object] = {}
 
     def run_bundle(bundle, out, gpus=None, ids=None):
-        cands = worker.load_manifest(bundle)
+        cands = manifest.load_manifest(bundle)
         rows = []
         for cid in (list(ids) if ids is not None else [c["id"] for c in cands]):
             prefix = next((p for p in plan if cid.startswith(p)), None)
@@ -61,9 +61,9 @@ def planted(monkeypatch):
                 raise KeyboardInterrupt
             calls.append(cid)
             status, stage, error = what
-            row = worker.make_row(next(c for c in cands if c["id"] == cid), "cpu", status=status, stage=stage,
+            row = manifest.make_row(next(c for c in cands if c["id"] == cid), "cpu", status=status, stage=stage,
                                   error=error, elapsed_s=0.01)
-            writer = worker.RowWriter(out)
+            writer = manifest.RowWriter(out)
             writer.write(row)
             writer.close()
             rows.append(row)
@@ -93,19 +93,19 @@ OOM = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB (G
     ("skipped", "budget", False), ("interrupted", None, False), ("a_new_status", None, False), (None, None, False),
 ])
 def test_status_taxonomy(status, error, final):
-    assert tables.is_final(status, error) is final
+    assert table_schemas.is_final(status, error) is final
     df = pl.DataFrame({"status": [status], "error": [error]}, schema={"status": pl.Utf8, "error": pl.Utf8})
-    assert df.select(tables.final_expr()).item() is final
+    assert df.select(table_schemas.final_expr()).item() is final
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.lists(st.tuples(st.sampled_from([*tables.FINAL_STATUSES, *tables.TRANSIENT_STATUSES, "other", None]),
+@given(st.lists(st.tuples(st.sampled_from([*table_schemas.FINAL_STATUSES, *table_schemas.TRANSIENT_STATUSES, "other", None]),
                           st.one_of(st.none(), st.text(max_size=30),
-                                    st.sampled_from(tables.ENVIRONMENT_ERRORS).map(lambda f: f"x {f.upper()} y"))),
+                                    st.sampled_from(table_schemas.ENVIRONMENT_ERRORS).map(lambda f: f"x {f.upper()} y"))),
                 min_size=1, max_size=20))
 def test_is_final_and_final_expr_agree(rows):
     df = pl.DataFrame(rows, schema={"status": pl.Utf8, "error": pl.Utf8}, orient="row")
-    assert df.select(tables.final_expr())["status"].to_list() == [tables.is_final(s, e) for s, e in rows]
+    assert df.select(table_schemas.final_expr())["status"].to_list() == [table_schemas.is_final(s, e) for s, e in rows]
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -160,7 +160,7 @@ def test_a_transient_row_is_retried_next_run_and_a_final_one_is_not(tmp_path, pl
     log = ax.results(tmp_path).filter(pl.col("cache_key") == first.cache_key).collect()
     assert log.height == 4 and log.filter(pl.col("superseded"))["id"].to_list() == [ids["c00"]]
     assert log.filter(pl.col("superseded"))["status"].to_list() == [transient[0]]
-    rows = worker.read_rows(first.bundle / f"rows-{first.cache_key}.jsonl")
+    rows = manifest.read_rows(first.bundle / f"rows-{first.cache_key}.jsonl")
     assert sorted(r["id"] for r in rows) == sorted(ids.values())  # the resume file: the final rows, once each
 
 
@@ -210,7 +210,7 @@ def test_force_measures_again_and_the_newest_rows_replace_the_old(tmp_path, plan
         current = log.filter(~pl.col("superseded"))
         assert current.height == 3 and not (set(current["timestamp"]) & stamps)
         stamps |= set(current["timestamp"])
-        assert len(worker.read_rows(first.bundle / f"rows-{first.cache_key}.jsonl")) == 3  # started over
+        assert len(manifest.read_rows(first.bundle / f"rows-{first.cache_key}.jsonl")) == 3  # started over
         cands = ax.results(tmp_path, "candidates").collect()
         assert cands.filter(~pl.col("superseded")).height == 3 and cands.height == 3 * n
     hit = silu_run(tmp_path)
@@ -242,7 +242,7 @@ def test_a_damaged_part_is_moved_aside_with_one_warning_naming_it(tmp_path, how)
     tables.append("measurements", [row("a")], tmp_path)
     bad = tables.append("measurements", [row("b")], tmp_path)
     damage(bad, how)
-    with pytest.warns(tables.DamagedPartWarning) as got:
+    with pytest.warns(part_store.DamagedPartWarning) as got:
         df = ax.results(tmp_path).collect()
     assert df["id"].to_list() == ["a"]
     assert len(got) == 1 and str(bad) in str(got[0].message) and "moved to" in str(got[0].message)
@@ -263,7 +263,7 @@ def test_a_part_of_an_incompatible_schema_is_moved_aside(tmp_path, frame, why):
     tables.append("measurements", [row("a")], tmp_path)
     d = tmp_path / "tables" / "measurements"
     frame.write_parquet(d / "part-foreign.parquet")  # a legacy name: no checksum, the schema check decides
-    with pytest.warns(tables.DamagedPartWarning, match=re.escape(why)):
+    with pytest.warns(part_store.DamagedPartWarning, match=re.escape(why)):
         assert ax.results(tmp_path).collect()["id"].to_list() == ["a"]
     assert (d / "damaged" / "part-foreign.parquet").exists()
 
@@ -301,7 +301,7 @@ def test_a_run_survives_a_damaged_part_and_recovers_its_rows(tmp_path, planted, 
     part = max((tmp_path / "tables" / table).glob("part-*.parquet"), key=lambda p: p.stat().st_mtime_ns)
     damage(part, how)
     del calls[:]
-    with pytest.warns(tables.DamagedPartWarning, match=re.escape(str(part))):
+    with pytest.warns(part_store.DamagedPartWarning, match=re.escape(str(part))):
         again = silu_run(tmp_path)
     # the measurements come back from the bundle's resume file, the candidates from phase 1: nothing is measured
     assert calls == [] and again.best.id == first.best.id and not again.cache_hit
@@ -323,14 +323,14 @@ def test_a_read_only_cache_serves_hits_and_a_miss_names_the_directory(tmp_path, 
 
     for target, name in [(os, "replace"), (os, "mkdir"), (tempfile, "mkstemp"), (pl.DataFrame, "write_parquet")]:
         monkeypatch.setattr(target, name, denied)
-    with pytest.warns(tables.DamagedPartWarning, match="left in place") as got:
+    with pytest.warns(part_store.DamagedPartWarning, match="left in place") as got:
         hit = silu_run(tmp_path)
         silu_run(tmp_path)
     assert hit.cache_hit and hit.best.id == first.best.id and part.exists()
     assert len([w for w in got if str(extra) in str(w.message)]) == 1  # once per process, not once per read
-    with pytest.raises(tables.CacheError, match=f"the cache directory {re.escape(str(tmp_path))} is not writable"):
+    with pytest.raises(part_store.CacheError, match=f"the cache directory {re.escape(str(tmp_path))} is not writable"):
         silu_run(tmp_path, force=True)
-    with pytest.raises(tables.CacheError, match="not writable: Permission denied"):
+    with pytest.raises(part_store.CacheError, match="not writable: Permission denied"):
         tables.append("measurements", [row("a")], tmp_path)
 
 
@@ -340,10 +340,10 @@ def test_a_really_read_only_directory(tmp_path):
     ro.mkdir()
     ro.chmod(0o555)
     try:
-        with pytest.raises(tables.CacheError, match=re.escape(str(ro))):
+        with pytest.raises(part_store.CacheError, match=re.escape(str(ro))):
             tables.append("measurements", [row("a")], ro)
-        with pytest.raises(tables.CacheError, match=re.escape(str(ro))):
-            tables.ensure_writable(ro)
+        with pytest.raises(part_store.CacheError, match=re.escape(str(ro))):
+            part_store.ensure_writable(ro)
     finally:
         ro.chmod(0o755)
 
@@ -486,8 +486,8 @@ def test_an_interrupted_removal_is_completed_by_the_next_reader(tmp_path, monkey
     def failing_stage(d, df):
         raise OSError(28, "No space left on device", str(d))
 
-    monkeypatch.setattr(tables, "_stage_part", failing_stage)  # before the commit point: nothing changes
-    with pytest.raises(tables.CacheError, match="No space left on device"):
+    monkeypatch.setattr(tables, "stage_part", failing_stage)  # before the commit point: nothing changes
+    with pytest.raises(part_store.CacheError, match="No space left on device"):
         tables.remove({"k2"}, tmp_path)
     assert tables.results(tmp_path).collect().height == left.height
 

@@ -15,7 +15,8 @@ from hypothesis import strategies as st
 
 from axon_eg import hw
 from axon_eg.errors import AxonError
-from axon_eg.hw import SCHEMA, HardwareKeyError, HardwareSpecError
+from axon_eg.hw import HardwareKeyError, HardwareSpecError
+from axon_eg.hw_schema import SCHEMA, Field
 
 BUNDLED = {"h100": "gpu", "h200": "gpu", "intel-xe2": "gpu", "trn1": "trainium", "trn2": "trainium"}
 
@@ -347,7 +348,7 @@ def test_a_bad_bundled_target_name_is_not_a_path_lookup():
 
 
 # ------------------------------------------------------------------------------------------- property
-def _wrong_values(field: hw.Field) -> list[Any]:
+def _wrong_values(field: Field) -> list[Any]:
     if field.type == "quantity":
         return ["fast", "12 GB", True, [1], {"a": 1}, None] + ([2.5] if field.family == "count" else [])
     if field.type == "bool":

@@ -57,19 +57,19 @@ def _strategies(op: O.OpDef) -> bool:
 
 def _envelopes(op: O.OpDef) -> bool | None:
     if _elementwise(op, 1):
-        return op.name in envelopes._UNARY_ENV
+        return op.name in envelopes.UNARY_ENV
     if _elementwise(op, 2):
-        return op.name in envelopes._BINARY_ENV
+        return op.name in envelopes.BINARY_ENV
     if op.kind in (Kind.REDUCE, Kind.SCAN):
-        return op.name in envelopes._REDUCE_ENV
+        return op.name in envelopes.REDUCE_ENV
     return None
 
 
 def _op_generators(op: O.OpDef) -> bool | None:
     if op.kind is Kind.LAYOUT:
-        return op.name in op_generators._LAYOUT_ATTRS
+        return op.name in op_generators.LAYOUT_ATTRS
     if op.kind is Kind.COMPOSITE:
-        return op.name in op_generators._COMPOSITES
+        return op.name in op_generators.COMPOSITES
     return None
 
 
@@ -103,8 +103,8 @@ TABLES: dict[str, Callable[[O.OpDef], bool | None]] = {
     "torch expressions (backends/torch/expressions.py, composite_expressions.py LOWERINGS)":
         lambda op: op.name in TORCH,
     "hypothesis strategies (testing/strategies.py drawn_ops)": _strategies,
-    "value envelopes (testing/envelopes.py _UNARY_ENV/_BINARY_ENV/_REDUCE_ENV)": _envelopes,
-    "op generators (testing/op_generators.py _LAYOUT_ATTRS/_COMPOSITES)": _op_generators,
+    "value envelopes (testing/envelopes.py UNARY_ENV/BINARY_ENV/REDUCE_ENV)": _envelopes,
+    "op generators (testing/op_generators.py LAYOUT_ATTRS/COMPOSITES)": _op_generators,
     "NKI tile ops (backends/nki/synthesis_space.py UNARY_OPS/BINARY_OPS/REDUCTIONS)": _nki_tile_ops,
     "NKI activation functions (semantics/isa/instructions.py ACTIVATIONS)": _nki_activations,
     "rule enumeration attributes (rules_discovered/enumerate.py _SAMPLE_ATTRS)": _rule_attrs,
@@ -114,15 +114,15 @@ _TRITON = "Triton expressions (backends/triton/tl_expressions.py ELEMENTWISE)"
 _TRITON_RED = "Triton reductions (backends/triton/tl_expressions.py REDUCTIONS)"
 _NKI = "NKI tile ops (backends/nki/synthesis_space.py UNARY_OPS/BINARY_OPS/REDUCTIONS)"
 _NKI_ACT = "NKI activation functions (semantics/isa/instructions.py ACTIVATIONS)"
-_OPGEN = "op generators (testing/op_generators.py _LAYOUT_ATTRS/_COMPOSITES)"
+_OPGEN = "op generators (testing/op_generators.py LAYOUT_ATTRS/COMPOSITES)"
 _NO_NKI = "no NKI tile lowering yet: a group using it is not lowered to NKI (NotLowerable)"
-_ENVELOPES = "value envelopes (testing/envelopes.py _UNARY_ENV/_BINARY_ENV/_REDUCE_ENV)"
+_ENVELOPES = "value envelopes (testing/envelopes.py UNARY_ENV/BINARY_ENV/REDUCE_ENV)"
 
 EXEMPT: dict[tuple[str, str], str] = {
     (_TRITON, "causal_mask"): "index-dependent: computed from the element's indices by the element-wise emitter "
                               "(triton/elementwise.py) and matched inside the attention kernel (triton/attention_match.py)",
     (_TRITON_RED, "logsumexp"): "built from max and sum by the row-reduction kernel (triton/reduction.py)",
-    (_OPGEN, "concat"): "variadic: drawn by strategies' own concat step, not from _LAYOUT_ATTRS",
+    (_OPGEN, "concat"): "variadic: drawn by strategies' own concat step, not from LAYOUT_ATTRS",
     (_NKI, "leaky_relu"): _NO_NKI,
     (_NKI, "mish"): _NO_NKI,
     (_NKI, "hardswish"): _NO_NKI,

@@ -84,8 +84,8 @@ def test_phase_1_computes_no_reference_whose_values_are_large_even_from_small_in
     reference runs on the measuring device (``reference.py``), not in phase 1's interpreter (21 s there)."""
     from axon_eg import bundle
     from axon_eg.hw import load
+    from axon_eg.ir.builder import Builder
     from axon_eg.ir.dtypes import fp32
-    from axon_eg.ir.program import Builder
 
     b = Builder("residuals")
     x, c = b.input("x", (8, 256), fp32), b.input("c", (16, 256), fp32)

@@ -256,8 +256,8 @@ def test_phase1_computes_no_reference_of_large_inputs_even_for_one_scalar_out(ro
     (``reference.py``), phase 1 makes no full-size input and interprets nothing; small programs keep ``ref.npz``."""
     from axon_eg import bundle
     from axon_eg.hw import load
+    from axon_eg.ir.builder import Builder
     from axon_eg.ir.dtypes import fp32
-    from axon_eg.ir.program import Builder
 
     b = Builder("mse")
     x, y = b.input("x", (rows, cols), fp32), b.input("y", (rows, cols), fp32)

@@ -278,7 +278,7 @@ def test_bundle_skips_a_problem_it_cannot_take_with_one_line_and_goes_on(tmp_pat
 def test_quick_measure_times_only_the_baselines_asked_for_and_once(tmp_path, monkeypatch):
     """``--no-max-autotune --once`` (kernelbench ``--quick``): the candidates, eager and default-mode compile,
     each baseline timed once; without them every baseline of the bundle is timed twice."""
-    from axon_eg.measure import worker
+    from axon_eg.measure import manifest, worker
 
     out = tmp_path / "run"
     (out / "b").mkdir(parents=True)
@@ -286,7 +286,7 @@ def test_quick_measure_times_only_the_baselines_asked_for_and_once(tmp_path, mon
     (out / "probe.json").write_text(json.dumps(PROBE))
     ids = ["c00", "c01", "torch_eager", "torch_compile", run_suite.COMPILE_DEFAULT]
     calls: list[tuple[str, list[str]]] = []
-    monkeypatch.setattr(worker, "load_manifest", lambda bundle: [{"id": i} for i in ids])
+    monkeypatch.setattr(manifest, "load_manifest", lambda bundle: [{"id": i} for i in ids])
     monkeypatch.setattr(worker, "run_bundle", lambda bundle, path, gpus=None, ids=None:
                         calls.append((path.name, list(ids))) or [])
     assert run_suite.main(["measure", str(out), "--compile-default", "--no-max-autotune", "--once"]) == 0
@@ -303,7 +303,7 @@ def test_prewarm_runs_the_baselines_measured_and_the_candidates_once_each(tmp_pa
     compile when it is measured, max-autotune only when it is, every candidate; never eager."""
     import subprocess
 
-    from axon_eg.measure import worker
+    from axon_eg.measure import manifest, worker
 
     out = tmp_path / "run"
     (out / "b").mkdir(parents=True)
@@ -327,7 +327,7 @@ def test_prewarm_runs_the_baselines_measured_and_the_candidates_once_each(tmp_pa
         return Done()
 
     monkeypatch.setattr(subprocess, "Popen", popen)
-    monkeypatch.setattr(worker, "load_manifest", lambda bundle: [{"id": i} for i in ids])
+    monkeypatch.setattr(manifest, "load_manifest", lambda bundle: [{"id": i} for i in ids])
     monkeypatch.setattr(worker, "run_bundle", lambda bundle, path, gpus=None, ids=None: [])
     argv = ["measure", str(out), "--compile-default", "--no-max-autotune", "--once", "--prewarm", "2"]
     assert run_suite.main([*argv, "--prewarm-candidates"]) == 0

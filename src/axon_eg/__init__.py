@@ -15,7 +15,7 @@ _LAZY = {
     "Tensor": "axon_eg.ir.frontend",
     "TensorSpec": "axon_eg.ir.frontend",
     "Program": "axon_eg.ir.program",
-    "Builder": "axon_eg.ir.program",
+    "Builder": "axon_eg.ir.builder",
     "InputSpec": "axon_eg.ir.program",
     "interpret": "axon_eg.ir.interpret",
     "from_torch": "axon_eg.ir.torch_import",
@@ -37,7 +37,7 @@ _LAZY = {
     "optimize": "axon_eg.dynamo",
     "optimize_triton": "axon_eg.triton_in",
     "write_bundle_only": "axon_eg.pipeline",
-    "Result": "axon_eg.pipeline",
+    "Result": "axon_eg.result",
     "results": "axon_eg.measure.tables",
 }
 

@@ -88,7 +88,7 @@ def kernel_name(index: int, candidate_key: Any) -> str:
 
 def read_rows(path: str | Path) -> list[dict[str, Any]]:
     """Measurement rows made elsewhere (a JSON-lines file); PipelineError when it has none."""
-    from axon_eg.measure.worker import read_rows as read
+    from axon_eg.measure.manifest import read_rows as read
 
     got = read(path)
     if not got:

@@ -90,9 +90,9 @@ def _moves_no_arithmetic() -> frozenset[str]:
     """Ops that move no arithmetic (the importer's view-like ops and ``clone``; not its casts, which convert
     every element): a region of these alone is left to torch (a kernel would only copy), and they do not
     count toward a region's size."""
-    from axon_eg.ir.aten_table import _VIEW_LIKE
+    from axon_eg.ir.aten_table import VIEW_LIKE
 
-    return (_VIEW_LIKE | {"aten.clone.default"}) - {"aten.to.dtype", "aten.type_as.default"}
+    return (VIEW_LIKE | {"aten.clone.default"}) - {"aten.to.dtype", "aten.type_as.default"}
 
 
 BACKEND = "torch.compile(backend='axon_eg')"
@@ -800,15 +800,15 @@ def partition(module: torch.fx.GraphModule, max_ops: int = 24, max_contractions:
     from torch.fx.passes.infra.partitioner import CapabilityBasedPartitioner, Partition
     from torch.fx.passes.operator_support import OperatorSupportBase
 
-    from axon_eg.ir.torch_import import _handler
+    from axon_eg.ir.aten_table import handler_for
 
     class Supported(OperatorSupportBase):
         def is_node_supported(self, submodules: Mapping[str, torch.nn.Module], node: torch.fx.Node) -> bool:
             if node.op != "call_function":
                 return False
             if node.target is operator.getitem:
-                return isinstance(node.args[0], torch.fx.Node) and _handler(node.args[0].target) is not None
-            return _handler(node.target) is not None and isinstance(node.meta.get("val"), (torch.Tensor, tuple, list))
+                return isinstance(node.args[0], torch.fx.Node) and handler_for(node.args[0].target) is not None
+            return handler_for(node.target) is not None and isinstance(node.meta.get("val"), (torch.Tensor, tuple, list))
 
     partitioner = CapabilityBasedPartitioner(module, Supported(), allows_single_node_partition=True)
     order = {n: i for i, n in enumerate(module.graph.nodes)}
@@ -951,9 +951,9 @@ def _wants_grad(gm: torch.nn.Module, args: tuple) -> bool:
 def _target(node: torch.fx.Node) -> str:
     if node.target is operator.getitem:
         return "getitem"
-    from axon_eg.ir.torch_import import _name
+    from axon_eg.ir.aten_table import aten_name
 
-    return _name(node.target)
+    return aten_name(node.target)
 
 
 def _short(op: str) -> str:

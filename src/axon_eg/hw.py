@@ -3,7 +3,7 @@
 Every number about a chip lives in those files (ARCHITECTURE.md, invariant 6); this module is the only
 reader. Each leaf is a mapping ``{value, unit, source}`` (lists, booleans and strings: ``{value, source}``,
 a list of ints may add ``unit: count``). ``SCHEMA`` says, per kind (``gpu``, ``trainium``), which
-dotted keys exist, which are required, and what each holds (``axon_eg.hw_schema``). Loading converts
+dotted keys exist, which are required, and what each holds (in ``axon_eg.hw_schema``). Loading converts
 to base units:
 
 - bytes (``B``; ``KB``/``MB``/``GB`` are decimal, ``KiB``/``MiB``/``GiB`` binary) -> ``int`` bytes,
@@ -36,8 +36,8 @@ from typing import Any
 import yaml
 
 from axon_eg.errors import AxonError
-from axon_eg.hw_schema import (  # noqa: F401 (re-exported: the schema is part of this module's interface)
-    _ALL_KEYS,
+from axon_eg.hw_schema import (
+    ALL_KEYS,
     BASE_UNIT,
     INT_FAMILIES,
     LEAF_FIELDS,
@@ -112,7 +112,7 @@ class HardwareSpec:
         """Like ``value`` but ``default`` when the file omits the key; a key no schema knows still raises."""
         if key in self._values:
             return self.value(key)
-        if key in _ALL_KEYS:
+        if key in ALL_KEYS:
             return default
         raise self._missing(key)
 
@@ -143,7 +143,7 @@ class HardwareSpec:
         fields = SCHEMA[self.kind]
         if key in fields:
             msg = f"not given for {self.name} (optional for kind {self.kind!r}); use spec.get(key, default)"
-        elif key in _ALL_KEYS:
+        elif key in ALL_KEYS:
             msg = f"is not a key of kind {self.kind!r} (target {self.name})"
         else:
             msg = f"unknown hardware key{_did_you_mean(key, fields)}"

@@ -1,7 +1,6 @@
 """The schema of the hardware descriptions (``data/hw_costs/*.yaml``): the units a figure may be written
 in and, per kind (``gpu``, ``trainium``), every dotted key a file may give, whether it is required and
-what it holds. ``axon_eg.hw`` checks the files against it (and re-exports these names); see its
-docstring for the file format.
+what it holds. ``axon_eg.hw`` checks the files against it; see its docstring for the file format.
 """
 
 from __future__ import annotations
@@ -182,4 +181,4 @@ _TRAINIUM: dict[str, Field] = {
 SCHEMA: dict[str, dict[str, Field]] = {"gpu": _GPU, "trainium": _TRAINIUM}
 TOP_LEVEL = {"name", "kind", "vendor", "description"}  # description is optional
 LEAF_FIELDS = {"value", "unit", "source"}
-_ALL_KEYS = frozenset(k for fields in SCHEMA.values() for k in fields)
+ALL_KEYS = frozenset(k for fields in SCHEMA.values() for k in fields)

@@ -18,10 +18,11 @@ from hypothesis import strategies as st
 from axon_eg.backends.torch import LOWERINGS, emit_function, emit_module, expr, missing_lowerings
 from axon_eg.errors import ProgramError
 from axon_eg.ir import ops as O
+from axon_eg.ir.builder import Builder
 from axon_eg.ir.dtypes import bf16, fp16, fp32
 from axon_eg.ir.inputs import random_inputs
 from axon_eg.ir.interpret import interpret
-from axon_eg.ir.program import Builder, Program
+from axon_eg.ir.program import Program
 from axon_eg.ir.torch_import import load_problem
 from axon_eg.testing.strategies import SKIPPED_OPS, programs_with_inputs
 

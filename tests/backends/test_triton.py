@@ -26,8 +26,8 @@ from axon_eg.extract.candidates import Candidate, enumerate_candidates  # noqa: 
 from axon_eg.extract.fusion import plans  # noqa: E402
 from axon_eg.extract.tiling import Tiling  # noqa: E402
 from axon_eg.hw import load  # noqa: E402
+from axon_eg.ir.builder import Builder  # noqa: E402
 from axon_eg.ir.dtypes import fp32  # noqa: E402
-from axon_eg.ir.program import Builder  # noqa: E402
 from axon_eg.testing.kernels import candidate_for, fp32_conditioned  # noqa: E402
 from axon_eg.testing.kernels import run_kernel as _run_kernel  # noqa: E402
 from axon_eg.testing.strategies import programs  # noqa: E402

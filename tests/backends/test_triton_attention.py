@@ -23,8 +23,9 @@ from axon_eg.backends.triton.emit import emit, lower_group  # noqa: E402
 from axon_eg.bundle import limits  # noqa: E402
 from axon_eg.extract.fusion import ATTENTION, plans  # noqa: E402
 from axon_eg.hw import load  # noqa: E402
+from axon_eg.ir.builder import Builder  # noqa: E402
 from axon_eg.ir.dtypes import bf16, fp16, fp32, fp64  # noqa: E402
-from axon_eg.ir.program import Builder, Program  # noqa: E402
+from axon_eg.ir.program import Program  # noqa: E402
 from axon_eg.rules_discovered.store import load_entries  # noqa: E402
 from axon_eg.testing.kernels import candidate_for, run_kernel  # noqa: E402
 

@@ -22,8 +22,8 @@ from axon_eg.extract.candidates import isa_choices  # noqa: E402
 from axon_eg.extract.fusion import LIBRARY  # noqa: E402
 from axon_eg.extract.isa import LIBRARY_CALL, NHWC  # noqa: E402
 from axon_eg.hw import load  # noqa: E402
+from axon_eg.ir.builder import Builder  # noqa: E402
 from axon_eg.ir.dtypes import bf16, fp32  # noqa: E402
-from axon_eg.ir.program import Builder  # noqa: E402
 from axon_eg.testing.kernels import candidate_for, run_kernel  # noqa: E402
 
 H200, H100 = load("h200"), load("h100")

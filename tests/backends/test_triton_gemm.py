@@ -26,8 +26,9 @@ from axon_eg.extract.fusion import MATMUL, plans  # noqa: E402
 from axon_eg.extract.isa import BLAS, BLAS_PADK, DOT, DOT_PERSISTENT, DOT_TMA, SDPA, TF32X3  # noqa: E402
 from axon_eg.extract.tiling import Tiling, space, tilings  # noqa: E402
 from axon_eg.hw import load  # noqa: E402
+from axon_eg.ir.builder import Builder  # noqa: E402
 from axon_eg.ir.dtypes import bf16, fp16, fp32  # noqa: E402
-from axon_eg.ir.program import Builder, Program  # noqa: E402
+from axon_eg.ir.program import Program  # noqa: E402
 from axon_eg.testing.kernels import run_kernel  # noqa: E402
 
 H200 = load("h200")

@@ -19,8 +19,9 @@ from axon_eg.backends.triton.emit import emit  # noqa: E402
 from axon_eg.extract.fusion import plans  # noqa: E402
 from axon_eg.extract.tiling import reduced_operand, space, tilings  # noqa: E402
 from axon_eg.hw import load  # noqa: E402
+from axon_eg.ir.builder import Builder  # noqa: E402
 from axon_eg.ir.dtypes import bf16, fp32  # noqa: E402
-from axon_eg.ir.program import Builder, Program  # noqa: E402
+from axon_eg.ir.program import Program  # noqa: E402
 from axon_eg.testing.kernels import candidate_for, run_kernel  # noqa: E402
 
 H200 = load("h200")

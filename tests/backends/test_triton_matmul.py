@@ -26,9 +26,10 @@ from axon_eg.bundle import reference_arrays  # noqa: E402
 from axon_eg.extract.fusion import MATMUL, plans  # noqa: E402
 from axon_eg.extract.tiling import Tiling  # noqa: E402
 from axon_eg.hw import load  # noqa: E402
+from axon_eg.ir.builder import Builder  # noqa: E402
 from axon_eg.ir.dtypes import bf16, fp32, fp64  # noqa: E402
 from axon_eg.ir.lowp import interpret_lowp  # noqa: E402
-from axon_eg.ir.program import Builder, Program  # noqa: E402
+from axon_eg.ir.program import Program  # noqa: E402
 from axon_eg.measure import harness  # noqa: E402
 from axon_eg.testing.kernels import candidate_for, run_kernel  # noqa: E402
 from axon_eg.testing.strategies import programs  # noqa: E402

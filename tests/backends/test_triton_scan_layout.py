@@ -22,8 +22,8 @@ from axon_eg.backends.triton.emit import emit, lower_group  # noqa: E402
 from axon_eg.extract.fusion import LAYOUT, SCAN, FusionPlan, Group  # noqa: E402
 from axon_eg.extract.tiling import Tiling  # noqa: E402
 from axon_eg.hw import load  # noqa: E402
+from axon_eg.ir.builder import Builder  # noqa: E402
 from axon_eg.ir.dtypes import fp32  # noqa: E402
-from axon_eg.ir.program import Builder  # noqa: E402
 from axon_eg.testing.kernels import candidate_for, run_kernel  # noqa: E402
 from axon_eg.testing.strategies import programs  # noqa: E402
 

@@ -251,7 +251,7 @@ def test_a_program_with_more_outputs_than_the_variadic_constructors_enters_and_r
     from axon_eg import pipeline
     from axon_eg.backends.kernel import input_specs
     from axon_eg.egraph.schema import MAX_VARIADIC
-    from axon_eg.ir.program import Builder
+    from axon_eg.ir.builder import Builder
     from axon_eg.measure import harness
     from axon_eg.rules_discovered.store import load_rules
 

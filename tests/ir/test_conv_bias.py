@@ -8,10 +8,10 @@ import torch.nn.functional as F
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from axon_eg.ir.builder import Builder
 from axon_eg.ir.dtypes import fp32
 from axon_eg.ir.interpret import interpret
 from axon_eg.ir.library_ops import BIAS_AFTER
-from axon_eg.ir.program import Builder
 
 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])

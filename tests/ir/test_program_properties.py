@@ -22,10 +22,11 @@ from hypothesis import strategies as st
 from axon_eg.errors import InvalidAttribute, ShapeError
 from axon_eg.ir import dims as D
 from axon_eg.ir import ops as O
+from axon_eg.ir.builder import Builder
 from axon_eg.ir.dtypes import DTYPES, fp32, int64
 from axon_eg.ir.inputs import positive_inputs
 from axon_eg.ir.interpret import interpret
-from axon_eg.ir.program import Builder, Program
+from axon_eg.ir.program import Program
 from axon_eg.testing import SKIPPED_OPS, SOURCE_OPS, drawn_ops, make_inputs, programs, programs_with_inputs
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -15,9 +15,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from axon_eg.ir import ops as O
+from axon_eg.ir.builder import Builder
 from axon_eg.ir.dtypes import DTYPES, bf16, fp16, fp32, int64
 from axon_eg.ir.interpret import interpret
-from axon_eg.ir.program import Builder
 
 # op name -> (input shapes, attributes); shapes use small non-power-of-two sizes
 EXAMPLES: dict[str, tuple[list[tuple[int, ...]], dict]] = {

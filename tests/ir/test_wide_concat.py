@@ -19,8 +19,8 @@ import axon_eg as ax
 from axon_eg.egraph.nugraph import Limits, NuGraph
 from axon_eg.egraph.schema import MAX_VARIADIC
 from axon_eg.ir import ops as O
+from axon_eg.ir.builder import Builder
 from axon_eg.ir.inputs import random_inputs
-from axon_eg.ir.program import Builder
 from axon_eg.rules_discovered.store import load_rules
 
 SIZES = st.sampled_from([1, 2, 3, 5])  # 1 and odd sizes

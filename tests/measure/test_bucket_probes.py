@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from axon_eg import pipeline
 from axon_eg.buckets import probe_bindings
 from axon_eg.measure import spread
-from axon_eg.measure.worker import read_rows
+from axon_eg.measure.manifest import read_rows
 from axon_eg.selection import choose
 
 ENV = {**os.environ, "AXON_EG_FORCE_CPU": "1"}

@@ -10,7 +10,8 @@ import torch
 from triton.runtime.errors import OutOfResources
 
 from axon_eg.measure import harness
-from axon_eg.measure.worker import STATUSES, check_structure, load_manifest, run_bundle
+from axon_eg.measure.manifest import STATUSES, check_structure, load_manifest
+from axon_eg.measure.worker import run_bundle
 
 SPECS = [{"name": "x", "shape": [4, 8], "dtype": "fp32"}, {"name": "y", "shape": [4, 8], "dtype": "fp32"}]
 LIMITS = {"smem_bytes": 232448, "max_warps": 32, "max_block_elems": 1048576, "regs_per_thread": 255}
@@ -95,7 +96,7 @@ def test_step_functions_may_be_off_at_isolated_elements_only():
     import torch
 
     from axon_eg.bundle import has_steps
-    from axon_eg.ir.program import Builder
+    from axon_eg.ir.builder import Builder
     from axon_eg.measure import harness
 
     ref = torch.linspace(-1.0, 1.0, 1 << 18, dtype=torch.float64)

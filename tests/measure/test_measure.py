@@ -18,8 +18,9 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from axon_eg.measure import harness, tables
-from axon_eg.measure.worker import read_rows, run_bundle
+from axon_eg.measure import harness, part_store, table_schemas, tables
+from axon_eg.measure.manifest import read_rows
+from axon_eg.measure.worker import run_bundle
 
 PY = sys.executable
 ENV = {**os.environ, "AXON_EG_FORCE_CPU": "1"}
@@ -267,7 +268,7 @@ def test_concurrent_table_writers_lose_nothing(tmp_path):
 
 
 def test_table_schema_validation_and_cache_dir(tmp_path, monkeypatch):
-    row = dict.fromkeys(tables.SCHEMA)
+    row = dict.fromkeys(table_schemas.SCHEMA)
     row.update(id="a", status="ok")
     with pytest.raises(ValueError, match="'bogus'"):
         tables.append("measurements", [{**row, "bogus": 1}], cache=tmp_path)
@@ -276,7 +277,7 @@ def test_table_schema_validation_and_cache_dir(tmp_path, monkeypatch):
     with pytest.raises(ValueError, match="'status'"):
         tables.append("measurements", [bad], cache=tmp_path)
     monkeypatch.setenv("AXON_EG_CACHE", str(tmp_path / "env"))
-    assert tables.cache_dir() == tmp_path / "env" and tables.cache_dir(tmp_path / "arg") == tmp_path / "arg"
+    assert part_store.cache_dir() == tmp_path / "env" and part_store.cache_dir(tmp_path / "arg") == tmp_path / "arg"
     tables.append("measurements", [row])
     assert tables.read("measurements").collect().height == 1
     assert tables.read("measurements", cache=tmp_path / "none").collect().height == 0
@@ -332,8 +333,8 @@ def test_a_reference_precomputed_from_cpu_draws_gets_the_same_inputs():
 
 def test_programs_with_fp32_library_convolutions_are_held_to_the_tf32_tolerance():
     from axon_eg.bundle import library_tolerance
+    from axon_eg.ir.builder import Builder
     from axon_eg.ir.dtypes import bf16, fp32
-    from axon_eg.ir.program import Builder
 
     for dtype, want in ((fp32, "tf32"), (bf16, None)):
         b = Builder("c")

@@ -15,8 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from axon_eg.measure import worker
-from axon_eg.measure.worker import read_rows, run_bundle
+from axon_eg.measure import interrupts
+from axon_eg.measure.manifest import read_rows
+from axon_eg.measure.worker import run_bundle
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs /proc")
 
@@ -173,7 +174,7 @@ def test_handlers_come_back_and_interrupted_is_not_an_exception(tmp_path):
     (row,) = run_bundle(bundle, tmp_path / "o.jsonl", gpus=[], ids=["fast0"])
     assert row["status"] == "syntax_error"
     assert {s: signal.getsignal(s) for s in before} == before
-    exc = worker.Interrupted(signal.SIGTERM, 3, 8, tmp_path / "o.jsonl")
+    exc = interrupts.Interrupted(signal.SIGTERM, 3, 8, tmp_path / "o.jsonl")
     assert isinstance(exc, KeyboardInterrupt) and not isinstance(exc, Exception) and exc.exit_code == 143
     assert str(exc) == f"axon-eg: interrupted (SIGTERM) after 3 of 8 kernels; rows kept in {tmp_path / 'o.jsonl'}; " \
                        "run again to resume"

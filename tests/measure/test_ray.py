@@ -9,7 +9,8 @@ import sys
 
 import pytest
 
-from axon_eg.measure.worker import read_rows, run_bundle
+from axon_eg.measure.manifest import read_rows
+from axon_eg.measure.worker import run_bundle
 
 ray = pytest.importorskip("ray", reason="ray is not installed (pip install 'axon_eg[ray]')")
 

@@ -7,9 +7,9 @@ import json
 import polars as pl
 import pytest
 
-from axon_eg.measure import tables
+from axon_eg.measure import part_store, table_schemas, tables
+from axon_eg.measure.manifest import ROW_FIELDS
 from axon_eg.measure.report import NO_TIMINGS, report
-from axon_eg.measure.worker import ROW_FIELDS
 
 
 def meas(cid: str, status: str = "ok", median: float | None = None, **kw) -> dict:
@@ -18,7 +18,7 @@ def meas(cid: str, status: str = "ok", median: float | None = None, **kw) -> dic
 
 
 def test_worker_rows_are_exactly_the_measurements_schema():
-    assert list(ROW_FIELDS) == list(tables.SCHEMA)
+    assert list(ROW_FIELDS) == list(table_schemas.SCHEMA)
 
 
 def test_candidates_table_validation_nulls_and_json(tmp_path):
@@ -31,14 +31,15 @@ def test_candidates_table_validation_nulls_and_json(tmp_path):
                                                                                               "id": pl.Utf8}),
                       cache=tmp_path)
     empty = tables.results(tmp_path, "candidates").collect()
-    assert empty.height == 0 and empty.schema == pl.Schema({**tables.CANDIDATES_SCHEMA, **tables.DERIVED["candidates"]})
-    assert tables.read("candidates", tmp_path).collect().schema == pl.Schema(tables.CANDIDATES_SCHEMA)
+    assert empty.height == 0 and empty.schema == pl.Schema({**table_schemas.CANDIDATES_SCHEMA,
+                                                            **table_schemas.DERIVED["candidates"]})
+    assert tables.read("candidates", tmp_path).collect().schema == pl.Schema(table_schemas.CANDIDATES_SCHEMA)
     tables.append("candidates", [{"cache_key": "k", "id": "a", "rank": 0, "groups": 2, "rules": ["exp_log", "fuse"],
                                   "tilings": {"g0": [64, 128]}, "lowering": "triton:2 torch:1", "predicted_us": 1.5}],
                   cache=tmp_path)
     tables.append("candidates", pl.DataFrame({"cache_key": ["k"], "id": ["b"], "rank": [1]}), cache=tmp_path)
     df = tables.results(tmp_path, "candidates").sort("id").collect()
-    assert df.schema == pl.Schema({**tables.CANDIDATES_SCHEMA, **tables.DERIVED["candidates"]})
+    assert df.schema == pl.Schema({**table_schemas.CANDIDATES_SCHEMA, **table_schemas.DERIVED["candidates"]})
     assert json.loads(df["rules"][0]) == ["exp_log", "fuse"] and json.loads(df["tilings"][0]) == {"g0": [64, 128]}
     assert df["rank"].to_list() == [0, 1] and df["plan"].to_list() == [None, None]
 
@@ -49,7 +50,7 @@ def test_parts_written_before_new_columns_still_read(tmp_path):
     pl.DataFrame({"id": ["old"], "status": ["ok"], "median_us": [2.0]}).write_parquet(d / "part-old.parquet")
     tables.append("measurements", [meas("new", median=1.0)], cache=tmp_path)
     df = tables.results(tmp_path).sort("id").collect()
-    assert df.columns == [*tables.SCHEMA, "superseded", "final"]
+    assert df.columns == [*table_schemas.SCHEMA, "superseded", "final"]
     assert df.select("id", "kind", "median_us").rows() == [("new", "candidate", 1.0), ("old", None, 2.0)]
 
 
@@ -105,7 +106,7 @@ def test_report_reads_past_a_damaged_part_and_counts_the_newest_rows(tmp_path):
     write_gpu_data(tmp_path)
     bad = tables.append("measurements", [meas("v9", median=1.0)], cache=tmp_path)
     bad.write_bytes(bad.read_bytes()[:20])  # truncated
-    with pytest.warns(tables.DamagedPartWarning, match=str(bad)):
+    with pytest.warns(part_store.DamagedPartWarning, match=str(bad)):
         text = report(tmp_path)
     assert "v9" not in text and "| best candidate | v0 | 10.00 | |" in text
     m = tables.results(tmp_path).collect()

@@ -12,9 +12,9 @@ import axon_eg as ax
 from axon_eg.egraph.nugraph import Limits, NuGraph
 from axon_eg.egraph.patterns import parse_rule
 from axon_eg.errors import AxonError, ShapeError
+from axon_eg.ir.builder import Builder
 from axon_eg.ir.inputs import random_inputs
 from axon_eg.ir.interpret import interpret
-from axon_eg.ir.program import Builder
 from axon_eg.rules_discovered.store import load_rules
 from axon_eg.semantics.prover import ScalarSymbol, prove_equal
 from axon_eg.testing.strategies import programs

@@ -13,9 +13,9 @@ from hypothesis import strategies as st
 
 from axon_eg.egraph.nugraph import Limits, NuGraph
 from axon_eg.egraph.patterns import parse_rule, walk
+from axon_eg.ir.builder import Builder
 from axon_eg.ir.inputs import random_inputs
 from axon_eg.ir.interpret import interpret
-from axon_eg.ir.program import Builder
 from axon_eg.rules_discovered import store
 from axon_eg.rules_discovered.instantiate import instantiate, symbolic_attributes
 from axon_eg.rules_discovered.store import load_rules, load_stored

@@ -13,9 +13,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from axon_eg.errors import ProgramError
+from axon_eg.ir.builder import Builder, Value
 from axon_eg.ir.interpret import interpret
 from axon_eg.ir.lowp import Plan, interpret_lowp, round_to
-from axon_eg.ir.program import Builder, Program, Value
+from axon_eg.ir.program import Program
 from axon_eg.rules_discovered import float_safety as F
 from axon_eg.rules_discovered.float_safety import FloatSafety, check_float_safety, probe_scales, recheck
 from axon_eg.testing import programs, programs_with_inputs

@@ -13,8 +13,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from axon_eg.ir import dims as D
+from axon_eg.ir.builder import Builder
 from axon_eg.ir.interpret import interpret
-from axon_eg.ir.program import Builder, Program
+from axon_eg.ir.program import Program
 from axon_eg.semantics.numeric import PolyEvaluator
 from axon_eg.semantics.op_semantics import Evaluator
 from axon_eg.semantics.prover import prove_equal

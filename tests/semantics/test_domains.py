@@ -24,9 +24,10 @@ from hypothesis import assume, event, given, settings
 from hypothesis import strategies as st
 
 from axon_eg.ir import ops as O
+from axon_eg.ir.builder import Builder, Value
 from axon_eg.ir.inputs import mixed_inputs, nonzero_inputs, positive_inputs, random_inputs
 from axon_eg.ir.interpret import interpret
-from axon_eg.ir.program import Builder, Program, Value
+from axon_eg.ir.program import Program
 from axon_eg.semantics import domains, nf
 from axon_eg.semantics.numeric import PolyEvaluator, evaluate_ix
 from axon_eg.semantics.op_semantics import Evaluator

@@ -26,8 +26,9 @@ from hypothesis import strategies as st
 
 from axon_eg.ir import dims as D
 from axon_eg.ir import ops as O
+from axon_eg.ir.builder import Builder, Value
 from axon_eg.ir.interpret import interpret
-from axon_eg.ir.program import Builder, Program, Value
+from axon_eg.ir.program import Program
 from axon_eg.semantics import nf
 from axon_eg.semantics.lemmas import library
 from axon_eg.semantics.numeric import EvaluationError, PolyEvaluator, evaluate_poly

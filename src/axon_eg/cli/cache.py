@@ -84,14 +84,14 @@ def inventory(cache: str | os.PathLike[str] | None = None) -> list[CachedRun]:
     """Every run in the cache, sorted by program then newest first."""
     import polars as pl
 
-    from axon_eg.measure import tables
+    from axon_eg.measure import part_store, table_schemas, tables
     from axon_eg.selection import choose
 
-    root = tables.cache_dir(cache)
+    root = part_store.cache_dir(cache)
 
     def current(table: str) -> tuple[pl.DataFrame, list[Any]]:
         found = tables.parts(table, cache)
-        frame = pl.concat([p.frame for p in found]) if found else pl.DataFrame(schema=tables.SCHEMAS[table])
+        frame = pl.concat([p.frame for p in found]) if found else pl.DataFrame(schema=table_schemas.SCHEMAS[table])
         df = tables.with_derived(frame.lazy(), table).filter(~pl.col("superseded")).drop("superseded").collect()
         return df, found
 
@@ -156,7 +156,7 @@ def _when(ts: str | None) -> str:
 
 
 def _status_text(statuses: dict[str, int]) -> str:
-    from axon_eg.measure.tables import FINAL_STATUSES, TRANSIENT_STATUSES
+    from axon_eg.measure.table_schemas import FINAL_STATUSES, TRANSIENT_STATUSES
 
     order = [*FINAL_STATUSES, *TRANSIENT_STATUSES]
     ranked = sorted(statuses.items(), key=lambda kv: (order.index(kv[0]) if kv[0] in order else len(order), kv[0]))
@@ -175,9 +175,9 @@ def _console() -> Any:
 def cmd_ls(args: argparse.Namespace) -> int:
     from rich.table import Table
 
-    from axon_eg.measure import tables
+    from axon_eg.measure import part_store, table_schemas
 
-    root = tables.cache_dir(args.cache)
+    root = part_store.cache_dir(args.cache)
     runs = [r for r in inventory(args.cache) if not args.program or r.program in args.program]
     console = _console()
     if not runs:
@@ -192,8 +192,8 @@ def cmd_ls(args: argparse.Namespace) -> int:
                       r.best or "-", _status_text(r.statuses), "yes" if r.cached else f"{r.retry} to retry",
                       human_size(r.size))
     console.print(table)
-    damaged = sum(1 for t in tables.SCHEMAS for _ in (root / "tables" / t / tables.DAMAGED).glob("*.parquet"))
-    note = f"; {damaged} damaged part{'s' * (damaged != 1)} kept in tables/*/{tables.DAMAGED}/" if damaged else ""
+    damaged = sum(1 for t in table_schemas.SCHEMAS for _ in (root / "tables" / t / part_store.DAMAGED).glob("*.parquet"))
+    note = f"; {damaged} damaged part{'s' * (damaged != 1)} kept in tables/*/{part_store.DAMAGED}/" if damaged else ""
     console.print(f"total on disk: {human_size(_dir_size(root))}{note}", markup=False)
     return 0
 
@@ -220,11 +220,11 @@ def _select(runs: list[CachedRun], args: argparse.Namespace) -> tuple[list[Cache
 
 
 def cmd_rm(args: argparse.Namespace) -> int:
-    from axon_eg.measure import tables
+    from axon_eg.measure import part_store, tables
 
     if (bool(args.keys) + bool(args.program) + bool(args.all)) != 1:
         raise CacheUsageError("cache rm: name the runs to remove: KEY [KEY ...], --program NAME or --all")
-    root = tables.cache_dir(args.cache)
+    root = part_store.cache_dir(args.cache)
     runs = inventory(args.cache)
     chosen, missing = _select(runs, args)
     if missing:

@@ -16,8 +16,9 @@ from typing import Any
 
 from axon_eg.errors import ProgramError
 from axon_eg.ir import dims as D
+from axon_eg.ir.builder import Builder
 from axon_eg.ir.dtypes import DType
-from axon_eg.ir.program import Builder, Program
+from axon_eg.ir.program import Program
 
 from . import schema as S
 

@@ -1,7 +1,8 @@
 """Handlers of the PyTorch front end for aten ops made of index arithmetic (part of :mod:`axon_eg.ir.torch_import`,
-listed in :mod:`axon_eg.ir.aten_table`): advanced indexing by integer tensors (``x[idx]``, ``table[i, j]``),
-``torch.roll``, ``torch.diff`` and the resampling of ``F.interpolate`` / ``nn.Upsample`` (nearest, nearest-exact,
-linear, bilinear, trilinear, bicubic, and the antialiased bilinear / bicubic).
+each registered in the table with :func:`~axon_eg.ir.aten_handlers.handles`): advanced indexing by integer
+tensors (``x[idx]``, ``table[i, j]``), ``torch.roll``, ``torch.diff`` and the resampling of ``F.interpolate`` /
+``nn.Upsample`` (nearest, nearest-exact, linear, bilinear, trilinear, bicubic, and the antialiased bilinear /
+bicubic).
 
 Each becomes registry ops only: ``index_select`` along one axis (the indexed axes moved in front and merged,
 their indices combined into one flat index by integer multiply-adds), slices and concats, and for resampling,
@@ -20,15 +21,15 @@ from typing import Any
 import numpy as np
 import torch
 
-from axon_eg.ir.aten_handlers import _Ctx, _ints, _slice
+from axon_eg.ir.aten_handlers import Ctx, handles, ints, slice_tensor
+from axon_eg.ir.builder import Value
 from axon_eg.ir.dtypes import fp32, int64
-from axon_eg.ir.program import Value
 
 # -- advanced indexing ----------------------------------------------------------------------------------
 _VIEWS = frozenset({"expand_dims", "reshape", "broadcast_to", "squeeze", "transpose", "slice", "flip", "cast"})
 
 
-def _nonnegative(cx: _Ctx, v: Value) -> bool:
+def _nonnegative(cx: Ctx, v: Value) -> bool:
     """Whether every value of the integer tensor ``v`` is known to be >= 0: a constant, or a buffer the importer
     made from values computed in forward() (``torch.arange``), seen through views and casts."""
     nodes = v.builder.nodes
@@ -43,7 +44,7 @@ def _nonnegative(cx: _Ctx, v: Value) -> bool:
     return False
 
 
-def _wrapped(cx: _Ctx, index: Value, size: int) -> Value:
+def _wrapped(cx: Ctx, index: Value, size: int) -> Value:
     """``index`` with each negative entry counted from the end (``i + size`` where ``i < 0``), as torch reads it."""
     if _nonnegative(cx, index):
         return index
@@ -51,7 +52,8 @@ def _wrapped(cx: _Ctx, index: Value, size: int) -> Value:
     return cx.emit("where", negative, cx.binary("add", index, size), index)
 
 
-def _index(cx: _Ctx, a: dict[str, Any]) -> Value:
+@handles("aten.index.Tensor", "aten._unsafe_index.Tensor")
+def _index(cx: Ctx, a: dict[str, Any]) -> Value:
     """``x[i0, :, i2]`` with integer tensors (``aten.index.Tensor``; ``None`` for an axis taken whole), NumPy's
     rule: the indices broadcast to one shape B, which replaces the indexed axes where they are adjacent, else
     leads the result. The indexed axes merged into one (moved in front first where they are not adjacent),
@@ -99,19 +101,20 @@ def _index(cx: _Ctx, a: dict[str, Any]) -> Value:
 
 
 # -- roll and diff ----------------------------------------------------------------------------------------
-def _rolled(cx: _Ctx, x: Value, shift: int, axis: int) -> Value:
+def _rolled(cx: Ctx, x: Value, shift: int, axis: int) -> Value:
     n = int(x.shape[axis])
     s = shift % n if n else 0
     if not s:
         return x
-    piece = [_slice(cx, {"self": x, "dim": axis, "start": lo, "end": hi, "step": 1}) for lo, hi in ((n - s, n), (0, n - s))]
+    piece = [slice_tensor(cx, {"self": x, "dim": axis, "start": lo, "end": hi, "step": 1}) for lo, hi in ((n - s, n), (0, n - s))]
     return cx.emit("concat", *piece, axis=axis)
 
 
-def _roll(cx: _Ctx, a: dict[str, Any]) -> Value:
+@handles("aten.roll.default")
+def _roll(cx: Ctx, a: dict[str, Any]) -> Value:
     """``torch.roll``: per axis, the last ``shift`` elements concatenated before the rest; without ``dims``,
     the flattened tensor rolled and reshaped back."""
-    x, shifts, dims = a["self"], _ints(a["shifts"]), _ints(a["dims"]) if a["dims"] is not None else ()
+    x, shifts, dims = a["self"], ints(a["shifts"]), ints(a["dims"]) if a["dims"] is not None else ()
     if not dims:
         if len(shifts) != 1:
             raise cx.unsupported(f"shifts {list(shifts)} without dims must be one number")
@@ -126,7 +129,8 @@ def _roll(cx: _Ctx, a: dict[str, Any]) -> Value:
     return x
 
 
-def _diff(cx: _Ctx, a: dict[str, Any]) -> Value:
+@handles("aten.diff.default")
+def _diff(cx: Ctx, a: dict[str, Any]) -> Value:
     """``torch.diff(x, n, dim, prepend, append)``: the pieces concatenated along ``dim``, then ``n`` times the
     next element minus this one (``!=`` on booleans, as torch); ``n = 0`` is ``x`` itself, as torch."""
     x, n = a["self"], int(a["n"])
@@ -141,7 +145,7 @@ def _diff(cx: _Ctx, a: dict[str, Any]) -> Value:
         raise cx.unsupported(f"the {n}-th difference of {length} elements is empty; axon_eg has no empty tensors")
     for _ in range(n):
         length = int(x.shape[axis])
-        later, earlier = (_slice(cx, {"self": x, "dim": axis, "start": lo, "end": lo + length - 1, "step": 1})
+        later, earlier = (slice_tensor(cx, {"self": x, "dim": axis, "start": lo, "end": lo + length - 1, "step": 1})
                           for lo in (1, 0))
         x = cx.emit("logical_xor" if x.dtype.kind == "bool" else "sub", later, earlier)
     return x
@@ -151,7 +155,7 @@ def _diff(cx: _Ctx, a: dict[str, Any]) -> Value:
 def _upsample(spatial: int, corners: bool) -> Any:
     """``aten.upsample_*`` (``.vec`` and the sized overload) over the last ``spatial`` axes; ``corners``: the op
     takes ``align_corners``."""
-    def handle(cx: _Ctx, a: dict[str, Any]) -> Value:
+    def handle(cx: Ctx, a: dict[str, Any]) -> Value:
         x = a.get("input", a.get("self"))
         packet = cx.aten.split(".")[1]
         out_sizes = cx.out_shape[-spatial:]
@@ -178,6 +182,14 @@ def _upsample(spatial: int, corners: bool) -> Any:
 
     return handle
 
+
+for _packet, _n, _corners in (
+        ("upsample_nearest1d", 1, False), ("upsample_nearest2d", 2, False), ("upsample_nearest3d", 3, False),
+        ("_upsample_nearest_exact1d", 1, False), ("_upsample_nearest_exact2d", 2, False),
+        ("_upsample_nearest_exact3d", 3, False), ("upsample_linear1d", 1, True), ("upsample_bilinear2d", 2, True),
+        ("upsample_trilinear3d", 3, True), ("upsample_bicubic2d", 2, True), ("_upsample_bilinear2d_aa", 2, True),
+        ("_upsample_bicubic2d_aa", 2, True)):
+    handles(f"aten.{_packet}.vec", f"aten.{_packet}.default")(_upsample(_n, _corners))
 
 _SCALE_KEYS = {1: ("scales",), 2: ("scales_h", "scales_w"), 3: ("scales_d", "scales_h", "scales_w")}
 
@@ -213,7 +225,7 @@ def _taps(sized: Any, align: bool | None, n_in: int, n_out: int, scale: float | 
     return taps
 
 
-def _resampled(cx: _Ctx, x: Value, axis: int, taps: list[tuple[np.ndarray, np.ndarray]]) -> Value:
+def _resampled(cx: Ctx, x: Value, axis: int, taps: list[tuple[np.ndarray, np.ndarray]]) -> Value:
     """sum over taps of weight * x[index] along ``axis`` (a weight of 1 and an index that is every element, each
     repeated r times or every step-th one read without a gather: a broadcast or a slice)."""
     n = int(x.shape[axis])
@@ -229,7 +241,7 @@ def _resampled(cx: _Ctx, x: Value, axis: int, taps: list[tuple[np.ndarray, np.nd
     return out
 
 
-def _picked(cx: _Ctx, x: Value, axis: int, index: np.ndarray, n: int) -> Value:
+def _picked(cx: Ctx, x: Value, axis: int, index: np.ndarray, n: int) -> Value:
     m = len(index)
     if m == n and np.array_equal(index, np.arange(n)):
         return x
@@ -242,6 +254,6 @@ def _picked(cx: _Ctx, x: Value, axis: int, index: np.ndarray, n: int) -> Value:
     step = int(index[1] - index[0]) if m > 1 else 1
     if step >= 1 and np.array_equal(index, index[0] + step * np.arange(m)):  # every step-th element: a slice
         start = int(index[0])
-        return _slice(cx, {"self": x, "dim": axis, "start": start, "end": start + step * (m - 1) + 1, "step": step})
+        return slice_tensor(cx, {"self": x, "dim": axis, "start": start, "end": start + step * (m - 1) + 1, "step": step})
     return cx.emit("index_select", x, cx.buffer("resample_index", index, int64), axis=axis)
 

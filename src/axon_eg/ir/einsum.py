@@ -17,7 +17,7 @@ import math
 import string
 from collections.abc import Callable, Sequence
 
-from axon_eg.ir.program import Value
+from axon_eg.ir.builder import Value
 
 Emit = Callable[..., Value]
 _FRESH = string.ascii_uppercase + "αβγδεζηθικλμνξοπρστυφχψω"

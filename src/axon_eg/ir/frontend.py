@@ -30,9 +30,10 @@ from typing import Any
 from axon_eg.errors import AxonError, DtypeError, ProgramError, ShapeError, UnknownName
 from axon_eg.ir import dims as D
 from axon_eg.ir import ops as O
+from axon_eg.ir.builder import Builder, Value
 from axon_eg.ir.dims import Dim, Shape
 from axon_eg.ir.dtypes import DTYPE_NAMES, DTYPES, DType, as_dtype, fp32, names_other_dtype
-from axon_eg.ir.program import Builder, Program, Value
+from axon_eg.ir.program import Program
 
 _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

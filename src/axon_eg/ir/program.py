@@ -464,7 +464,8 @@ def _attr_from_json(op: O.OpDef, key: str, v: Any) -> Any:
 
 def __getattr__(name: str) -> Any:
     """``Builder``, ``Value`` and ``as_shape`` live in :mod:`axon_eg.ir.builder` (which imports this module);
-    they stay importable from here."""
+    import them from there. They stay readable here for ``ir/composites.py`` (part of the semantics hash) and
+    ``backends/nki/synthesis_space.py``, which still do."""
     if name in _BUILDER_NAMES:
         from axon_eg.ir import builder
 

@@ -33,7 +33,7 @@ _STDLIB_DIRS = tuple(os.path.abspath(p) + os.sep for p in {sysconfig.get_path("s
                                                             sysconfig.get_path("platlib")} if p)
 
 
-def _location(node: Node) -> str | None:
+def node_location(node: Node) -> str | None:
     """``file:line`` of the user code that created ``node`` (from ``meta["stack_trace"]``).
 
     torch.export keeps only ``forward`` frames, so this is the innermost user ``forward()`` line."""
@@ -93,7 +93,7 @@ class _Keep(logging.Handler):
         self.into.append((self.handlers, record))
 
 
-def _export(module: torch.nn.Module, args: tuple, name: str) -> torch.export.ExportedProgram:
+def export_program(module: torch.nn.Module, args: tuple, name: str) -> torch.export.ExportedProgram:
     """``torch.export.export`` with its logging captured; a failure becomes one line naming the user's line."""
     captured = _Captured()
     with captured:

@@ -3,7 +3,7 @@
 ``from_torch(module, example_inputs)`` exports the module with ``torch.export`` (the training IR,
 without decompositions, so ``aten.linear``, ``aten.softmax.int``, ``aten.layer_norm``,
 ``aten.conv2d`` and ``aten.scaled_dot_product_attention`` arrive whole) and maps each aten op
-through ONE table, ``_ATEN`` (:mod:`axon_eg.ir.aten_table`), onto registry ops. ``SUPPORTED_ATEN_OPS`` lists its keys; the
+through ONE table, ``ATEN`` (:mod:`axon_eg.ir.aten_table`), onto registry ops. ``SUPPORTED_ATEN_OPS`` lists its keys; the
 in-place variant of a supported op (``aten.relu_``, ``aten.add_``) is accepted too, unless a view
 of the tensor it writes is read afterwards. Parameters and buffers become named inputs
 ("linear.weight") with roles "parameter" / "buffer" (only those the computation reads); user
@@ -29,7 +29,7 @@ name a user line for.
 Modules: this one is the translation of an exported graph (``_Translator``) and the KernelBench loader;
 :mod:`axon_eg.ir.torch_export` exports and diagnoses failures, :mod:`axon_eg.ir.aten_table` is the table
 and :mod:`axon_eg.ir.aten_handlers` and :mod:`axon_eg.ir.aten_indexing` (index arithmetic: advanced indexing,
-roll, diff, upsampling) its handlers. Every name used across them is importable from here.
+roll, diff, upsampling) its handlers; each name is imported from the module that defines it.
 """
 
 from __future__ import annotations
@@ -54,38 +54,21 @@ from torch.overrides import TorchFunctionMode
 
 from axon_eg.errors import AxonError, InvalidArgument, ProblemLoadError, ProgramError, ShapeError, UnsupportedOperation
 from axon_eg.ir import dims as D
-from axon_eg.ir.aten_handlers import (  # noqa: F401 - re-exported
-    Handler,
-    _Ctx,
-    _dtype,
-)
-from axon_eg.ir.aten_table import (  # noqa: F401 - re-exported
-    _ATEN,
-    _DATA_DEPENDENT,
-    _PIECES,
-    _VIEW_LIKE,
+from axon_eg.ir.aten_handlers import PIECES, Ctx, checked_dtype
+from axon_eg.ir.aten_table import (
+    DATA_DEPENDENT,
     SUPPORTED_ATEN_OPS,
-    _bind_schema,
-    _handler,
-    _name,
-    _writes_self,
+    VIEW_LIKE,
+    aten_name,
+    bind_schema,
+    handler_for,
+    writes_self,
 )
+from axon_eg.ir.builder import Builder, Value
 from axon_eg.ir.inputs import random_inputs as _random_inputs
 from axon_eg.ir.interpret import interpret
-from axon_eg.ir.program import Builder, InputSpec, Program, Value
-from axon_eg.ir.torch_export import (  # noqa: F401 - re-exported
-    _FRAME,
-    _LIBRARY_DIRS,
-    _SHAPE_WORDS,
-    _STDLIB_DIRS,
-    _Captured,
-    _export,
-    _export_error,
-    _is_user_file,
-    _Keep,
-    _location,
-    _user_frame,
-)
+from axon_eg.ir.program import InputSpec, Program
+from axon_eg.ir.torch_export import export_program, node_location
 
 
 # ------------------------------------------------------------------------------------------------
@@ -113,7 +96,7 @@ def import_torch(module: torch.nn.Module | torch.export.ExportedProgram, example
         ep, name = module, name or "program"
     else:
         name = name or type(module).__name__
-        ep = _export(module, args, name)
+        ep = export_program(module, args, name)
     return _Translator(ep, name).run()
 
 
@@ -143,9 +126,9 @@ class _Translator:
         live = self._live(resolved, outputs)
         for node in self.graph_nodes:  # name an unsupported op before any dtype complaint about its inputs
             if node in live and node.op == "call_function" and node.target is not operator.getitem \
-                    and _handler(node.target) is None:
-                why = _DATA_DEPENDENT.get(_name(node.target), _NO_EQUIVALENT)
-                raise _Ctx(self.b, _name(node.target), node, _location(node)).unsupported(why)
+                    and handler_for(node.target) is None:
+                why = DATA_DEPENDENT.get(aten_name(node.target), _NO_EQUIVALENT)
+                raise Ctx(self.b, aten_name(node.target), node, node_location(node)).unsupported(why)
         self._inputs(live)
         for node in self.graph_nodes:
             if node.op == "call_function" and node in live:
@@ -176,7 +159,7 @@ class _Translator:
         for node in self.graph_nodes:
             if node.op == "call_function":
                 resolved[node] = map_arg((node.args, node.kwargs), current)  # type: ignore[assignment]
-                if _writes_self(node.target) and isinstance(node.args[0], Node):
+                if writes_self(node.target) and isinstance(node.args[0], Node):
                     self._check_not_an_input(node)
                     target = current(node.args[0])
                     self._check_no_alias(node, target)
@@ -191,7 +174,7 @@ class _Translator:
         ``num_batches_tracked += 1`` in training mode) are state bookkeeping, dropped like the running stats."""
         root = node.args[0]
         while isinstance(root, Node) and root.op == "call_function" and isinstance(root.args[0], Node) and (
-                _name(root.target) in _VIEW_LIKE or _writes_self(root.target)):
+                aten_name(root.target) in VIEW_LIKE or writes_self(root.target)):
             root = root.args[0]
         kinds = torch.export.graph_signature.InputKind
         if isinstance(root, Node) and root.op == "placeholder" and root.name in self.specs and \
@@ -205,8 +188,8 @@ class _Translator:
             what = f"its input {placeholder!r}"
         else:
             what = f"its {spec.kind.name.lower().replace('_', ' ')} {spec.target!r}"
-        op = _name(node.target) if node is not None else "an in-place op"
-        location = _location(node) if node is not None else None
+        op = aten_name(node.target) if node is not None else "an in-place op"
+        location = node_location(node) if node is not None else None
         at = f"{op} at {location}" if location else op
         raise UnsupportedOperation(f"{self.name}: forward() writes {what} in place ({at}), which is not supported: "
                                    "a kernel does not modify its inputs; use the out-of-place op (x = x + 1, not "
@@ -215,7 +198,7 @@ class _Translator:
     def _check_no_alias(self, node: Node, mutated: Node) -> None:
         """Refuse an in-place write when a tensor sharing memory with ``mutated`` is read afterwards."""
         root = mutated
-        while root.op == "call_function" and _name(root.target) in _VIEW_LIKE and isinstance(root.args[0], Node):
+        while root.op == "call_function" and aten_name(root.target) in VIEW_LIKE and isinstance(root.args[0], Node):
             root = root.args[0]
         group: set[Node] = set()
         stack = [root]
@@ -223,10 +206,10 @@ class _Translator:
             n = stack.pop()
             if n not in group:
                 group.add(n)
-                stack.extend(u for u in n.users if _name(u.target) in _VIEW_LIKE)
+                stack.extend(u for u in n.users if aten_name(u.target) in VIEW_LIKE)
         group.discard(mutated)  # later reads of the mutated tensor itself see the new version
         if any(self.order[u] > self.order[node] for alias in group for u in alias.users if u is not node):
-            raise _Ctx(self.b, _name(node.target), node, _location(node)).unsupported(
+            raise Ctx(self.b, aten_name(node.target), node, node_location(node)).unsupported(
                 "writes in place into a tensor that shares memory with a view read later; use the out-of-place op")
 
     def _live(self, resolved: dict[Node, tuple[tuple, dict]], outputs: list[Any]) -> set[Node]:
@@ -253,7 +236,7 @@ class _Translator:
                 continue
             if spec.kind == kinds.USER_INPUT:
                 name = n.name
-                self.env[n] = self.b.input(name, tuple(val.shape), _dtype(val.dtype, f"{self.name}: input {name!r}"))
+                self.env[n] = self.b.input(name, tuple(val.shape), checked_dtype(val.dtype, f"{self.name}: input {name!r}"))
                 continue
             if spec.kind not in (kinds.PARAMETER, kinds.BUFFER, kinds.CONSTANT_TENSOR):
                 raise UnsupportedOperation(f"{self.name}: graph input {n.name!r} of kind {spec.kind.name}",
@@ -262,13 +245,13 @@ class _Translator:
                 else self.ep.constants[spec.target]
             what = f"{self.name}: {spec.kind.name.lower().replace('_', ' ')} {spec.target!r}"
             if spec.kind == kinds.CONSTANT_TENSOR and value.ndim == 0:  # torch.tensor(2.0) in forward()
-                self.env[n] = self.b.constant(float(value), _dtype(value.dtype, what))
+                self.env[n] = self.b.constant(float(value), checked_dtype(value.dtype, what))
                 continue
             if value.is_meta:
                 raise InvalidArgument(f"{what} is on the meta device (shapes only, no values): ax.from_torch needs the "
                                       "model's weights; for phase 1 on shapes alone use ax.optimize(model, inputs, "
                                       "remote=DIR) or torch.compile(model, backend='axon_eg', options={'remote': DIR})")
-            self.env[n] = self.b.input(spec.target, tuple(value.shape), _dtype(value.dtype, what))
+            self.env[n] = self.b.input(spec.target, tuple(value.shape), checked_dtype(value.dtype, what))
             self.roles[spec.target] = "parameter" if spec.kind == kinds.PARAMETER else "buffer"
             self.state[spec.target] = value.detach().to("cpu", torch.float64).numpy()
 
@@ -289,24 +272,24 @@ class _Translator:
         return self.state[name] if name in self.made else None
 
     def _translate(self, node: Node, args: tuple, kwargs: dict) -> Any:
-        aten, location = _name(node.target), _location(node)
+        aten, location = aten_name(node.target), node_location(node)
         args, kwargs = map_arg((args, kwargs), self.env.__getitem__)  # type: ignore[assignment]
-        cx = _Ctx(self.b, aten, node, location, self._made_buffer, self._made_values)
+        cx = Ctx(self.b, aten, node, location, self._made_buffer, self._made_values)
         if node.target is operator.getitem:
             value = args[0][args[1]]
             if value is None:
-                producer = _name(node.args[0].target)  # type: ignore[union-attr]
+                producer = aten_name(node.args[0].target)  # type: ignore[union-attr]
                 why = (f"its output {args[1]} is empty and used; axon_eg has no empty tensors"
-                       if producer in _PIECES else
+                       if producer in PIECES else
                        f"its output {args[1]} (indices) is used; axon_eg imports only the values output")
-                raise _Ctx(self.b, producer, node, location).unsupported(why)
+                raise Ctx(self.b, producer, node, location).unsupported(why)
             return value
-        handler = _handler(node.target)
+        handler = handler_for(node.target)
         assert handler is not None  # checked in run()
         with self.b.at(location):
-            return self._conform(cx, handler(cx, _bind_schema(node.target, args, kwargs)), node.meta.get("val"))
+            return self._conform(cx, handler(cx, bind_schema(node.target, args, kwargs)), node.meta.get("val"))
 
-    def _conform(self, cx: _Ctx, value: Any, val: Any) -> Any:
+    def _conform(self, cx: Ctx, value: Any, val: Any) -> Any:
         """Check a handler's result against torch's own shape; cast where torch's dtype rule differs."""
         if value is None or val is None:
             return value
@@ -316,7 +299,7 @@ class _Translator:
         if value.shape != want:
             raise ShapeError(f"{cx.where}: imported with shape {D.format_shape(value.shape)}, "
                              f"torch computes {list(want)} (an axon_eg import bug)")
-        dtype = _dtype(val.dtype, f"{cx.where}: its result")
+        dtype = checked_dtype(val.dtype, f"{cx.where}: its result")
         return value if value.dtype == dtype else cx.emit("cast", value, dtype=dtype)
 
 

@@ -4,7 +4,7 @@ Everything in this package except :mod:`axon_eg.measure.tables` and :mod:`axon_e
 only the standard library, numpy, torch and triton, so the worker runs on a bare GPU box (no egglog, z3
 or polars); :mod:`axon_eg.measure.ray_runner` also needs Ray, imported only when it runs.
 Submodules are imported on demand to keep ``import axon_eg.measure`` cheap. The report is
-``axon_eg.measure.report.report`` (not re-exported: the name is its module's).
+``axon_eg.measure.report.report`` (not lifted to the package: the name is its module's).
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ _LAZY = {
     "TOLERANCES": "axon_eg.measure.harness",
     "run_bundle": "axon_eg.measure.worker",
     "run_candidate": "axon_eg.measure.worker",
-    "check_structure": "axon_eg.measure.worker",
-    "STATUSES": "axon_eg.measure.worker",
+    "check_structure": "axon_eg.measure.manifest",
+    "STATUSES": "axon_eg.measure.manifest",
     "run_bundle_ray": "axon_eg.measure.ray_runner",
     "results": "axon_eg.measure.tables",
 }

@@ -1,6 +1,6 @@
-"""What one phase-2 child runs, in the process the fork server forked (part of :mod:`axon_eg.measure.worker`,
-which re-exports every name): load the candidate's reference and source, apply the Triton interpreter's
-work-arounds under ``TRITON_INTERPRET=1``, run the harness, and write the result for the parent to read.
+"""What one phase-2 child runs, in the process the fork server forked (part of :mod:`axon_eg.measure.worker`):
+load the candidate's reference and source, apply the Triton interpreter's work-arounds under
+``TRITON_INTERPRET=1``, run the harness, and write the result for the parent to read.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ LIMIT_FILE = "limit.json"
 """Written by the worker next to a child's result file: ``{"stop_above_us": x}`` (``harness.measure``)."""
 
 
-def _load_reference(bundle: Path, cand: dict[str, Any]) -> Any:
+def load_reference(bundle: Path, cand: dict[str, Any]) -> Any:
     import importlib.util
 
     import numpy as np
@@ -51,7 +51,7 @@ def _interpreter_fixes() -> None:
     interpreter.apply()
 
 
-def _child(bundle: Path, cand_id: str, result_path: Path) -> int:
+def run_child(bundle: Path, cand_id: str, result_path: Path) -> int:
     import faulthandler
     import importlib.util
     import traceback
@@ -78,7 +78,7 @@ def _child(bundle: Path, cand_id: str, result_path: Path) -> int:
         return 0
 
     try:
-        reference = _load_reference(bundle, cand)
+        reference = load_reference(bundle, cand)
     except Exception:
         return finish({"status": "crashed", "stage": "reference", "error": traceback.format_exc()[-4000:]})
     try:
@@ -121,7 +121,7 @@ def _probes(bundle: Path, cand: dict[str, Any], run: Any) -> dict[str, Any]:
     for probe in cand["probes"]:
         label = probe["label"]
         try:
-            res = run(probe["inputs"], _load_reference(bundle, probe), None)
+            res = run(probe["inputs"], load_reference(bundle, probe), None)
         except Exception:
             return {"status": "crashed", "stage": "harness", "error": f"at {label}: {traceback.format_exc()[-4000:]}"}
         if res.status != "ok":

@@ -1,11 +1,11 @@
-"""The phase-2 fork servers (part of :mod:`axon_eg.measure.worker`, which re-exports every name).
+"""The phase-2 fork servers (part of :mod:`axon_eg.measure.worker`).
 
 Parent side: :class:`_Server` starts ``python -c _BOOT`` in its own session (the parent's ``sys.path`` and
 environment, nothing of its ``__main__``), sends it ``run`` / ``kill`` commands as JSON lines and reads its
-replies (ready, pid, exit) on a daemon thread; :func:`_server` keeps one per ``TRITON_INTERPRET`` value,
+replies (ready, pid, exit) on a daemon thread; :func:`fork_server` keeps one per ``TRITON_INTERPRET`` value,
 :func:`stop_servers` ends them (at exit too). Server side: :func:`_serve` preloads numpy, torch and triton,
 forks one child per command and reaps it (SIGKILLing what is left of its process group);
-:func:`_fork_child` is the forked child's set-up before it runs :func:`axon_eg.measure.child._child`.
+:func:`_fork_child` is the forked child's set-up before it runs :func:`axon_eg.measure.child.run_child`.
 Standard library only.
 """
 
@@ -23,7 +23,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from axon_eg.measure.child import _child
+from axon_eg.measure.child import run_child
 
 _PRELOAD = ["numpy", "torch", "triton", "triton.language", "axon_eg.measure.harness",
             "axon_eg.backends.triton.interpreter"]
@@ -32,7 +32,7 @@ _BOOT = "import sys, json; sys.path[:] = json.loads(sys.argv[1]); from axon_eg.m
 ``__main__`` (a user's script or notebook) is ever imported in the server or in a child."""
 SERVER_START_S = 600.0
 """How long the server may take to import numpy, torch and triton before the run gives up."""
-_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
 class _Job:
@@ -177,17 +177,17 @@ class _Server:
         return f"exit code {self.proc.poll()}" + (f"; its stderr: {text[-2000:]}" if text else "")
 
 
-_SERVERS: dict[str, _Server] = {}
+SERVERS: dict[str, _Server] = {}
 _SERVERS_LOCK = threading.Lock()
 _ATEXIT = False
 
-def _server(interpret: bool) -> _Server:
+def fork_server(interpret: bool) -> _Server:
     """The running fork server for this kind of child, started on first use. One per value of
     ``TRITON_INTERPRET`` (``@triton.jit`` reads it when triton is imported, i.e. in the server)."""
     global _ATEXIT
     key = "1" if interpret else os.environ.get("TRITON_INTERPRET", "")
     with _SERVERS_LOCK:
-        srv = _SERVERS.get(key)
+        srv = SERVERS.get(key)
         if srv is None or srv.dead:
             if srv is not None:
                 srv.stop()  # reap the one that died
@@ -196,9 +196,9 @@ def _server(interpret: bool) -> _Server:
                 env["TRITON_INTERPRET"] = "1"
             main = threading.current_thread() is threading.main_thread()
             if main:  # a signal between the fork and the registration below would orphan the server
-                blocked = signal.pthread_sigmask(signal.SIG_BLOCK, _SIGNALS)
+                blocked = signal.pthread_sigmask(signal.SIG_BLOCK, SIGNALS)
             try:
-                srv = _SERVERS[key] = _Server(env)
+                srv = SERVERS[key] = _Server(env)
             finally:
                 if main:
                     signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
@@ -211,8 +211,8 @@ def _server(interpret: bool) -> _Server:
 def stop_servers() -> None:
     """Stop every fork server (and so every child). Runs at exit; the next candidate starts a new one."""
     with _SERVERS_LOCK:
-        servers = list(_SERVERS.values())
-        _SERVERS.clear()
+        servers = list(SERVERS.values())
+        SERVERS.clear()
     for srv in servers:
         srv.stop()
 
@@ -221,11 +221,11 @@ def _forget_servers_after_fork() -> None:
     """In a process forked from this one (by user code, not by us): drop the servers, closing this copy of
     their pipes so that their EOF still comes when the real parent exits. Raw descriptors only: a buffered
     file's lock may be held by the reader thread, which does not exist in the fork."""
-    for srv in _SERVERS.values():
+    for srv in SERVERS.values():
         for fd in (srv._cmd, srv._reply):
             with contextlib.suppress(OSError):
                 os.close(fd)
-    _SERVERS.clear()
+    SERVERS.clear()
 
 
 os.register_at_fork(after_in_child=_forget_servers_after_fork)
@@ -240,7 +240,7 @@ def _serve() -> None:
     import importlib
     import select
 
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, _SIGNALS)  # blocked in the parent while it started us
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, SIGNALS)  # blocked in the parent while it started us
     for name in _PRELOAD:
         try:
             importlib.import_module(name)
@@ -282,7 +282,7 @@ def _serve() -> None:
                 send({"tag": tag, "exit": os.waitstatus_to_exitcode(status)})
 
     def fork(msg: dict[str, Any]) -> None:
-        blocked = signal.pthread_sigmask(signal.SIG_BLOCK, _SIGNALS)  # no kill_all between fork and jobs[pid]
+        blocked = signal.pthread_sigmask(signal.SIG_BLOCK, SIGNALS)  # no kill_all between fork and jobs[pid]
         pid = os.fork()
         if pid == 0:
             try:
@@ -364,7 +364,7 @@ def _fork_child(bundle: str, cand_id: str, result_path: str, err_path: str, gpu:
         os.environ["CUDA_VISIBLE_DEVICES"] = gpu  # before the first CUDA call in this process
     code = 1
     try:
-        code = _child(Path(bundle), cand_id, Path(result_path))
+        code = run_child(Path(bundle), cand_id, Path(result_path))
     finally:
         sys.stdout.flush()
         sys.stderr.flush()

@@ -1,5 +1,4 @@
-"""SIGINT and SIGTERM during phase 2, and Ctrl-C during phase 1 (part of :mod:`axon_eg.measure.worker`, which
-re-exports every name).
+"""SIGINT and SIGTERM during phase 2, and Ctrl-C during phase 1 (part of :mod:`axon_eg.measure.worker`).
 
 While :func:`interrupt_guard` is active (main thread only), either signal stops the fork servers, so every
 child's process group dies, bumps ``_EPOCH`` so that runs started before it write no more rows, and
@@ -20,7 +19,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from axon_eg.measure.forkserver import _SERVERS, _SIGNALS
+from axon_eg.measure.forkserver import SERVERS, SIGNALS
 from axon_eg.measure.manifest import load_manifest, read_rows
 
 _EPOCH = 0
@@ -28,7 +27,7 @@ _EPOCH = 0
 _STOP_SIGNAL: int | None = None
 
 
-class _Stopped(BaseException):
+class Stopped(BaseException):
     """In a worker thread: this run was interrupted (by a signal handled in the main thread); write nothing more."""
 
 
@@ -101,7 +100,7 @@ def phase_one(program: str, stage: Callable[[], str]) -> Iterator[None]:
         raise PhaseOneInterrupted(program, stage()) from None
 
 
-class _Guard:
+class Guard:
     def __init__(self, bundle: Path, out: Path) -> None:
         self.out = out
         try:
@@ -119,7 +118,7 @@ class _Guard:
         return Interrupted(signum, *self.progress(), self.out)
 
 
-_GUARD: _Guard | None = None
+_GUARD: Guard | None = None
 
 
 def _interrupt(signum: int) -> None:
@@ -127,16 +126,16 @@ def _interrupt(signum: int) -> None:
     global _EPOCH, _STOP_SIGNAL
     _EPOCH += 1
     _STOP_SIGNAL = signum
-    servers = list(_SERVERS.values())
-    _SERVERS.clear()
+    servers = list(SERVERS.values())
+    SERVERS.clear()
     for srv in servers:
         srv.stop(hard=True)
 
 
-def _check_epoch(epoch: int) -> None:
-    """Raise :class:`_Stopped` when this run was interrupted since ``epoch``."""
+def check_epoch(epoch: int) -> None:
+    """Raise :class:`Stopped` when this run was interrupted since ``epoch``."""
     if epoch != _EPOCH:
-        raise _Stopped
+        raise Stopped
 
 
 def _on_signal(signum: int, frame: Any) -> None:
@@ -180,8 +179,8 @@ def interrupt_guard(bundle: str | os.PathLike[str], out: str | os.PathLike[str])
     if _GUARD is not None or threading.current_thread() is not threading.main_thread():
         yield
         return
-    guard = _Guard(Path(bundle), Path(out))
-    for s in _SIGNALS:
+    guard = Guard(Path(bundle), Path(out))
+    for s in SIGNALS:
         prev = signal.getsignal(s)
         if prev is not signal.SIG_IGN:
             guard.previous[s] = prev

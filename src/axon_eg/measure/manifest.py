@@ -1,7 +1,7 @@
-"""A phase-2 bundle's manifest and its result rows (part of :mod:`axon_eg.measure.worker`, which re-exports
-every name): reading ``manifest.json`` with its inherited keys, the row schema (``STATUSES``,
-``ROW_FIELDS``), reading and appending JSON-lines rows, and the stages of the cascade that need no child
-(syntax, structure against the hardware ``limits``). Standard library only: it runs on a bare GPU box.
+"""A phase-2 bundle's manifest and its result rows (part of :mod:`axon_eg.measure.worker`): reading
+``manifest.json`` with its inherited keys, the row schema (``STATUSES``, ``ROW_FIELDS``), reading and
+appending JSON-lines rows, and the stages of the cascade that need no child (syntax, structure against the
+hardware ``limits``). Standard library only: it runs on a bare GPU box.
 """
 
 from __future__ import annotations

@@ -1,9 +1,8 @@
-"""The Parquet part files behind the result tables (part of :mod:`axon_eg.measure.tables`, which re-exports
-every name): the cache directory and its writability check, staging a part under a hidden name with the
-checksum in its final name, and reading one part back with every check of ``tables``' docstring (checksum,
-full decode, required columns, strict casts), moving a damaged part to ``damaged/`` with one
-``DamagedPartWarning``. Parts are immutable, so a checked part is remembered (``_MEMO``) by path, size and
-modification time.
+"""The Parquet part files behind the result tables (part of :mod:`axon_eg.measure.tables`): the cache directory
+and its writability check, staging a part under a hidden name with the checksum in its final name, and reading
+one part back with every check of ``tables``' docstring (checksum, full decode, required columns, strict
+casts), moving a damaged part to ``damaged/`` with one ``DamagedPartWarning``. Parts are immutable, so a
+checked part is remembered (``MEMO``) by path, size and modification time.
 """
 
 
@@ -22,7 +21,7 @@ from pathlib import Path
 import polars as pl
 
 from axon_eg.errors import AxonError
-from axon_eg.measure.table_schemas import REQUIRED, SCHEMAS, _conform
+from axon_eg.measure.table_schemas import REQUIRED, SCHEMAS, conform
 
 CHECKSUM = re.compile(r"\.([0-9a-f]{16})\.parquet$")
 """The checksum in a part's name: the first 16 hex digits of the SHA-256 of its bytes."""
@@ -63,7 +62,7 @@ def cache_dir(path: str | os.PathLike[str] | None = None) -> Path:
     return Path(env) if env else Path.home() / ".cache" / "axon_eg"
 
 
-def _not_writable(root: Path, exc: OSError) -> CacheError:
+def not_writable(root: Path, exc: OSError) -> CacheError:
     what = exc.strerror or type(exc).__name__
     where = f" ({exc.filename})" if exc.filename and Path(exc.filename) != root else ""
     return CacheError(f"the cache directory {root} is not writable: {what}{where}; choose another with --cache DIR "
@@ -79,17 +78,17 @@ def ensure_writable(cache: str | os.PathLike[str] | None = None) -> Path:
         os.close(fd)
         os.unlink(probe)
     except OSError as exc:
-        raise _not_writable(root, exc) from None
+        raise not_writable(root, exc) from None
     return root
 
 
-def _table_dir(table: str, cache: str | os.PathLike[str] | None) -> Path:
+def table_dir(table: str, cache: str | os.PathLike[str] | None) -> Path:
     if not table or "/" in table or table.startswith("."):
         raise ValueError(f"bad table name {table!r}")
     return cache_dir(cache) / "tables" / table
 
 
-def _fsync_dir(d: Path) -> None:
+def fsync_dir(d: Path) -> None:
     try:
         fd = os.open(d, os.O_RDONLY)
     except OSError:
@@ -102,7 +101,7 @@ def _fsync_dir(d: Path) -> None:
         os.close(fd)
 
 
-def _stage_part(d: Path, df: pl.DataFrame) -> tuple[Path, Path]:
+def stage_part(d: Path, df: pl.DataFrame) -> tuple[Path, Path]:
     """Write ``df`` under a hidden temporary name in ``d`` (fsynced); returns (temporary, final name)."""
     d.mkdir(parents=True, exist_ok=True)
     stem = f"part-{os.getpid()}-{uuid.uuid4().hex}"
@@ -126,7 +125,7 @@ class Part:
     frame: pl.DataFrame
 
 
-_MEMO: dict[Path, tuple[int, int, str, pl.DataFrame]] = {}
+MEMO: dict[Path, tuple[int, int, str, pl.DataFrame]] = {}
 _MEMO_MAX = 8192
 _WARNED: set[str] = set()
 
@@ -159,7 +158,7 @@ def _decode(table: str, path: Path, data: bytes) -> pl.DataFrame:
                 df[c].cast(t, strict=True)
             except (Exception, pl.exceptions.PanicException):
                 raise _Damaged(f"incompatible schema: column {c!r} is {df.schema[c]}, not {t}") from None
-    return _conform(table, df)
+    return conform(table, df)
 
 
 def _quarantine(table: str, path: Path, reason: str) -> None:
@@ -183,11 +182,11 @@ def _quarantine(table: str, path: Path, reason: str) -> None:
     warnings.warn(msg, DamagedPartWarning, stacklevel=3)
 
 
-def _load(table: str, path: Path) -> pl.DataFrame | None:
+def load_part(table: str, path: Path) -> pl.DataFrame | None:
     """The part's checked rows, or None when it is gone or damaged (then moved aside, with a warning)."""
     try:
         st = path.stat()
-        memo = _MEMO.get(path)
+        memo = MEMO.get(path)
         if memo is not None and memo[:3] == (st.st_size, st.st_mtime_ns, table):
             return memo[3]
         data = path.read_bytes()
@@ -199,10 +198,10 @@ def _load(table: str, path: Path) -> pl.DataFrame | None:
     try:
         frame = _decode(table, path, data)
     except _Damaged as why:
-        _MEMO.pop(path, None)
+        MEMO.pop(path, None)
         _quarantine(table, path, str(why))
         return None
-    if len(_MEMO) >= _MEMO_MAX:
-        _MEMO.pop(next(iter(_MEMO)))
-    _MEMO[path] = (st.st_size, st.st_mtime_ns, table, frame)
+    if len(MEMO) >= _MEMO_MAX:
+        MEMO.pop(next(iter(MEMO)))
+    MEMO[path] = (st.st_size, st.st_mtime_ns, table, frame)
     return frame

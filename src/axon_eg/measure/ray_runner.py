@@ -1,11 +1,11 @@
 """Run a bundle's candidates as Ray tasks: ``python -m axon_eg.measure BUNDLE --out FILE --ray ADDRESS``.
 
-The driver does the child-free stages itself (syntax, structure: see :func:`worker.static_check`), then
+The driver does the child-free stages itself (syntax, structure: see :func:`manifest.static_check`), then
 ships each remaining candidate as bytes (its manifest entry, its source and its reference file) to a
 task on any node of the cluster. The task writes them to a temporary bundle on that node and calls
 :func:`worker.run_candidate` there, so a node needs axon_eg with numpy, torch, triton and ray installed,
 nothing else. The driver writes each row as its task completes (``ray.wait``) with the same
-:class:`worker.RowWriter` as the local path; ids already in the output file are skipped (resume).
+:class:`manifest.RowWriter` as the local path; ids already in the output file are skipped (resume).
 
 A task asks for one GPU when the cluster has GPUs (the child sees the GPU Ray assigned), else one CPU.
 Ray is an optional extra (``pip install 'axon_eg[ray]'``) and is imported only inside these functions.
@@ -21,14 +21,14 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from axon_eg.measure import worker
+from axon_eg.measure import manifest, worker
 
 
 def pack_candidate(bundle: Path, cand: dict[str, Any]) -> dict[str, Any]:
     """One candidate as a self-contained payload: ``{"cand": entry, "files": {relative path: bytes}}``.
     A file that does not exist is left out, so the task reports it like the local path would."""
     files = {}
-    for rel in worker.candidate_files(cand):
+    for rel in manifest.candidate_files(cand):
         path = bundle / rel
         if path.is_file():
             files[rel] = path.read_bytes()
@@ -75,15 +75,15 @@ def run_bundle_ray(bundle: str | os.PathLike[str], out: str | os.PathLike[str], 
     except ImportError as exc:
         raise ImportError("--ray needs Ray: pip install 'axon_eg[ray]' (or 'ray>=2.9')") from exc
     bundle = Path(bundle).resolve()
-    cands = worker.load_manifest(bundle)
+    cands = manifest.load_manifest(bundle)
     if ids is not None:
         want = set(ids)
         cands = [c for c in cands if c["id"] in want]
-    done = {r.get("id") for r in worker.read_rows(out)}
+    done = {r.get("id") for r in manifest.read_rows(out)}
     todo = [c for c in cands if c["id"] not in done]
     if not todo:  # nothing left: do not start or join a cluster
         return []
-    writer = worker.RowWriter(out)
+    writer = manifest.RowWriter(out)
     new: list[dict[str, Any]] = []
 
     def emit(row: dict[str, Any]) -> None:
@@ -98,7 +98,7 @@ def run_bundle_ray(bundle: str | os.PathLike[str], out: str | os.PathLike[str], 
         task = ray.remote(**({"num_gpus": 1} if has_gpus else {"num_cpus": 1}))(run_packed)
         pending: dict[Any, dict[str, Any]] = {}
         for c in todo:
-            failed = worker.static_check(bundle, c, "cpu")
+            failed = manifest.static_check(bundle, c, "cpu")
             if failed is not None:
                 emit(failed)
             else:
@@ -111,7 +111,7 @@ def run_bundle_ray(bundle: str | os.PathLike[str], out: str | os.PathLike[str], 
                     row = ray.get(ref)
                 except Exception as exc:  # the task itself failed (node lost, worker killed)
                     error = "".join(traceback.format_exception(exc))[-4000:]
-                    row = worker.make_row(c, "ray", status="crashed", stage="ray", error=error)
+                    row = manifest.make_row(c, "ray", status="crashed", stage="ray", error=error)
                 emit(row)
     finally:
         writer.close()

@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from axon_eg.measure.worker import STATUSES
+from axon_eg.measure.manifest import STATUSES
 
 if TYPE_CHECKING:
     import polars as pl
@@ -105,12 +105,12 @@ def report(cache_dir: str | os.PathLike[str] | None = None, program: str | None 
     """Markdown summary of the ``measurements`` table (optionally one ``program``); see the module docstring."""
     import polars as pl
 
-    from axon_eg.measure import tables
+    from axon_eg.measure import part_store, tables
 
     m = tables.results(cache_dir).collect()
     if program is not None:
         m = m.filter(pl.col("program") == program)
-    where = tables.cache_dir(cache_dir)
+    where = part_store.cache_dir(cache_dir)
     if m.is_empty():
         return f"No measurements{f' of program {program!r}' if program else ''} in {where}."
     m = latest(m)

@@ -1,6 +1,6 @@
-"""The schemas of the result tables and the status taxonomy (part of :mod:`axon_eg.measure.tables`, which
-re-exports every name): ``SCHEMAS`` (column -> Polars dtype), ``REQUIRED``, the ``DERIVED`` columns that
-``results`` adds, which statuses are final (``is_final``, ``final_expr``), and the append-side checks.
+"""The schemas of the result tables and the status taxonomy (part of :mod:`axon_eg.measure.tables`):
+``SCHEMAS`` (column -> Polars dtype), ``REQUIRED``, the ``DERIVED`` columns that ``results`` adds, which
+statuses are final (``is_final``, ``final_expr``), and the append-side checks.
 
 Tables with a schema (``SCHEMAS``) are validated on append: an unknown column raises, naming it; a
 missing required column (``REQUIRED``) raises; other missing columns are filled with nulls. Lists and
@@ -179,7 +179,7 @@ def final_expr() -> pl.Expr:
     return (pl.col("status").is_in(always) | (pl.col("status").is_in(list(_ENV_STATUSES)) & ~env)).fill_null(False)
 
 
-def _validate(table: str, columns: Iterable[str], rows: list[Mapping[str, Any]] | None = None) -> None:
+def validate_columns(table: str, columns: Iterable[str], rows: list[Mapping[str, Any]] | None = None) -> None:
     schema = SCHEMAS.get(table)
     if schema is None:
         return
@@ -196,14 +196,14 @@ def _validate(table: str, columns: Iterable[str], rows: list[Mapping[str, Any]] 
                 raise ValueError(f"table {table!r}, row {i}: required column {c!r} is missing or null")
 
 
-def _cell(value: Any, dtype: pl.DataType) -> Any:
+def cell_value(value: Any, dtype: pl.DataType) -> Any:
     """JSON-encode a list or dict bound for a Utf8 column (``tilings``, ``isa``, ``rules``)."""
     if isinstance(value, (list, tuple, dict)) and dtype == pl.Utf8():
         return json.dumps(value, sort_keys=True)
     return value
 
 
-def _conform(table: str, df: pl.DataFrame) -> pl.DataFrame:
+def conform(table: str, df: pl.DataFrame) -> pl.DataFrame:
     """``df`` with exactly the table's schema columns, in order, cast; absent columns as nulls."""
     schema = SCHEMAS[table]
     return df.select([(pl.col(c) if c in df.columns else pl.lit(None)).cast(t).alias(c) for c, t in schema.items()])

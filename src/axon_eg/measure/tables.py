@@ -43,8 +43,8 @@ so an interrupted removal completes instead of leaving duplicated or missing row
 Tables with a schema (``SCHEMAS``) are validated on append. The schemas, the status taxonomy and the
 append-side validation are in :mod:`axon_eg.measure.table_schemas` (its docstring documents every column of
 ``measurements`` and ``candidates``); the part files themselves (cache directory, staging, the checks on
-reading, quarantine of damaged parts) in :mod:`axon_eg.measure.part_store`. Every name of both is
-importable from here as before; this module is the public read / append / remove.
+reading, quarantine of damaged parts) in :mod:`axon_eg.measure.part_store`: import each name from its own
+module; this one is the public read / append / remove.
 """
 
 from __future__ import annotations
@@ -61,45 +61,27 @@ from typing import Any
 import polars as pl
 
 from axon_eg.measure.manifest import read_rows
-from axon_eg.measure.part_store import (  # noqa: F401 - re-exported
-    _MEMO,
-    _MEMO_MAX,
-    _WARNED,
-    CHECKSUM,
-    DAMAGED,
-    CacheError,
-    DamagedPartWarning,
+from axon_eg.measure.part_store import (
+    MEMO,
     Part,
-    _Damaged,
-    _decode,
-    _first_line,
-    _format_warning,
-    _fsync_dir,
-    _load,
-    _not_writable,
-    _one_line,
-    _quarantine,
-    _stage_part,
-    _table_dir,
     cache_dir,
-    ensure_writable,
+    ensure_writable,  # noqa: F401 - re-exported: pipeline.py reads tables.ensure_writable
+    fsync_dir,
+    load_part,
+    not_writable,
+    stage_part,
+    table_dir,
 )
-from axon_eg.measure.table_schemas import (  # noqa: F401 - re-exported
-    _ENV_STATUSES,
-    CANDIDATES_SCHEMA,
+from axon_eg.measure.table_schemas import (
     DERIVED,
-    ENVIRONMENT_ERRORS,
-    FINAL_STATUSES,
     REQUIRED,
-    SCHEMA,
+    SCHEMA,  # noqa: F401 - re-exported: pipeline.py reads tables.SCHEMA
     SCHEMAS,
-    TRANSIENT_STATUSES,
-    _cell,
-    _conform,
-    _validate,
-    environment_failure,
+    cell_value,
+    conform,
     final_expr,
-    is_final,
+    is_final,  # noqa: F401 - re-exported: pipeline.py reads tables.is_final
+    validate_columns,
 )
 
 
@@ -111,7 +93,7 @@ def append(table: str, rows: Iterable[Mapping[str, Any]] | pl.DataFrame, cache: 
     if isinstance(rows, pl.DataFrame):
         df = rows
         if df.height:
-            _validate(table, df.columns)
+            validate_columns(table, df.columns)
             required = [c for c in REQUIRED.get(table, ()) if df[c].null_count()]
             if required:
                 raise ValueError(f"table {table!r}: required column {required[0]!r} has nulls")
@@ -119,24 +101,24 @@ def append(table: str, rows: Iterable[Mapping[str, Any]] | pl.DataFrame, cache: 
         rows = [dict(r) for r in rows]
         if not rows:
             return None
-        _validate(table, {c: None for r in rows for c in r}, rows)
+        validate_columns(table, {c: None for r in rows for c in r}, rows)
         if table in SCHEMAS:
             schema = SCHEMAS[table]
-            df = pl.DataFrame([{c: _cell(r.get(c), t) for c, t in schema.items()} for r in rows], schema=schema,
+            df = pl.DataFrame([{c: cell_value(r.get(c), t) for c, t in schema.items()} for r in rows], schema=schema,
                               orient="row")
         else:
             df = pl.DataFrame(rows)
     if df.height == 0:
         return None
     if table in SCHEMAS:
-        df = _conform(table, df)
-    d = _table_dir(table, cache)
+        df = conform(table, df)
+    d = table_dir(table, cache)
     try:
-        tmp, final = _stage_part(d, df)
+        tmp, final = stage_part(d, df)
         os.replace(tmp, final)
     except OSError as exc:
-        raise _not_writable(cache_dir(cache), exc) from None
-    _fsync_dir(d)
+        raise not_writable(cache_dir(cache), exc) from None
+    fsync_dir(d)
     return final
 
 
@@ -144,11 +126,11 @@ def append(table: str, rows: Iterable[Mapping[str, Any]] | pl.DataFrame, cache: 
 
 def parts(table: str, cache: str | os.PathLike[str] | None = None) -> list[Part]:
     """Every readable part of ``table``, checked; damaged ones are moved aside with a warning (module docstring)."""
-    d = _table_dir(table, cache)
+    d = table_dir(table, cache)
     for _ in range(3):
         pending = _recover(cache)
         found = [Part(p, f) for p in (sorted(d.glob("part-*.parquet")) if d.is_dir() else [])
-                 if (f := _load(table, p)) is not None]
+                 if (f := load_part(table, p)) is not None]
         if not pending and not _journals(cache):  # no removal started while we listed: a consistent view
             break
     return found
@@ -249,7 +231,7 @@ def _apply(root: Path, journal: Path) -> None:
             shutil.rmtree(trash_p, ignore_errors=True)
     journal.unlink(missing_ok=True)
     for p in plan.get("remove", []):
-        _MEMO.pop(root / p, None)
+        MEMO.pop(root / p, None)
 
 
 def _recover(cache: str | os.PathLike[str] | None) -> bool:
@@ -300,7 +282,7 @@ def remove(keys: Collection[str] | None, cache: str | os.PathLike[str] | None = 
                 if dry_run:
                     out.bytes += size * hit // df.height
                     continue
-                tmp, final = _stage_part(part.path.parent, rest)
+                tmp, final = stage_part(part.path.parent, rest)
                 staged.append(tmp)
                 out.bytes += max(0, size - tmp.stat().st_size)
                 plan["install"].append([rel(tmp), rel(final)])
@@ -323,11 +305,11 @@ def remove(keys: Collection[str] | None, cache: str | os.PathLike[str] | None = 
     except OSError as exc:
         for t in staged:
             t.unlink(missing_ok=True)
-        raise _not_writable(root, exc) from None
+        raise not_writable(root, exc) from None
     except BaseException:
         for t in staged:
             t.unlink(missing_ok=True)
         raise
-    _fsync_dir(journal.parent)
+    fsync_dir(journal.parent)
     _apply(root, journal)
     return out

@@ -62,9 +62,9 @@ Statuses: ok, syntax_error, structure_error, compile_error, runtime_error, wrong
 With ``--ray ADDRESS`` the candidates run as Ray tasks instead (see :mod:`axon_eg.measure.ray_runner`).
 
 This module is the cascade and the bundle runner (:func:`run_candidate`, :func:`run_bundle`, ``main``); the
-parts live beside it and every name is importable from here as before: :mod:`.manifest` (the manifest,
-the row schema and writer, the child-free stages), :mod:`.forkserver` (starting, feeding and stopping the
-fork servers), :mod:`.child` (what one forked child runs), :mod:`.interrupts` (SIGINT / SIGTERM).
+parts live beside it (import each name from its own module): :mod:`.manifest` (the manifest, the row schema
+and writer, the child-free stages), :mod:`.forkserver` (starting, feeding and stopping the fork servers),
+:mod:`.child` (what one forked child runs), :mod:`.interrupts` (SIGINT / SIGTERM).
 """
 
 from __future__ import annotations
@@ -83,60 +83,11 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from axon_eg.measure import forkserver, interrupts
-from axon_eg.measure.child import LIMIT_FILE, _child, _interpreter_fixes, _load_reference  # noqa: F401 - re-exported
-from axon_eg.measure.forkserver import (  # noqa: F401 - re-exported
-    _BOOT,
-    _PRELOAD,
-    _SERVERS,
-    _SERVERS_LOCK,
-    _SIGNALS,
-    SERVER_START_S,
-    _forget_servers_after_fork,
-    _fork_child,
-    _Job,
-    _serve,
-    _Server,
-    _server,
-    stop_servers,
-)
-from axon_eg.measure.interrupts import (  # noqa: F401 - re-exported
-    Interrupted,
-    _check_epoch,
-    _excepthook,
-    _Guard,
-    _interrupt,
-    _on_signal,
-    _Stopped,
-    interrupt_guard,
-)
-from axon_eg.measure.manifest import (  # noqa: F401 - re-exported
-    DEFAULT_TIMEOUT_S,
-    INHERITED,
-    RESOURCES,
-    ROW_FIELDS,
-    STATUSES,
-    RowWriter,
-    _fmt,
-    _is_number,
-    _now,
-    _version,
-    candidate_files,
-    check_structure,
-    load_manifest,
-    make_row,
-    read_rows,
-    static_check,
-)
-
-_MOVED_STATE = {"_EPOCH": interrupts, "_STOP_SIGNAL": interrupts, "_GUARD": interrupts, "_ATEXIT": forkserver}
-"""Module state that moved and is rebound where it lives: ``worker._EPOCH`` etc. read the live value."""
-
-
-def __getattr__(name: str) -> Any:
-    if name in _MOVED_STATE:
-        return getattr(_MOVED_STATE[name], name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+from axon_eg.measure import interrupts
+from axon_eg.measure.child import LIMIT_FILE
+from axon_eg.measure.forkserver import fork_server
+from axon_eg.measure.interrupts import Guard, Interrupted, Stopped, check_epoch, interrupt_guard
+from axon_eg.measure.manifest import DEFAULT_TIMEOUT_S, RowWriter, load_manifest, make_row, read_rows, static_check
 
 
 def run_candidate(bundle: Path, cand: dict[str, Any], gpu: int | str | None = None) -> dict[str, Any]:
@@ -162,7 +113,7 @@ def stop_limit(rows: Iterable[dict[str, Any]], factor: float = STOP_FACTOR) -> f
 
 def _run_candidate(bundle: Path, cand: dict[str, Any], gpu: int | str | None, epoch: int,
                    limit_us: float | None = None) -> dict[str, Any]:
-    """:func:`run_candidate` for a run that started in ``epoch``: raises :class:`_Stopped` once it is over.
+    """:func:`run_candidate` for a run that started in ``epoch``: raises :class:`Stopped` once it is over.
     ``limit_us``: a candidate (not a baseline) whose first timed runs are slower stops there (``performance``)."""
     t0 = time.monotonic()
     bundle = Path(bundle)
@@ -176,16 +127,16 @@ def _run_candidate(bundle: Path, cand: dict[str, Any], gpu: int | str | None, ep
         err_path = Path(tmp) / "stderr.txt"
         if limit_us is not None and cand.get("kind") == "candidate":
             (Path(tmp) / LIMIT_FILE).write_text(json.dumps({"stop_above_us": limit_us}))
-        server = _server(gpu is None)
+        server = fork_server(gpu is None)
         t0 = time.monotonic()  # the child's clock starts at its fork, not while the server preloads
-        _check_epoch(epoch)
+        check_epoch(epoch)
         job = server.start(str(bundle), cand["id"], str(result_path), str(err_path), None if gpu is None else str(gpu))
         finished = job.done.wait(timeout)
-        _check_epoch(epoch)
+        check_epoch(epoch)
         if not finished:
             server.kill(job)
             job.done.wait(10)
-            _check_epoch(epoch)
+            check_epoch(epoch)
             return make_row(cand, device, status="timeout", stage="run", error=f"killed after {timeout:g} s",
                             elapsed_s=time.monotonic() - t0)
         stderr_tail = err_path.read_text(errors="replace")[-4000:] if err_path.exists() else ""
@@ -247,12 +198,12 @@ def run_bundle(bundle: str | os.PathLike[str], out: str | os.PathLike[str], gpus
                 with lock:
                     limit = stop_limit(timed)
                 row = _run_candidate(bundle, c, slots[k], epoch, limit)
-                _check_epoch(epoch)  # a child killed by the interrupt is not a crash: no row
+                check_epoch(epoch)  # a child killed by the interrupt is not a crash: no row
                 writer.write(row)
                 with lock:
                     new.append(row)
                     timed.append(row)
-        except _Stopped:
+        except Stopped:
             stopped.append(True)
 
     with interrupt_guard(bundle, out):
@@ -263,7 +214,7 @@ def run_bundle(bundle: str | os.PathLike[str], out: str | os.PathLike[str], gpus
                 work(0)
             else:
                 if todo:
-                    _server(False)  # started here, in the main thread, where signals are handled
+                    fork_server(False)  # started here, in the main thread, where signals are handled
                 threads = [threading.Thread(target=work, args=(k,), daemon=True) for k in range(len(slots))]
                 for t in threads:
                     t.start()
@@ -274,7 +225,7 @@ def run_bundle(bundle: str | os.PathLike[str], out: str | os.PathLike[str], gpus
                 t.join(10)
             writer.close()
     if stopped:  # interrupted by a signal another thread's guard handled: same exception, this run's counts
-        raise _Guard(bundle, Path(out)).interrupted(interrupts._STOP_SIGNAL or signal.SIGINT)
+        raise Guard(bundle, Path(out)).interrupted(interrupts._STOP_SIGNAL or signal.SIGINT)
     return new
 
 

@@ -38,7 +38,8 @@ from dataclasses import dataclass, field
 from axon_eg.errors import AxonError
 from axon_eg.ir import dims as D
 from axon_eg.ir import ops as O
-from axon_eg.ir.program import Builder, Program, Value
+from axon_eg.ir.builder import Builder, Value
+from axon_eg.ir.program import Program
 from axon_eg.semantics.op_semantics import ATTRIBUTE_DIM_PREFIX, SYMBOLIC_ATTRIBUTES
 from axon_eg.semantics.prover import ScalarSymbol
 

@@ -45,15 +45,15 @@ BOOLEAN = Envelope(1.0)  # a comparison's or logical op's value: 0 or 1
 UNKNOWN = Envelope(LIMIT)  # an op this module has no envelope for: finite, nothing more is known
 
 
-def _through(op: str, *envs: Envelope) -> bool:
+def through(op: str, *envs: Envelope) -> bool:
     return bool(O.get(op).meta.get("preserves_positive")) and all(e.input_like for e in envs)
 
 
-def _same(op: str) -> Callable[[Envelope, Any], Envelope]:
-    return lambda e, a: Envelope(e.mag, e.lo, e.pos, _through(op, e))
+def same(op: str) -> Callable[[Envelope, Any], Envelope]:
+    return lambda e, a: Envelope(e.mag, e.lo, e.pos, through(op, e))
 
 
-def _tame(e: Envelope) -> Envelope | None:
+def tame(e: Envelope) -> Envelope | None:
     return UNKNOWN if e.mag <= 10 else None
 
 
@@ -87,7 +87,7 @@ def _sigmoid(m: float) -> float:
     return 0.5 * (1.0 + math.tanh(0.5 * m))
 
 
-_UNARY_ENV: dict[str, Callable[[Envelope, Any], Envelope | None]] = {
+UNARY_ENV: dict[str, Callable[[Envelope, Any], Envelope | None]] = {
     "neg": lambda e, a: Envelope(e.mag, e.lo),
     "exp": _exp,
     "log": _log,
@@ -111,15 +111,15 @@ _UNARY_ENV: dict[str, Callable[[Envelope, Any], Envelope | None]] = {
     "clamp": _clamp,
     "pow": _pow,
     "erf": lambda e, a: Envelope(1.0, math.erf(e.lo), e.pos),
-    "cast": _same("cast"),
+    "cast": same("cast"),
     "logical_not": lambda e, a: BOOLEAN,
     "causal_mask": lambda e, a: Envelope(max(e.mag, abs(a["fill"])), min(e.lo, abs(a["fill"])),
                                          e.pos and a["fill"] > 0),
 }
 
-_BINARY_ENV: dict[str, Callable[[Envelope, Envelope], Envelope | None]] = {
+BINARY_ENV: dict[str, Callable[[Envelope, Envelope], Envelope | None]] = {
     "add": lambda x, y: Envelope(x.mag + y.mag, x.lo + y.lo if x.pos and y.pos else 0.0, x.pos and y.pos,
-                                 _through("add", x, y)),
+                                 through("add", x, y)),
     "sub": lambda x, y: Envelope(x.mag + y.mag),
     "mul": lambda x, y: Envelope(x.mag * y.mag, x.lo * y.lo, x.pos and y.pos),
     "div": lambda x, y: Envelope(x.mag / y.lo, x.lo / y.mag, x.pos and y.pos) if y.lo > 0 else None,
@@ -130,7 +130,7 @@ _BINARY_ENV: dict[str, Callable[[Envelope, Envelope], Envelope | None]] = {
 }
 
 # reductions and scans: (envelope, number of elements combined into one output)
-_REDUCE_ENV: dict[str, Callable[[Envelope, int], Envelope]] = {
+REDUCE_ENV: dict[str, Callable[[Envelope, int], Envelope]] = {
     "sum": lambda e, n: Envelope(e.mag * n, e.lo if e.pos else 0.0, e.pos),
     "mean": lambda e, n: Envelope(e.mag, e.lo if e.pos else 0.0, e.pos),
     "max": lambda e, n: Envelope(e.mag, e.lo, e.pos),

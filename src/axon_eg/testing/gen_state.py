@@ -14,9 +14,9 @@ from hypothesis import strategies as st
 
 from axon_eg.ir import dims as D
 from axon_eg.ir import ops as O
+from axon_eg.ir.builder import Builder, Value
 from axon_eg.ir.dims import Dim, Shape
 from axon_eg.ir.dtypes import DType
-from axon_eg.ir.program import Builder, Value
 from axon_eg.testing.envelopes import FRESH, LIMIT, Envelope
 
 MAX_SIZE = 7  # named dims are bound to 1..MAX_SIZE: interpretation is instant
@@ -30,7 +30,7 @@ Draw = Callable[[st.SearchStrategy[Any]], Any]
 # Generation state
 # ------------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
-class _Val:
+class Val:
     value: Value
     env: Envelope
 
@@ -43,15 +43,15 @@ class _Val:
         return self.value.ndim
 
 
-class _Gen:
+class Gen:
     """One program under construction: the builder, the dims' sizes and the values made so far."""
 
     def __init__(self, draw: Draw, allowed: frozenset[str], dtypes: tuple[DType, ...], sizes: Mapping[str, int],
                  symbolic: bool):
         self.draw, self.allowed, self.dtypes, self.sizes = draw, allowed, dtypes, sizes
         self.b = Builder("random")
-        self.values: list[_Val] = []  # inputs and op results
-        self.results: list[_Val] = []  # op results only
+        self.values: list[Val] = []  # inputs and op results
+        self.results: list[Val] = []  # op results only
         self.dim_pool: tuple[Dim, ...] = (*(D.sym(n) for n in sizes), 1, 2, 3) if symbolic else (1, 2, 3, 4, 5)
 
     def conc(self, shape: Shape) -> tuple[int, ...]:
@@ -72,26 +72,26 @@ class _Gen:
     def dtype(self) -> DType:
         return self.draw(st.sampled_from(self.dtypes))
 
-    def fresh(self, shape: Shape) -> _Val:
-        value = _Val(self.b.input(f"x{len(self.b.nodes)}", shape, self.dtype()), FRESH)
+    def fresh(self, shape: Shape) -> Val:
+        value = Val(self.b.input(f"x{len(self.b.nodes)}", shape, self.dtype()), FRESH)
         self.values.append(value)
         return value
 
-    def constant(self) -> _Val:
+    def constant(self) -> Val:
         c = self.draw(st.sampled_from(CONSTANTS))
-        return _Val(self.b.constant(c, self.dtype()), Envelope(abs(c), abs(c), c > 0))
+        return Val(self.b.constant(c, self.dtype()), Envelope(abs(c), abs(c), c > 0))
 
-    def pick(self) -> _Val:
+    def pick(self) -> Val:
         """An operand for the next step: mostly the latest result, so that steps chain."""
         how = self.draw(st.sampled_from(("latest", "result", "any", "latest", "latest")))
         if self.results and how != "any":
             return self.results[-1] if how == "latest" else self.draw(st.sampled_from(self.results[::-1]))
         return self.draw(st.sampled_from(self.values[::-1]))
 
-    def operand(self, x: _Val, min_rank: int, max_rank: int | None = None,
-                ok: Callable[[_Val], bool] = lambda v: True) -> _Val:
+    def operand(self, x: Val, min_rank: int, max_rank: int | None = None,
+                ok: Callable[[Val], bool] = lambda v: True) -> Val:
         """``x`` if its rank fits, else another value that fits, else a fresh input."""
-        def fits(v: _Val) -> bool:
+        def fits(v: Val) -> bool:
             return min_rank <= v.ndim and (max_rank is None or v.ndim <= max_rank) and ok(v)
 
         if fits(x):
@@ -101,14 +101,14 @@ class _Gen:
             return self.draw(st.sampled_from(candidates))
         return self.fresh(self.shape(min_rank))
 
-    def emit(self, op: O.OpDef, args: Iterable[_Val], attrs: Mapping[str, Any], env: Envelope | None) -> _Val | None:
+    def emit(self, op: O.OpDef, args: Iterable[Val], attrs: Mapping[str, Any], env: Envelope | None) -> Val | None:
         """Add ``op`` unless its envelope is unknown, too large, or its result too big."""
         if env is None or not env.mag <= LIMIT:
             return None
         value = self.b.emit(op.name, *(a.value for a in args), **attrs)
         if self.numel(value.shape) > MAX_NUMEL:
             return None  # left dead: Builder.build drops it
-        out = _Val(value, env)
+        out = Val(value, env)
         self.values.append(out)
         self.results.append(out)
         return out
@@ -119,17 +119,17 @@ class _Gen:
         return op.canon(shapes, a) if op.canon is not None else a
 
 
-def _axis(g: _Gen, rank: int) -> int:
+def draw_axis(g: Gen, rank: int) -> int:
     return g.draw(st.integers(-rank, rank - 1))
 
 
-def _axes(g: _Gen, rank: int) -> tuple[int, ...]:
+def _axes(g: Gen, rank: int) -> tuple[int, ...]:
     """A set of axes, some written negative; () means all of them."""
     picked = g.draw(st.lists(st.integers(0, rank - 1), unique=True, max_size=rank)) if rank else []
     return tuple(a - rank if g.draw(st.booleans()) else a for a in picked)
 
 
-def _generic_attrs(g: _Gen, op: O.OpDef, x: _Val) -> dict[str, Any] | None:
+def generic_attrs(g: Gen, op: O.OpDef, x: Val) -> dict[str, Any] | None:
     """Attributes drawn from their declared kinds: ``axis``/``axes`` in range, choices, small values."""
     out: dict[str, Any] = {}
     for a in op.attrs:
@@ -137,7 +137,7 @@ def _generic_attrs(g: _Gen, op: O.OpDef, x: _Val) -> dict[str, Any] | None:
         if a.name == "axis" and kind == "int":
             if x.ndim == 0:
                 return None
-            out[a.name] = _axis(g, x.ndim)
+            out[a.name] = draw_axis(g, x.ndim)
         elif a.name == "axes" and kind == "ints":
             out[a.name] = _axes(g, x.ndim)
         elif a.choices is not None:

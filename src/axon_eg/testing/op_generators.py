@@ -18,29 +18,29 @@ from axon_eg.ir import dims as D
 from axon_eg.ir import ops as O
 from axon_eg.ir.dims import Dim, Shape
 from axon_eg.testing.envelopes import (
-    _BINARY_ENV,
-    _REDUCE_ENV,
-    _UNARY_ENV,
+    BINARY_ENV,
     LIMIT,
     POSITIVE_LO,
+    REDUCE_ENV,
+    UNARY_ENV,
     Envelope,
-    _same,
-    _tame,
-    _through,
+    same,
+    tame,
+    through,
 )
 from axon_eg.testing.gen_state import (
     MAX_NUMEL,
     MAX_SIZE,
-    _axis,
-    _Gen,
-    _generic_attrs,
-    _Val,
+    Gen,
+    Val,
+    draw_axis,
+    generic_attrs,
 )
 
 # ------------------------------------------------------------------------------------------------
 # Element-wise ops
 # ------------------------------------------------------------------------------------------------
-_UNARY_ATTRS: dict[str, Callable[[_Gen], dict[str, Any]]] = {
+_UNARY_ATTRS: dict[str, Callable[[Gen], dict[str, Any]]] = {
     "leaky_relu": lambda g: {"slope": g.draw(st.sampled_from((0.01, 0.2, 0.0, 1.5)))},
     "softplus": lambda g: {"beta": g.draw(st.sampled_from((1.0, 0.5, 2.0))),
                            "threshold": g.draw(st.sampled_from((20.0, 1.0)))},
@@ -52,19 +52,19 @@ _UNARY_ATTRS: dict[str, Callable[[_Gen], dict[str, Any]]] = {
 }
 
 
-def _positive_ok(op: O.OpDef, args: Iterable[_Val]) -> bool:
+def _positive_ok(op: O.OpDef, args: Iterable[Val]) -> bool:
     slots = op.meta.get("positive_inputs", ())
     return all(a.env.positive() is not None for i, a in enumerate(args) if i in slots)
 
 
-def _unary(g: _Gen, op: O.OpDef, x: _Val) -> _Val | None:
+def unary(g: Gen, op: O.OpDef, x: Val) -> Val | None:
     if (op.meta.get("index_dependent") and x.ndim < 2) or not _positive_ok(op, [x]):
         return None
     draw_attrs = _UNARY_ATTRS.get(op.name)
-    attrs = draw_attrs(g) if draw_attrs else _generic_attrs(g, op, x)
+    attrs = draw_attrs(g) if draw_attrs else generic_attrs(g, op, x)
     if attrs is None:
         return None
-    transfer = _UNARY_ENV.get(op.name, lambda e, a: _tame(e))
+    transfer = UNARY_ENV.get(op.name, lambda e, a: tame(e))
     return g.emit(op, [x], attrs, transfer(x.env, g.attrs_of(op, (x.shape,), attrs)))
 
 
@@ -76,7 +76,7 @@ def _broadcasts(a: Shape, b: Shape) -> bool:
     return True
 
 
-def _partner(g: _Gen, x: _Val) -> _Val:
+def _partner(g: Gen, x: Val) -> Val:
     """A second operand that broadcasts with ``x``."""
     kind = g.draw(st.sampled_from(("fresh", "suffix", "constant", "existing", "keepdims", "self")))
     if kind == "suffix":
@@ -92,9 +92,9 @@ def _partner(g: _Gen, x: _Val) -> _Val:
         return g.draw(st.sampled_from(candidates))  # x itself is always one
     if kind == "keepdims" and x.ndim:
         reductions = [op for op in O.ops_of_kind(O.OpKind.REDUCE)
-                      if op.name in g.allowed and op.name in _REDUCE_ENV and "keepdims" in {a.name for a in op.attrs}]
+                      if op.name in g.allowed and op.name in REDUCE_ENV and "keepdims" in {a.name for a in op.attrs}]
         if reductions:
-            made = _reduce(g, g.draw(st.sampled_from(reductions)), x, keepdims=True)
+            made = reduce(g, g.draw(st.sampled_from(reductions)), x, keepdims=True)
             if made is not None:
                 return made
     if kind == "self":
@@ -102,8 +102,8 @@ def _partner(g: _Gen, x: _Val) -> _Val:
     return g.fresh(x.shape)
 
 
-def _binary(g: _Gen, op: O.OpDef, x: _Val) -> _Val | None:
-    transfer = _BINARY_ENV.get(op.name, lambda a, b: _tame(Envelope(max(a.mag, b.mag))))
+def binary(g: Gen, op: O.OpDef, x: Val) -> Val | None:
+    transfer = BINARY_ENV.get(op.name, lambda a, b: tame(Envelope(max(a.mag, b.mag))))
     for _ in range(3):
         y = _partner(g, x)
         args = [y, x] if g.draw(st.booleans()) else [x, y]
@@ -113,7 +113,7 @@ def _binary(g: _Gen, op: O.OpDef, x: _Val) -> _Val | None:
     return None
 
 
-def _select(g: _Gen, op: O.OpDef, x: _Val) -> _Val | None:
+def select(g: Gen, op: O.OpDef, x: Val) -> Val | None:
     """``where(cond, a, b)``: ``x`` as the condition (nonzero: true) or as a branch, partners for the rest."""
     others = [_partner(g, x), _partner(g, x)]
     args = [x, *others] if g.draw(st.booleans()) else [others[0], x, others[1]]
@@ -127,8 +127,8 @@ def _select(g: _Gen, op: O.OpDef, x: _Val) -> _Val | None:
 # ------------------------------------------------------------------------------------------------
 # Reductions, scans, contractions
 # ------------------------------------------------------------------------------------------------
-def _reduce(g: _Gen, op: O.OpDef, x: _Val, keepdims: bool | None = None) -> _Val | None:
-    attrs = _generic_attrs(g, op, x)
+def reduce(g: Gen, op: O.OpDef, x: Val, keepdims: bool | None = None) -> Val | None:
+    attrs = generic_attrs(g, op, x)
     if attrs is None:
         return None
     if keepdims is not None:
@@ -136,15 +136,15 @@ def _reduce(g: _Gen, op: O.OpDef, x: _Val, keepdims: bool | None = None) -> _Val
     a = g.attrs_of(op, (x.shape,), attrs)
     axes = a["axes"] if "axes" in a else ((a["axis"],) if "axis" in a else range(x.ndim))
     n = math.prod(g.conc(tuple(x.shape[i] for i in axes)))
-    transfer = _REDUCE_ENV.get(op.name)
-    return g.emit(op, [x], attrs, transfer(x.env, n) if transfer else _tame(x.env))
+    transfer = REDUCE_ENV.get(op.name)
+    return g.emit(op, [x], attrs, transfer(x.env, n) if transfer else tame(x.env))
 
 
-def _scan(g: _Gen, op: O.OpDef, x: _Val) -> _Val | None:
-    return _reduce(g, op, g.operand(x, 1))
+def scan(g: Gen, op: O.OpDef, x: Val) -> Val | None:
+    return reduce(g, op, g.operand(x, 1))
 
 
-def _contraction(g: _Gen, op: O.OpDef, x: _Val) -> _Val | None:
+def contraction(g: Gen, op: O.OpDef, x: Val) -> Val | None:
     x = g.operand(x, 2)
     k, batch = x.shape[-1], x.shape[:-2]
     mode = g.draw(st.sampled_from(("weight", "batched", "existing", "left")))
@@ -179,7 +179,7 @@ def _factors(d: Dim) -> list[Dim]:
     return [d]
 
 
-def _reshape_attrs(g: _Gen, x: _Val) -> dict[str, Any]:
+def _reshape_attrs(g: Gen, x: Val) -> dict[str, Any]:
     """A row-major reshape to a random regrouping of the shape's factors (1s added and dropped)."""
     factors = list(g.draw(st.permutations([f for d in x.shape for f in _factors(d)])))
     factors += [1] * g.draw(st.integers(0, 1))
@@ -188,7 +188,7 @@ def _reshape_attrs(g: _Gen, x: _Val) -> dict[str, Any]:
     return {"shape": tuple(D.product(factors[a:b]) for a, b in zip(bounds, bounds[1:]))}
 
 
-def _slice_attrs(g: _Gen, x: _Val) -> dict[str, Any] | None:
+def _slice_attrs(g: Gen, x: Val) -> dict[str, Any] | None:
     if x.ndim == 0:
         return None
     axis = g.draw(st.integers(0, x.ndim - 1))
@@ -208,12 +208,12 @@ def _slice_attrs(g: _Gen, x: _Val) -> dict[str, Any] | None:
     return {"axis": axis - x.ndim if g.draw(st.booleans()) else axis, "start": start, "stop": stop, "step": step}
 
 
-def _broadcast_to_attrs(g: _Gen, x: _Val) -> dict[str, Any]:
+def _broadcast_to_attrs(g: Gen, x: Val) -> dict[str, Any]:
     lead = tuple(g.dim() for _ in range(g.draw(st.integers(0, max(0, min(2, MAX_RANK - x.ndim))))))
     return {"shape": (*lead, *(g.dim() if d == 1 and g.draw(st.booleans()) else d for d in x.shape))}
 
 
-def _squeeze_attrs(g: _Gen, x: _Val) -> dict[str, Any] | None:
+def _squeeze_attrs(g: Gen, x: Val) -> dict[str, Any] | None:
     ones = [i for i, d in enumerate(x.shape) if d == 1]
     if not ones and any(isinstance(d, D.Sym) for d in x.shape):
         return None  # squeeze-all is ambiguous until the named dims are bound
@@ -221,12 +221,12 @@ def _squeeze_attrs(g: _Gen, x: _Val) -> dict[str, Any] | None:
     return {"axes": tuple(i - x.ndim if g.draw(st.booleans()) else i for i in picked)}
 
 
-def _transpose_attrs(g: _Gen, x: _Val) -> dict[str, Any]:
+def _transpose_attrs(g: Gen, x: Val) -> dict[str, Any]:
     perm = g.draw(st.permutations(range(x.ndim)))
     return {"perm": tuple(p - x.ndim if g.draw(st.booleans()) else p for p in perm)}
 
 
-_LAYOUT_ATTRS: dict[str, Callable[[_Gen, _Val], dict[str, Any] | None]] = {
+LAYOUT_ATTRS: dict[str, Callable[[Gen, Val], dict[str, Any] | None]] = {
     "transpose": _transpose_attrs,
     "reshape": _reshape_attrs,
     "broadcast_to": _broadcast_to_attrs,
@@ -238,7 +238,7 @@ _LAYOUT_ATTRS: dict[str, Callable[[_Gen, _Val], dict[str, Any] | None]] = {
 }
 
 
-def _concat(g: _Gen, op: O.OpDef, x: _Val) -> _Val | None:
+def _concat(g: Gen, op: O.OpDef, x: Val) -> Val | None:
     x = g.operand(x, 1)
     axis, parts = g.draw(st.integers(0, x.ndim - 1)), [x]
     for _ in range(g.draw(st.integers(1, 2))):
@@ -252,28 +252,28 @@ def _concat(g: _Gen, op: O.OpDef, x: _Val) -> _Val | None:
     parts = list(g.draw(st.permutations(parts)))
     envs = [p.env for p in parts]
     env = Envelope(max(e.mag for e in envs), min(e.lo for e in envs), all(e.pos for e in envs),
-                   _through(op.name, *envs))
+                   through(op.name, *envs))
     return g.emit(op, parts, {"axis": axis - x.ndim if g.draw(st.booleans()) else axis}, env)
 
 
-def _layout(g: _Gen, op: O.OpDef, x: _Val) -> _Val | None:
+def layout(g: Gen, op: O.OpDef, x: Val) -> Val | None:
     if op.name == "concat":
         return _concat(g, op, x)
-    draw_attrs = _LAYOUT_ATTRS.get(op.name)
+    draw_attrs = LAYOUT_ATTRS.get(op.name)
     if op.name == "squeeze" and 1 not in x.shape:
         x = g.fresh((*x.shape, 1))
-    attrs = draw_attrs(g, x) if draw_attrs else _generic_attrs(g, op, x)
-    return None if attrs is None else g.emit(op, [x], attrs, _same(op.name)(x.env, None))
+    attrs = draw_attrs(g, x) if draw_attrs else generic_attrs(g, op, x)
+    return None if attrs is None else g.emit(op, [x], attrs, same(op.name)(x.env, None))
 
 
 # ------------------------------------------------------------------------------------------------
 # Composites
 # ------------------------------------------------------------------------------------------------
-def _mags(vals: Iterable[_Val]) -> float:
+def _mags(vals: Iterable[Val]) -> float:
     return math.prod(v.env.mag for v in vals)
 
 
-def _linear(g: _Gen, op: O.OpDef, x: _Val) -> _Val | None:
+def _linear(g: Gen, op: O.OpDef, x: Val) -> Val | None:
     x = g.operand(x, 2)
     w = g.fresh((g.dim(), x.shape[-1]))
     bias = [g.fresh((w.shape[0],))] if g.draw(st.booleans()) else []
@@ -281,9 +281,9 @@ def _linear(g: _Gen, op: O.OpDef, x: _Val) -> _Val | None:
     return g.emit(op, [x, w, *bias], {}, env)
 
 
-def _softmax(g: _Gen, op: O.OpDef, x: _Val) -> _Val | None:
+def _softmax(g: Gen, op: O.OpDef, x: Val) -> Val | None:
     x = g.operand(x, 1)
-    axis = _axis(g, x.ndim)
+    axis = draw_axis(g, x.ndim)
     n = g.conc((x.shape[axis],))[0]
     if op.name == "log_softmax":
         return g.emit(op, [x], {"axis": axis}, Envelope(2 * x.env.mag + math.log(n)))
@@ -291,7 +291,7 @@ def _softmax(g: _Gen, op: O.OpDef, x: _Val) -> _Val | None:
     return g.emit(op, [x], {"axis": axis}, Envelope(1.0, lo, lo > 0))
 
 
-def _norm(g: _Gen, op: O.OpDef, x: _Val) -> _Val | None:
+def _norm(g: Gen, op: O.OpDef, x: Val) -> Val | None:
     """layernorm and rmsnorm: normalize over trailing axes, then optional weight (and bias)."""
     x = g.operand(x, 1)
     k = g.draw(st.integers(1, min(x.ndim, 2)))
@@ -305,11 +305,11 @@ def _norm(g: _Gen, op: O.OpDef, x: _Val) -> _Val | None:
     return g.emit(op, [x, *affine], attrs, env)
 
 
-def _channel_stats(g: _Gen, channels: Dim, count: int) -> list[_Val]:
+def _channel_stats(g: Gen, channels: Dim, count: int) -> list[Val]:
     return [g.fresh((channels,)) for _ in range(count)]
 
 
-def _groupnorm(g: _Gen, op: O.OpDef, x: _Val) -> _Val | None:
+def _groupnorm(g: Gen, op: O.OpDef, x: Val) -> Val | None:
     x = g.operand(x, 2)
     c = x.shape[1]
     groups = g.draw(st.sampled_from([d for d in range(1, c + 1) if c % d == 0])) if isinstance(c, int) else 1
@@ -319,21 +319,21 @@ def _groupnorm(g: _Gen, op: O.OpDef, x: _Val) -> _Val | None:
     return g.emit(op, [x, *affine], {"groups": groups, "eps": g.draw(st.sampled_from((1e-5, 1e-3)))}, env)
 
 
-def _batchnorm(g: _Gen, op: O.OpDef, x: _Val) -> _Val | None:
+def _batchnorm(g: Gen, op: O.OpDef, x: Val) -> Val | None:
     x = g.operand(x, 1)
-    axis = _axis(g, x.ndim)
+    axis = draw_axis(g, x.ndim)
     mean, var, *affine = _channel_stats(g, x.shape[axis], 2 + g.draw(st.integers(0, 2)))
     scale = (x.env.mag + mean.env.mag) / math.sqrt(POSITIVE_LO)  # var is an input, made positive
     env = Envelope(scale * _mags(affine[:1]) + _mags(affine[1:]) * (len(affine) > 1))
     return g.emit(op, [x, mean, var, *affine], {"axis": axis, "eps": 1e-5}, env)
 
 
-def _dropout(g: _Gen, op: O.OpDef, x: _Val) -> _Val | None:
-    return g.emit(op, [x], {"p": g.draw(st.sampled_from((0.0, 0.1, 0.5)))}, _same(op.name)(x.env, None))
+def _dropout(g: Gen, op: O.OpDef, x: Val) -> Val | None:
+    return g.emit(op, [x], {"p": g.draw(st.sampled_from((0.0, 0.1, 0.5)))}, same(op.name)(x.env, None))
 
 
-def _rope(g: _Gen, op: O.OpDef, x: _Val) -> _Val | None:
-    def even(v: _Val) -> bool:
+def _rope(g: Gen, op: O.OpDef, x: Val) -> Val | None:
+    def even(v: Val) -> bool:
         return g.conc(v.shape[-1:])[0] % 2 == 0
 
     x = g.operand(x, 1, ok=even)
@@ -344,7 +344,7 @@ def _rope(g: _Gen, op: O.OpDef, x: _Val) -> _Val | None:
     return g.emit(op, [x, cos, sin], {}, Envelope(x.env.mag * (cos.env.mag + sin.env.mag)))
 
 
-def _sdpa(g: _Gen, op: O.OpDef, x: _Val) -> _Val | None:
+def _sdpa(g: Gen, op: O.OpDef, x: Val) -> Val | None:
     q = g.operand(x, 2)
     *batch, s, head = q.shape
     if batch and isinstance(batch[-1], int) and g.draw(st.booleans()):  # grouped-query: fewer k/v heads
@@ -360,35 +360,35 @@ def _sdpa(g: _Gen, op: O.OpDef, x: _Val) -> _Val | None:
     return g.emit(op, [q, k, v, *mask], attrs, Envelope(v.env.mag))
 
 
-_COMPOSITES: dict[str, Callable[[_Gen, O.OpDef, _Val], _Val | None]] = {
+COMPOSITES: dict[str, Callable[[Gen, O.OpDef, Val], Val | None]] = {
     "linear": _linear, "softmax": _softmax, "log_softmax": _softmax, "layernorm": _norm, "rmsnorm": _norm,
     "groupnorm": _groupnorm, "batchnorm": _batchnorm, "dropout": _dropout, "rope": _rope, "sdpa": _sdpa,
 }
 
 
-def _composite(g: _Gen, op: O.OpDef, x: _Val) -> _Val | None:
-    if op.name in _COMPOSITES:
-        return _COMPOSITES[op.name](g, op, x)
-    attrs = _generic_attrs(g, op, x)  # a new composite: its required inputs shaped like x
+def composite(g: Gen, op: O.OpDef, x: Val) -> Val | None:
+    if op.name in COMPOSITES:
+        return COMPOSITES[op.name](g, op, x)
+    attrs = generic_attrs(g, op, x)  # a new composite: its required inputs shaped like x
     others = [g.fresh(x.shape) for _ in range(op.arity[0] - 1)]
-    return None if attrs is None else g.emit(op, [x, *others], attrs, _tame(Envelope(_mags([x, *others]))))
+    return None if attrs is None else g.emit(op, [x, *others], attrs, tame(Envelope(_mags([x, *others]))))
 
 
 # ------------------------------------------------------------------------------------------------
 # Library ops: convolutions and pooling, told apart by their attributes
 # ------------------------------------------------------------------------------------------------
-def _per_axis(g: _Gen, values: list[int]) -> int | tuple[int, ...]:
+def _per_axis(g: Gen, values: list[int]) -> int | tuple[int, ...]:
     """Spatial attributes as the registry accepts them: one int, or one entry per axis."""
     return values[0] if len(set(values)) == 1 and g.draw(st.booleans()) else tuple(values)
 
 
-def _kernel(g: _Gen, size: int, padding: int, dilation: int, least: int = 1) -> int | None:
+def _kernel(g: Gen, size: int, padding: int, dilation: int, least: int = 1) -> int | None:
     """A kernel whose dilated window fits the padded axis."""
     most = min(3, (size + 2 * padding - 1) // dilation + 1)
     return g.draw(st.integers(least, most)) if least <= most else None
 
 
-def _library(g: _Gen, op: O.OpDef, x: _Val) -> _Val | None:
+def library(g: Gen, op: O.OpDef, x: Val) -> Val | None:
     if op.name in _SORTS:
         return _sort(g, op, x)
     n = op.meta.get("spatial")
@@ -428,7 +428,7 @@ def _library(g: _Gen, op: O.OpDef, x: _Val) -> _Val | None:
 _SORTS = ("sort", "topk")  # the value-returning sorts (their index variants are SKIPPED_OPS: meta indices)
 
 
-def _sort(g: _Gen, op: O.OpDef, x: _Val) -> _Val | None:
+def _sort(g: Gen, op: O.OpDef, x: Val) -> Val | None:
     """sort along a drawn axis (either order), or topk (largest or smallest) of k up to the axis' size: a
     permutation or a subset of x's values, so x's envelope."""
     x = g.operand(x, 1)
@@ -442,7 +442,7 @@ def _sort(g: _Gen, op: O.OpDef, x: _Val) -> _Val | None:
     return g.emit(op, [x], attrs, Envelope(x.env.mag, x.env.lo, x.env.pos))
 
 
-def _pool(g: _Gen, op: O.OpDef, x: _Val, sizes: tuple[int, ...], dilated: bool) -> _Val | None:
+def _pool(g: Gen, op: O.OpDef, x: Val, sizes: tuple[int, ...], dilated: bool) -> Val | None:
     dilation = [g.draw(st.integers(1, 2)) if dilated else 1 for _ in sizes]
     padding = [0 if d > 1 else g.draw(st.integers(0, 1)) for d in dilation]  # no window all padding (-inf)
     if not dilated and len(sizes) == 3:  # torch's avg_pool3d wants the kernel to fit the unpadded input

@@ -21,9 +21,10 @@ import numpy as np
 
 from axon_eg.egraph.patterns import App, Pattern, Rule, Var, attribute_kinds
 from axon_eg.errors import AxonError
+from axon_eg.ir.builder import Builder, Value
 from axon_eg.ir.inputs import positive_inputs
 from axon_eg.ir.interpret import interpret
-from axon_eg.ir.program import Builder, Program, Value
+from axon_eg.ir.program import Program
 from axon_eg.rules_discovered.instantiate import (
     Binding,
     _value,

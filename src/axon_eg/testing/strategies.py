@@ -19,7 +19,7 @@ envelope keeps the float64 reference finite; otherwise it is applied to a fresh 
 Modules: this one has the public strategies (``programs``, ``program_inputs``, ``dims_and_sizes``,
 ``dim_expressions``, ...); :mod:`axon_eg.testing.envelopes` the magnitude bounds,
 :mod:`axon_eg.testing.gen_state` the program under construction and :mod:`axon_eg.testing.op_generators`
-one generator per kind of op. Every name of those is importable from here as before.
+one generator per kind of op (import each name from its own module).
 """
 
 from __future__ import annotations
@@ -39,74 +39,20 @@ from axon_eg.ir import ops as O
 from axon_eg.ir.dims import Dim
 from axon_eg.ir.dtypes import DType, as_dtype, bf16, fp16, fp32
 from axon_eg.ir.program import Program
-from axon_eg.testing.envelopes import (  # noqa: F401 - re-exported
-    _BINARY_ENV,
-    _REDUCE_ENV,
-    _UNARY_ENV,
-    FRESH,
-    INPUT_HI,
-    INPUT_LO,
-    LIMIT,
-    POSITIVE_LO,
-    UNKNOWN,
-    Envelope,
-    _clamp,
-    _exp,
-    _log,
-    _pow,
-    _same,
-    _sigmoid,
-    _softplus,
-    _tame,
-    _through,
-)
-from axon_eg.testing.gen_state import (  # noqa: F401 - re-exported
-    CONSTANTS,
-    MAX_NUMEL,
-    MAX_SIZE,
-    Draw,
-    _axes,
-    _axis,
-    _Gen,
-    _generic_attrs,
-    _Val,
-)
-from axon_eg.testing.op_generators import (  # noqa: F401 - re-exported
-    _COMPOSITES,
-    _LAYOUT_ATTRS,
-    _UNARY_ATTRS,
-    _batchnorm,
-    _binary,
-    _broadcast_to_attrs,
-    _broadcasts,
-    _channel_stats,
-    _composite,
-    _concat,
-    _contraction,
-    _dropout,
-    _factors,
-    _groupnorm,
-    _kernel,
-    _layout,
-    _library,
-    _linear,
-    _mags,
-    _norm,
-    _partner,
-    _per_axis,
-    _pool,
-    _positive_ok,
-    _reduce,
-    _reshape_attrs,
-    _rope,
-    _scan,
-    _sdpa,
-    _select,
-    _slice_attrs,
-    _softmax,
-    _squeeze_attrs,
-    _transpose_attrs,
-    _unary,
+from axon_eg.testing.envelopes import BINARY_ENV, REDUCE_ENV, UNARY_ENV
+from axon_eg.testing.gen_state import MAX_SIZE, Draw, Gen, Val
+from axon_eg.testing.op_generators import (
+    COMPOSITES,
+    LAYOUT_ATTRS,
+    binary,
+    composite,
+    contraction,
+    layout,
+    library,
+    reduce,
+    scan,
+    select,
+    unary,
 )
 
 DIM_NAMES = ("M", "N", "K", "B")
@@ -123,11 +69,11 @@ SKIPPED_OPS: dict[str, str] = {  # op name -> why it is not drawn
 # ------------------------------------------------------------------------------------------------
 # Public strategies
 # ------------------------------------------------------------------------------------------------
-_KIND_GENERATORS: dict[O.OpKind, Callable[[_Gen, O.OpDef, _Val], _Val | None]] = {
-    O.OpKind.REDUCE: _reduce, O.OpKind.SCAN: _scan, O.OpKind.CONTRACTION: _contraction, O.OpKind.LAYOUT: _layout,
-    O.OpKind.COMPOSITE: _composite, O.OpKind.LIBRARY: _library,
+_KIND_GENERATORS: dict[O.OpKind, Callable[[Gen, O.OpDef, Val], Val | None]] = {
+    O.OpKind.REDUCE: reduce, O.OpKind.SCAN: scan, O.OpKind.CONTRACTION: contraction, O.OpKind.LAYOUT: layout,
+    O.OpKind.COMPOSITE: composite, O.OpKind.LIBRARY: library,
 }
-_KNOWN = {*_UNARY_ENV, *_BINARY_ENV, *_REDUCE_ENV, *_LAYOUT_ATTRS, *_COMPOSITES, "concat", "matmul"}
+_KNOWN = {*UNARY_ENV, *BINARY_ENV, *REDUCE_ENV, *LAYOUT_ATTRS, *COMPOSITES, "concat", "matmul"}
 
 
 def _known(op: O.OpDef) -> bool:
@@ -135,9 +81,9 @@ def _known(op: O.OpDef) -> bool:
     return op.name in _KNOWN or (op.kind is O.OpKind.LIBRARY and "spatial" in op.meta)
 
 
-def _generator(op: O.OpDef) -> Callable[[_Gen, O.OpDef, _Val], _Val | None] | None:
+def _generator(op: O.OpDef) -> Callable[[Gen, O.OpDef, Val], Val | None] | None:
     if op.kind is O.OpKind.ELEMENTWISE:
-        return {1: _unary, 2: _binary, 3: _select}.get(op.meta.get("arity"))
+        return {1: unary, 2: binary, 3: select}.get(op.meta.get("arity"))
     return _KIND_GENERATORS.get(op.kind)
 
 
@@ -160,16 +106,16 @@ def dims_and_sizes(names: tuple[str, ...] = DIM_NAMES, max_size: int = MAX_SIZE,
     return st.fixed_dictionaries({n: size for n in names}).map(lambda sizes: (syms, sizes))
 
 
-def _tamed(g: _Gen, x: _Val) -> _Val | None:
+def _tamed(g: Gen, x: Val) -> Val | None:
     """``x`` squashed through sigmoid (after tanh if large): positive, bounded away from 0 and 1."""
     for name in ("tanh", "sigmoid") if x.env.mag > 10 else ("sigmoid",):
         if name not in g.allowed or x is None:
             return None
-        x = _unary(g, O.get(name), x)
+        x = unary(g, O.get(name), x)
     return x
 
 
-def _step(g: _Gen, op: O.OpDef) -> _Val | None:
+def _step(g: Gen, op: O.OpDef) -> Val | None:
     generate = _generator(op)
     assert generate is not None
     x = g.pick()
@@ -191,7 +137,7 @@ def _step(g: _Gen, op: O.OpDef) -> _Val | None:
 def _programs(draw: Draw, max_nodes: int, chosen: tuple[str, ...], allowed: frozenset[str],
               dtypes: tuple[DType, ...], symbolic: bool, bound: bool, sizes: tuple[int, ...] | None) -> Program:
     _, sizes = draw(dims_and_sizes(values=sizes))
-    g = _Gen(draw, allowed, dtypes, sizes, symbolic)
+    g = Gen(draw, allowed, dtypes, sizes, symbolic)
     for _ in range(draw(st.integers(1, 3))):
         g.fresh(g.shape(draw(st.sampled_from((2, 1, 3, 4, 0)))))
     made = [v for v in (_step(g, O.get(draw(st.sampled_from(chosen)))) for _ in range(draw(st.integers(1, max_nodes))))

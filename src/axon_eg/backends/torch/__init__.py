@@ -4,6 +4,7 @@
     text = emit_module(program)   # defines eager(*inputs), compiled(*inputs), reference(*arrays)
 """
 
-from axon_eg.backends.torch.lower import LOWERINGS, emit_function, emit_module, expr, missing_lowerings
+from axon_eg.backends.torch.expressions import LOWERINGS, missing_lowerings
+from axon_eg.backends.torch.lower import emit_function, emit_module, expr
 
 __all__ = ["LOWERINGS", "emit_function", "emit_module", "expr", "missing_lowerings"]

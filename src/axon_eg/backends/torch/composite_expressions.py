@@ -1,5 +1,5 @@
 """PyTorch expressions of the composite and library ops (part of :mod:`axon_eg.backends.torch.lower`, which
-re-exports every name): a composite lowers to the ``F.*`` call where its semantics are the registry's for
+imports this module): a composite lowers to the ``F.*`` call where its semantics are the registry's for
 the shapes at hand, else to its expansion; a library op (convolution, pooling) to the
 ``torch.nn.functional`` call of the same name. Importing this module registers them in ``LOWERINGS``.
 """
@@ -11,12 +11,12 @@ import math
 from axon_eg.backends.torch.expressions import (
     Lowering,
     Shape,
-    _axis,
-    _triangle,
     atom,
+    dim_arg,
     ints,
     literal,
     lowers,
+    triangle,
 )
 from axon_eg.ir import ops as O
 
@@ -33,7 +33,7 @@ def _linear(args, a, ins, out, b):
 
 
 def _softmax(fn: str) -> Lowering:
-    return lambda args, a, ins, out, b: f"{fn}({args[0]}, dim={_axis(a['axis'], len(ins[0]))})"
+    return lambda args, a, ins, out, b: f"{fn}({args[0]}, dim={dim_arg(a['axis'], len(ins[0]))})"
 
 
 lowers("softmax")(_softmax("torch.softmax"))
@@ -146,7 +146,7 @@ def _sdpa(args, a, ins, out, b):
             if len(ins[3]) < 2:  # torch's CPU kernel wants a mask of rank >= 2
                 m = f"{atom(m)}.reshape{ints((1,) * (2 - len(ins[3])) + tuple(ins[3]))}"
             if a["causal"]:  # torch takes attn_mask or is_causal, not both: fold the triangle into the mask
-                m = f"torch.where({_triangle(rows, cols, m, 'tril()')}, {m}, float('-inf'))"
+                m = f"torch.where({triangle(rows, cols, m, 'tril()')}, {m}, float('-inf'))"
             extra.append(f"attn_mask={m}")
         elif a["causal"]:
             extra.append("is_causal=True")
@@ -165,7 +165,7 @@ def _sdpa(args, a, ins, out, b):
     if mask:
         scores += f" + {atom(mask[0])}"
     if a["causal"]:
-        scores = f"({scores}).masked_fill({_triangle(rows, cols, q, 'triu(1)')}, float('-inf'))"
+        scores = f"({scores}).masked_fill({triangle(rows, cols, q, 'triu(1)')}, float('-inf'))"
     return f"torch.softmax({scores}, dim=-1) @ {atom(v)}"
 
 

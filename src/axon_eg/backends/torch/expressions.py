@@ -1,4 +1,4 @@
-"""Per-op PyTorch expressions (part of :mod:`axon_eg.backends.torch.lower`, which re-exports every name):
+"""Per-op PyTorch expressions (part of :mod:`axon_eg.backends.torch.lower`, which writes whole functions from them):
 the ``LOWERINGS`` registry and its ``@lowers`` decorator, the formatting helpers every lowering uses, and
 the lowerings of sources, element-wise ops, reductions, scans, matmul and layout ops. Composites and
 library ops are in :mod:`axon_eg.backends.torch.composite_expressions`.
@@ -76,12 +76,13 @@ def ints(values: Sequence[int]) -> str:
     return f"({values[0]},)" if len(values) == 1 else f"({', '.join(str(v) for v in values)})"
 
 
-def _axis(axis: int, rank: int) -> str:
+def dim_arg(axis: int, rank: int) -> str:
+    """``axis`` as a ``dim=`` argument: ``-1`` for the last axis of a tensor of rank 2 or more."""
     return "-1" if axis == rank - 1 and rank > 1 else str(axis)
 
 
 def _dims(axes: Sequence[int], rank: int) -> str:
-    return _axis(axes[0], rank) if len(axes) == 1 else ints(axes)
+    return dim_arg(axes[0], rank) if len(axes) == 1 else ints(axes)
 
 
 def _kwargs(pairs: Sequence[tuple[str, Any, Any]]) -> str:
@@ -176,7 +177,7 @@ def _cast(args, a, ins, out, b):
     return f"{atom(args[0])}.to({torch_dtype(a['dtype'])})"
 
 
-def _triangle(rows: int, cols: int, like: str, part: str) -> str:
+def triangle(rows: int, cols: int, like: str, part: str) -> str:
     """A bool [rows, cols] tensor: ``triu(k)`` or ``tril(k)`` of ones, on ``like``'s device."""
     return f"torch.ones({rows}, {cols}, dtype=torch.bool, device={atom(like)}.device).{part}"
 
@@ -184,7 +185,7 @@ def _triangle(rows: int, cols: int, like: str, part: str) -> str:
 @lowers("causal_mask")
 def _causal_mask(args, a, ins, out, b):
     rows, cols = ins[0][-2:]
-    above = _triangle(rows, cols, args[0], f"triu({a['diagonal'] + 1})")
+    above = triangle(rows, cols, args[0], f"triu({a['diagonal'] + 1})")
     return f"{atom(args[0])}.masked_fill({above}, {literal(a['fill'])})"
 
 
@@ -288,12 +289,12 @@ for _name, _fn in {"sum": "torch.sum", "mean": "torch.mean", "max": "torch.amax"
 
 @lowers("cumsum")
 def _cumsum(args, a, ins, out, b):
-    return f"torch.cumsum({args[0]}, dim={_axis(a['axis'], len(ins[0]))})"
+    return f"torch.cumsum({args[0]}, dim={dim_arg(a['axis'], len(ins[0]))})"
 
 
 @lowers("cumprod")
 def _cumprod(args, a, ins, out, b):
-    return f"torch.cumprod({args[0]}, dim={_axis(a['axis'], len(ins[0]))})"
+    return f"torch.cumprod({args[0]}, dim={dim_arg(a['axis'], len(ins[0]))})"
 
 
 @lowers("matmul")
@@ -351,6 +352,6 @@ def _slice(args, a, ins, out, b):
 
 @lowers("concat")
 def _concat(args, a, ins, out, b):
-    return f"torch.cat([{', '.join(args)}], dim={_axis(a['axis'], len(ins[0]))})"
+    return f"torch.cat([{', '.join(args)}], dim={dim_arg(a['axis'], len(ins[0]))})"
 
 

@@ -15,8 +15,8 @@ reference) every dtype, casts included, becomes that dtype.
 
 Modules: this one writes whole functions and modules (``expr``, ``emit_function``, ``emit_module``); the
 per-op expressions are in :mod:`axon_eg.backends.torch.expressions` (the registry, formatting, element-wise,
-reductions, layout) and :mod:`axon_eg.backends.torch.composite_expressions` (composites, library ops).
-Every name of both is importable from here as before.
+reductions, layout) and :mod:`axon_eg.backends.torch.composite_expressions` (composites, library ops), imported
+here so that ``LOWERINGS`` is whole; import each name from its own module.
 """
 
 from __future__ import annotations
@@ -26,66 +26,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from axon_eg.backends.kernel import call_signature, guard_source
-from axon_eg.backends.torch.composite_expressions import (  # noqa: F401 - re-exported
-    _batchnorm,
-    _channel,
-    _dropout,
-    _groupnorm,
-    _layernorm,
-    _library,
-    _linear,
-    _norm,
-    _rmsnorm,
-    _rope,
-    _sdpa,
-    _sdpa_native,
-    _softmax,
-    _spatial,
-)
-from axon_eg.backends.torch.expressions import (  # noqa: F401 - re-exported
-    _OPERATORS,
-    _RESERVED,
-    _UNARY_CALLS,
-    LOWERINGS,
-    Lowering,
-    Shape,
-    _axis,
-    _broadcast_to,
-    _call,
-    _cast,
-    _causal_mask,
-    _clamp,
-    _concat,
-    _constant,
-    _cumsum,
-    _dims,
-    _expand_dims,
-    _extremum,
-    _gelu,
-    _input,
-    _kwargs,
-    _leaky_relu,
-    _matmul,
-    _neg,
-    _operator,
-    _pow,
-    _quoted,
-    _reduction,
-    _reshape,
-    _slice,
-    _softplus,
-    _squeeze,
-    _transpose,
-    _triangle,
-    atom,
-    identifier,
-    ints,
-    is_literal,
-    literal,
-    lowers,
-    missing_lowerings,
-    torch_dtype,
-)
+from axon_eg.backends.torch import composite_expressions  # noqa: F401 - registers the composite and library lowerings
+from axon_eg.backends.torch.expressions import LOWERINGS, atom, identifier, is_literal, literal, torch_dtype
 from axon_eg.errors import ProgramError, UnknownOperation
 from axon_eg.ir import dims as D
 from axon_eg.ir import ops as O
@@ -324,4 +266,4 @@ def emit_module(program: Program) -> str:
     return "\n".join(header) + forward + "\n\n" + forward64 + _MODULE_TAIL
 
 
-__all__ = ["LOWERINGS", "Lowering", "emit_function", "emit_module", "expr", "input_names", "missing_lowerings"]
+__all__ = ["emit_function", "emit_module", "expr", "input_names"]
