@@ -310,3 +310,79 @@ def _symbols(x: Any) -> Iterator[str]:
     elif isinstance(x, str) and not isinstance(x, _Str):
         yield x
 
+
+
+# ------------------------------------------------------------------------------------------------
+# Matching a pattern against a program's nodes (the recognisers: ``extract/recognisers.py``)
+# ------------------------------------------------------------------------------------------------
+@dataclass
+class NodeMatch:
+    """A pattern matched at a program node: each tensor variable's node, each attribute variable's value, and
+    the nodes the pattern's ops matched (``matched``); or, where it did not match, ``why``: the first node that
+    deviates and what the pattern expected there."""
+
+    nodes: dict[str, int] = field(default_factory=dict)
+    attrs: dict[str, Any] = field(default_factory=dict)
+    matched: set[int] = field(default_factory=set)
+    why: str = ""
+
+    def __bool__(self) -> bool:
+        return not self.why
+
+
+def _plain(v: Any) -> Any:
+    """An attribute value as matching compares it: lists and tuples alike, None as the empty tuple."""
+    if v is None:
+        return ()
+    return tuple(_plain(x) for x in v) if isinstance(v, (list, tuple)) else v
+
+
+def match_node(pattern: Pattern, program: Any, node: int, *, inside: set[int] | frozenset[int] | None = None,
+               given: NodeMatch | None = None) -> NodeMatch:
+    """``pattern`` matched at ``node`` of ``program`` (an ``ir.program.Program``). Every op of the pattern must
+    be a node ``inside`` (when given: a fusion group's nodes), with the pattern's arguments in order and its
+    literal attributes; a variable used twice must bind the same node (tensor) or an equal value (attribute).
+    ``given`` continues an earlier match (its bindings hold). Returns the bindings, or a falsy match whose
+    ``why`` names the first node that deviates."""
+    out = NodeMatch(dict(given.nodes), dict(given.attrs), set(given.matched)) if given is not None else NodeMatch()
+
+    def go(p: Pattern, n: int) -> str:
+        if isinstance(p, Var):
+            bound = out.nodes.setdefault(p.name, n)
+            return "" if bound == n else f"node {n} is not ?{p.name} (node {bound})"
+        found = program.nodes[n]
+        if inside is not None and n not in inside:
+            return f"expected {p.op}, found node {n} ({found.op}) outside the group"
+        if found.op != p.op:
+            return f"expected {p.op}, found {found.op} (node {n})"
+        if len(found.inputs) != len(p.args):
+            return f"{p.op} (node {n}) has {len(found.inputs)} inputs, the pattern {len(p.args)}"
+        for name, want in p.attrs:
+            got = _plain(found.attrs.get(name))
+            if isinstance(want, Var):
+                bound = out.attrs.setdefault(want.name, got)
+                if bound != got:
+                    return f"{p.op} (node {n}): :{name} {got} is not ?{want.name} ({bound})"
+            elif got != _plain(want):
+                return f"{p.op} (node {n}): :{name} is {got}, not {_plain(want)}"
+        out.matched.add(n)
+        for a, j in zip(p.args, found.inputs):
+            why = go(a, j)
+            if why:
+                return why
+        return ""
+
+    out.why = go(pattern, node)
+    return out
+
+
+def match_first(patterns: Iterator[Pattern] | list[Pattern] | tuple[Pattern, ...], program: Any, node: int, *,
+                inside: set[int] | frozenset[int] | None = None, given: NodeMatch | None = None) -> NodeMatch:
+    """The first of ``patterns`` that matches at ``node``, else the first one's mismatch."""
+    first = None
+    for p in patterns:
+        got = match_node(p, program, node, inside=inside, given=given)
+        if got:
+            return got
+        first = first or got
+    return first if first is not None else NodeMatch(why="no pattern")

@@ -22,6 +22,8 @@ from typing import Any
 from axon_eg.ir import ops as O
 from axon_eg.ir.program import Program
 
+from .recognisers import recognise
+
 ELEMENTWISE, REDUCTION, SCAN, MATMUL, ATTENTION, LIBRARY, LAYOUT = (
     "elementwise", "reduction", "scan", "matmul", "attention", "library", "layout")
 
@@ -131,23 +133,15 @@ class FusionPlan:
         program = self.program
         inside = set(self.groups[gi].nodes)
         means = {n for n in self.sibling_reductions(gi) if program.nodes[n].op == "mean"}
-        pairs = []
-        for n in sorted(inside):
-            node = program.nodes[n]
-            if node.op not in ("mean", "sum") or n in means:
+        pairs: list[tuple[int, int]] = []
+        for n in sorted(inside - means):
+            got = recognise("welford_square", program, n, inside=inside)
+            got = recognise("welford_deviation", program, got.nodes["d"], inside=inside, given=got) if got else got
+            m = got.nodes.get("m") if got else None
+            if m not in means or any(m_ == m for m_, _ in pairs):
                 continue
-            q = program.nodes[node.inputs[0]]
-            if node.inputs[0] not in inside or not (q.op == "square" or (q.op == "mul" and q.inputs[0] == q.inputs[1])):
-                continue
-            d = program.nodes[q.inputs[0]]
-            if q.inputs[0] not in inside or d.op != "sub" or d.inputs[1] not in means:
-                continue
-            m = program.nodes[d.inputs[1]]
-            same = (m.inputs[0] == d.inputs[0] and m.attrs.get("keepdims")
-                    and tuple(m.attrs.get("axes") or ()) == tuple(node.attrs.get("axes") or ())
-                    and program.concrete_shape(m.inputs[0]) == program.concrete_shape(d.inputs[0]))
-            if same and all(m_ != d.inputs[1] for m_, _ in pairs):
-                pairs.append((d.inputs[1], n))
+            if recognise("welford_mean", program, m, inside=inside, given=got):
+                pairs.append((m, n))
         return pairs
 
     def row_passes(self, gi: int) -> int:

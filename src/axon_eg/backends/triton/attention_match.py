@@ -1,9 +1,10 @@
 """The attention pattern of a fusion group (the expanded ``sdpa``: q @ k^T, scale, masks, softmax, @ v).
 
 ``match`` walks the group backwards from its output and accepts exactly the pattern the ``sdpa``
-expansion produces, node by node: views (reshape, expand_dims, squeeze) after ``p @ v``; the softmax
-``div(exp(x - max(x)), sum(exp(x - max(x))))`` over the last axis (or ``exp(x) / sum(exp(x))``, equal by
-the rule ``softmax_drop_max_shift``); an optional ``causal_mask``; an optional additive mask; an optional
+expansion produces: views (reshape, expand_dims, squeeze) after ``p @ v``; the softmax over the last axis
+and ``p @ v`` as the recognisers ``SOFTMAX_PV`` and ``SOFTMAX_EXP`` of ``extract/recognisers.py`` write it
+(``div(exp(x - max(x)), sum(exp(x - max(x)))) @ v``, or ``exp(x) / sum(exp(x))``, equal by the rule
+``softmax_drop_max_shift``); an optional ``causal_mask``; an optional additive mask; an optional
 multiplication by a scalar constant; ``q @ k^T``. The operands q, k, v and the mask are HBM buffers
 reached through views, transposes and slices only (a fused qkv projection's ``chunk``: a slice of one axis
 becomes an offset into the buffer and that axis' stride times the step); their strides (0 where a view broadcasts, as for the
@@ -17,6 +18,7 @@ import math
 from dataclasses import dataclass
 
 from axon_eg.extract.fusion import FusionPlan
+from axon_eg.extract.recognisers import recognise
 from axon_eg.ir import ops as O
 from axon_eg.ir.program import Program
 
@@ -90,12 +92,6 @@ class _Matcher:
 
     def is_op(self, n: int, op: str) -> bool:
         return n in self.inside and self.program.nodes[n].op == op
-
-    def row_reduction(self, n: int, op: str, of: int, role: str) -> None:
-        node = self.node(n, op, role)
-        rank = len(self.program.concrete_shape(of))
-        if node.inputs[0] != of or tuple(attr(self.program, n, "axes")) != (rank - 1,) or not node.attrs["keepdims"]:
-            raise NotLowerable(f"attention {role}: {op} (node {n}) is not a keepdims reduction of node {of}'s last axis")
 
     def reaches_buffer(self, n: int) -> bool:
         while n in self.inside and self.program.nodes[n].op in _READS:
@@ -263,15 +259,21 @@ def match(plan: FusionPlan, gi: int) -> Attention:
     pv_id = n
     if n in m.inside and program.nodes[n].op != "matmul":
         raise NotLowerable(f"epilogue {program.nodes[n].op} (node {n}) after p @ v: the kernel stores p @ v (views only)")
-    probs, v_in = m.node(pv_id, "matmul", "output p @ v").inputs
-    # softmax over the last axis
-    e, total = m.node(probs, "div", "softmax normalization").inputs
-    m.row_reduction(total, "sum", e, "softmax sum")
-    x = m.node(e, "exp", "softmax exp").inputs[0]
-    shifted = m.is_op(x, "sub") and m.is_op(program.nodes[x].inputs[1], "max")
-    if shifted:
-        x, mx = m.node(x, "sub", "softmax shift").inputs
-        m.row_reduction(mx, "max", x, "softmax max")
+    # softmax over the last axis, then @ v (extract/recognisers.py)
+    core = recognise("softmax_pv", program, pv_id, inside=m.inside)
+    if not core:
+        raise NotLowerable(f"attention softmax(scores) @ v: {core.why}")
+    found = recognise("softmax_exp", program, core.nodes["e"], inside=m.inside, given=core)
+    if not found:
+        raise NotLowerable(f"attention softmax numerator: {found.why}")
+    v_in, x = found.nodes["v"], found.nodes["s"]
+    shifted = "max_axes" in found.attrs
+    last = (len(program.concrete_shape(x)) - 1,)
+    for axes in ("sum_axes", "max_axes"):
+        if axes in found.attrs and tuple(found.attrs[axes]) != last:
+            raise NotLowerable(f"attention softmax: its {axes.split('_')[0]} reduces axes {list(found.attrs[axes])}, "
+                               f"not the last one")
+    m.seen |= found.matched
     # scores = causal_mask(q @ k^T * scale + mask)
     causal = None
     if m.is_op(x, "causal_mask"):

@@ -25,10 +25,11 @@ not yet charge strided strips, so the ranking keeps the row-major plan first on 
 from __future__ import annotations
 
 from axon_eg.extract.fusion import FusionPlan
+from axon_eg.extract.recognisers import recognise
 from axon_eg.extract.templates import Tile, Tiling
 from axon_eg.ir import ops as O
 
-from .base import INT32_LIMIT, GroupKernel, NotLowerable, attr, cdiv, resources
+from .base import INT32_LIMIT, GroupKernel, NotLowerable, cdiv, resources
 from .templates import SplitKTile
 from .tl_expressions import lit
 
@@ -46,13 +47,13 @@ def match(plan: FusionPlan, gi: int) -> tuple[int, int, int, str, float] | None:
     if len(mms) != 1:
         return None
     mm = mms[0]
-    x, b = program.nodes[mm].inputs
-    r = program.nodes[b]
-    if b not in nodes or r.op not in ("sum", "mean") or r.inputs[0] in nodes:
+    got = recognise("gemv_of_sum", program, mm, inside=nodes)
+    if not got or got.nodes["w"] in nodes:
         return None
-    w = r.inputs[0]
+    x, w, b = got.nodes["x"], got.nodes["w"], program.nodes[mm].inputs[1]
+    r = program.nodes[b]
     wshape = program.concrete_shape(w)
-    if len(wshape) != 2 or tuple(attr(program, b, "axes")) not in ((1,), (-1,)) or not attr(program, b, "keepdims"):
+    if len(wshape) != 2 or tuple(got.attrs["axes"]) not in ((1,), (-1,)):
         return None
     if x in nodes or len(program.concrete_shape(x)) != 2 or program.concrete_shape(x)[1] != wshape[0]:
         return None
