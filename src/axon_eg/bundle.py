@@ -100,7 +100,7 @@ def has_steps(program: Program) -> bool:
     def given(j: int) -> bool:  # an input or constant, moved by layout ops: the same value in every precision
         node = expanded.nodes[j]
         op = O.get(node.op)
-        return node.op in ("input", "constant") or (op.kind is O.OpKind.LAYOUT and all(given(k) for k in node.inputs))
+        return O.is_source(node.op) or (op.kind is O.OpKind.LAYOUT and all(given(k) for k in node.inputs))
 
     return any(O.get(node.op).meta.get("steps") and not all(given(j) for j in node.inputs)
                for node in expanded.nodes)

@@ -59,13 +59,15 @@ def cmd_ops(args: argparse.Namespace) -> int:
 def cmd_suite(args: argparse.Namespace) -> int:
     from rich.table import Table
 
+    from axon_eg.ir import ops as O
+
     suite = load_suite()
     table = Table(title=f"benchmark suite: {len(suite.SUITE)} programs")
     for col in ("name", "kind", "ops", "H200 sizes", "description"):
         table.add_column(col)
     for e in suite.SUITE:
         sizes = " ".join(f"{k}={v}" for k, v in sorted(e.sizes.items()))
-        table.add_row(e.name, e.kind, str(sum(1 for n in e.program.nodes if n.op not in ("input", "constant"))),
+        table.add_row(e.name, e.kind, str(sum(1 for n in e.program.nodes if not O.is_source(n.op))),
                       sizes, e.description)
     _console().print(table)
     return 0

@@ -641,7 +641,7 @@ def _torch_group(program: Any, plan: FusionPlan, gi: int, ensure: Any, target: d
     def computed_here(i: int) -> bool:
         """A view (no kernel of its own) of a value this group computes: built here, from the local value."""
         node = program.nodes[i]
-        return (i not in buf and node_kind(node.op) is None and node.op not in ("input", "constant")
+        return (i not in buf and node_kind(node.op) is None and not O.is_source(node.op)
                 and any(k in local or computed_here(k) for k in node.inputs))
 
     def arg(i: int) -> str:

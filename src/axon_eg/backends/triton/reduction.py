@@ -524,7 +524,7 @@ def _split_check(plan: FusionPlan, gi: int, rows: _Rows) -> None:
     siblings = set(plan.sibling_reductions(gi)) | {dev for _, dev in plan.welford_pairs(gi)}
     for n in rows.slots:
         op = program.nodes[n].op
-        if op not in ("sum", "mean", "max", "min"):
+        if op not in O.simple_reductions():
             raise NotLowerable(f"split: {op} is not combined from slices")
         if n not in siblings:
             raise NotLowerable(f"split: {op} reads the reduction result of another reduction of the same row")
