@@ -158,7 +158,7 @@ def cmd_measure(args: argparse.Namespace) -> int:
                if (Path(b) / "manifest.json").is_file() and not (Path(b) / ROWS_NAME).is_file()]
     if bundles:
         print(f"measuring {len(bundles)} region bundles", flush=True)
-        worker(bundles + (["--cpu"] if args.cpu else []))
+        worker(bundles + (["--cpu"] if args.cpu else ["--warm", str(args.warm)]))
     for name in names:
         mdir = out / "models" / name
         saved = (mdir / "model_new.py").exists()
@@ -357,6 +357,8 @@ def main(argv: list[str] | None = None) -> int:
     m.add_argument("--force", action="store_true")
     m.add_argument("--baselines", action="store_true", help="also time eager and torch.compile of models not "
                    "saved yet (their ModelNew is timed by a later measure, which times the three again)")
+    m.add_argument("--warm", type=int, default=8, metavar="N", help="compile the candidates N at once, untimed, "
+                   "before they are timed one at a time (python -m axon_eg.measure --warm; default 8; 0: off)")
     m.add_argument("--cpu", action="store_true", help="no GPU: the worker on the CPU and correctness only (a smoke run)")
     r = sub.add_parser("report")
     r.add_argument("dir")

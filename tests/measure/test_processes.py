@@ -220,3 +220,24 @@ def test_several_bundles_each_into_its_own_rows_file(tmp_path, capsys):
     assert main([str(first), str(second), "--cpu"]) == 0
     for bundle in (first, second):
         assert [r["id"] for r in read_rows(bundle / "rows.jsonl")] == IDS
+
+
+def test_a_warm_up_compiles_every_candidate_untimed_and_writes_no_row(tmp_path):
+    """``worker.warm``: each candidate not measured yet runs once in a child of its own, several at once, and
+    leaves no row; the timed run that follows measures every one as before, and a bundle measured already
+    is not warmed again."""
+    from axon_eg.measure.worker import warm
+
+    bundle = make_bundle(tmp_path / "b")
+    counted = GOOD.replace("def kernel(x, y, out):\n", "def kernel(x, y, out):\n    import pathlib\n"
+                           "    (pathlib.Path(__file__).parent / (pathlib.Path(__file__).stem + '.calls')).touch()\n")
+    for cid in IDS:
+        (bundle / f"{cid}.py").write_text(counted)
+    assert warm([bundle], 2, gpus=[None, None]) == len(IDS)
+    assert sorted(p.stem for p in bundle.glob("*.calls")) == sorted(IDS)  # each compiled and called
+    assert not (bundle / "rows.jsonl").exists()
+    rows = run_bundle(bundle, bundle / "rows.jsonl", gpus=[])
+    assert [r["id"] for r in rows] == IDS and {r["status"] for r in rows} == {"ok"}
+    assert all(r.get("stage") != "warm" for r in rows)
+    assert warm([bundle], 2, gpus=[None, None]) == 0  # every candidate has its row: nothing to warm
+    assert warm([bundle], 1, gpus=[None]) == 0 and warm([bundle], 4, gpus=[]) == 0

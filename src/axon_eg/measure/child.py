@@ -16,6 +16,9 @@ from axon_eg.measure.manifest import load_manifest
 
 LIMIT_FILE = "limit.json"
 """Written by the worker next to a child's result file: ``{"stop_above_us": x}`` (``harness.measure``)."""
+WARM_FILE = "warm"
+"""Written by the worker next to a child's result file for a warm-up run (``worker.warm``): the candidate is
+compiled and checked once, not timed, and its result is not a row."""
 
 
 def load_reference(bundle: Path, cand: dict[str, Any]) -> Any:
@@ -94,6 +97,15 @@ def run_child(bundle: Path, cand_id: str, result_path: Path) -> int:
         return finish({"status": "compile_error", "stage": "compile", "error": traceback.format_exc()[-4000:]})
     limit_path = result_path.parent / LIMIT_FILE  # the worker's stop limit for this run, if any
     limit = json.loads(limit_path.read_text()).get("stop_above_us") if limit_path.exists() else None
+    if (result_path.parent / WARM_FILE).exists():  # compile (Triton's and Inductor's caches on disk), one check
+        try:
+            res = harness.check_correctness(fn, cand["inputs"], reference, seed=int(cand.get("seed", 0)), trials=1,
+                                            device=device, mode=cand.get("mode", "auto"),
+                                            out_dtypes=cand.get("out_dtypes"), tolerance=cand.get("tolerance"),
+                                            steps=bool(cand.get("steps", False)))
+        except Exception:
+            return finish({"status": "crashed", "stage": "warm", "error": traceback.format_exc()[-4000:]})
+        return finish({"status": res.status, "stage": "warm"})
     def run(inputs: list, ref: Any, stop: float | None) -> Any:
         return harness.measure(fn, inputs, ref, seed=int(cand.get("seed", 0)),
                                trials=int(cand.get("trials", harness.MIN_TRIALS)), device=device,

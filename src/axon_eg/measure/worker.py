@@ -84,7 +84,7 @@ from pathlib import Path
 from typing import Any
 
 from axon_eg.measure import interrupts
-from axon_eg.measure.child import LIMIT_FILE
+from axon_eg.measure.child import LIMIT_FILE, WARM_FILE
 from axon_eg.measure.forkserver import fork_server
 from axon_eg.measure.interrupts import Guard, Interrupted, Stopped, check_epoch, interrupt_guard
 from axon_eg.measure.manifest import DEFAULT_TIMEOUT_S, RowWriter, load_manifest, make_row, read_rows, static_check
@@ -112,9 +112,10 @@ def stop_limit(rows: Iterable[dict[str, Any]], factor: float = STOP_FACTOR) -> f
 
 
 def _run_candidate(bundle: Path, cand: dict[str, Any], gpu: int | str | None, epoch: int,
-                   limit_us: float | None = None) -> dict[str, Any]:
+                   limit_us: float | None = None, warm: bool = False) -> dict[str, Any]:
     """:func:`run_candidate` for a run that started in ``epoch``: raises :class:`Stopped` once it is over.
-    ``limit_us``: a candidate (not a baseline) whose first timed runs are slower stops there (``performance``)."""
+    ``limit_us``: a candidate (not a baseline) whose first timed runs are slower stops there (``performance``).
+    ``warm``: compile and check it once, untimed (``warm``); the result is not a row."""
     t0 = time.monotonic()
     bundle = Path(bundle)
     device = "cpu" if gpu is None else f"cuda:{gpu}"
@@ -127,6 +128,8 @@ def _run_candidate(bundle: Path, cand: dict[str, Any], gpu: int | str | None, ep
         err_path = Path(tmp) / "stderr.txt"
         if limit_us is not None and cand.get("kind") == "candidate":
             (Path(tmp) / LIMIT_FILE).write_text(json.dumps({"stop_above_us": limit_us}))
+        if warm:
+            (Path(tmp) / WARM_FILE).write_text("")
         server = fork_server(gpu is None)
         t0 = time.monotonic()  # the child's clock starts at its fork, not while the server preloads
         check_epoch(epoch)
@@ -229,6 +232,56 @@ def run_bundle(bundle: str | os.PathLike[str], out: str | os.PathLike[str], gpus
     return new
 
 
+WARM_TIMEOUT_S = 300.0
+"""The longest a warm-up child runs (a compile that takes longer is left to the timed run)."""
+
+
+def warm(bundles: Sequence[str | os.PathLike[str]], parallel: int, gpus: Sequence[int] | None = None) -> int:
+    """Compile every candidate of ``bundles`` not measured yet, ``parallel`` children at once (spread over the
+    GPUs), each compiled and checked once and never timed: Triton's cache and Inductor's FX graph cache are on
+    disk, so the timed run that follows (one child at a time per GPU, nothing else running) loads what was
+    compiled instead of compiling while the card waits. No row is written; a failure here is the timed run's
+    to record. Returns how many children ran. Under :func:`interrupt_guard` like :func:`run_bundle`."""
+    gpus = _visible_gpus() if gpus is None else list(gpus)
+    jobs = []
+    for b in bundles:
+        bundle = Path(b).resolve()
+        done = {r.get("id") for r in read_rows(bundle / ROWS_NAME)}
+        jobs += [(bundle, c) for c in load_manifest(bundle) if c["id"] not in done]
+    if not jobs or parallel < 2 or not gpus:
+        return 0
+    epoch = interrupts._EPOCH
+    queue = list(reversed(jobs))
+    lock = threading.Lock()
+    stopped: list[bool] = []
+
+    def work(k: int) -> None:
+        gpu = gpus[k % len(gpus)]
+        try:
+            while True:
+                with lock:
+                    if not queue:
+                        return
+                    bundle, cand = queue.pop()
+                _run_candidate(bundle, {**cand, "timeout_s": min(float(cand.get("timeout_s", DEFAULT_TIMEOUT_S)),
+                                                                 WARM_TIMEOUT_S)}, gpu, epoch, warm=True)
+                check_epoch(epoch)
+        except Stopped:
+            stopped.append(True)
+
+    first = Path(jobs[0][0])
+    with interrupt_guard(first, first / ROWS_NAME):
+        fork_server(gpus[0] is None)  # started here, in the main thread, where signals are handled
+        threads = [threading.Thread(target=work, args=(k,), daemon=True) for k in range(min(parallel, len(jobs)))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    if stopped:
+        raise Guard(first, first / ROWS_NAME).interrupted(interrupts._STOP_SIGNAL or signal.SIGINT)
+    return len(jobs)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     ap = argparse.ArgumentParser(prog="python -m axon_eg.measure", description=__doc__.splitlines()[0])
@@ -237,6 +290,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--out", help=f"JSON-lines file of result rows (appended; resumable); default "
                     f"BUNDLE/{ROWS_NAME}, where the remote flows read them; one bundle only")
     ap.add_argument("--cpu", action="store_true", help="ignore GPUs, run sequentially on the CPU")
+    ap.add_argument("--warm", type=int, default=0, metavar="N", help="first compile every candidate not measured yet, "
+                    "N children at once, untimed (Triton's and Inductor's caches on disk), then time them one at a "
+                    "time as always; GPUs only (default 0: off)")
     ap.add_argument("--ray", metavar="ADDRESS", help="run candidates as Ray tasks on the cluster at ADDRESS "
                     "(\"local\": start a local one; \"auto\": the running one)")
     args = ap.parse_args(argv)
@@ -248,6 +304,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not (Path(bundle) / "manifest.json").is_file():
             print(f"python -m axon_eg.measure: {bundle}: not a bundle (no manifest.json)", file=sys.stderr)
             return 2
+    if args.warm and not args.cpu and not args.ray and not args.out:
+        try:
+            warmed = warm(args.bundle, args.warm)
+        except Interrupted as exc:
+            print(exc, file=sys.stderr)
+            return exc.exit_code
+        if warmed:
+            print(json.dumps({"warmed": warmed, "parallel": args.warm}), flush=True)
     for bundle in args.bundle:
         out = args.out or str(Path(bundle) / ROWS_NAME)
         if args.ray:
