@@ -103,7 +103,7 @@ def options(given: Mapping[str, Any] | None, who: str = BACKEND) -> dict[str, An
     """The backend's options with defaults filled in, each checked (InvalidArgument naming ``who`` and the option):
     an unknown one; ``k``, ``region_ops``, ``region_contractions`` integers >= 1; ``budget_s`` None or seconds > 0;
     ``saturation_s`` seconds > 0; ``hw`` a GPU hardware file (a bundled name or a YAML path); ``precision`` None or
-    one of ``extract.isa.PRECISIONS``; ``device`` None, ``"cpu"`` or a CUDA device that is here; ``verbose`` a
+    one of ``validate.PRECISIONS``; ``device`` None, ``"cpu"`` or a CUDA device that is here; ``verbose`` a
     bool; ``cache_dir`` and ``remote`` None or a directory path (not a file), not both naming different places;
     ``target`` "triton"."""
     from axon_eg import validate

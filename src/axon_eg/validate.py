@@ -277,11 +277,17 @@ def pipeline_arguments(prog: Any, target: str = "triton", hw: Any = DEFAULT_HW, 
     cache_directory(cache_dir, "cache_dir")
 
 
-def precision(value: Any, name: str = "precision") -> str:
-    """The fp32 matmul precision policy (``extract.isa.PRECISIONS``); None follows torch's
-    ``torch.backends.cuda.matmul.allow_tf32`` (off by default, so ``ieee``)."""
-    from axon_eg.extract.isa import PRECISIONS
+PRECISIONS = ("ieee", "strict", "tf32")
+"""The fp32 matmul precision policies. ``ieee`` (torch.backends.cuda.matmul.allow_tf32 off, torch's
+default): fp32 accuracy, by fp32 FMAs, the library's fp32 GEMM or the 3xTF32 split (``/3xtf32``, as
+accurate as fp32 on finite operands below ``(1 - 2^-12) * FLT_MAX``; an infinite or NaN operand gives NaN
+where fp32 FMAs give +-inf); ``strict``: fp32 FMAs and the library's fp32 GEMM only (no split);
+``tf32``: TF32 tensor cores (only where the user allows it)."""
 
+
+def precision(value: Any, name: str = "precision") -> str:
+    """The fp32 matmul precision policy (``PRECISIONS``); None follows torch's
+    ``torch.backends.cuda.matmul.allow_tf32`` (off by default, so ``ieee``)."""
     if value is None:
         try:
             import torch

@@ -17,10 +17,10 @@ from hypothesis import strategies as st  # noqa: E402
 from axon_eg.backends.triton import conv_nhwc  # noqa: E402
 from axon_eg.backends.triton.backend import TRITON  # noqa: E402
 from axon_eg.backends.triton.emit import emit  # noqa: E402
+from axon_eg.backends.triton.isa import LIBRARY_CALL, NHWC  # noqa: E402
 from axon_eg.errors import AxonError  # noqa: E402
 from axon_eg.extract.candidates import isa_choices  # noqa: E402
 from axon_eg.extract.fusion import LIBRARY  # noqa: E402
-from axon_eg.extract.isa import LIBRARY_CALL, NHWC  # noqa: E402
 from axon_eg.hw import load  # noqa: E402
 from axon_eg.ir.builder import Builder  # noqa: E402
 from axon_eg.ir.dtypes import bf16, fp32  # noqa: E402
@@ -130,8 +130,8 @@ def test_a_window_kernel_reads_the_channels_last_conv_output(spatial, transposed
     channels-last output as a tiled transpose (no transpose back: one of our transposes, the input's), and the
     cost model charges no pass for one. Under TRITON_INTERPRET=1 against float64."""
     from axon_eg.backends.triton.backend import TritonBackend
+    from axon_eg.backends.triton.isa import WINDOW
     from axon_eg.extract.fusion import plans, window_reader
-    from axon_eg.extract.isa import WINDOW
 
     b = Builder("conv_pool")
     x = b.input("x", (2, 4, *([size] * spatial)), fp32)

@@ -20,10 +20,10 @@ from hypothesis import strategies as st  # noqa: E402
 from axon_eg.backends.triton import blas, sdpa  # noqa: E402
 from axon_eg.backends.triton.backend import TRITON  # noqa: E402
 from axon_eg.backends.triton.emit import emit  # noqa: E402
+from axon_eg.backends.triton.isa import BLAS, BLAS_PADK, DOT, DOT_PERSISTENT, DOT_TMA, SDPA, TF32X3  # noqa: E402
 from axon_eg.egraph.nugraph import Variant  # noqa: E402
 from axon_eg.extract.candidates import Candidate, isa_choices  # noqa: E402
 from axon_eg.extract.fusion import MATMUL, plans  # noqa: E402
-from axon_eg.extract.isa import BLAS, BLAS_PADK, DOT, DOT_PERSISTENT, DOT_TMA, SDPA, TF32X3  # noqa: E402
 from axon_eg.extract.tiling import Tiling, space, tilings  # noqa: E402
 from axon_eg.hw import load  # noqa: E402
 from axon_eg.ir.builder import Builder  # noqa: E402

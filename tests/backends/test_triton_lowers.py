@@ -57,6 +57,24 @@ def test_lowers_agrees_with_lower_group(program, hw_name, data):
                     _agree(plan, gi, tiling, isa, data.draw(st.sampled_from((None, 16, 32))))
 
 
+def test_a_transpose_another_group_materialises_is_n_major():
+    """Found by the property above: ``x @ transpose(w)`` with the transpose in a layout group of its own reads
+    a materialised buffer with N contiguous, so a persistent ``/3xtf32`` matmul has no transposed copy to
+    serve it, and ``lowers`` must say so without building the kernel."""
+    from axon_eg.ir.program import Builder
+
+    b = Builder("t")
+    x = b.input("x", (1, 2), fp32)
+    w = b.input("w", (16, 2), bf16)
+    program = b.build([b.emit("matmul", x, b.emit("transpose", w, perm=(1, 0)))])
+    split = [p for p in plans(program) if len(p.groups) == 2]
+    assert split
+    for plan in split:
+        for isa in ("tl.dot+tma+persistent/3xtf32", "tl.dot/3xtf32", "tl.dot+tma/3xtf32"):
+            _agree(plan, 1, None, isa, None)
+        assert not emit.lowers(plan, 1, None, "tl.dot+tma+persistent/3xtf32", None)
+
+
 @pytest.mark.parametrize("name", [e.name for e in suite.SUITE])
 def test_lowers_agrees_on_the_suite(name):
     """Every plan, tiling and ISA choice of the suite programs (CI sizes) on the H200."""

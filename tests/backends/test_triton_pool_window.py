@@ -14,10 +14,10 @@ from hypothesis import strategies as st  # noqa: E402
 
 from axon_eg.backends.triton.backend import TRITON  # noqa: E402
 from axon_eg.backends.triton.emit import emit, window_pool  # noqa: E402
+from axon_eg.backends.triton.isa import LIBRARY_CALL, WINDOW  # noqa: E402
 from axon_eg.errors import AxonError  # noqa: E402
 from axon_eg.extract.candidates import isa_choices  # noqa: E402
 from axon_eg.extract.fusion import LIBRARY  # noqa: E402
-from axon_eg.extract.isa import LIBRARY_CALL, WINDOW  # noqa: E402
 from axon_eg.hw import load  # noqa: E402
 from axon_eg.ir.builder import Builder  # noqa: E402
 from axon_eg.ir.dtypes import bf16, fp32  # noqa: E402

@@ -11,10 +11,10 @@ from hypothesis import given, settings
 
 import axon_eg as ax
 from axon_eg.backends.triton.backend import TRITON
+from axon_eg.backends.triton.isa import is_blas
 from axon_eg.egraph.nugraph import Limits, NuGraph
 from axon_eg.extract.candidates import Budget, compute_ops, enumerate_all, enumerate_candidates, isa_subset
 from axon_eg.extract.fusion import MATMUL, node_kind, plans
-from axon_eg.extract.isa import is_blas
 from axon_eg.hw import load
 from axon_eg.rules_discovered.store import load_rules
 from axon_eg.testing.strategies import programs

@@ -229,8 +229,8 @@ def test_hopeless_candidates_get_no_measured_slot() -> None:
     """An fp32 Linear at KernelBench's size: the library GEMM runs at 50 TFLOP/s, our ieee kernels with TMA
     loads at 0.5 (measured): predicted beyond ``HOPELESS`` times the fastest, they are not measured, while
     the pointer-load kernel (9 TFLOP/s) still is."""
+    from axon_eg.backends.triton.isa import DOT, DOT_PERSISTENT, DOT_TMA, base
     from axon_eg.extract.candidates import HOPELESS
-    from axon_eg.extract.isa import DOT, DOT_PERSISTENT, DOT_TMA, base
     from axon_eg.ir.dtypes import fp32
     from axon_eg.ir.program import Builder
 
@@ -252,15 +252,15 @@ def test_every_measured_slot_first_teaches_a_new_group_and_isa_pair(name: str, k
     instruction choice) pair no earlier pick measured, until k runs out or every pair is measured; the
     library GEMM is among them for every stand-alone matmul group (gated_mlp's six candidates used to be
     tl.dot everywhere but its last group, rmsnorm_matmul's split plan on the library went unmeasured)."""
+    from axon_eg.backends.triton.isa import BLAS, DOT, DOT_PERSISTENT, DOT_TMA, base
     from axon_eg.extract.candidates import _teaches
-    from axon_eg.extract.isa import BLAS, DOT, DOT_PERSISTENT, DOT_TMA, base
 
     program = get(name).bound(small=False)
     graph = NuGraph(program, load_rules())
     graph.saturate(Limits(iterations=6))
     cands, _ = enumerate_candidates(graph, "h200", k=k, backend=TRITON)
     assert len(cands) == k
-    pairs = [_teaches(c) for c in cands]
+    pairs = [_teaches(c, TRITON) for c in cands]
     new = [c for c, p in zip(cands, pairs) if not p <= set().union(*(q for q in pairs if q is not p))]
     assert len(new) >= min(k, 4), f"{name}: only {len(new)} of {k} picks teach a pair of their own"
     measured = set().union(*pairs)
@@ -277,7 +277,7 @@ def test_a_fused_statistic_prologue_is_charged_its_measured_rate(name: str) -> N
     """Measured on the H200 (issue 17): the norm fused into the matmul's K loop takes 273-884 us where the
     norm kernel then cuBLAS takes 206-210 us; the model charges the fused kernel at
     ``measured_peak.bf16_dot_prologue``, so the first-ranked candidate is the split plan on the library."""
-    from axon_eg.extract.isa import BLAS, base
+    from axon_eg.backends.triton.isa import BLAS, base
 
     graph = NuGraph(get(name).bound(small=False), load_rules())
     graph.saturate(Limits(iterations=6))

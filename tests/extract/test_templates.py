@@ -226,7 +226,7 @@ def test_tensor_core_tiles_under_64_rows_are_charged_their_fraction(m, block_m, 
     """A tensor-core tl.dot tile of fewer rows than the hardware file's minimum runs at BLOCK_M / minimum of
     the rate where the matmul has the rows for a full tile (e12: BLOCK_M 16 measured 17x slower than 128);
     fp32 FMAs, library calls and skinny matmuls are not charged."""
-    from axon_eg.extract.isa import BLAS, DOT, TF32, TF32X3
+    from axon_eg.backends.triton.isa import BLAS, DOT, TF32, TF32X3
 
     spec = hw.load("h200")
     dtype = bf16 if kind == "bf16" else fp32

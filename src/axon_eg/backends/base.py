@@ -58,6 +58,15 @@ class Backend(Protocol):
         ``precision`` is the fp32 matmul policy (``ieee``, or ``tf32`` where the user allows it)."""
         ...
 
+    def library_call(self, choice: str | None) -> bool:
+        """Whether ISA choice ``choice`` hands the group to a vendor library (its tiling is not ours: the
+        enumerator keeps the group's best one and prefers, between equals, the library)."""
+        ...
+
+    def isa_family(self, choice: str | None) -> str | None:
+        """The choice as what measuring it teaches (Triton: without its fp32 precision suffix)."""
+        ...
+
     def derived_plans(self, plan: FusionPlan) -> list[FusionPlan]:
         """Further fusion plans the target's instruction choices call for (Triton: matmul groups split
         around a library GEMM); the enumerator ranks them with the registry's plans."""

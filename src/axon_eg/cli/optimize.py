@@ -44,9 +44,8 @@ from typing import IO, Any
 
 from axon_eg import validate
 from axon_eg.errors import InvalidArgument, ProgramError
-from axon_eg.extract.isa import PRECISIONS
 from axon_eg.hw import DEFAULT_HW
-from axon_eg.validate import INTERPRETER_ELEMS
+from axon_eg.validate import INTERPRETER_ELEMS, PRECISIONS
 
 PHASES = ("saturate", "extract", "emit", "measure", "select")
 EXIT_ERROR = 2

@@ -23,7 +23,6 @@ from axon_eg.ir.program import Program, with_names
 
 from .cost import CostReport
 from .fusion import FusionPlan, plans
-from .isa import base, is_blas
 from .templates import LAUNCH_KNOBS, Templates, Tile, Tiling, knobs
 
 
@@ -35,7 +34,7 @@ class Candidate:
     isa: tuple[tuple[int, str], ...]  # (group, instruction choice)
     predicted_seconds: float
     report: CostReport = field(compare=False, repr=False)
-    precision: str = "ieee"  # the fp32 matmul policy it was built under (``extract.isa.PRECISIONS``)
+    precision: str = "ieee"  # the fp32 matmul policy it was built under (``validate.PRECISIONS``)
 
     @property
     def key(self) -> tuple:
@@ -230,7 +229,7 @@ def enumerate_candidates(nugraph: NuGraph, target: str | HardwareSpec, k: int = 
     fastest = min((c.predicted_seconds for c in ranked), default=math.inf)
     hopeful = [c for c in ranked if c.predicted_seconds <= HOPELESS * fastest]
     summary.hopeless = len(ranked) - len(hopeful)
-    chosen = _diverse(hopeful or ranked, k)
+    chosen = _diverse(hopeful or ranked, k, backend)
     summary.kept = len(chosen)
     return chosen, summary
 
@@ -359,7 +358,7 @@ def enumerate_all(nugraph: NuGraph, target: str | HardwareSpec, k: int = 8, *, b
     def evaluate(plan: FusionPlan, variant: Variant, tiled: tuple[Tiling, ...], best: list[Tiling],
                  isa: tuple[tuple[int, str], ...], every: list[list[Tiling]]) -> tuple[Candidate, list[float], str | None]:
         # a library call has no tiling of ours: its group keeps the best, so alternatives collapse
-        chosen = tuple(best[gi] if is_blas(dict(isa).get(gi)) else t for gi, t in enumerate(tiled))
+        chosen = tuple(best[gi] if backend.library_call(dict(isa).get(gi)) else t for gi, t in enumerate(tiled))
         chosen = for_isa(plan, chosen, isa, every)
         report = backend.cost(plan, chosen, hw, isa=isa)
         penalty, error = torch_penalty(plan, chosen, isa)
@@ -422,7 +421,7 @@ def enumerate_all(nugraph: NuGraph, target: str | HardwareSpec, k: int = 8, *, b
             # alternative tilings of the worst group for the plan's cheapest families (a library call on the
             # worst group has no tiling of ours: its alternatives would all be its head)
             chosen_families = sorted(i for _, i in sorted(heads)[:budget.families]
-                                     if not is_blas(dict(combos[i]).get(worst)))
+                                     if not backend.library_call(dict(combos[i]).get(worst)))
             summary.families_pruned += len(combos) - len(sorted(heads)[:budget.families])
             for alt in alternatives:
                 tiled = tuple(alt if gi == worst else best[gi] for gi in range(len(best)))
@@ -445,7 +444,7 @@ def enumerate_all(nugraph: NuGraph, target: str | HardwareSpec, k: int = 8, *, b
 
     def rank(c: Candidate) -> tuple:
         first = head[_family(c)]
-        return (_bucket(best[_family(c)]), -sum(is_blas(i) for _, i in c.isa),
+        return (_bucket(best[_family(c)]), -sum(backend.library_call(i) for _, i in c.isa),
                 tuple(_tile(first.plan, gi, t, hw, backend.templates).tie_break(warp)
                       for gi, t in enumerate(first.tilings)),
                 _ops(c), best[_family(c)], order[first.key], order[c.key])
@@ -482,7 +481,7 @@ def _distinct_shapes(ranked: list[Tiling], n: int) -> list[Tiling]:
     return kept + [t for t in ranked if t not in kept][:n - len(kept)]
 
 
-def _diverse(ranked: list[Candidate], k: int) -> list[Candidate]:
+def _diverse(ranked: list[Candidate], k: int, backend: Backend) -> list[Candidate]:
     """The k to measure, in three passes over the ranking. First coverage: in rank order, each candidate
     that measures a (group, instruction choice) pair no earlier pick measures (a group named by its kind,
     ops and anchor's shape, so the same fusion decision in two variants or two plans is one group): each
@@ -496,9 +495,9 @@ def _diverse(ranked: list[Candidate], k: int) -> list[Candidate]:
     for c in ranked:
         if len(picked) >= k:
             break
-        if not _teaches(c) <= covered:
+        if not _teaches(c, backend) <= covered:
             picked.append(c)
-            covered |= _teaches(c)
+            covered |= _teaches(c, backend)
     seen = {(c.plan.name, tuple(i for _, i in c.isa)) for c in picked}
     for c in ranked:
         if len(picked) >= k:
@@ -519,7 +518,7 @@ def _diverse(ranked: list[Candidate], k: int) -> list[Candidate]:
     return sorted(picked, key=lambda c: (c.predicted_seconds, c.key))
 
 
-def _teaches(c: Candidate) -> frozenset[tuple]:
+def _teaches(c: Candidate, backend: Backend) -> frozenset[tuple]:
     """The (group, instruction choice) pairs measuring ``c`` teaches: each group as its compute ops and its
     anchor's shape, with the group's ISA choice (precision suffix aside); groups without a choice teach none."""
     program, by_group = c.plan.program, dict(c.isa)
@@ -528,7 +527,8 @@ def _teaches(c: Candidate) -> frozenset[tuple]:
         if gi not in by_group:
             continue
         ops = tuple(sorted(program.nodes[n].op for n in g.nodes if program.nodes[n].op not in _FREE))
-        pairs.add((g.kind, ops, tuple(program.concrete_shape(g.anchor(program))), base(by_group.get(gi))))
+        pairs.add((g.kind, ops, tuple(program.concrete_shape(g.anchor(program))),
+                   backend.isa_family(by_group.get(gi))))
     return frozenset(pairs)
 
 

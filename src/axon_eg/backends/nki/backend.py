@@ -67,6 +67,12 @@ class NkiBackend:
             return ["nc_transpose"] + (["dma_transpose"] if hw.value("features.dma_transpose") else [])
         return None
 
+    def library_call(self, choice: str | None) -> bool:
+        return False  # no vendor library: every group is an NKI kernel of ours
+
+    def isa_family(self, choice: str | None) -> str | None:
+        return choice
+
     def derived_plans(self, plan: FusionPlan) -> list[FusionPlan]:
         return []  # no library GEMM on Trainium: the registry's plans are the whole space
 

@@ -18,6 +18,7 @@ from axon_eg.extract.fusion import ATTENTION, LIBRARY, MATMUL, FusionPlan
 from axon_eg.hw import HardwareSpec
 from axon_eg.ir.program import Program
 
+from .isa import base, is_blas
 from .templates import TEMPLATES
 
 TORCH_COMPILE_TIMEOUT_S = 600.0
@@ -84,7 +85,7 @@ class TritonBackend:
         ``tf32`` policy the choices of groups with fp32 operands carry ``/tf32`` (TF32 tensor cores); under
         ``ieee`` a matmul's ``tl.dot`` choices come also with ``/3xtf32`` (the 3xTF32 split, fp32's accuracy
         on tensor cores; ``strict`` leaves it out)."""
-        from axon_eg.extract.isa import BLAS, BLAS_PADK, DOT, DOT_PERSISTENT, DOT_TMA, FMA_REDUCE, SDPA, TF32, TF32X3
+        from axon_eg.backends.triton.isa import BLAS, BLAS_PADK, DOT, DOT_PERSISTENT, DOT_TMA, FMA_REDUCE, SDPA, TF32, TF32X3
         from axon_eg.extract.templates import is_gemv
 
         from . import blas, sdpa
@@ -92,8 +93,8 @@ class TritonBackend:
 
         g = plan.groups[gi]
         if g.kind == LIBRARY:  # a pooling: torch's, or each output's window computed by our kernel
+            from axon_eg.backends.triton.isa import LIBRARY_CALL, NHWC, WINDOW
             from axon_eg.extract.fusion import window_producers
-            from axon_eg.extract.isa import LIBRARY_CALL, NHWC, WINDOW
 
             from . import conv_nhwc
             from .emit import window_pool
@@ -123,6 +124,13 @@ class TritonBackend:
         elif precision == "ieee" and hw.get("compute.peak.tf32") and _fp32_matmul(plan, gi):  # TF32 tensor cores
             opts += [o + TF32X3 for o in opts if o in (DOT, DOT_TMA, DOT_PERSISTENT)]
         return opts
+
+    def library_call(self, choice: str | None) -> bool:
+        """``blas`` and ``blas+padk`` (either precision): cuBLAS through torch."""
+        return is_blas(choice)
+
+    def isa_family(self, choice: str | None) -> str | None:
+        return base(choice)
 
     def derived_plans(self, plan: FusionPlan) -> list[FusionPlan]:
         """Every matmul group split into prologue, library core and epilogue (``blas.split``), and that split with

@@ -25,8 +25,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from axon_eg.backends.triton.isa import BLAS_PADK, base, tf32
 from axon_eg.extract.fusion import MATMUL, FusionPlan, node_kind, regroup
-from axon_eg.extract.isa import BLAS_PADK, base, tf32
 from axon_eg.ir import ops as O
 from axon_eg.ir.program import Program
 

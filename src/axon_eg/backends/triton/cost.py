@@ -13,9 +13,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from axon_eg.extract.cost import CostReport, GroupCost, group_traffic, node_bytes
-from axon_eg.extract.fusion import LAYOUT, LIBRARY, MATMUL, FusionPlan, is_pool, node_kind, window_reader
-from axon_eg.extract.isa import (
+from axon_eg.backends.triton.isa import (
     BLAS_PADK,
     DOT,
     DOT_PERSISTENT,
@@ -29,6 +27,8 @@ from axon_eg.extract.isa import (
     tf32,
     tf32x3,
 )
+from axon_eg.extract.cost import CostReport, GroupCost, group_traffic, node_bytes
+from axon_eg.extract.fusion import LAYOUT, LIBRARY, MATMUL, FusionPlan, is_pool, node_kind, window_reader
 from axon_eg.extract.templates import GpuTile, Tile, Tiling, group_dims, knobs, streams
 from axon_eg.hw import HardwareSpec
 from axon_eg.ir import ops as O
@@ -176,16 +176,18 @@ def matmul_peak(plan: FusionPlan, gi: int, hw: HardwareSpec, isa: str | None) ->
 
 def right_k_major(plan: FusionPlan, gi: int) -> bool:
     """Whether the right operand of the matmul of group ``gi`` is read with K contiguous: stored N x K and
-    read through a transpose (a ``linear`` weight), or K or N of 1. Views are followed to what they read; a
-    transpose of the last two dims flips the order; a computed operand counts as stored row-major."""
+    read through a transpose (a ``linear`` weight), or K or N of 1. Views inside the group are followed to
+    what they read; a transpose of the last two dims flips the order; a computed operand, or a view another
+    group materialises, counts as stored row-major."""
     program = plan.program
     anchor = program.nodes[plan.groups[gi].anchor(program)]
     if anchor.op != "matmul":
         return False
+    inside = set(plan.groups[gi].nodes)
 
     def flipped(j: int) -> bool | None:
         flips = False
-        while program.nodes[j].op in O.flat_views() or program.nodes[j].op == "transpose":
+        while j in inside and (program.nodes[j].op in O.flat_views() or program.nodes[j].op == "transpose"):
             node = program.nodes[j]
             if node.op == "transpose":
                 perm = tuple(node.attrs["perm"])

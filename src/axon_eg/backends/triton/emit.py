@@ -24,6 +24,7 @@ from typing import Any
 
 from axon_eg.backends.kernel import Kernel, call_signature, guard_source, identifier, shape_generic
 from axon_eg.backends.torch.lower import expr as torch_expr
+from axon_eg.backends.triton.isa import NHWC, SDPA, WINDOW, is_blas
 from axon_eg.extract.candidates import Candidate
 from axon_eg.extract.fusion import (
     ATTENTION,
@@ -38,7 +39,6 @@ from axon_eg.extract.fusion import (
     node_kind,
     window_reader,
 )
-from axon_eg.extract.isa import NHWC, SDPA, WINDOW, is_blas
 from axon_eg.extract.templates import GpuTile, knobs
 from axon_eg.hw import HardwareSpec
 from axon_eg.ir import dims as D

@@ -32,9 +32,9 @@ from __future__ import annotations
 import math
 import re
 
-from axon_eg.extract import isa as isa_names
+from axon_eg.backends.triton import isa as isa_names
+from axon_eg.backends.triton.isa import DOT_PERSISTENT, DOT_TMA
 from axon_eg.extract.fusion import FusionPlan
-from axon_eg.extract.isa import DOT_PERSISTENT, DOT_TMA
 from axon_eg.extract.templates import DOT_MIN, Tiling
 from axon_eg.ir import ops as O
 from axon_eg.ir import traced

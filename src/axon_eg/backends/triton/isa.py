@@ -1,4 +1,4 @@
-"""ISA choice names shared by the cost model, the enumerator and the GPU backend.
+"""The GPU target's ISA choice names (``TRITON.isa_options``), read by its cost model, emitter and lowerings.
 
 A matmul group's kernel is ``tl.dot`` (pointer loads), ``tl.dot+tma`` (Hopper tensor descriptors),
 ``tl.dot+tma+persistent`` (the same as one program per SM looping over output tiles),
@@ -16,7 +16,8 @@ Triton ``tl.dot`` multiplies fp32 operands: ``/tf32`` on TF32 tensor cores (10-b
 low part, ``hi*hi + hi*lo + lo*hi`` accumulated in fp32), which keeps fp32's accuracy: measured on the
 H200 at 4096^3 on random normal operands, rms error 2.4e-7 of the output's rms against float64, where
 cuBLAS's fp32 GEMM is at 1.1e-6 and TF32 at 2.9e-4; without a suffix, fp32 operands go through
-``input_precision="ieee"`` (fp32 FMAs).
+``input_precision="ieee"`` (fp32 FMAs). Which suffixes a run allows follows its precision policy
+(``validate.PRECISIONS``).
 """
 
 from __future__ import annotations
@@ -29,14 +30,6 @@ LIBRARY_CALL, WINDOW = "library", "window"
 NHWC = "library+nhwc"
 TF32 = "/tf32"
 TF32X3 = "/3xtf32"
-PRECISIONS = ("ieee", "strict", "tf32")
-"""The fp32 matmul precision policies. ``ieee`` (torch.backends.cuda.matmul.allow_tf32 off, torch's
-default): fp32 accuracy, by fp32 FMAs, the library's fp32 GEMM or the 3xTF32 split (``/3xtf32``, as
-accurate as fp32 on finite operands below ``(1 - 2^-12) * FLT_MAX``; an infinite or NaN operand gives NaN
-where fp32 FMAs give +-inf); ``strict``: fp32 FMAs and the library's fp32 GEMM only (no split);
-``tf32``: TF32 tensor cores (only where the user allows it)."""
-
-
 def base(isa: str | None) -> str | None:
     """The ISA choice without its precision suffix."""
     for suffix in (TF32, TF32X3):
