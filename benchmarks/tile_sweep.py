@@ -37,8 +37,8 @@ def sweep_candidates(program, hw, group: int | None, limit: int, where: str | No
 
     from axon_eg.backends.triton.backend import TRITON
     from axon_eg.backends.triton.emit import runs_as_torch
-    from axon_eg.extract.candidates import Candidate, _bucket, _group_cost, _tie_break, enumerate_candidates, isa_choices
-    from axon_eg.extract.tiling import space, tilings
+    from axon_eg.extract.candidates import Candidate, enumerate_candidates, isa_choices
+    from axon_eg.extract.tiling import bucket, group_cost, space, stored_tie_break, tilings
     from axon_eg.saturation import saturated
 
     fallback = partial(runs_as_torch, warp_size=int(max(hw.value("knobs.warp_size"))))
@@ -50,8 +50,8 @@ def sweep_candidates(program, hw, group: int | None, limit: int, where: str | No
         options, _ = tilings(space(plan, gi, hw, TRITON.templates))
         if where:
             options = [t for t in options if eval(where, {}, dict(t.values))]  # noqa: S307 (the user's own filter)
-        ranked = sorted(options, key=lambda t: (_bucket(_group_cost(plan, gi, t, hw, TRITON)),
-                                                *_tie_break(t, TRITON.templates, kind), t.values))
+        ranked = sorted(options, key=lambda t: (bucket(group_cost(plan, gi, t, hw, TRITON)),
+                                                *stored_tie_break(t, TRITON.templates, kind), t.values))
         isas = isa_choices(plan, hw, TRITON) if all_isa else [best.isa]
         for rank, t in enumerate(ranked[:limit]):
             chosen = tuple(t if j == gi else best.tilings[j] for j in range(len(plan.groups)))
@@ -149,14 +149,13 @@ def _calibration(kind: str, manifest: dict, rows: list[dict]) -> str:
     """How the candidate ranking's current tie-break orders the measured tilings: Spearman's rho between
     its order and the measured times, and the measured time of the tiling it puts first."""
     from axon_eg.backends.triton.backend import TRITON
-    from axon_eg.extract.candidates import _tie_break
     from axon_eg.extract.cost import spearman
-    from axon_eg.extract.tiling import Tiling
+    from axon_eg.extract.tiling import Tiling, stored_tie_break
 
     timed = [r for r in rows if r.get("median_us") and r["id"] in manifest]
     if len(timed) < 3:
         return "(too few measured tilings to compare with the ranking)"
-    keys = [(_tie_break(Tiling(0, tuple(manifest[r["id"]]["meta"]["tiling"].items())), TRITON.templates, kind),
+    keys = [(stored_tie_break(Tiling(0, tuple(manifest[r["id"]]["meta"]["tiling"].items())), TRITON.templates, kind),
              manifest[r["id"]]["meta"].get("isa") or "") for r in timed]
     order = sorted(range(len(timed)), key=lambda i: keys[i])
     rank = {i: pos for pos, i in enumerate(order)}

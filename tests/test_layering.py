@@ -151,3 +151,13 @@ def test_the_default_hardware_is_named_once() -> None:
     bad = [f"{p.relative_to(PACKAGE.parent)}:{line}" for p in sorted(PACKAGE.rglob("*.py"))
            if p.name != "hw.py" for line in _h200_literals(p)]
     assert not bad
+
+
+def test_every_target_has_a_backend() -> None:
+    """The registry's loaders and the target names the pipeline accepts are the same set, each backend under
+    its own name."""
+    from axon_eg.backends.base import TARGETS
+    from axon_eg.targets import backend_for, backends
+
+    assert sorted(backends()) == sorted(TARGETS)
+    assert all(backend_for(t).name == t for t in TARGETS)

@@ -109,8 +109,8 @@ def test_window_tilings_keep_their_loads_in_flight_per_thread(spatial, k, big, k
     ranked tiling keeps window positions x elements per thread within the hardware file's bound whenever
     some tiling does (a 3x3x3 max pool measured 366 us at one element per thread, 878 at 16)."""
     from axon_eg.backends.triton import cost as cost_module
-    from axon_eg.extract.candidates import rank_tilings
     from axon_eg.extract.fusion import plans
+    from axon_eg.extract.tiling import rank_tilings
 
     b = Builder("pool")
     x = b.input("x", (8, 16, *([big] * spatial)), fp32)

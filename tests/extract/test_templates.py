@@ -23,9 +23,9 @@ from axon_eg.backends.triton import templates as GT  # noqa: E402
 from axon_eg.backends.triton.backend import TRITON  # noqa: E402
 from axon_eg.egraph.nugraph import DEFAULT_FLOPS_PER_BYTE, flops_per_byte  # noqa: E402
 from axon_eg.extract import templates as T  # noqa: E402
-from axon_eg.extract.candidates import _tie_break, group_cost, isa_choices, rank_tilings  # noqa: E402
+from axon_eg.extract.candidates import isa_choices  # noqa: E402
 from axon_eg.extract.fusion import MATMUL, REDUCTION, FusionPlan, Group, plans  # noqa: E402
-from axon_eg.extract.tiling import Tiling, space, tilings  # noqa: E402
+from axon_eg.extract.tiling import Tiling, group_cost, rank_tilings, space, stored_tie_break, tilings  # noqa: E402  # noqa: E402
 from axon_eg.ir.dtypes import bf16, fp32  # noqa: E402
 from axon_eg.ir.program import Builder  # noqa: E402
 from axon_eg.targets import backend_for_hw  # noqa: E402
@@ -124,7 +124,7 @@ def test_the_ranking_api_is_the_enumerators_order():
         assert sorted(ranked, key=lambda t: t.values) == sorted(options, key=lambda t: t.values)
         costs = [group_cost(plan, gi, t, h200, TRITON) for t in raw]
         assert costs == sorted(group_cost(plan, gi, t, h200, TRITON) for t in options)
-        assert _tie_break(ranked[0], TRITON.templates, plan.groups[gi].kind) == ranked[0].typed.tie_break(32)
+        assert stored_tie_break(ranked[0], TRITON.templates, plan.groups[gi].kind) == ranked[0].typed.tie_break(32)
 
 
 def test_lowerings_read_typed_fields():

@@ -17,8 +17,7 @@ if TYPE_CHECKING:
     from axon_eg.backends.kernel import Kernel
     from axon_eg.extract.cost import CostReport
     from axon_eg.extract.fusion import FusionPlan
-    from axon_eg.extract.templates import Templates
-    from axon_eg.extract.tiling import Tiling
+    from axon_eg.extract.templates import Templates, Tiling
     from axon_eg.hw import HardwareSpec
     from axon_eg.ir.program import Program
 

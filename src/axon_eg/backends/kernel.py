@@ -9,6 +9,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from axon_eg.errors import AxonError
+from axon_eg.ir import traced
 from axon_eg.ir.dtypes import DTYPES
 from axon_eg.ir.inputs import index_bounds, positive_inputs
 from axon_eg.ir.program import Program
@@ -71,8 +72,6 @@ def shape_generic(build: Callable[[dict[str, int] | None, Any], Kernel], program
     at the tuned sizes, so that a size taken without a guard shows (``code_hash``: that code's hash, one per
     distinct kernel whatever sizes it was tuned at). ``unlowerable`` from the traced build
     (no generic file can be written, e.g. a dim no argument has) gives the static kernel, not generic."""
-    from axon_eg.ir import traced
-
     bound = program.bindings
     for d, (lo, hi) in ranges.items():
         if d not in bound:
@@ -128,9 +127,7 @@ def call_signature(program: Program, names: list[str] | None = None, *, outputs:
 
 def _spelled(shape: tuple[int, ...]) -> tuple[int | str, ...]:
     """A shape with each traced size as its expression over the dims' names (``ir.traced``)."""
-    from axon_eg.ir.traced import Traced
-
-    return tuple(str(d.sym) if isinstance(d, Traced) else int(d) for d in shape)
+    return tuple(str(d.sym) if isinstance(d, traced.Traced) else int(d) for d in shape)
 
 
 def described(shape: tuple | None, dtype: object) -> str:

@@ -3,15 +3,14 @@ fusion plans x tilings x ISA choices, deterministic, with counts of what each le
 pruned. What it considers is bounded by counts (``Budget``, scaled by the program's size: variants, ISA
 combinations per plan (``isa_subset`` past the budget instead of the product over the groups), families
 whose worst group gets alternative tilings, lowering probes), never by the clock; ``enumerate_all`` returns
-everything the budget allowed, ranked. ``rank_tilings`` orders one group's tilings (predicted cost, then its tile template's
-tie-break) for the enumerator and for the emitter's autotuning; ``group_cost`` is a group's predicted
-cost alone.
+everything the budget allowed, ranked. ``tiling.rank_tilings`` orders one group's tilings (predicted cost,
+then its tile template's tie-break) for the enumerator and for the emitter's autotuning;
+``tiling.group_cost`` is a group's predicted cost alone.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from axon_eg.backends.base import Backend
@@ -23,7 +22,8 @@ from axon_eg.ir.program import Program, with_names
 
 from .cost import CostReport
 from .fusion import FusionPlan, plans
-from .templates import LAUNCH_KNOBS, Templates, Tile, Tiling, knobs
+from .templates import LAUNCH_KNOBS, Tiling, knobs
+from .tiling import bucket, group_cost, rank_tilings, typed_tile
 
 
 @dataclass(frozen=True)
@@ -191,9 +191,6 @@ HOPELESS = 8.0
 """A candidate predicted more than this many times the fastest prediction gets no measured slot, not even
 as the only one of its instruction kinds (measured: fp32 Triton kernels with TMA loads at 264 ms next to a
 2.7 ms library GEMM, 30 s of timing for nothing)."""
-COST_BUCKET = 1.03
-"""Predicted costs within 3% of each other rank as equal (the model is not that accurate); the
-tie-break (measured habits of the target) orders them."""
 
 
 def renamed(c: Candidate, names: dict[str, str], title: str) -> Candidate:
@@ -428,7 +425,7 @@ def enumerate_all(nugraph: NuGraph, target: str | HardwareSpec, k: int = 8, *, b
                 for i in chosen_families:
                     c, _, error = evaluate(plan, variant, tiled, best, combos[i], every)
                     add(c, error)
-    # equal-looking candidates (costs within COST_BUCKET) by more library GEMMs first (measured on the H200:
+    # equal-looking candidates (costs within ``tiling.COST_BUCKET``) by more library GEMMs first (measured on the H200:
     # cuBLAS 186.7 us at 4096^3 bf16 where the model calls our kernels equal, 192.7-201.3 us), then by the
     # tilings' tie-breaks, group by group
     # then fewer operations (a variant that recomputes a row max the model does not charge runs slower)
@@ -444,8 +441,8 @@ def enumerate_all(nugraph: NuGraph, target: str | HardwareSpec, k: int = 8, *, b
 
     def rank(c: Candidate) -> tuple:
         first = head[_family(c)]
-        return (_bucket(best[_family(c)]), -sum(backend.library_call(i) for _, i in c.isa),
-                tuple(_tile(first.plan, gi, t, hw, backend.templates).tie_break(warp)
+        return (bucket(best[_family(c)]), -sum(backend.library_call(i) for _, i in c.isa),
+                tuple(typed_tile(first.plan, gi, t, hw, backend.templates).tie_break(warp)
                       for gi, t in enumerate(first.tilings)),
                 _ops(c), best[_family(c)], order[first.key], order[c.key])
 
@@ -462,10 +459,6 @@ def _family(c: Candidate) -> tuple:
 def _ops(c: Candidate) -> int:
     """Compute operations in the candidate's variant (views are free)."""
     return sum(1 for n in c.variant.program.nodes if n.op not in _FREE and n.op != "input")
-
-
-def _bucket(seconds: float) -> float:
-    return round(math.log(seconds) / math.log(COST_BUCKET)) if 0 < seconds < math.inf else math.inf
 
 
 def _distinct_shapes(ranked: list[Tiling], n: int) -> list[Tiling]:
@@ -534,52 +527,3 @@ def _teaches(c: Candidate, backend: Backend) -> frozenset[tuple]:
 
 def _signature(c: Candidate) -> tuple:
     return (c.plan.name, tuple(t.values for t in c.tilings), c.isa)
-
-
-GroupSeconds = Callable[[FusionPlan, int, Tiling, HardwareSpec], float]
-"""A group's predicted seconds alone at a tiling (``Backend.group_cost``, or a backend's own model)."""
-
-
-def rank_tilings(plan: FusionPlan, gi: int, hw: HardwareSpec, templates: Templates, seconds_of: GroupSeconds,
-                 options: list[Tiling] | None = None, *, bucketed: bool = True) -> list[Tiling]:
-    """Group ``gi``'s tilings (``options``, default: every feasible one of its template in ``templates`` on
-    ``hw``) best first: by predicted cost (``seconds_of``; ``bucketed``: costs within ``COST_BUCKET`` count as
-    equal), then by the tile template's tie-break (measured habits of the target), then by value."""
-    if options is None:
-        options, _ = templates.space(plan, gi, hw).tilings()
-    warp = knobs(hw).warp_size
-    seconds = {t: _finite(seconds_of(plan, gi, t, hw)) for t in options}
-    best = min(seconds.values(), default=math.inf)
-    tolerance = templates.template_for(plan, gi, hw).cost_tolerance
-
-    def key(t: Tiling) -> tuple:
-        near = bucketed and math.isfinite(best) and seconds[t] <= best * tolerance  # equal to the model
-        rank = -math.inf if near else _bucket(seconds[t]) if bucketed else seconds[t]
-        return (rank, *_tile(plan, gi, t, hw, templates).tie_break(warp), t.values)
-
-    return sorted(options, key=key)
-
-
-def _tile(plan: FusionPlan, gi: int, t: Tiling, hw: HardwareSpec, templates: Templates) -> Tile:
-    tile = templates.tile_of(plan, gi, t, hw)
-    return tile if tile is not None else templates.recover(plan.groups[gi].kind, (), hw)
-
-
-def group_cost(plan: FusionPlan, gi: int, t: Tiling, hw: HardwareSpec, backend: Backend) -> float:
-    """A group's cost alone (for ranking its tilings): roofline on GPUs, its own timeline on Trainium
-    (``Backend.group_cost``)."""
-    return _finite(backend.group_cost(plan, gi, t, hw))
-
-
-def _finite(seconds: float) -> float:
-    return seconds if math.isfinite(seconds) else float("inf")
-
-
-# kept for benchmarks/tile_sweep.py, which reads stored tilings (kind and values) and ranks with these
-_group_cost = group_cost
-
-
-def _tie_break(t: Tiling, templates: Templates, kind: str | None = None) -> tuple[float, ...]:
-    """The tie-break of a stored tiling (its group's kind and values): ``templates.recover``'s tile's."""
-    tile = t.typed if t.typed is not None else templates.recover(kind, t.values)
-    return tile.tie_break(knobs().warp_size)

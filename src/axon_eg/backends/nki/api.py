@@ -26,6 +26,12 @@ from typing import Any
 
 import yaml
 
+from axon_eg.hw import load
+
+from .nki_modules import fake_modules
+from .nki_values import CURRENT, LEGACY
+from .session import Session
+
 DIALECTS = {"current": "nki", "legacy": "neuronxcc"}
 """The simulator's dialect names -> the table's."""
 MODULES = {"current": ("nki.language", "nki.isa"), "legacy": ("neuronxcc.nki.language", "neuronxcc.nki.isa")}
@@ -140,12 +146,6 @@ def check_calls(source: str, dialect: str) -> list[str]:
 
 def coverage(dialect: str, target: str = "trn2") -> dict[str, str]:
     """Documented name -> "supported" (the simulator provides it) or "unsupported" (it raises naming it)."""
-    from axon_eg.hw import load
-
-    from .nki_modules import fake_modules
-    from .nki_values import CURRENT, LEGACY
-    from .session import Session
-
     session = Session(load(target), CURRENT if dialect == "current" else LEGACY, "<coverage>")
     modules = fake_modules(session)
     lang, isa = (modules[m] for m in MODULES[dialect])

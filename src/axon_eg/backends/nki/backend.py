@@ -20,6 +20,10 @@ from axon_eg.extract.fusion import LAYOUT, FusionPlan
 from axon_eg.hw import HardwareSpec
 from axon_eg.ir.program import Program
 
+from .cost import trainium_cost, trainium_group_work
+from .emit import NotLowerable, emit
+from .measure import device_module, measure_kernels
+from .simulator import simulate
 from .templates import TEMPLATES
 
 
@@ -45,8 +49,6 @@ class NkiBackend:
 
     def call(self, best: Any, inputs: tuple[Any, ...]) -> Any:
         """NumPy arrays in and out, through the NKI simulator of the kernel's hardware."""
-        from .simulator import simulate
-
         return simulate(best.source, *inputs, target=best.target, kernel_name=best.entry)
 
     def program_dtypes(self) -> tuple[tuple[str, ...], str]:
@@ -54,8 +56,6 @@ class NkiBackend:
 
     def device(self, spec: HardwareSpec, requested: str | None) -> str:
         """``measured-<hw>`` with the Neuron toolchain installed, else ``simulated-<hw>`` (``requested`` is ignored)."""
-        from .measure import device_module
-
         return f"{'measured' if device_module(spec) is not None else 'simulated'}-{spec.name}"
 
     # -- enumeration -----------------------------------------------------------------------------------
@@ -78,14 +78,10 @@ class NkiBackend:
 
     def cost(self, plan: FusionPlan, tilings: Sequence[Any], hw: HardwareSpec,
              coefficients: dict[str, float] | None = None, isa: tuple[tuple[int, str], ...] = ()) -> Any:
-        from .cost import trainium_cost
-
         return trainium_cost(plan, tilings, hw)
 
     def group_cost(self, plan: FusionPlan, gi: int, t: Any, hw: HardwareSpec) -> float:
         """The group's own timeline: its DMA in and out, then its compute."""
-        from .cost import trainium_group_work
-
         dma, _, compute, _ = trainium_group_work(plan, gi, t, hw)
         return 2 * dma + compute
 
@@ -98,8 +94,6 @@ class NkiBackend:
 
     # -- phase 1 ---------------------------------------------------------------------------------------
     def emit(self, candidate: Any, hw: HardwareSpec, name: str, ranges: dict[str, tuple[int, int]] | None = None) -> Kernel:
-        from .emit import NotLowerable, emit
-
         kernel = emit(candidate, hw, name, ranges=ranges)
         if ranges and not kernel.meta["generic"]:
             spans = ", ".join(f"{d} in [{lo}, {hi}]" for d, (lo, hi) in sorted(ranges.items()))
@@ -107,8 +101,6 @@ class NkiBackend:
         return kernel
 
     def unlowerable(self) -> tuple[type[Exception], ...]:
-        from .emit import NotLowerable
-
         return (NotLowerable,)
 
     def baselines(self, program: Program, device: str) -> list[Kernel]:
@@ -131,8 +123,6 @@ class NkiBackend:
 
     def measure(self, program: Program, kernels: Sequence[Kernel], hw: HardwareSpec) -> list[dict[str, Any]]:
         """The NeuronCore when the Neuron toolchain is installed, else the NumPy simulator."""
-        from .measure import measure_kernels
-
         return measure_kernels(program, kernels, hw)
 
 

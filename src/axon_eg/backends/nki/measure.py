@@ -16,6 +16,7 @@ a crash."""
 from __future__ import annotations
 
 import datetime as dt
+import importlib
 import time
 import traceback
 from collections.abc import Callable, Sequence
@@ -30,6 +31,8 @@ from axon_eg.ir.interpret import interpret
 from axon_eg.ir.program import Program
 
 from .isa import NkiLimitError
+from .nki_modules import really_installed
+from .simulator import simulate
 
 
 def toolchain() -> str | None:
@@ -48,10 +51,6 @@ def toolchain() -> str | None:
 def device_module(hw: HardwareSpec) -> Any | None:
     """The real NKI module of ``hw``'s dialect (``nki`` or ``neuronxcc.nki``) when it is installed, else None
     (the simulator's stand-ins, which live in ``sys.modules`` only while a kernel runs, do not count)."""
-    import importlib
-
-    from .nki_modules import really_installed
-
     name = "nki" if hw.value("features.nki_dialect") == "current" else "neuronxcc.nki"
     if not really_installed(name.partition(".")[0]):
         return None
@@ -121,9 +120,9 @@ def _check(program: Program, run: Callable[[list[np.ndarray]], Any], row: dict[s
            trials: int) -> Any:
     """Run on ``trials`` seeded inputs and compare with the float64 reference (AssertionError on a mismatch);
     returns the last run's result."""
-    import torch
+    import torch  # lazy: importing the NKI backend does not load torch
 
-    from axon_eg.measure.harness import TOLERANCES, compare
+    from axon_eg.measure.harness import TOLERANCES, compare  # lazy: the harness loads torch
 
     result = None
     for s in range(seed, seed + trials):
@@ -150,7 +149,7 @@ def _arrays(program: Program, seed: int) -> list[np.ndarray]:
     import ml_dtypes
     import torch
 
-    from axon_eg.measure.harness import make_inputs
+    from axon_eg.measure.harness import make_inputs  # lazy: the harness loads torch
 
     kinds = {"bf16": ml_dtypes.bfloat16, "fp16": np.float16, "fp32": np.float32}
     specs = input_specs(program)
@@ -160,8 +159,6 @@ def _arrays(program: Program, seed: int) -> list[np.ndarray]:
 def simulate_kernels(program: Program, kernels: Sequence[Kernel], hw: HardwareSpec, *, seed: int = 0,
                      trials: int = 3) -> list[dict[str, Any]]:
     """One row per kernel, checked in the NumPy simulator and timed by the engine model (module docstring)."""
-    from .simulator import simulate
-
     rows = []
     for k in kernels:
         t0 = time.monotonic()

@@ -29,7 +29,7 @@ from axon_eg import hw
 from axon_eg.semantics.isa import Instr, Machine, prove_lowering, prove_same
 from axon_eg.semantics.prover import ProofResult
 
-from .synthesis_fusion import SCALARS, discover_fusions, instances, instantiate
+from .synthesis_fusion import SCALARS, discover_fusions
 from .synthesis_fusion import fuse as _fuse
 from .synthesis_space import (
     Sketch,
@@ -48,6 +48,8 @@ from .synthesis_store import (
     clear_cache,
     cost_of,
     fusion_inputs,
+    instances,
+    instantiate,
     load,
     lowering_cost_key,
     lowering_entry,

@@ -24,10 +24,11 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from axon_eg.semantics.isa import ALU, ANY_FUNCTION, REDUCE_OPS, Instr, TileType, prove_same
-from axon_eg.semantics.isa.instructions import _freeze, is_immediate, parse_dim
+from axon_eg.semantics.isa import ALU, ANY_FUNCTION, REDUCE_OPS, Instr, Machine, TileType, prove_same
+from axon_eg.semantics.isa.instructions import is_immediate, parse_dim
+from axon_eg.semantics.prover import ProofResult
 
-from .synthesis_store import conditions_of, digest, proof_record, rejected_entry, to_json
+from .synthesis_store import conditions_of, digest, instances, instantiate, proof_record, rejected_entry, to_json
 
 TILE = ("P", "F")
 ROW = ("P", 1)
@@ -62,35 +63,6 @@ CONSUMERS = (
              (("b2", ROW, "sbuf"),)),
     Template(Instr.of("tensor_copy", "y", src="t")),  # a copy after the producer: write y directly (copy elimination)
 )
-
-
-def _substitute(v: Any, inst: Mapping[str, Any]) -> Any:
-    if isinstance(v, str) and v.startswith("?"):
-        return inst[v]
-    if isinstance(v, tuple):
-        return tuple(_substitute(x, inst) for x in v)
-    return v
-
-
-def instantiate(templates: Sequence[Any], inst: Mapping[str, Any]) -> tuple[Instr, ...]:
-    """Instructions (or their JSON) with every ``?variable`` replaced; arguments that become None drop."""
-    out = []
-    for t in templates:
-        ins = t if isinstance(t, Instr) else Instr.from_json(t)
-        args = {k: _substitute(v, inst) for k, v in ins.args}
-        out.append(Instr.of(ins.op, ins.dst, space=ins.space, **args))
-    return tuple(out)
-
-
-def instances(entry: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
-    """The variable assignments a stored fusion rule was proved for."""
-    names = sorted(entry["variables"])
-    if entry["instances"] == "all":
-        rows: Any = itertools.product(*(entry["variables"][n] for n in names))
-    else:
-        rows = entry["instances"]
-    for row in rows:
-        yield {n: _freeze(v) for n, v in zip(names, row)}
 
 
 # -- proposals -------------------------------------------------------------------------------------
@@ -174,8 +146,6 @@ def schemas() -> Iterator[Schema]:
 
 def prove_schema(s: Schema, timeout_ms: int = 2000) -> Schema:
     """Prove the schema instance by instance (in a fixed order); remember the first failure."""
-    from axon_eg.semantics.isa import Machine
-
     names = list(s.variables)
     for row in itertools.product(*(s.variables[n] for n in names)):
         inst = dict(zip(names, row))
@@ -226,8 +196,6 @@ def _count(variables: Mapping[str, Sequence[Any]]) -> int:
 
 
 def _summary_result(s: Schema) -> Any:
-    from axon_eg.semantics.prover import ProofResult
-
     return ProofResult("proven", "per instance: " + " / ".join(sorted(s.methods)), s.seconds)
 
 

@@ -16,9 +16,10 @@ the semantics hash they are checked against are :mod:`axon_eg.proofs`'s, shared 
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -26,9 +27,10 @@ from typing import Any
 from axon_eg.errors import AxonError
 from axon_eg.proofs import check_proof_record, digest, isa_semantics_hash, record
 from axon_eg.semantics.isa import IllFormed, Instr, Machine, TileType, engine
+from axon_eg.semantics.isa.instructions import _freeze, parse_dim
 from axon_eg.semantics.prover import ProofResult
 
-from .synthesis_space import TileOp, tile_spec
+from .synthesis_space import TileOp, tile_spec, with_engines
 
 DATA = Path(__file__).resolve().parent / "data"
 
@@ -163,8 +165,6 @@ def check_lowering(entry: dict[str, Any], where: str = "lowerings.json") -> dict
         machine = Machine(spec.inputs, [s.name for s in spec.symbols]).run(sequence)
     except (AxonError, KeyError, TypeError, ValueError) as e:
         raise LoweringStoreError(f"{name} in {where}: malformed ({e})") from None
-    from .synthesis_space import with_engines
-
     for picks in entry.get("engines", []):
         try:
             Machine(spec.inputs, [s.name for s in spec.symbols]).run(with_engines(sequence, picks))
@@ -178,15 +178,11 @@ def check_lowering(entry: dict[str, Any], where: str = "lowerings.json") -> dict
 
 
 def fusion_inputs(entry: dict[str, Any]) -> dict[str, TileType]:
-    from axon_eg.semantics.isa.instructions import parse_dim
-
     return {n: TileType(tuple(parse_dim(d) for d in t["shape"]), t["space"]) for n, t in entry["inputs"].items()}
 
 
 def check_fusion(entry: dict[str, Any], where: str = "fusions.json") -> dict[str, Any]:
     _check_proof(entry, where)
-    from .synthesis_fusion import instances, instantiate
-
     try:
         inputs = fusion_inputs(entry)
         for inst in instances(entry):
@@ -222,3 +218,32 @@ def load(directory: Path = DATA) -> tuple[tuple[dict[str, Any], ...], tuple[dict
 def summary(directory: Path = DATA) -> dict[str, Any]:
     return {"lowerings": _read(directory / "lowerings.json").get("sketches", {}),
             "fusions": _read(directory / "fusions.json").get("proposals", {})}
+
+
+def _substitute(v: Any, inst: Mapping[str, Any]) -> Any:
+    if isinstance(v, str) and v.startswith("?"):
+        return inst[v]
+    if isinstance(v, tuple):
+        return tuple(_substitute(x, inst) for x in v)
+    return v
+
+
+def instantiate(templates: Sequence[Any], inst: Mapping[str, Any]) -> tuple[Instr, ...]:
+    """Instructions (or their JSON) with every ``?variable`` replaced; arguments that become None drop."""
+    out = []
+    for t in templates:
+        ins = t if isinstance(t, Instr) else Instr.from_json(t)
+        args = {k: _substitute(v, inst) for k, v in ins.args}
+        out.append(Instr.of(ins.op, ins.dst, space=ins.space, **args))
+    return tuple(out)
+
+
+def instances(entry: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
+    """The variable assignments a stored fusion rule was proved for."""
+    names = sorted(entry["variables"])
+    if entry["instances"] == "all":
+        rows: Any = itertools.product(*(entry["variables"][n] for n in names))
+    else:
+        rows = entry["instances"]
+    for row in rows:
+        yield {n: _freeze(v) for n, v in zip(names, row)}

@@ -14,11 +14,32 @@ from typing import Any
 
 from axon_eg.backends.base import Fallback
 from axon_eg.backends.kernel import Kernel, NotLowerable
-from axon_eg.extract.fusion import ATTENTION, LIBRARY, MATMUL, FusionPlan
+from axon_eg.backends.torch.lower import emit_module
+from axon_eg.bundle import write_bundle
+from axon_eg.extract.fusion import ATTENTION, LIBRARY, MATMUL, FusionPlan, into_windows, merge_elementwise, window_producers
+from axon_eg.extract.templates import is_gemv
 from axon_eg.hw import HardwareSpec
+from axon_eg.ir.dtypes import DTYPES
 from axon_eg.ir.program import Program
 
-from .isa import base, is_blas
+from . import blas, conv_nhwc, emit, interpreter, sdpa
+from .cost import gpu_cost, group_seconds, library_misaligned
+from .isa import (
+    BLAS,
+    BLAS_PADK,
+    DOT,
+    DOT_PERSISTENT,
+    DOT_TMA,
+    FMA_REDUCE,
+    LIBRARY_CALL,
+    NHWC,
+    SDPA,
+    TF32,
+    TF32X3,
+    WINDOW,
+    base,
+    is_blas,
+)
 from .templates import TEMPLATES
 
 TORCH_COMPILE_TIMEOUT_S = 600.0
@@ -38,16 +59,14 @@ class TritonBackend:
         return hw.kind == self.hw_kind
 
     def argument_types(self) -> tuple[type, dict[str, Any], bool]:
-        import torch
-
-        from axon_eg.ir.dtypes import DTYPES
+        import torch  # lazy: only a caller with tensors pays for torch
 
         return torch.Tensor, {name: getattr(torch, d.torch_name) for name, d in DTYPES.items()}, True
 
     def call(self, best: Any, inputs: tuple[Any, ...]) -> Any:
         """Torch tensors in; a candidate (destination passing) gets output tensors allocated on the inputs'
         device, a baseline returns its outputs."""
-        import torch
+        import torch  # lazy: only a caller with tensors pays for torch
 
         fn = _load(best)
         if best.mode == "return":
@@ -60,14 +79,14 @@ class TritonBackend:
         return outs[0] if len(outs) == 1 else tuple(outs)
 
     def program_dtypes(self) -> tuple[tuple[str, ...], str]:
-        from axon_eg.measure.harness import TORCH_DTYPES
+        from axon_eg.measure.harness import TORCH_DTYPES  # lazy: the harness loads torch
 
         return tuple(TORCH_DTYPES), "the measurement harness"
 
     def device(self, spec: HardwareSpec, requested: str | None) -> str:
         if requested is not None:
             return requested
-        import torch
+        import torch  # lazy: only asked when no device was named
 
         return "cuda" if torch.cuda.is_available() else "cpu"
 
@@ -85,21 +104,9 @@ class TritonBackend:
         ``tf32`` policy the choices of groups with fp32 operands carry ``/tf32`` (TF32 tensor cores); under
         ``ieee`` a matmul's ``tl.dot`` choices come also with ``/3xtf32`` (the 3xTF32 split, fp32's accuracy
         on tensor cores; ``strict`` leaves it out)."""
-        from axon_eg.backends.triton.isa import BLAS, BLAS_PADK, DOT, DOT_PERSISTENT, DOT_TMA, FMA_REDUCE, SDPA, TF32, TF32X3
-        from axon_eg.extract.templates import is_gemv
-
-        from . import blas, sdpa
-        from .cost import library_misaligned
-
         g = plan.groups[gi]
         if g.kind == LIBRARY:  # a pooling: torch's, or each output's window computed by our kernel
-            from axon_eg.backends.triton.isa import LIBRARY_CALL, NHWC, WINDOW
-            from axon_eg.extract.fusion import window_producers
-
-            from . import conv_nhwc
-            from .emit import window_pool
-
-            if window_pool(plan, gi) is not None:  # with producers moved in, only our kernel computes them
+            if emit.window_pool(plan, gi) is not None:  # with producers moved in, only our kernel computes them
                 return [WINDOW] if window_producers(plan, gi) else [LIBRARY_CALL, WINDOW]
             if hw.get("compute.measured_peak.library_conv_nhwc_fp32") and conv_nhwc.core(plan, gi) is not None:
                 return [LIBRARY_CALL, NHWC]  # a conv: the library on NCHW, or on channels-last copies
@@ -137,47 +144,32 @@ class TritonBackend:
         its element-wise parts merged where they meet (``fusion.merge_elementwise``: two GEMMs' epilogues run
         as one kernel after both); the element-wise values a pooling alone reads moved into its group where
         our window kernel computes it (``fusion.into_windows``, ``emit.window_pool``)."""
-        from axon_eg.extract.fusion import into_windows, merge_elementwise
-
-        from . import blas
-        from .emit import window_pool
-
         split = blas.split(plan)
         derived = [split, merge_elementwise(split) if split is not None else None,
-                   into_windows(plan, lambda p, gi: window_pool(p, gi) is not None)]
+                   into_windows(plan, lambda p, gi: emit.window_pool(p, gi) is not None)]
         return [d for d in derived if d is not None]
 
     def cost(self, plan: FusionPlan, tilings: Sequence[Any], hw: HardwareSpec,
              coefficients: dict[str, float] | None = None, isa: tuple[tuple[int, str], ...] = ()) -> Any:
-        from .cost import gpu_cost
-
         return gpu_cost(plan, tilings, hw, coefficients, dict(isa))
 
     def group_cost(self, plan: FusionPlan, gi: int, t: Any, hw: HardwareSpec) -> float:
-        from .cost import group_seconds
-
         return group_seconds(plan, gi, t, hw)
 
     def lowers(self, plan: FusionPlan, gi: int, tiling: Any, isa: str | None, hw: HardwareSpec) -> bool:
-        from .emit import lowers
-
-        return lowers(plan, gi, tiling, isa, warp_size=_probe_warp_size(hw))
+        return emit.lowers(plan, gi, tiling, isa, warp_size=_probe_warp_size(hw))
 
     def fallback(self, hw: HardwareSpec) -> Fallback | None:
         warp_size = _probe_warp_size(hw)
 
         def runs_as_torch(plan: FusionPlan, gi: int, tiling: Any, isa: str | None = None) -> bool:
-            from .emit import runs_as_torch
-
-            return runs_as_torch(plan, gi, tiling, isa, warp_size)
+            return emit.runs_as_torch(plan, gi, tiling, isa, warp_size)
 
         return runs_as_torch
 
     # -- phase 1 ---------------------------------------------------------------------------------------
     def emit(self, candidate: Any, hw: HardwareSpec, name: str, ranges: dict[str, tuple[int, int]] | None = None) -> Kernel:
-        from .emit import emit
-
-        kernel = emit(candidate, hw, name, ranges=ranges)
+        kernel = emit.emit(candidate, hw, name, ranges=ranges)
         if ranges and not kernel.meta["generic"]:
             raise NotLowerable(f"not shape-generic over {_spans(ranges)}: {kernel.meta['generic_why']}")
         return kernel
@@ -187,8 +179,6 @@ class TritonBackend:
         # group Triton cannot lower runs as torch code
 
     def baselines(self, program: Program, device: str) -> list[Kernel]:
-        from axon_eg.backends.torch.lower import emit_module
-
         source = emit_module(program)
         kernels = [Kernel("torch_eager", source, "eager", "return", "baseline", {}, {"lowering": "torch"})]
         if device != "cpu":  # compiling for the CPU would only time gcc; on a GPU it is the bar to beat
@@ -200,8 +190,6 @@ class TritonBackend:
 
     def write_bundle(self, bdir: Path, program: Program, kernels: Sequence[Kernel], hw: HardwareSpec,
                      probes: Sequence[Mapping[str, int]] = ()) -> None:
-        from axon_eg.bundle import write_bundle
-
         write_bundle(bdir, program, [k for k in kernels if k.source], hw, timeout_s=BUNDLE_TIMEOUT_S,
                      timeouts={"torch_compile": TORCH_COMPILE_TIMEOUT_S}, probes=probes)
 
@@ -250,8 +238,6 @@ def _load(best: Any) -> Any:
         sys.modules[spec.name] = mod  # triton.jit reads the function's source through its module
         if not torch.cuda.is_available():  # set it before triton is first imported to be safe
             os.environ.setdefault("TRITON_INTERPRET", "1")
-        from axon_eg.backends.triton import interpreter
-
         interpreter.apply()  # under TRITON_INTERPRET=1 only
         spec.loader.exec_module(mod)
         fn = best.__dict__["_entry"] = getattr(mod, best.entry)

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from axon_eg.backends.torch.lower import expr as torch_expr
 from axon_eg.backends.triton.isa import BLAS_PADK, base, tf32
 from axon_eg.extract.fusion import MATMUL, FusionPlan, node_kind, regroup
 from axon_eg.ir import ops as O
@@ -231,8 +232,6 @@ def source(program: Program, call: Call, expr: dict[int, str], out: str, isa: st
     ``blas+padk`` both operands are first copied with K contiguous into buffers whose K is zero-padded to
     :func:`padded_k` (the padding adds 0 * 0 terms: the product is the same), so that the library reads
     rows aligned to ``align`` bytes."""
-    from axon_eg.backends.torch.lower import expr as torch_expr
-
     def value(j: int) -> str:
         if j in expr:
             return expr[j]

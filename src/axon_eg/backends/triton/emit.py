@@ -20,12 +20,11 @@ import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from axon_eg.backends.kernel import Kernel, call_signature, guard_source, identifier, shape_generic
 from axon_eg.backends.torch.lower import expr as torch_expr
 from axon_eg.backends.triton.isa import NHWC, SDPA, WINDOW, is_blas
-from axon_eg.extract.candidates import Candidate
 from axon_eg.extract.fusion import (
     ATTENTION,
     ELEMENTWISE,
@@ -40,6 +39,7 @@ from axon_eg.extract.fusion import (
     window_reader,
 )
 from axon_eg.extract.templates import GpuTile, knobs
+from axon_eg.extract.tiling import rank_tilings
 from axon_eg.hw import HardwareSpec
 from axon_eg.ir import dims as D
 from axon_eg.ir import ops as O
@@ -48,7 +48,11 @@ from axon_eg.ir.library_ops import CONV_FAMILIES
 
 from . import attention, blas, conv_nhwc, elementwise, layout, matmul, reduction, scan, sdpa, tma
 from .base import GroupKernel, NotLowerable, attr
+from .cost import group_seconds
 from .templates import TEMPLATES, ElementwiseTile
+
+if TYPE_CHECKING:  # annotations only: the enumerator (and the e-graph it loads) is not needed to emit
+    from axon_eg.extract.candidates import Candidate
 
 LOWERINGS = {ELEMENTWISE: elementwise, LAYOUT: layout, REDUCTION: reduction, MATMUL: matmul, ATTENTION: attention,
              SCAN: scan}
@@ -352,10 +356,6 @@ AUTOTUNE_CONFIGS = 8
 def _autotuned(k: GroupKernel, plan: FusionPlan, gi: int, hw: HardwareSpec) -> GroupKernel:
     """``@triton.autotune`` over the group's best feasible tilings (by the cost model, then the
     candidate ranking's tie-break), the chosen one first; the grid becomes a function of META."""
-    from axon_eg.extract.candidates import rank_tilings
-
-    from .cost import group_seconds
-
     configs: list[str] = []
     chosen = "{" + ", ".join(f"{c!r}: {v}" for c, v in k.constexprs) + "}"
     for t in [None, *rank_tilings(plan, gi, hw, TEMPLATES, group_seconds, bucketed=False)]:

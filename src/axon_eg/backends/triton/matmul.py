@@ -43,6 +43,7 @@ from . import gemv_splitk, tma
 from .base import INT32_LIMIT, GroupKernel, NotLowerable, attr, cdiv, contiguous_strides, resources
 from .cost import right_k_major
 from .elementwise import sliced
+from .layout import transpose_copy
 from .matmul_operands import _Operands
 from .matmul_terms import _TILE, _VIEWS, ONE, Index, _Ctx, _mul, _NeedPrepass, _sum, _tokens, _tree_tokens
 from .templates import TEMPLATES, MatmulTile, SplitKTile
@@ -649,8 +650,6 @@ def _with_right_copy(plan: FusionPlan, gi: int, kernel: _Kernel, body: list[str]
                      name: str, warp_size: int | None, copied: int, tma_loads: bool) -> GroupKernel:
     """The kernel behind a host function that first writes the right operand ``copied`` (stored K x N)
     transposed, N x K (``layout.transpose_copy``), and passes the copy in its place."""
-    from .layout import transpose_copy
-
     program = plan.program
     bm, bn, bk = tile.BLOCK_M, tile.BLOCK_N, tile.BLOCK_K
     k, n = program.concrete_shape(copied)
