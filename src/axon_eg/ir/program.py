@@ -38,6 +38,21 @@ class Node:
     shape: Shape
     dtype: DType
 
+    @property
+    def kind(self) -> O.OpKind:
+        """The op's kind in the registry (``OpKind``: source, elementwise, reduce, scan, contraction, ...)."""
+        return O.get(self.op).kind
+
+    @property
+    def is_input(self) -> bool:
+        """A program input (bound by the caller, named by ``attrs["name"]``)."""
+        return self.op == "input"
+
+    @property
+    def is_constant(self) -> bool:
+        """A scalar constant (``attrs["value"]``)."""
+        return self.op == "constant"
+
 
 @dataclass(frozen=True)
 class InputSpec:
