@@ -18,7 +18,8 @@ from axon_eg.backends.nki import api as nki_api
 from axon_eg.backends.nki import isa, isa_numpy
 from axon_eg.backends.nki import latency as L
 from axon_eg.backends.nki.nki_checks import BFLOAT16
-from axon_eg.backends.nki.nki_namespaces import Isa, IsaCommon, Language, LegacyIsa, members
+from axon_eg.backends.nki.nki_isa_namespaces import Isa, IsaCommon, LegacyIsa
+from axon_eg.backends.nki.nki_namespaces import Language, members
 from axon_eg.backends.nki.session import Session
 from axon_eg.hw import load
 from axon_eg.semantics import isa as sem

@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from .isa import NkiSimulationError
-from .nki_namespaces import Isa, Language, LegacyIsa, members
+from .nki_isa_namespaces import Isa, LegacyIsa
+from .nki_namespaces import Language, members
 from .nki_values import CURRENT, ROOTS
 from .session import Session
 
