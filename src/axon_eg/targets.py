@@ -10,6 +10,8 @@ from functools import cache
 from typing import TYPE_CHECKING
 
 from axon_eg.backends.base import TARGETS, Backend
+from axon_eg.backends.nki.backend import NKI
+from axon_eg.backends.triton.backend import TRITON
 
 if TYPE_CHECKING:
     from axon_eg.hw import HardwareSpec
@@ -17,10 +19,7 @@ if TYPE_CHECKING:
 
 @cache
 def backends() -> dict[str, Backend]:
-    """Every backend by target name (explicit imports; the modules load on first use)."""
-    from axon_eg.backends.nki.backend import NKI
-    from axon_eg.backends.triton.backend import TRITON
-
+    """Every backend by target name."""
     return {TRITON.name: TRITON, NKI.name: NKI}
 
 
