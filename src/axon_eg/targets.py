@@ -10,8 +10,6 @@ from functools import cache
 from typing import TYPE_CHECKING
 
 from axon_eg.backends.base import TARGETS, Backend
-from axon_eg.backends.nki.backend import NKI
-from axon_eg.backends.triton.backend import TRITON
 
 if TYPE_CHECKING:
     from axon_eg.hw import HardwareSpec
@@ -19,7 +17,11 @@ if TYPE_CHECKING:
 
 @cache
 def backends() -> dict[str, Backend]:
-    """Every backend by target name."""
+    """Every backend by target name (explicit imports; the modules load on first use)."""
+    # lazy: the backends and their templates take ~0.2 s to import; validate, result and `axon-eg --help` import this
+    from axon_eg.backends.nki.backend import NKI
+    from axon_eg.backends.triton.backend import TRITON
+
     return {TRITON.name: TRITON, NKI.name: NKI}
 
 

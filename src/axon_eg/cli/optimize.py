@@ -50,7 +50,7 @@ from axon_eg.hw import load as load_hw
 from axon_eg.measure.report import baseline_line, failures, markdown_table, selection_line, terminal_table
 from axon_eg.measure.report import report as plots_report
 from axon_eg.measure.worker import _visible_gpus
-from axon_eg.result import SUMMARY_COLUMNS
+from axon_eg.result import SUMMARY_COLUMNS, PipelineError
 from axon_eg.targets import backend_for_hw
 from axon_eg.validate import INTERPRETER_ELEMS, PRECISIONS
 
@@ -111,7 +111,7 @@ def _check_args(args: argparse.Namespace) -> dict[str, int] | None:
 def cmd_optimize(args: argparse.Namespace) -> int:
     from rich.console import Console
 
-    from axon_eg.pipeline import PipelineError, saturate_and_extract, write_bundle_only  # lazy: loads polars; --help must not
+    from axon_eg import pipeline, selection  # lazy: both load polars; `axon-eg --help` must not
 
     t0 = time.monotonic()
     console = Console(highlight=False)
@@ -130,17 +130,17 @@ def cmd_optimize(args: argparse.Namespace) -> int:
     out = validate.output_dir(args.out or Path("axon_eg_out") / program.name, "--out")
     with progress_bar(console, t0) as (progress, finish):
         if args.bundle_only:
-            bundle = write_bundle_only(program, _target(args.hw), args.hw, args.k, cache_dir=args.cache, progress=progress,
-                                       precision=args.precision)
+            bundle = pipeline.write_bundle_only(program, _target(args.hw), args.hw, args.k, cache_dir=args.cache,
+                                                progress=progress, precision=args.precision)
             finish(("saturate", "extract", "emit"), "")
         else:
             try:
-                result = saturate_and_extract(program, _target(args.hw), args.hw, args.k, args.budget,
-                                              cache_dir=args.cache, device=device, ray_address=args.ray, rows=args.rows,
-                                              force=args.force, progress=progress, precision=args.precision,
-                                              sizes=args.buckets)
+                result = pipeline.saturate_and_extract(program, _target(args.hw), args.hw, args.k, args.budget,
+                                                       cache_dir=args.cache, device=device, ray_address=args.ray,
+                                                       rows=args.rows, force=args.force, progress=progress,
+                                                       precision=args.precision, sizes=args.buckets)
             except PipelineError as exc:
-                table = _measured_table(exc)
+                table = _measured_table(exc, selection.VERDICTS)
                 if table is None:
                     raise
                 finish((), "")
@@ -371,12 +371,11 @@ def _target(hw_name: str) -> str:
     return backend_for_hw(load_hw(hw_name)).name
 
 
-def _measured_table(exc: Exception) -> Any:
+def _measured_table(exc: Exception, verdicts: dict[str, str]) -> Any:
     """What this run measured before ``exc`` (nothing ran correctly), or None when it measured nothing:
-    the pipeline's PipelineError carries the run's table as ``table``."""
+    the pipeline's PipelineError carries the run's table as ``table``; a status's verdict is ``verdicts``'s
+    (``selection.VERDICTS``) where the table has none."""
     import polars as pl
-
-    from axon_eg.selection import VERDICTS  # lazy: loads polars (here already loaded by the pipeline); --help must not
 
     table = getattr(exc, "table", None)
     if table is None:
@@ -384,7 +383,7 @@ def _measured_table(exc: Exception) -> Any:
     if table.is_empty():
         return None
     if "verdict" not in table.columns:
-        table = table.with_columns(verdict=pl.col("status").replace(VERDICTS).fill_null("not measured"))
+        table = table.with_columns(verdict=pl.col("status").replace(verdicts).fill_null("not measured"))
     return table
 
 
