@@ -23,6 +23,9 @@ Exit status: 0 when removed (``--all`` also on an empty cache), 1 when no run ma
 
 Damaged table parts found while reading are moved aside with one warning line each (see
 :mod:`axon_eg.measure.tables`); ``rm --all`` keeps the ``damaged/`` directories.
+
+The options are registered by :func:`axon_eg.cli.add_cache`; this module, which loads polars (the tables), is
+imported only when a ``cache`` command runs (``axon-eg --help`` stays free of it).
 """
 
 from __future__ import annotations
@@ -39,9 +42,8 @@ import polars as pl
 
 from axon_eg.errors import AxonError
 from axon_eg.measure import part_store, table_schemas, tables
-from axon_eg.measure.table_schemas import FINAL_STATUSES, TRANSIENT_STATUSES
 from axon_eg.selection import choose
-from axon_eg.validate import MIN_KEY_PREFIX as MIN_PREFIX
+from axon_eg.validate import MIN_KEY_PREFIX
 
 
 class CacheUsageError(AxonError):
@@ -155,7 +157,7 @@ def _when(ts: str | None) -> str:
 
 
 def _status_text(statuses: dict[str, int]) -> str:
-    order = [*FINAL_STATUSES, *TRANSIENT_STATUSES]
+    order = [*table_schemas.FINAL_STATUSES, *table_schemas.TRANSIENT_STATUSES]
     ranked = sorted(statuses.items(), key=lambda kv: (order.index(kv[0]) if kv[0] in order else len(order), kv[0]))
     return ", ".join(f"{s} {n}" for s, n in ranked)
 
@@ -202,8 +204,8 @@ def _select(runs: list[CachedRun], args: argparse.Namespace) -> tuple[list[Cache
         return chosen, [f"program {p!r}" for p in args.program if not any(r.program == p for r in runs)]
     chosen, missing = [], []
     for given in args.keys:
-        if len(given) < MIN_PREFIX:
-            raise CacheUsageError(f"cache rm: key {given!r} is too short (give at least {MIN_PREFIX} characters)")
+        if len(given) < MIN_KEY_PREFIX:
+            raise CacheUsageError(f"cache rm: key {given!r} is too short (give at least {MIN_KEY_PREFIX} characters)")
         hits = [r for r in runs if r.key.startswith(given)]
         if len(hits) > 1:
             raise CacheUsageError(f"cache rm: key {given!r} is ambiguous: {', '.join(r.key for r in hits)}")
