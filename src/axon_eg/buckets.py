@@ -24,8 +24,8 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import polars as pl
-
+from axon_eg.backends.kernel import check_call
+from axon_eg.backends.torch.lower import emit_module
 from axon_eg.errors import InvalidArgument, KernelCallError
 from axon_eg.ir import dims as D
 from axon_eg.ir.program import Program
@@ -117,8 +117,6 @@ class BucketedKernel:
     def __call__(self, *inputs: Any) -> Any:
         first = self.chosen[0][1]
         tensor, _, layout = first._backend.argument_types()
-        from axon_eg.backends.kernel import check_call
-
         sizes = check_call(tuple(inputs), (), self.signature, f"{self.program.name} (bucketed)", KernelCallError,
                            tensor, layout)
         key = tuple(sizes[d] for d in self.dims)
@@ -135,8 +133,6 @@ class BucketedKernel:
         program = self.program.bind({d: sizes[d] for d in self.dims})
         path = best.path
         if best.kind == "baseline" and any(lo != hi for lo, hi in ranges.values()):
-            from axon_eg.backends.torch.lower import emit_module
-
             path = bdir / f"{best.id}-{'-'.join(f'{d}{sizes[d]}' for d in self.dims)}.py"
             if not path.exists():
                 tmp = path.with_name(path.name + ".tmp")
@@ -160,6 +156,8 @@ def _spelled(d: D.Dim, fixed: Mapping[str, int]) -> int | str:
 def optimize(program: Program, sizes: Mapping[str, Any], run: Callable[..., Result], **options: Any) -> Result:
     """``saturate_and_extract(prog, sizes=...)``: ``run`` (the pipeline's one-bucket run) once per bucket, the
     result dispatching."""
+    import polars as pl  # here, not at the top: the CLI names buckets (``describe``) and must not load polars
+
     plan = buckets(sizes)
     unknown = sorted(set(plan[0]) - program.free_dims)
     if unknown:

@@ -19,11 +19,14 @@ from typing import Any
 
 import polars as pl
 
+from axon_eg import __version__
 from axon_eg.backends.kernel import input_specs
 from axon_eg.hw import HardwareSpec
 from axon_eg.ir.program import Program
 from axon_eg.measure import tables
+from axon_eg.measure.manifest import read_rows as read_manifest_rows
 from axon_eg.result import PipelineError
+from axon_eg.rules_discovered import DATA  # the rule files alone: no prover, no egglog
 
 
 def _version(pkg: str) -> str | None:
@@ -40,8 +43,6 @@ def _sha(obj: Any) -> str:
 
 
 def _rules_digest() -> str:
-    from axon_eg.rules_discovered import DATA  # the files alone: no prover, no egglog
-
     h = hashlib.sha256()
     for p in sorted(Path(DATA).glob("*.json")):
         h.update(p.name.encode() + p.read_bytes())
@@ -50,9 +51,7 @@ def _rules_digest() -> str:
 
 def toolchain(device: str) -> dict[str, Any]:
     """Versions of everything that can change a measurement, on the measuring side."""
-    import axon_eg
-
-    return {"axon_eg": axon_eg.__version__, "rules": _rules_digest(), "torch": _version("torch"),
+    return {"axon_eg": __version__, "rules": _rules_digest(), "torch": _version("torch"),
             "triton": _version("triton"), "python": platform.python_version(), "device": device}
 
 
@@ -69,12 +68,10 @@ def bundle_key(program: Program, hw: HardwareSpec, target: str, k: int, precisio
                ranges: dict[str, tuple[int, int]] | None = None) -> str:
     """What phase 1 depends on: the program (its hash covers shapes and dtypes), the hardware file, k,
     the fp32 matmul precision policy, and for a shape bucket the ranges its kernels serve."""
-    import axon_eg
-
     bucket = {"ranges": {d: list(r) for d, r in sorted(ranges.items())}} if ranges else {}
     return _sha({**bucket, "program": program.hash, "inputs": input_specs(program), "hw": hw.name,
                  "hw_file": hashlib.sha256(Path(hw.path).read_bytes()).hexdigest(), "target": target, "k": k,
-                 "precision": precision, "axon_eg": axon_eg.__version__, "rules": _rules_digest()})[:24]
+                 "precision": precision, "axon_eg": __version__, "rules": _rules_digest()})[:24]
 
 
 def cache_key(bkey: str, tools: dict[str, Any]) -> str:
@@ -88,9 +85,7 @@ def kernel_name(index: int, candidate_key: Any) -> str:
 
 def read_rows(path: str | Path) -> list[dict[str, Any]]:
     """Measurement rows made elsewhere (a JSON-lines file); PipelineError when it has none."""
-    from axon_eg.measure.manifest import read_rows as read
-
-    got = read(path)
+    got = read_manifest_rows(path)
     if not got:
         raise PipelineError(f"{path}: no measurement rows")
     return got

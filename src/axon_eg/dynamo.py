@@ -72,9 +72,17 @@ from typing import Any, ClassVar
 
 import torch
 
+from axon_eg import hw as hardware
+from axon_eg import model_new, validate
 from axon_eg.errors import AxonError, InvalidArgument, UnsupportedOperation
 from axon_eg.hw import DEFAULT_HW
+from axon_eg.ir.aten_table import VIEW_LIKE, aten_name, contracts, handler_for
+from axon_eg.ir.program import canonical_inputs
+from axon_eg.ir.torch_export import _Captured, _export_error
+from axon_eg.ir.torch_import import from_torch, import_torch
+from axon_eg.measure.worker import ROWS_NAME
 from axon_eg.regions import RegionKernel, drop_asserts
+from axon_eg.targets import backend_for
 
 DEFAULTS: dict[str, Any] = {"target": "triton", "hw": DEFAULT_HW, "k": 4, "budget_s": None, "precision": None,
                             "cache_dir": None, "device": None, "saturation_s": 2.0, "verbose": False,
@@ -90,8 +98,6 @@ def _moves_no_arithmetic() -> frozenset[str]:
     """Ops that move no arithmetic (the importer's view-like ops and ``clone``; not its casts, which convert
     every element): a region of these alone is left to torch (a kernel would only copy), and they do not
     count toward a region's size."""
-    from axon_eg.ir.aten_table import VIEW_LIKE
-
     return (VIEW_LIKE | {"aten.clone.default"}) - {"aten.to.dtype", "aten.type_as.default"}
 
 
@@ -106,8 +112,6 @@ def options(given: Mapping[str, Any] | None, who: str = BACKEND) -> dict[str, An
     one of ``validate.PRECISIONS``; ``device`` None, ``"cpu"`` or a CUDA device that is here; ``verbose`` a
     bool; ``cache_dir`` and ``remote`` None or a directory path (not a file), not both naming different places;
     ``target`` "triton"."""
-    from axon_eg import validate
-
     given = dict(given or {})
     unknown = sorted(set(given) - set(DEFAULTS))
     if unknown:
@@ -149,10 +153,6 @@ def options(given: Mapping[str, Any] | None, who: str = BACKEND) -> dict[str, An
 
 def _check_hw(hw: Any, who: str) -> None:
     """``hw``: a hardware file the Triton backend generates code for (InvalidArgument naming ``who``)."""
-    from axon_eg import hw as hardware
-    from axon_eg import validate
-    from axon_eg.targets import backend_for
-
     triton = backend_for("triton")
     gpus = [t for t in hardware.targets() if triton.accepts(hardware.load(t))]
     if isinstance(hw, str) and hw and os.sep not in hw and "/" not in hw and not hw.endswith((".yaml", ".yml")) \
@@ -225,16 +225,12 @@ class OptimizedModule(torch.nn.Module):
         version built through the kernels. ``ModelNew`` is built like the original (same ``__init__``
         arguments, so the same parameters from the same seed; or ``load_state_dict``) and takes inputs of that
         version's shapes. :mod:`axon_eg.model_new` says how the class is extracted."""
-        from axon_eg.model_new import write
-
-        return Path(write(self, Path(path)))
+        return Path(model_new.write(self, Path(path)))
 
 
 def write_model_new(optimized: OptimizedModule, path: Path) -> Path:
     """:meth:`OptimizedModule.save` (see there)."""
-    from axon_eg.model_new import write
-
-    return write(optimized, Path(path))
+    return model_new.write(optimized, Path(path))
 
 
 def optimize(module: torch.nn.Module, example_inputs: Any, **opts: Any) -> OptimizedModule:
@@ -399,8 +395,6 @@ class Compiled:
         from concurrent.futures import ProcessPoolExecutor, as_completed
         from multiprocessing import get_context
 
-        from axon_eg.pipeline import phase1_done
-
         root = str(self.opts["remote"])
         opts = {k: self.opts[k] for k in _RUN_OPTIONS}
         jobs: dict[str, Any] = {}
@@ -414,7 +408,7 @@ class Compiled:
                 spec = region_run(program, opts, root, checked=False)
             except Exception:  # noqa: BLE001, S112 - the build's own loop words the error
                 continue
-            if not phase1_done(spec, "cuda"):
+            if not _pipeline().phase1_done(spec, "cuda"):
                 jobs.setdefault(str(spec.bundle_dir), program)
         workers = min(len(jobs), os.cpu_count() or 1)
         if workers < 2:
@@ -454,8 +448,6 @@ class Compiled:
         """The graph exported to aten and unlifted, torch's logging captured; an export failure as one line
         (``ir.torch_export``'s diagnosis: data-dependent control flow, a shape mismatch, ... at the user's
         line), an :class:`AxonError`."""
-        from axon_eg.ir.torch_export import _Captured, _export_error
-
         name = type(self.gm).__name__
         with _Captured():
             try:
@@ -516,8 +508,6 @@ def region_program(sub: torch.fx.GraphModule, call: torch.fx.Node, name: str) ->
     ``keep``). Raises NotImplementedError for a region that takes a non-tensor, no input at all (a constant
     of ``forward``, left to the code around it) or computes nothing."""
     from torch._subclasses.fake_tensor import FakeTensorMode
-
-    from axon_eg.ir.torch_import import from_torch
 
     out_node = next(n for n in sub.graph.nodes if n.op == "output")
     single = not isinstance(out_node.args[0], (tuple, list))
@@ -585,13 +575,19 @@ def _on_cpu(sub: torch.fx.GraphModule) -> torch.fx.GraphModule:
     return sub
 
 
+def _pipeline() -> Any:
+    """:mod:`axon_eg.pipeline`, imported at the first region's build rather than with this module: it loads polars,
+    and torch imports this module (the backend's entry point) for any ``torch.compile(backend="axon_eg")``."""
+    from axon_eg import pipeline  # lazy: loads polars; importing the backend loads torch only
+
+    return pipeline
+
+
 def by_position(program: Any) -> Any:
     """The region's program with its inputs named by position (``in0``, ``in1``, ...): the kernel is called
     with the region's arguments in order, so the names are not its business, and two identical blocks (a
     transformer's layers, or the same block in two models, differing only in their parameters' names) get one
     bundle, one set of measured rows and one cache entry."""
-    from axon_eg.ir.program import canonical_inputs
-
     return canonical_inputs(program)[0]
 
 
@@ -602,18 +598,14 @@ _RUN_OPTIONS = ("target", "hw", "k", "precision", "saturation_s", "rest")
 def region_run(program: Any, opts: Mapping[str, Any], cache_dir: Any, *, checked: bool = True) -> Any:
     """The region's run specification (``pipeline.Run``) under the backend's ``opts``, its bundle under
     ``cache_dir``: measured against the code that would run in its place (``REGION_BASELINES``)."""
-    from axon_eg.pipeline import Run
-
-    return Run.of(program, opts["target"], opts["hw"], opts["k"], cache_dir=cache_dir, precision=opts["precision"],
+    return _pipeline().Run.of(program, opts["target"], opts["hw"], opts["k"], cache_dir=cache_dir, precision=opts["precision"],
                   saturation_s=opts["saturation_s"], baselines=REGION_BASELINES[opts["rest"]], checked=checked)
 
 
 def _bundle_one(program: Any, opts: dict[str, Any], root: str) -> float:
     """A child process's work in :meth:`Compiled._phase1_ahead`: one region's bundle; its phase-1 seconds."""
-    from axon_eg.pipeline import write_bundle_only
-
     started = time.monotonic()
-    write_bundle_only(region_run(program, opts, root), device="cuda")
+    _pipeline().write_bundle_only(region_run(program, opts, root), device="cuda")
     return time.monotonic() - started
 
 
@@ -624,9 +616,7 @@ def compile_region(sub: torch.fx.GraphModule, call: torch.fx.Node, name: str, op
     the region's bundle there (unless ``ahead``, bundle directory -> phase-1 seconds, says a child process
     wrote it for this build) and raises :class:`Unmeasured` until the worker's rows are in it (``BUNDLE/
     rows.jsonl``), then the selection reads them."""
-    from axon_eg.measure.worker import ROWS_NAME
-    from axon_eg.pipeline import saturate_and_extract, write_bundle_only
-
+    pipeline = _pipeline()
     program, sub, fakes, single, where, keep = region_program(sub, call, name)
     extras = _made_inputs(sub, fakes, name, program)
     program = by_position(program)
@@ -641,14 +631,14 @@ def compile_region(sub: torch.fx.GraphModule, call: torch.fx.Node, name: str, op
         if not rows.is_file():
             started = time.monotonic()
             if str(bdir) not in (ahead or {}):  # a bundle phase 1 already wrote whole is kept as it is
-                write_bundle_only(spec, device="cuda")
+                pipeline.write_bundle_only(spec, device="cuda")
             if region is not None:
                 region.phase1_s = (ahead or {}).get(str(bdir), time.monotonic() - started)
             raise Unmeasured(f"not measured yet: its bundle is {bdir}; on a GPU run `python -m axon_eg.measure "
                              f"{root / 'bundles'}/*`, bring the rows back into it and build again")
-        result = saturate_and_extract(spec, rows=rows)
+        result = pipeline.saturate_and_extract(spec, rows=rows)
     else:
-        result = saturate_and_extract(region_run(program, opts, opts["cache_dir"]), budget_s=opts["budget_s"],
+        result = pipeline.saturate_and_extract(region_run(program, opts, opts["cache_dir"]), budget_s=opts["budget_s"],
                                       device=opts["device"])
     if region is not None:
         region.phase1_s = result.phase1_s
@@ -664,8 +654,6 @@ def _made_inputs(sub: torch.fx.GraphModule, fakes: tuple, name: str, program: An
     """The program's inputs that the region's caller does not have: tensors the importer made from constants
     of ``forward`` (``torch.arange``, ``one_hot``'s range: buffers named ``_arange0``, ...), as
     ``(position, values, torch dtype)``; the kernel is called with them inserted at their positions."""
-    from axon_eg.ir.torch_import import import_torch
-
     given = {n.name for n in sub.graph.nodes if n.op == "placeholder"}
     made = [(i, s) for i, s in enumerate(program.inputs) if s.role != "input" and s.name not in given]
     if not made:
@@ -681,7 +669,7 @@ def region_kernel(result: Any, baselines: tuple[str, ...] = REGION_BASELINES["ea
     the table, from an earlier run of the same program, cannot stand in for a region), else None."""
     import polars as pl
 
-    from axon_eg.selection import kernel_of
+    from axon_eg.selection import kernel_of  # lazy: loads polars (as _pipeline says)
 
     if result.best.kind != "baseline":
         return result.best
@@ -762,8 +750,6 @@ def inductor(gm: torch.fx.GraphModule, args: tuple, verbose: bool = False) -> Ca
     unless ``verbose``."""
     from torch._inductor.compile_fx import compile_fx
 
-    from axon_eg.ir.torch_export import _Captured
-
     with torch.no_grad():
         if verbose:
             return compile_fx(gm, list(args))
@@ -799,8 +785,6 @@ def partition(module: torch.fx.GraphModule, max_ops: int = 24, max_contractions:
     an input gave 16,632 candidates)."""
     from torch.fx.passes.infra.partitioner import CapabilityBasedPartitioner, Partition
     from torch.fx.passes.operator_support import OperatorSupportBase
-
-    from axon_eg.ir.aten_table import handler_for
 
     class Supported(OperatorSupportBase):
         def is_node_supported(self, submodules: Mapping[str, torch.nn.Module], node: torch.fx.Node) -> bool:
@@ -855,8 +839,6 @@ def cut_region(nodes: list[torch.fx.Node], max_ops: int, max_contractions: int =
     residual add and the norm that reads it (one tensor moves), not inside the norm (its float32
     intermediates would). Never between a multi-output op and its ``getitem``. Ties go to fewer cuts; a run
     that cannot be cut is over the limit. Exact over all cut sets (dynamic programming over run ends)."""
-    from axon_eg.ir.aten_table import contracts
-
     n = len(nodes)
     pos = {node: i for i, node in enumerate(nodes)}
     size = [_bytes(node) for node in nodes]
@@ -951,8 +933,6 @@ def _wants_grad(gm: torch.nn.Module, args: tuple) -> bool:
 def _target(node: torch.fx.Node) -> str:
     if node.target is operator.getitem:
         return "getitem"
-    from axon_eg.ir.aten_table import aten_name
-
     return aten_name(node.target)
 
 

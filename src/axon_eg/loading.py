@@ -19,13 +19,14 @@ from typing import Any
 
 from axon_eg import validate
 from axon_eg.errors import AxonError, ProblemLoadError
+from axon_eg.ir.program import Program
 from axon_eg.validate import KERNELBENCH_NAMES, target_kind
 
 
 def load_suite() -> Any:
     """The benchmark suite module, ``axon_eg.suite`` (it ships in the package; ``benchmarks/suite.py`` is
-    the same module under its old name)."""
-    from axon_eg import suite
+    the same module under its old name): imported here, when first asked for, as it loads torch."""
+    from axon_eg import suite  # lazy: loads torch; the CLI imports this module for --help
 
     return suite
 
@@ -53,7 +54,7 @@ def kernelbench_sizes(path: str | os.PathLike[str], *, small: bool,
     ``small`` its ``SMALL_SIZES`` (none: its own sizes, and the line says so), ``sizes`` over those. Read
     without running the file (``ir.torch_import.small_sizes``); ``axon-eg optimize`` and ``optimize-triton``
     both choose sizes this way."""
-    from axon_eg.ir.torch_import import small_sizes
+    from axon_eg.ir.torch_import import small_sizes  # lazy: loads torch; the CLI imports this module for --help
 
     path = Path(path)
     declared = small_sizes(path) if small else None
@@ -79,7 +80,7 @@ def resolve_target(target: str, *, small: bool, sizes: Mapping[str, int] | None 
     sizes = validate.sizes_mapping(sizes)
     kind = target_kind(target)
     if kind == "kernelbench":
-        from axon_eg.ir.torch_import import load_problem
+        from axon_eg.ir.torch_import import load_problem  # lazy: loads torch; the CLI imports this module for --help
 
         used, note = kernelbench_sizes(target, small=small, sizes=sizes)
         problem = load_problem(Path(target), sizes=used or None)
@@ -111,8 +112,6 @@ def _fmt(sizes: Mapping[str, int]) -> str:
 
 
 def _program_from_module(path: Path) -> Any:
-    from axon_eg.ir.program import Program
-
     spec = importlib.util.spec_from_file_location(f"axon_eg_user_{path.stem}", path)
     if spec is None or spec.loader is None:
         raise ProblemLoadError(f"{path}: cannot be imported as a Python module (expected a .py file with one "

@@ -61,7 +61,10 @@ from typing import Any
 
 import torch
 
+from axon_eg import __version__
+from axon_eg.backends.triton import interpreter
 from axon_eg.errors import InvalidArgument
+from axon_eg.regions import RegionKernel, drop_asserts
 
 RESERVED = frozenset({"ModelNew", "torch", "triton", "get_inputs", "get_init_inputs"})
 """Names the saved file defines or imports itself: an imported library class of one of these names is aliased."""
@@ -648,8 +651,6 @@ def write(optimized: Any, path: Path) -> Path:
     """:meth:`axon_eg.dynamo.OptimizedModule.save` (see the module docstring)."""
     from torch.utils import _pytree as pytree
 
-    from axon_eg.regions import RegionKernel
-
     cls = type(optimized.original)
     key, graph_module = next(iter(optimized.compiled.graphs.items()))
     if not isinstance(graph_module, torch.fx.GraphModule) or graph_module is optimized.original:
@@ -747,8 +748,6 @@ class _CallersDevice:
 def _portable(graph: torch.fx.Graph) -> None:
     """The graph free of the device it was exported on (the remote flow exports on the meta device, the
     saved file runs on a GPU): a tensor the graph creates goes to the device of the call's inputs."""
-    from axon_eg.regions import drop_asserts
-
     drop_asserts(graph)
     for node in graph.nodes:
         if isinstance(node.kwargs.get("device"), torch.device):
@@ -759,10 +758,6 @@ def _interpreter_fixes() -> list[str]:
     """The Triton interpreter's work-arounds (``backends.triton.interpreter``: bf16 ``tl.dot`` on bit patterns,
     truncating bf16 casts), copied into the saved file under names of its own and applied at its import
     (each a no-op unless ``TRITON_INTERPRET=1``): the file runs its kernels on a CPU as axon_eg does."""
-    import inspect
-
-    from axon_eg.backends.triton import interpreter
-
     parts = ["import os  # noqa: E402,F401 - the interpreter's work-arounds read TRITON_INTERPRET", ""]
     for fn in (interpreter.widen_bf16_dots, interpreter.round_bf16_to_nearest_even):
         parts += [inspect.getsource(fn).replace(f"def {fn.__name__}(", f"def _axon_eg_{fn.__name__}(", 1), "",
@@ -779,8 +774,6 @@ def _fx_builtins() -> list[str]:
 
 
 def _version() -> str:
-    from axon_eg import __version__
-
     return __version__
 
 

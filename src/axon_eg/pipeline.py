@@ -48,7 +48,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from axon_eg import validate
+from axon_eg import buckets, validate
 from axon_eg.backends.base import TARGETS, Backend
 from axon_eg.backends.kernel import Kernel
 from axon_eg.cache import (
@@ -63,8 +63,9 @@ from axon_eg.cache import (
 )
 from axon_eg.errors import InvalidArgument
 from axon_eg.hw import DEFAULT_HW, HardwareSpec, load
-from axon_eg.ir.program import Program
-from axon_eg.measure import tables
+from axon_eg.ir.program import Program, canonical_inputs
+from axon_eg.measure import ray_runner, tables, worker
+from axon_eg.measure.interrupts import phase_one
 from axon_eg.result import PipelineError, Result
 from axon_eg.saturation import compute_ops, saturated, saturation_nodes
 from axon_eg.selection import from_cache, select
@@ -175,8 +176,6 @@ def _one_line_on_ctrl_c(fn: Callable[..., Any]) -> Callable[..., Any]:
     """``fn`` (which reports its stages through ``progress=``) with Ctrl-C outside phase 2's guard raising
     :class:`~axon_eg.measure.interrupts.PhaseOneInterrupted`: one line naming the program and the stage, no
     traceback when uncaught (phase 2's own :class:`Interrupted` passes through)."""
-    from axon_eg.measure.interrupts import phase_one
-
     @functools.wraps(fn)
     def run(prog: Any, *args: Any, **kwargs: Any) -> Any:
         name = getattr(getattr(prog, "program", prog), "name", type(prog).__name__)
@@ -224,8 +223,6 @@ def saturate_and_extract(prog: Any, target: str = "triton", hw: str | HardwareSp
     ``torch_eager``, ``torch_compile`` and ``torch_compile_default``), e.g. only ``("torch_eager",)`` where
     nothing but eager code can stand in for the kernel (the dynamo backend's regions)."""
     if sizes is not None:
-        from axon_eg import buckets
-
         program = getattr(prog, "program", prog)
         if not isinstance(program, Program):
             raise PipelineError(f"saturate_and_extract takes a Program (or a Problem), got {type(prog).__name__}")
@@ -383,9 +380,7 @@ def _enumerated(program: Program, saturation_s: float, hw: HardwareSpec, backend
     serves them all, kept per process and cache directory (``_MEMO``, ``MEMO_SIZE``): a region served from it
     records ``"reused": True`` and no saturation or extraction seconds. The result does not depend on which
     region came first: every one is the canonical program's, renamed."""
-    from axon_eg.extract.candidates import enumerate_candidates, renamed
-    from axon_eg.ir.program import canonical_inputs
-
+    extraction = _extraction()
     canon, names = canonical_inputs(program)
     key = (str(cache_root.resolve()), canon.hash, hw.name, str(hw.path), _file_digest(hw.path), backend.name, k,
            precision, saturation_s)
@@ -400,7 +395,8 @@ def _enumerated(program: Program, saturation_s: float, hw: HardwareSpec, backend
         report("saturate", 1, 1, f"{sat.enodes} e-nodes")
         report("extract", 0, 1, "")
         started = time.monotonic()
-        found, summary = enumerate_candidates(g, hw, k, backend=backend, fallback=backend.fallback(hw), precision=precision)
+        found, summary = extraction.enumerate_candidates(g, hw, k, backend=backend, fallback=backend.fallback(hw),
+                                                         precision=precision)
         stages = {"saturation_s": saturation_wall, "extraction_s": time.monotonic() - started, "enodes": sat.enodes,
                   "saturation": {"iterations": sat.iterations, "enodes": sat.enodes, "stop_reason": sat.stop_reason,
                                  "node_budget": saturation_nodes(canon),
@@ -415,10 +411,18 @@ def _enumerated(program: Program, saturation_s: float, hw: HardwareSpec, backend
         report("extract", 0, 1, "")
         found, summary, first = hit
         stages = {**first, "saturation_s": 0.0, "extraction_s": 0.0, "reused": True}
-    out = [renamed(c, names, program.name) for c in found]
+    out = [extraction.renamed(c, names, program.name) for c in found]
     keys = {c.key: r.key for c, r in zip(found, out)}
     summary = replace(summary, errors={keys.get(key, key): e for key, e in summary.errors.items()})
     return out, summary, stages
+
+
+def _extraction() -> Any:
+    """:mod:`axon_eg.extract.candidates` (enumerating and renaming candidates, wording an emitter's error), imported
+    when phase 1 first runs."""
+    from axon_eg.extract import candidates  # lazy: loads egglog; a cache hit, a selection, bundle_path need no e-graph
+
+    return candidates
 
 
 @functools.cache
@@ -447,20 +451,17 @@ def _phase1(program: Program, saturation_s: float, hw: HardwareSpec, backend: Ba
     times (a GPU), the k candidates the cost model ranks first at each probe size (``saturate`` gives the
     νGraph of the program bound there) join the bucket's too, emitted generic over the whole bucket
     (``tuned_at``); repeats of a kernel already there are dropped (``meta["code_hash"]``)."""
-    from axon_eg.buckets import probe_bindings
-    from axon_eg.extract.candidates import enumerate_candidates
-
     target = backend.name
     candidates, summary, stages = _enumerated(program, saturation_s, hw, backend, k, precision, bdir.parent.parent,
                                               report)
-    probes = probe_bindings(ranges) if ranges else []
+    probes = buckets.probe_bindings(ranges) if ranges else []
     extra: list[tuple[dict[str, int], Any]] = []
     # without timings at the probes (the CPU; a backend measuring in process, at the tuned size only) there
     # is nothing to choose the extra tilings by
     if probes and saturate is not None and device != "cpu" and not backend.measures_in_process():
         for binding in probes:
-            found, why = enumerate_candidates(saturate(program.bind(binding)), hw, k, backend=backend,
-                                              fallback=backend.fallback(hw), precision=precision)
+            found, why = _extraction().enumerate_candidates(saturate(program.bind(binding)), hw, k, backend=backend,
+                                                            fallback=backend.fallback(hw), precision=precision)
             extra += [(binding, c) for c in found if c.key not in why.errors]
     report("extract", 1, 1, f"{len(candidates) + len(extra)} candidates")
     emit_started = time.monotonic()
@@ -522,15 +523,13 @@ def _emit(backend: Backend, candidate: Any, hw: HardwareSpec, name: str,
           ranges: dict[str, tuple[int, int]] | None = None) -> Kernel:
     """The backend's kernel for a candidate. One the backend fails on (a candidate it cannot lower, any
     exception of an emitter) becomes an empty kernel whose ``meta`` says why (``_failed``)."""
-    from axon_eg.extract.candidates import error_line
-
     try:
         try:
             return backend.emit(candidate, hw, name, ranges) if ranges else backend.emit(candidate, hw, name)
         except backend.unlowerable() as exc:
             return _failed(backend, candidate, name, "emit", str(exc))
     except Exception as exc:  # a bug in one lowering rejects its candidate, never the run
-        return _failed(backend, candidate, name, "emit", error_line(exc))
+        return _failed(backend, candidate, name, "emit", _extraction().error_line(exc))
 
 
 def _failed(backend: Backend, candidate: Any, name: str, stage: str, error: str) -> Kernel:
@@ -561,8 +560,6 @@ def _measure(bdir: Path, key: str, kernels: list[Kernel], device: str, ray_addre
     The resume file ``rows-<key>.jsonl`` is rewritten first to hold exactly the final rows kept (the
     worker skips every id it has a row for, so a transient row there would never be retried); ``force``
     starts it over. Under a budget, candidates are started while time remains (the rest are ``skipped``)."""
-    from axon_eg.measure.worker import interrupt_guard, read_rows, run_bundle
-
     out = bdir / f"rows-{key}.jsonl"
     ids = [k.name for k in kernels]
     keep = {i: r for i, r in reuse.items() if i in ids}
@@ -570,7 +567,7 @@ def _measure(bdir: Path, key: str, kernels: list[Kernel], device: str, ray_addre
     if force:
         out.unlink(missing_ok=True)
     else:
-        for r in read_rows(out):
+        for r in worker.read_rows(out):
             i = r.get("id")
             if i in ids and tables.is_final(r.get("status"), r.get("error")) and \
                     (i not in keep or str(r.get("timestamp") or "") >= str(keep[i].get("timestamp") or "")):
@@ -585,19 +582,17 @@ def _measure(bdir: Path, key: str, kernels: list[Kernel], device: str, ray_addre
     gpus = [] if device == "cpu" else None
     fresh: list[dict[str, Any]] = []
     if ray_address is not None:
-        from axon_eg.measure.ray_runner import run_bundle_ray
-
         report("measure", 0, len(todo), f"ray {ray_address}")
-        fresh = run_bundle_ray(bdir, out, ray_address) if todo else []
+        fresh = ray_runner.run_bundle_ray(bdir, out, ray_address) if todo else []
     else:
-        with interrupt_guard(bdir, out):  # SIGINT / SIGTERM between two candidates too: children killed, one line
+        with worker.interrupt_guard(bdir, out):  # SIGINT / SIGTERM between two candidates too: children killed, one line
             for n, cid in enumerate(todo):
                 if budget_s is not None and time.monotonic() - t0 > budget_s:
                     fresh.append({"id": cid, "status": "skipped", "stage": "budget", "timestamp": _now(),
                                   "error": f"not measured: the {budget_s:g} s budget was spent"})
                     continue
                 report("measure", n, len(todo), cid)
-                fresh += run_bundle(bdir, out, gpus=gpus, ids=[cid])
+                fresh += worker.run_bundle(bdir, out, gpus=gpus, ids=[cid])
         report("measure", len(todo), len(todo), "")
     wanted = set(todo)
     return [keep[i] for i in ids if i in resumed] + [r for r in fresh if r.get("id") in wanted]

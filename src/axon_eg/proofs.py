@@ -33,6 +33,8 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from axon_eg.semantics.prover import SOLVER
+
 PACKAGE = Path(__file__).resolve().parent
 SEMANTICS_DIR = PACKAGE / "semantics"
 ISA_SEMANTICS_DIR = SEMANTICS_DIR / "isa"
@@ -90,8 +92,6 @@ def isa_semantics_hash() -> str:
 
 def solver() -> str:
     """The solver and version proofs are made with (``z3 4.x``)."""
-    from axon_eg.semantics.prover import SOLVER
-
     return SOLVER
 
 

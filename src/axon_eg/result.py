@@ -7,13 +7,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Any
-
-import polars as pl
+from typing import TYPE_CHECKING, Any
 
 from axon_eg.backends.kernel import call_signature, check_call
 from axon_eg.errors import AxonError, KernelCallError
 from axon_eg.ir.program import Program
+from axon_eg.targets import backend_for_mode
+
+if TYPE_CHECKING:  # the tables are Polars frames; a kernel's call, the CLI and --help need no polars
+    import polars as pl
 
 
 class PipelineError(AxonError):
@@ -41,8 +43,6 @@ class BestKernel:
     @cached_property
     def _backend(self) -> Any:
         """The backend that calls kernels of this mode: it says what arguments they take and runs them."""
-        from axon_eg.targets import backend_for_mode
-
         return backend_for_mode(self.mode)
 
     @cached_property

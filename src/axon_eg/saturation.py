@@ -16,8 +16,8 @@ def saturated(program: Program, seconds: float) -> Any:
     (a count, checked between iterations: the same program saturates the same way on any machine) and
     ``seconds`` as a safety cap on the clock (its report's ``stop_reason`` is ``"time limit"`` when that cap
     cut it short; phase 1 records it, ``phase1.json``)."""
-    from axon_eg.egraph.nugraph import Limits, NuGraph
-    from axon_eg.rules_discovered.store import load_rules
+    from axon_eg.egraph.nugraph import Limits, NuGraph  # lazy: loads egglog; the pipeline imports this module for cache hits
+    from axon_eg.rules_discovered.store import load_rules  # lazy: loads z3 (a stored rule may need re-proving)
 
     g = NuGraph(program, load_rules())
     g.saturate(Limits(seconds=seconds, nodes=saturation_nodes(program)))
@@ -27,7 +27,7 @@ def saturated(program: Program, seconds: float) -> Any:
 def saturation_nodes(program: Program) -> int:
     """The e-node budget of a program's saturation, scaled by its size: ``SATURATION_NODES`` plus
     ``SATURATION_NODES_PER_OP`` per compute op, at most the νGraph's default (``Limits.nodes``)."""
-    from axon_eg.egraph.nugraph import Limits
+    from axon_eg.egraph.nugraph import Limits  # lazy: loads egglog (as in saturated)
 
     return min(Limits.nodes, SATURATION_NODES + SATURATION_NODES_PER_OP * compute_ops(program))
 

@@ -24,6 +24,7 @@ import torch
 import torch.nn.functional as F
 
 import axon_eg as ax
+from axon_eg.ir.inputs import random_inputs
 from axon_eg.ir.program import Program
 
 RMS_EPS = 1e-6  # one eps per norm, shared by the program and its baseline
@@ -64,8 +65,6 @@ class SuiteProgram:
                      dtype: torch.dtype | None = None) -> list[torch.Tensor]:
         """Random inputs (``axon_eg.ir.inputs.random_inputs``) in program order, cast to the program's
         dtypes or to ``dtype``."""
-        from axon_eg.ir.inputs import random_inputs
-
         program = self.bound(small)
         arrays = random_inputs(program, seed)
         return [

@@ -10,10 +10,16 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
 from axon_eg.backends.base import TARGETS, Backend
-from axon_eg.backends.triton.backend import TRITON
 
 if TYPE_CHECKING:
     from axon_eg.hw import HardwareSpec
+
+
+def _triton() -> Backend:
+    # lazy: the backend and its templates take ~0.2 s to import; validate, result and `axon-eg --help` import this
+    from axon_eg.backends.triton.backend import TRITON
+
+    return TRITON
 
 
 def _nki() -> Backend:
@@ -22,7 +28,7 @@ def _nki() -> Backend:
     return NKI
 
 
-_LOADERS: dict[str, Callable[[], Backend]] = {"triton": lambda: TRITON, "nki": _nki}
+_LOADERS: dict[str, Callable[[], Backend]] = {"triton": _triton, "nki": _nki}
 """Target name -> its backend, in the order a hardware description or a calling mode is matched (a backend
 is loaded only when the ones before it do not serve)."""
 

@@ -27,10 +27,15 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from axon_eg.backends.base import TARGETS
 from axon_eg.errors import DtypeError, InvalidArgument, PathError, ProblemLoadError
-from axon_eg.hw import DEFAULT_HW
+from axon_eg.hw import DEFAULT_HW, load
+from axon_eg.targets import backend_for
 
 SIZES_FORMAT = "NAME=INT[,NAME=INT...], e.g. M=64,N=32 or batch_size=4"
+
+MIN_KEY_PREFIX = 4
+"""The shortest prefix of a cache key that ``axon-eg cache rm KEY`` accepts (``cli.cache``)."""
 
 
 # ------------------------------------------------------------------------------------------------
@@ -234,8 +239,6 @@ def hardware(hw: Any, name: str = "hw") -> None:
         raise InvalidArgument(f"{name} must be a target name (h200, trn2, ...) or a YAML file, got ''")
     if isinstance(hw, os.PathLike) or os.sep in text or "/" in text or text.endswith((".yaml", ".yml")):
         readable_file(text, name)  # as hw.load tells a path from a bundled name
-    from axon_eg.hw import load
-
     load(hw)  # an unknown name (with the close ones) or a malformed file, now rather than after loading the program
 
 
@@ -245,8 +248,6 @@ def hardware(hw: Any, name: str = "hw") -> None:
 def program_dtypes(program: Any, target: str = "triton") -> None:
     """Refuse, before phase 1, a program with a dtype the target cannot run or the measurement harness
     cannot check (DtypeError naming the input or output and its dtype)."""
-    from axon_eg.targets import backend_for
-
     allowed, why = backend_for(target).program_dtypes()
     named = [(f"input {s.name!r}", s.dtype) for s in program.inputs]
     named += [(f"output {i}", program.nodes[o].dtype) for i, o in enumerate(program.outputs)]
@@ -270,8 +271,6 @@ def pipeline_arguments(prog: Any, target: str = "triton", hw: Any = DEFAULT_HW, 
     if rows is not None:
         readable_file(rows, "rows")
     program = getattr(prog, "program", prog)
-    from axon_eg.backends.base import TARGETS
-
     if target in TARGETS and all(hasattr(program, a) for a in ("inputs", "outputs", "nodes")):
         program_dtypes(program, target)  # (an unknown target, a non-Program: the pipeline's own errors)
     cache_directory(cache_dir, "cache_dir")

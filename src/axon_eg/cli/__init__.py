@@ -25,9 +25,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-from axon_eg import validate
-from axon_eg.errors import AxonError
+from axon_eg import __version__, validate
+from axon_eg.cli import optimize as optimize_cli
+from axon_eg.egraph.views import members, to_text
+from axon_eg.errors import AxonError, InvalidArgument
 from axon_eg.hw import DEFAULT_HW
+from axon_eg.ir import ops as O
+from axon_eg.ir.inputs import random_inputs
+from axon_eg.ir.interpret import interpret
 from axon_eg.loading import load_suite, load_target, resolve_target
 from axon_eg.measure.interrupts import OneLineInterrupt
 
@@ -41,8 +46,6 @@ def _console() -> Any:
 # ------------------------------------------------------------------------------------------------
 def cmd_ops(args: argparse.Namespace) -> int:
     from rich.table import Table
-
-    from axon_eg.ir import ops as O
 
     table = Table(title=f"{len(O.REGISTRY)} registered ops")
     for col in ("op", "kind", "inputs", "attributes", "meaning"):
@@ -59,8 +62,6 @@ def cmd_ops(args: argparse.Namespace) -> int:
 def cmd_suite(args: argparse.Namespace) -> int:
     from rich.table import Table
 
-    from axon_eg.ir import ops as O
-
     suite = load_suite()
     table = Table(title=f"benchmark suite: {len(suite.SUITE)} programs")
     for col in ("name", "kind", "ops", "H200 sizes", "description"):
@@ -75,9 +76,6 @@ def cmd_suite(args: argparse.Namespace) -> int:
 
 def cmd_inspect(args: argparse.Namespace) -> int:
     import numpy as np
-
-    from axon_eg.ir.inputs import random_inputs
-    from axon_eg.ir.interpret import interpret
 
     console = _console()
     target = resolve_target(args.target, small=not args.full, sizes=args.sizes)
@@ -107,14 +105,13 @@ def cmd_inspect(args: argparse.Namespace) -> int:
 def cmd_show(args: argparse.Namespace) -> int:
     from rich.table import Table
 
-    from axon_eg.egraph.nugraph import Limits, NuGraph
-    from axon_eg.egraph.views import members, to_text
+    from axon_eg.egraph.nugraph import Limits, NuGraph  # lazy: loads egglog; `axon-eg --help` must not
 
     console = _console()
     program, _ = load_target(args.target, small=not args.full, sizes=args.sizes)
     rules = []
     if args.rules == "discovered":
-        from axon_eg.rules_discovered.store import load_rules
+        from axon_eg.rules_discovered.store import load_rules  # lazy: loads z3 (a stored rule may need re-proving)
 
         rules = load_rules()
     graph = NuGraph(program, rules)
@@ -147,7 +144,7 @@ def cmd_show(args: argparse.Namespace) -> int:
 def cmd_rules_discover(args: argparse.Namespace) -> int:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from axon_eg.rules_discovered.driver import discover
+    from axon_eg.rules_discovered.driver import discover  # lazy: loads z3
 
     console = _console()
     tasks: dict[str, object] = {}
@@ -186,7 +183,7 @@ def _print_summary(console: Any, summary: Any) -> None:
 
 
 def cmd_rules_verify(args: argparse.Namespace) -> int:
-    from axon_eg.rules_discovered.verify import verify
+    from axon_eg.rules_discovered.verify import verify  # lazy: loads z3
 
     console = _console()
     report = verify(jobs=args.jobs, timeout_ms=args.timeout_ms)
@@ -196,7 +193,7 @@ def cmd_rules_verify(args: argparse.Namespace) -> int:
     console.print(f"re-proved {report.total - len({n for n, _ in failures})} of {report.total} stored rules from their "
                   f"text in {report.seconds:.1f} s (proofs {report.proof_seconds:.1f} s, float-safety verdicts "
                   f"{report.safety_seconds:.1f} s)")
-    from axon_eg.backends.nki.synthesis import verify as verify_lowerings
+    from axon_eg.backends.nki.synthesis import verify as verify_lowerings  # lazy: loads z3
 
     isa_failures, isa_total, isa_seconds = verify_lowerings(timeout_ms=args.timeout_ms)
     for name, why in isa_failures:
@@ -207,7 +204,7 @@ def cmd_rules_verify(args: argparse.Namespace) -> int:
 
 
 def cmd_rules_list(args: argparse.Namespace) -> int:
-    from axon_eg.rules_discovered.store import load_stored
+    from axon_eg.rules_discovered.store import load_stored  # lazy: loads z3 (a stored rule may need re-proving)
 
     console = _console()
     for stored in load_stored():
@@ -275,15 +272,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--svg", help="write the e-graph as SVG (needs graphviz)")
     p.set_defaults(func=cmd_show)
 
-    from axon_eg.cli.optimize import add_parser as add_optimize
-
-    add_optimize(sub)
-
+    optimize_cli.add_parser(sub)
     add_optimize_triton(sub)
-
-    from axon_eg.cli import cache as cache_cli
-
-    cache_cli.add_parser(sub)
+    add_cache(sub)
 
     rules = sub.add_parser("rules", help="discover, verify and list the Z3-proven rewrite rules")
     rsub = rules.add_subparsers(dest="rules_command", required=True)
@@ -303,6 +294,32 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def add_cache(sub: Any) -> None:
+    """Register ``axon-eg cache`` (``ls``, ``rm``; run by :mod:`axon_eg.cli.cache`) on the CLI's subparsers."""
+    cache = sub.add_parser("cache", help="list or remove the cached optimization runs (see axon_eg.cli.cache)")
+    csub = cache.add_subparsers(dest="cache_command", required=True)
+    help_dir = "cache directory (default $AXON_EG_CACHE or ~/.cache/axon_eg)"
+    p = csub.add_parser("ls", help="one line per cached run: program, key, hw, target, k, when, best, statuses, size")
+    p.add_argument("--program", action="append", metavar="NAME", help="only this program's runs (repeatable)")
+    p.add_argument("--cache", default=None, help=help_dir)
+    p.set_defaults(func=cmd_cache)
+    p = csub.add_parser("rm", help="remove runs (rows, bundles, parts) atomically: KEY..., --program NAME or --all")
+    p.add_argument("keys", nargs="*", metavar="KEY", help="cache key or a unique prefix of >= "
+                                                          f"{validate.MIN_KEY_PREFIX} characters")
+    p.add_argument("--program", action="append", metavar="NAME", help="every run of this program (repeatable)")
+    p.add_argument("--all", action="store_true", help="every run and bundle (damaged parts are kept)")
+    p.add_argument("-n", "--dry-run", action="store_true", help="say what would be removed, remove nothing")
+    p.add_argument("--cache", default=None, help=help_dir)
+    p.set_defaults(func=cmd_cache)
+
+
+def cmd_cache(args: argparse.Namespace) -> int:
+    """``axon-eg cache ls`` or ``rm``: :func:`axon_eg.cli.cache.cmd_ls` or ``cmd_rm``."""
+    from axon_eg.cli import cache as cache_cli  # lazy: loads polars (the tables); `axon-eg --help` must not
+
+    return {"ls": cache_cli.cmd_ls, "rm": cache_cli.cmd_rm}[args.cache_command](args)
+
+
 def _version() -> str:
     """The installed distribution's version (the package's own when run from a checkout)."""
     from importlib.metadata import PackageNotFoundError, version
@@ -310,8 +327,6 @@ def _version() -> str:
     try:
         return version("axon_eg")
     except PackageNotFoundError:
-        from axon_eg import __version__
-
         return __version__
 
 
@@ -351,12 +366,9 @@ restated so that ``--help`` stays fast; a test ties the two)."""
 
 
 def add_optimize_triton(sub: Any) -> None:
-    from axon_eg.cli.optimize import allow_large_option
-    from axon_eg.validate import INTERPRETER_ELEMS
-
     p = sub.add_parser("optimize-triton", help="an existing Triton program in, its stages' candidates checked and "
                                                 "timed, the fastest correct file out",
-                       description=TRITON_DESCRIPTION.format(elems=INTERPRETER_ELEMS, dtypes=", ".join(SPEC_DTYPES)),
+                       description=TRITON_DESCRIPTION.format(elems=validate.INTERPRETER_ELEMS, dtypes=", ".join(SPEC_DTYPES)),
                        epilog=TRITON_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("file", metavar="FILE", help="a KernelBench file with Model and ModelNew, or a file whose Model "
                                                 "launches the kernels")
@@ -369,16 +381,14 @@ def add_optimize_triton(sub: Any) -> None:
     p.add_argument("--hw", default=DEFAULT_HW, help=f"hardware description (data/hw_costs; default {DEFAULT_HW})")
     p.add_argument("--out", help="output directory (default axon_eg_out/triton_<file>)")
     p.add_argument("--cpu", action="store_true", help="ignore GPUs: check under the Triton interpreter only, no timing")
-    allow_large_option(p)
+    optimize_cli.allow_large_option(p)
     p.set_defaults(func=cmd_optimize_triton)
 
 
 def cmd_optimize_triton(args: argparse.Namespace) -> int:
     from rich.console import Console
 
-    from axon_eg.cli import optimize as optimize_cli
-    from axon_eg.errors import InvalidArgument
-    from axon_eg.triton_in import run as triton_run
+    from axon_eg.triton_in import run as triton_run  # lazy: loads libcst; `axon-eg --help` must not
 
     t0 = time.monotonic()
     console = Console(highlight=False)

@@ -23,6 +23,9 @@ Exit status: 0 when removed (``--all`` also on an empty cache), 1 when no run ma
 
 Damaged table parts found while reading are moved aside with one warning line each (see
 :mod:`axon_eg.measure.tables`); ``rm --all`` keeps the ``damaged/`` directories.
+
+The options are registered by :func:`axon_eg.cli.add_cache`; this module, which loads polars (the tables), is
+imported only when a ``cache`` command runs (``axon-eg --help`` stays free of it).
 """
 
 from __future__ import annotations
@@ -35,9 +38,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from axon_eg.errors import AxonError
+import polars as pl
 
-MIN_PREFIX = 4
+from axon_eg.errors import AxonError
+from axon_eg.measure import part_store, table_schemas, tables
+from axon_eg.selection import choose
+from axon_eg.validate import MIN_KEY_PREFIX
 
 
 class CacheUsageError(AxonError):
@@ -82,11 +88,6 @@ def _dir_size(path: Path) -> int:
 
 def inventory(cache: str | os.PathLike[str] | None = None) -> list[CachedRun]:
     """Every run in the cache, sorted by program then newest first."""
-    import polars as pl
-
-    from axon_eg.measure import part_store, table_schemas, tables
-    from axon_eg.selection import choose
-
     root = part_store.cache_dir(cache)
 
     def current(table: str) -> tuple[pl.DataFrame, list[Any]]:
@@ -156,9 +157,7 @@ def _when(ts: str | None) -> str:
 
 
 def _status_text(statuses: dict[str, int]) -> str:
-    from axon_eg.measure.table_schemas import FINAL_STATUSES, TRANSIENT_STATUSES
-
-    order = [*FINAL_STATUSES, *TRANSIENT_STATUSES]
+    order = [*table_schemas.FINAL_STATUSES, *table_schemas.TRANSIENT_STATUSES]
     ranked = sorted(statuses.items(), key=lambda kv: (order.index(kv[0]) if kv[0] in order else len(order), kv[0]))
     return ", ".join(f"{s} {n}" for s, n in ranked)
 
@@ -174,8 +173,6 @@ def _console() -> Any:
 
 def cmd_ls(args: argparse.Namespace) -> int:
     from rich.table import Table
-
-    from axon_eg.measure import part_store, table_schemas
 
     root = part_store.cache_dir(args.cache)
     runs = [r for r in inventory(args.cache) if not args.program or r.program in args.program]
@@ -207,8 +204,8 @@ def _select(runs: list[CachedRun], args: argparse.Namespace) -> tuple[list[Cache
         return chosen, [f"program {p!r}" for p in args.program if not any(r.program == p for r in runs)]
     chosen, missing = [], []
     for given in args.keys:
-        if len(given) < MIN_PREFIX:
-            raise CacheUsageError(f"cache rm: key {given!r} is too short (give at least {MIN_PREFIX} characters)")
+        if len(given) < MIN_KEY_PREFIX:
+            raise CacheUsageError(f"cache rm: key {given!r} is too short (give at least {MIN_KEY_PREFIX} characters)")
         hits = [r for r in runs if r.key.startswith(given)]
         if len(hits) > 1:
             raise CacheUsageError(f"cache rm: key {given!r} is ambiguous: {', '.join(r.key for r in hits)}")
@@ -220,8 +217,6 @@ def _select(runs: list[CachedRun], args: argparse.Namespace) -> tuple[list[Cache
 
 
 def cmd_rm(args: argparse.Namespace) -> int:
-    from axon_eg.measure import part_store, tables
-
     if (bool(args.keys) + bool(args.program) + bool(args.all)) != 1:
         raise CacheUsageError("cache rm: name the runs to remove: KEY [KEY ...], --program NAME or --all")
     root = part_store.cache_dir(args.cache)
@@ -255,22 +250,4 @@ def cmd_rm(args: argparse.Namespace) -> int:
           f"{removal.rows.get('candidates', 0)} candidate rows, {n_bundles} bundle{'s' * (n_bundles != 1)}, "
           f"{human_size(removal.bytes)} {'to free' if args.dry_run else 'freed'} in {root}")
     return 0
-
-
-def add_parser(sub: Any) -> None:
-    """Register ``axon-eg cache`` (``ls``, ``rm``) on the CLI's subparsers."""
-    cache = sub.add_parser("cache", help="list or remove the cached optimization runs (see axon_eg.cli.cache)")
-    csub = cache.add_subparsers(dest="cache_command", required=True)
-    help_dir = "cache directory (default $AXON_EG_CACHE or ~/.cache/axon_eg)"
-    p = csub.add_parser("ls", help="one line per cached run: program, key, hw, target, k, when, best, statuses, size")
-    p.add_argument("--program", action="append", metavar="NAME", help="only this program's runs (repeatable)")
-    p.add_argument("--cache", default=None, help=help_dir)
-    p.set_defaults(func=cmd_ls)
-    p = csub.add_parser("rm", help="remove runs (rows, bundles, parts) atomically: KEY..., --program NAME or --all")
-    p.add_argument("keys", nargs="*", metavar="KEY", help=f"cache key or a unique prefix of >= {MIN_PREFIX} characters")
-    p.add_argument("--program", action="append", metavar="NAME", help="every run of this program (repeatable)")
-    p.add_argument("--all", action="store_true", help="every run and bundle (damaged parts are kept)")
-    p.add_argument("-n", "--dry-run", action="store_true", help="say what would be removed, remove nothing")
-    p.add_argument("--cache", default=None, help=help_dir)
-    p.set_defaults(func=cmd_rm)
 

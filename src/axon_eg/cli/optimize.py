@@ -42,9 +42,16 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any
 
-from axon_eg import validate
+from axon_eg import loading, validate
+from axon_eg.buckets import describe
 from axon_eg.errors import InvalidArgument, ProgramError
 from axon_eg.hw import DEFAULT_HW
+from axon_eg.hw import load as load_hw
+from axon_eg.measure.report import baseline_line, failures, markdown_table, selection_line, terminal_table
+from axon_eg.measure.report import report as plots_report
+from axon_eg.measure.worker import _visible_gpus
+from axon_eg.result import SUMMARY_COLUMNS, PipelineError
+from axon_eg.targets import backend_for_hw
 from axon_eg.validate import INTERPRETER_ELEMS, PRECISIONS
 
 PHASES = ("saturate", "extract", "emit", "measure", "select")
@@ -104,7 +111,7 @@ def _check_args(args: argparse.Namespace) -> dict[str, int] | None:
 def cmd_optimize(args: argparse.Namespace) -> int:
     from rich.console import Console
 
-    from axon_eg.pipeline import PipelineError, saturate_and_extract, write_bundle_only
+    from axon_eg import pipeline, selection  # lazy: both load polars; `axon-eg --help` must not
 
     t0 = time.monotonic()
     console = Console(highlight=False)
@@ -123,17 +130,17 @@ def cmd_optimize(args: argparse.Namespace) -> int:
     out = validate.output_dir(args.out or Path("axon_eg_out") / program.name, "--out")
     with progress_bar(console, t0) as (progress, finish):
         if args.bundle_only:
-            bundle = write_bundle_only(program, _target(args.hw), args.hw, args.k, cache_dir=args.cache, progress=progress,
-                                       precision=args.precision)
+            bundle = pipeline.write_bundle_only(program, _target(args.hw), args.hw, args.k, cache_dir=args.cache,
+                                                progress=progress, precision=args.precision)
             finish(("saturate", "extract", "emit"), "")
         else:
             try:
-                result = saturate_and_extract(program, _target(args.hw), args.hw, args.k, args.budget,
-                                              cache_dir=args.cache, device=device, ray_address=args.ray, rows=args.rows,
-                                              force=args.force, progress=progress, precision=args.precision,
-                                              sizes=args.buckets)
+                result = pipeline.saturate_and_extract(program, _target(args.hw), args.hw, args.k, args.budget,
+                                                       cache_dir=args.cache, device=device, ray_address=args.ray,
+                                                       rows=args.rows, force=args.force, progress=progress,
+                                                       precision=args.precision, sizes=args.buckets)
             except PipelineError as exc:
-                table = _measured_table(exc)
+                table = _measured_table(exc, selection.VERDICTS)
                 if table is None:
                     raise
                 finish((), "")
@@ -145,12 +152,8 @@ def cmd_optimize(args: argparse.Namespace) -> int:
                       f"then here:           axon-eg optimize {args.target}{' --full' if args.full else ''}"
                       f"{f' --sizes {args.sizes}' if args.sizes else ''} --rows rows.jsonl")
         return 0
-    from axon_eg.measure.report import baseline_line, selection_line
-
     out.mkdir(parents=True, exist_ok=True)
     if result.buckets:  # a bucketed run: each bucket's selection, and its table and summary line
-        from axon_eg.buckets import describe
-
         for ranges, res in result.buckets:
             tag = "_".join(f"{d}{lo}-{hi}" for d, (lo, hi) in sorted(ranges.items()))
             shutil.copyfile(res.best.path, out / f"best_{tag}.py")
@@ -165,9 +168,7 @@ def cmd_optimize(args: argparse.Namespace) -> int:
     last = baseline_line(result.table, result.best.id)
     text = _report(program, result, args, [chose, *([last] if last else [])])
     if args.plot:
-        from axon_eg.measure.report import report
-
-        text += "\n" + report(args.cache, program=program.name, plot_dir=out)
+        text += "\n" + plots_report(args.cache, program=program.name, plot_dir=out)
     (out / "report.md").write_text(text)
     say(console, result.summary().split("\n\n", 1)[0])
     _print_table(console, result.table, result.best.id)
@@ -212,8 +213,6 @@ def check_size_names(path: str | Path, sizes: dict[str, int] | None, text: str |
 
 def _load_target(args: argparse.Namespace, sizes: dict[str, int] | None) -> tuple[Any, str]:
     """``loading.resolve_target`` at the sizes the options ask for, and the line saying which and why."""
-    from axon_eg import loading
-
     small = not args.full
     kind = validate.target_kind(args.target)
     if kind == "kernelbench":  # a name the file does not define, before the (slow) import
@@ -239,8 +238,6 @@ def interpreter_reason(cpu: bool) -> str | None:
     """Why phase 2 runs under the Triton interpreter here ("--cpu", "no GPU here"), or None on a GPU."""
     if cpu:
         return "--cpu"
-    from axon_eg.measure.worker import _visible_gpus
-
     return None if _visible_gpus() else "no GPU here"
 
 
@@ -363,30 +360,22 @@ def say(console: Any, text: str) -> None:
 
 
 def _columns(table: Any) -> list[str]:
-    from axon_eg.result import SUMMARY_COLUMNS
-
     return [c for c in (*SUMMARY_COLUMNS, "error") if c in table.columns]
 
 
 def _print_table(console: Any, table: Any, selected: str | None) -> None:
-    from axon_eg.measure.report import terminal_table
-
     console.print(terminal_table(table, _columns(table), selected, console.width))
 
 
 def _target(hw_name: str) -> str:
-    from axon_eg.hw import load
-    from axon_eg.targets import backend_for_hw
-
-    return backend_for_hw(load(hw_name)).name
+    return backend_for_hw(load_hw(hw_name)).name
 
 
-def _measured_table(exc: Exception) -> Any:
+def _measured_table(exc: Exception, verdicts: dict[str, str]) -> Any:
     """What this run measured before ``exc`` (nothing ran correctly), or None when it measured nothing:
-    the pipeline's PipelineError carries the run's table as ``table``."""
+    the pipeline's PipelineError carries the run's table as ``table``; a status's verdict is ``verdicts``'s
+    (``selection.VERDICTS``) where the table has none."""
     import polars as pl
-
-    from axon_eg.selection import VERDICTS
 
     table = getattr(exc, "table", None)
     if table is None:
@@ -394,15 +383,13 @@ def _measured_table(exc: Exception) -> Any:
     if table.is_empty():
         return None
     if "verdict" not in table.columns:
-        table = table.with_columns(verdict=pl.col("status").replace(VERDICTS).fill_null("not measured"))
+        table = table.with_columns(verdict=pl.col("status").replace(verdicts).fill_null("not measured"))
     return table
 
 
 def _no_kernel(console: Any, program: Any, args: argparse.Namespace, out: Path, table: Any, exc: Exception) -> int:
     """Nothing ran correctly: write the table and report of what was measured, show the table, one error line."""
     import sys
-
-    from axon_eg.measure.report import failures
 
     out.mkdir(parents=True, exist_ok=True)
     table.write_parquet(out / "table.parquet")
@@ -416,8 +403,6 @@ def _no_kernel(console: Any, program: Any, args: argparse.Namespace, out: Path, 
 
 def _report(program: Any, result: Any, args: argparse.Namespace, lines: list[str], table: Any = None) -> str:
     """``report.md``: the run, the selection lines, and the table in Markdown with every cell in full."""
-    from axon_eg.measure.report import markdown_table
-
     table = result.table if result is not None else table
     head = [f"# axon_eg optimize {args.target}", "",
             f"- program: {program.name} ({program.hash[:12]}), inputs "
