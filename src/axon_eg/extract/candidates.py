@@ -181,7 +181,7 @@ SMALL_REGION = 8
 
 def compute_ops(program: Program) -> int:
     """The program's compute ops (views, inputs and constants aside): the size budgets scale by."""
-    return sum(1 for n in program.nodes if n.op not in _FREE and n.op != "input")
+    return sum(1 for n in program.nodes if n.op not in _FREE and not n.is_input)
 
 
 Fallback = BackendFallback
@@ -458,7 +458,7 @@ def _family(c: Candidate) -> tuple:
 
 def _ops(c: Candidate) -> int:
     """Compute operations in the candidate's variant (views are free)."""
-    return sum(1 for n in c.variant.program.nodes if n.op not in _FREE and n.op != "input")
+    return sum(1 for n in c.variant.program.nodes if n.op not in _FREE and not n.is_input)
 
 
 def _distinct_shapes(ranked: list[Tiling], n: int) -> list[Tiling]:

@@ -20,7 +20,7 @@ from axon_eg.ir import ops as O
 from axon_eg.ir.library_ops import CONV_FAMILIES
 from axon_eg.ir.program import Program
 
-from .fusion import ATTENTION, LAYOUT, REDUCTION, FusionPlan, is_pool, node_kind, window_producers
+from .fusion import ATTENTION, LAYOUT, MATMUL, REDUCTION, FusionPlan, is_pool, node_kind, window_producers
 from .templates import Tile
 
 
@@ -59,7 +59,7 @@ class CostReport:
 
 def node_bytes(plan: FusionPlan, node: int) -> float:
     n = plan.program.nodes[node]
-    if n.op == "constant":
+    if n.is_constant:
         return 0.0
     return float(math.prod(plan.program.concrete_shape(node)) * n.dtype.itemsize)
 
@@ -89,7 +89,7 @@ def group_traffic(plan: FusionPlan, gi: int, tile: Tile | None, l2_bytes: float,
         n = program.nodes[i]
         out = per_window if i in recomputed else math.prod(program.concrete_shape(i))
         kind = node_kind(n.op)
-        if n.op == "matmul":
+        if kind == MATMUL:
             k = program.concrete_shape(n.inputs[0])[-1]
             mm_flops += 2.0 * out * k
         elif (family := O.get(n.op).meta.get("shape_family")) in CONV_FAMILIES:

@@ -24,8 +24,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from axon_eg.extract.fusion import Group, node_kind
+from axon_eg.extract.recognisers import recognise
 from axon_eg.extract.templates import Tile, Tiling
 from axon_eg.hw import HardwareSpec
+from axon_eg.ir import ops as O
 from axon_eg.ir.program import Program
 from axon_eg.semantics.isa.declarations import TENSOR, declaration
 
@@ -57,27 +59,21 @@ def _operand(program: Program, group: Group, node: int) -> tuple[int, bool]:
 
 def _softmax(program: Program, group: Group, m1: int, m2: int) -> tuple[int, list[int]]:
     """(the node the softmax reads, the element-wise nodes between the first matmul and it); NotLowerable
-    unless the nodes between the matmuls are exactly f(S) -> max, sub, exp, sum, div."""
-    users = program.users()
-    nodes = [i for i in group.nodes if m1 < i < m2 and program.nodes[i].op != "constant"]
-    by_op = {program.nodes[i].op: i for i in nodes if program.nodes[i].op in ("max", "sum")}
-    try:
-        mx, total = by_op["max"], by_op["sum"]
-        s = program.nodes[mx].inputs[0]
-        sub = next(u for u in users[mx] if program.nodes[u].op == "sub" and program.nodes[u].inputs == (s, mx))
-        e = next(u for u in users[sub] if program.nodes[u].op == "exp")
-        div = next(u for u in users[e] if program.nodes[u].op == "div" and program.nodes[u].inputs == (e, total))
-        ok = program.nodes[total].inputs[0] == e and program.nodes[m2].inputs[0] == div
-    except (KeyError, StopIteration):
-        ok = False
+    unless the second matmul reads exactly f(S) -> max, sub, exp, sum, div (``extract/recognisers.py``)."""
+    nodes = [i for i in group.nodes if m1 < i < m2 and not program.nodes[i].is_constant]
+    inside = set(group.nodes)
+    core = recognise("softmax_pv", program, m2, inside=inside)
+    found = recognise("softmax_exp", program, core.nodes["e"], inside=inside, given=core) if core else core
+    ok = bool(found) and "max_axes" in found.attrs  # shifted by its row max
     last = len(program.concrete_shape(m1)) - 1
     if ok:
-        ok = all(tuple(a % (last + 1) for a in program.nodes[i].attrs["axes"]) == (last,) for i in (mx, total))
+        ok = all(tuple(a % (last + 1) for a in found.attrs[k]) == (last,) for k in ("max_axes", "sum_axes"))
     if not ok:
         ops = ", ".join(program.nodes[i].op for i in nodes)
         raise NotLowerable(f"attention group ({ops} between the matmuls): the NKI emitter lowers softmax(f(Q @ K^T)) @ V "
                            f"with the softmax over the last axis (max, sub, exp, sum, div)")
-    pre = [i for i in nodes if i <= s and i not in (mx, sub, e, total, div)]
+    s = found.nodes["s"]
+    pre = [i for i in nodes if i <= s and i not in found.matched]
     return s, pre
 
 
@@ -96,7 +92,7 @@ def attention_group(w: Writer, program: Program, group: Group, tiling: Tiling | 
     """``tiling``: the group's ``TrnMatmulTile`` (or its values): ``TILE_M`` query rows and ``TILE_N`` keys per
     tile, each at most the Tensor-engine transpose limit (the partitions) and the sequence."""
     tile = typed_tile(TrnMatmulTile, tiling)
-    matmuls = [i for i in group.nodes if program.nodes[i].op == "matmul"]
+    matmuls = [i for i in group.nodes if program.nodes[i].kind is O.OpKind.CONTRACTION]
     if len(matmuls) != 2:
         raise NotLowerable(f"attention group with {len(matmuls)} matmuls: the NKI emitter lowers two (scores, P @ V)")
     m1, m2 = matmuls
@@ -104,7 +100,7 @@ def attention_group(w: Writer, program: Program, group: Group, tiling: Tiling | 
     k, k_t = _operand(program, group, program.nodes[m1].inputs[1])
     v, v_t = _operand(program, group, program.nodes[m2].inputs[1])
     s_node, pre = _softmax(program, group, m1, m2)
-    later = [i for i in group.nodes if i > m2 and program.nodes[i].op != "constant"]
+    later = [i for i in group.nodes if i > m2 and not program.nodes[i].is_constant]
     if any(node_kind(program.nodes[i].op) is not None for i in later) or any(o not in [m2, *later] for o in outputs):
         raise NotLowerable("attention group: the NKI emitter writes P @ V (through views) only; element-wise ops after "
                            "it or intermediate outputs go to a group of their own")

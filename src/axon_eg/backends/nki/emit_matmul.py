@@ -52,7 +52,7 @@ def matmul_group(w: Writer, program: Program, group: Group, tiling: Tiling | Til
         b, b_layout = program.nodes[b].inputs[0], "nk"
     # a prologue computes whole rows of A on chip (element-wise ops and row reductions over K, as in rmsnorm)
     layouts = {mm.inputs[1]} | ({mm.inputs[0]} if a_layout == "km" else set())  # transposes read while loading
-    prologue = [i for i in group.nodes if i < anchor and i not in layouts and program.nodes[i].op != "constant"]
+    prologue = [i for i in group.nodes if i < anchor and i not in layouts and not program.nodes[i].is_constant]
     stored = [i for i in prologue if i in outputs]
     if stored:
         raise NotLowerable(f"{program.nodes[stored[0]].op} (node {stored[0]}) of the matmul's prologue is also read "
@@ -187,7 +187,7 @@ def matmul_group(w: Writer, program: Program, group: Group, tiling: Tiling | Til
     render_lowering(w, lw, {"A": "a_tiles[bm][kk]", "B": "b_tiles[bn][kk]"}, out, {"K": tk}, skip=("nc_matmul",), comment=False)
     epilogue = [i for i in group.nodes if i > anchor]
     space = Space(program, group, (m, n))
-    tile_body(w, space, [i for i in epilogue if program.nodes[i].op != "constant"], {anchor: out}, hbm, outputs,
+    tile_body(w, space, [i for i in epilogue if not program.nodes[i].is_constant], {anchor: out}, hbm, outputs,
                target, tn, tm)
     w.depth -= 4
     return f"TILE_K={tk} TILE_M={tm} TILE_N={tn} BLOCK_M={block_m} BLOCK_N={block_n}"

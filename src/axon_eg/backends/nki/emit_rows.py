@@ -48,13 +48,13 @@ class Space:
 
     def kind(self, node: int) -> str:
         shape = tuple(self.program.concrete_shape(node))
-        op = self.program.nodes[node].op
-        full = self.full
-        if op == "constant" and math.prod(shape) == 1:
+        nd = self.program.nodes[node]
+        op, full = nd.op, self.full
+        if nd.is_constant and math.prod(shape) == 1:
             return "scalar"
         if traced.same(shape, full):
             return "tile"
-        if full and (traced.same(shape, full[:-1] + (1,)) or (traced.same(shape, full[:-1]) and op != "input")):
+        if full and (traced.same(shape, full[:-1] + (1,)) or (traced.same(shape, full[:-1]) and not nd.is_input)):
             return "row"
         if math.prod(shape) == 1:
             return "one"
@@ -250,7 +250,7 @@ def _sizes(space: Space, tiling: Tiling | Tile | Mapping[str, int] | None, spec:
 def row_group(w: Writer, program: Program, group: Group, tiling: Tiling | Tile | Mapping[str, int] | None,
               hbm: Mapping[int, str], outputs: Mapping[int, str], target: str, spec: HardwareSpec) -> str:
     space = Space(program, group, full_shape(program, group))
-    nodes = [i for i in group.nodes if program.nodes[i].op != "constant"]
+    nodes = [i for i in group.nodes if not program.nodes[i].is_constant]
     for i in nodes:
         for j in program.nodes[i].inputs:
             if j in hbm and j not in group.nodes:
@@ -276,7 +276,7 @@ def scan_group(w: Writer, program: Program, group: Group, tiling: Tiling | Tile 
         raise NotLowerable(f"{nd.op} (node {anchor}) along axis {nd.attrs.get('axis')} of {list(program.concrete_shape(anchor))}:"
                            f" the NKI emitter scans one cumsum along the last (free) axis per group")
     space = Space(program, group, tuple(program.concrete_shape(anchor)))
-    nodes = [i for i in group.nodes if program.nodes[i].op != "constant"]
+    nodes = [i for i in group.nodes if not program.nodes[i].is_constant]
     tile_p, tile_f = _sizes(space, tiling, spec, False)
     add = pick(TileOp("add", ("tile", "tile")), target, {"P": tile_p, "F": tile_f}, f"cumsum (node {anchor})", portable)
     carry_add = pick(TileOp("add", ("tile", "row")), target, {"P": tile_p, "F": tile_f}, f"cumsum (node {anchor})", portable)

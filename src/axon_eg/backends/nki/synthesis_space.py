@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
+from axon_eg.ir import ops as O
 from axon_eg.ir.program import Builder, Program, Value
 from axon_eg.semantics.isa import ACTIVATIONS, ALU, DECLARATIONS, REDUCE_OPS, Instr, TileType, default_space
 from axon_eg.semantics.isa.instructions import format_operand
@@ -67,8 +68,14 @@ class TileOp:
         return TileOp(d["op"], tuple(d["operands"]), tuple(sorted(d["attrs"].items())), d["space"])
 
     @property
+    def op_kind(self) -> O.OpKind | None:
+        """The registry kind of ``op``; None for a fused pattern (``affine``, ``exp_affine``)."""
+        known = O.REGISTRY.get(self.op)
+        return known.kind if known is not None else None
+
+    @property
     def names(self) -> tuple[str, ...]:
-        if self.op == "matmul":
+        if self.op_kind is O.OpKind.CONTRACTION:
             return ("A", "B")
         if self.op in ("affine", "exp_affine"):
             return ("x", "a", "b")
@@ -116,7 +123,7 @@ def tile_spec(op: TileOp) -> TileSpec:
         inputs[name] = TileType(_dims(shape), op.space)
         return b.input(name, shape, "fp32")
 
-    if op.op == "matmul":
+    if op.op_kind is O.OpKind.CONTRACTION:
         transposed = dict(op.attrs)["a_layout"] == "km"
         a = operand("A", "tile", ("K", "M") if transposed else ("M", "K"))
         bb = operand("B", "tile", ("K", "N"))
@@ -218,7 +225,7 @@ def uses_every_operand(op: TileOp, seq: Sequence[Instr]) -> bool:
 
 def sketches(op: TileOp) -> Iterator[Sketch]:
     """Every candidate sequence for ``op``, in a fixed order."""
-    if op.op == "matmul":
+    if op.op_kind is O.OpKind.CONTRACTION:
         yield from _matmul(op)
     elif op.op == "transpose":
         yield from _transpose(op)

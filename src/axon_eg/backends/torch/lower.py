@@ -90,7 +90,7 @@ def _constant_literal(node: Node) -> str:
 def _lower(program: Program, i: int, args: list[str], compute: DType | None) -> str:
     """Node ``i``'s expression over operands already in its dtype."""
     node = program.nodes[i]
-    if node.op == "constant" and compute is None:
+    if node.is_constant and compute is None:
         return _constant_literal(node)
     lower = LOWERINGS.get(node.op)
     if lower is None:
@@ -133,7 +133,7 @@ def _scalar_operand(program: Program, user: int, constant: int) -> bool:
     op = O.get(node.op)
     others = [j for j in node.inputs if j != constant]
     binary = op.kind is O.OpKind.ELEMENTWISE and op.meta.get("arity") == 2
-    return binary and len(others) == 1 and program.nodes[others[0]].op != "constant"
+    return binary and len(others) == 1 and not program.nodes[others[0]].is_constant
 
 
 def emit_function(program: Program, name: str = "forward", *, compute_dtype: Any = None) -> str:
@@ -162,10 +162,10 @@ def emit_function(program: Program, name: str = "forward", *, compute_dtype: Any
         return casts[j, dtype]
 
     for i, node in enumerate(program.nodes):
-        if node.op == "input":
+        if node.is_input:
             refs[i] = params[i]
             continue
-        if node.op == "constant":
+        if node.is_constant:
             value = scalars[i] = _constant_literal(node)
             if i not in outputs and all(_scalar_operand(program, u, i) for u in users[i]):
                 continue

@@ -96,7 +96,7 @@ class _Matcher:
     def reaches_buffer(self, n: int) -> bool:
         while n in self.inside and self.program.nodes[n].op in _READS:
             n = self.program.nodes[n].inputs[0]
-        return n not in self.inside and self.program.nodes[n].op != "constant"
+        return n not in self.inside and not self.program.nodes[n].is_constant
 
     def pieces(self, n: int, target: tuple[int, ...], role: str) -> tuple[int, list[Pieces], int]:
         """The buffer behind views and slices of ``n``, per dim of ``target`` (``n``'s shape broadcast by NumPy
@@ -112,7 +112,7 @@ class _Matcher:
             self.seen.add(n)
             chain.append(n)
             n = node.inputs[0]
-        if self.program.nodes[n].op == "constant":
+        if self.program.nodes[n].is_constant:
             raise NotLowerable(f"attention {role} is a constant (node {n})")
         shape = self.program.concrete_shape(n)
         dims: list[Pieces] = [[(d, st)] for d, st in zip(shape, contiguous_strides(shape))]
@@ -257,7 +257,7 @@ def match(plan: FusionPlan, gi: int) -> Attention:
         m.seen.add(n)
         n = program.nodes[n].inputs[0]
     pv_id = n
-    if n in m.inside and program.nodes[n].op != "matmul":
+    if n in m.inside and program.nodes[n].kind is not O.OpKind.CONTRACTION:
         raise NotLowerable(f"epilogue {program.nodes[n].op} (node {n}) after p @ v: the kernel stores p @ v (views only)")
     # softmax over the last axis, then @ v (extract/recognisers.py)
     core = recognise("softmax_pv", program, pv_id, inside=m.inside)
@@ -292,7 +292,7 @@ def match(plan: FusionPlan, gi: int) -> Attention:
     scale = 1.0
     if m.is_op(x, "mul"):
         a, b = m.node(x, "mul", "scale").inputs
-        const = [j for j in (a, b) if program.nodes[j].op == "constant" and math.prod(program.concrete_shape(j)) == 1]
+        const = [j for j in (a, b) if program.nodes[j].is_constant and math.prod(program.concrete_shape(j)) == 1]
         if not const:
             raise NotLowerable(f"mul (node {x}) does not scale the scores by a scalar constant")
         scale = float(program.nodes[const[0]].attrs["value"])

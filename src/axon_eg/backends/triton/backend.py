@@ -19,6 +19,7 @@ from axon_eg.bundle import write_bundle
 from axon_eg.extract.fusion import ATTENTION, LIBRARY, MATMUL, FusionPlan, into_windows, merge_elementwise, window_producers
 from axon_eg.extract.templates import is_gemv
 from axon_eg.hw import HardwareSpec
+from axon_eg.ir import ops as O
 from axon_eg.ir.dtypes import DTYPES
 from axon_eg.ir.program import Program
 
@@ -207,7 +208,7 @@ def _spans(ranges: dict[str, tuple[int, int]]) -> str:
 
 def _fp32_matmul(plan: FusionPlan, gi: int) -> bool:
     p = plan.program
-    return any(p.nodes[n].op == "matmul" and p.nodes[p.nodes[n].inputs[0]].dtype.name == "fp32"
+    return any(p.nodes[n].kind is O.OpKind.CONTRACTION and p.nodes[p.nodes[n].inputs[0]].dtype.name == "fp32"
                for n in plan.groups[gi].nodes)
 
 

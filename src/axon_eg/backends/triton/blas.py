@@ -64,7 +64,7 @@ def _scalar(program: Program, j: int) -> float | None:
     while program.nodes[j].op in _VIEWS:
         j = program.nodes[j].inputs[0]
     node = program.nodes[j]
-    if node.op == "constant" and all(d == 1 for d in program.concrete_shape(j)):
+    if node.is_constant and all(d == 1 for d in program.concrete_shape(j)):
         value = node.attrs["value"]
         return float(value) if isinstance(value, (int, float)) else None
     return None
@@ -90,7 +90,7 @@ def chain(program: Program, inside: set[int], mm: int) -> Call | None:
     """The longest library call starting at the matmul ``mm`` using nodes of ``inside`` (None: ``mm``'s
     operands are computed inside, or their dtypes differ)."""
     node = program.nodes[mm]
-    if node.op != "matmul":
+    if node.kind is not O.OpKind.CONTRACTION:
         return None
     a, b = node.inputs
     va, vb = _views(program, inside, a), _views(program, inside, b)
@@ -132,7 +132,7 @@ def chain(program: Program, inside: set[int], mm: int) -> Call | None:
                 break  # flattened to one 2-D call: a row bias or the output's own shape
             bias = other
         elif un.op in _ACTIVATIONS and bias is not None and flat and (
-                un.op != "gelu" or un.attrs.get("approximate") == "tanh"):
+                not _ACTIVATIONS[un.op] or un.attrs.get("approximate") == "tanh"):  # use_gelu: the tanh GELU only
             act = un.op
         else:
             break
@@ -147,7 +147,7 @@ def core(plan: FusionPlan, gi: int) -> Call | None:
     if group.kind != MATMUL:
         return None
     program = plan.program
-    mms = [n for n in group.nodes if program.nodes[n].op == "matmul"]
+    mms = [n for n in group.nodes if program.nodes[n].kind is O.OpKind.CONTRACTION]
     if len(mms) != 1:
         return None
     call = chain(program, set(group.nodes), mms[0])
@@ -165,7 +165,7 @@ def split(plan: FusionPlan) -> FusionPlan | None:
     changed = False
     for g in plan.groups:
         inside = set(g.nodes)
-        mms = [n for n in g.nodes if program.nodes[n].op == "matmul"]
+        mms = [n for n in g.nodes if program.nodes[n].kind is O.OpKind.CONTRACTION]
         if g.kind != MATMUL or len(mms) != 1:
             sets.append(inside)
             continue
@@ -267,7 +267,8 @@ def source(program: Program, call: Call, expr: dict[int, str], out: str, isa: st
             bias = f"{bias}.reshape(-1, {n})" if same else f"{bias}.reshape({n})"  # the output's shape, or a row
         beta = call.beta if call.bias is not None else 0.0
         scal = "" if (beta, call.alpha) == (1.0, 1.0) else f", beta={beta!r}, alpha={call.alpha!r}"
-        if call.activation == "gelu":  # CUDA's GELU epilogue (cuBLASLt and its fallback) is tanh, the CPU's erf
+        if call.activation and _ACTIVATIONS[call.activation]:  # use_gelu: CUDA's GELU epilogue (cuBLASLt and
+            # its fallback) is tanh, the CPU's erf
             fused = f"torch._addmm_activation({bias}, {a}, {b}{scal}, use_gelu=True, out={target})"
             line = (f"{fused} if {target}.is_cuda else torch._C._nn.gelu_(torch.addmm({bias}, {a}, {b}{scal}, "
                     f"out={target}), approximate='tanh')")

@@ -140,7 +140,7 @@ def matmul_peak(plan: FusionPlan, gi: int, hw: HardwareSpec, isa: str | None) ->
     matmul whose K loop computes an operand (a fused prologue) at most at its measured rate."""
     program = plan.program
     anchor = program.nodes[plan.groups[gi].anchor(program)]
-    fp32 = anchor.op == "matmul" and program.nodes[anchor.inputs[0]].dtype.name == "fp32"
+    fp32 = anchor.kind is O.OpKind.CONTRACTION and program.nodes[anchor.inputs[0]].dtype.name == "fp32"
     if is_blas(isa) and any(library_misaligned(plan, gi, hw, padded=base(isa) == BLAS_PADK)):
         slow = hw.get("compute.measured_peak.library_unaligned")
         if slow:
@@ -158,7 +158,7 @@ def matmul_peak(plan: FusionPlan, gi: int, hw: HardwareSpec, isa: str | None) ->
         library = hw.get("compute.measured_peak.bf16") or hw.value("compute.peak.bf16")
         ours = {DOT: "bf16_dot", DOT_TMA: "bf16_dot_tma"}.get(base(isa) or "")  # Triton below the library
         rate = (hw.get(f"compute.measured_peak.{ours}") if ours else None) or library
-        if not is_blas(isa) and anchor.op == "matmul" and computed_operand(plan, gi):
+        if not is_blas(isa) and anchor.kind is O.OpKind.CONTRACTION and computed_operand(plan, gi):
             rate = min(rate, hw.get("compute.measured_peak.bf16_dot_prologue") or rate)
         return rate
     if tf32(isa):
@@ -181,7 +181,7 @@ def right_k_major(plan: FusionPlan, gi: int) -> bool:
     group materialises, counts as stored row-major."""
     program = plan.program
     anchor = program.nodes[plan.groups[gi].anchor(program)]
-    if anchor.op != "matmul":
+    if anchor.kind is not O.OpKind.CONTRACTION:
         return False
     inside = set(plan.groups[gi].nodes)
 
@@ -230,14 +230,14 @@ def misaligned_operands(plan: FusionPlan, gi: int, hw: HardwareSpec) -> int:
     program = plan.program
     group = plan.groups[gi]
     anchor = program.nodes[group.anchor(program)]
-    if not align or anchor.op != "matmul":
+    if not align or anchor.kind is not O.OpKind.CONTRACTION:
         return 0
     inside = set(group.nodes)
     count = 0
     for j in anchor.inputs:
         while j in inside and (O.is_view(program.nodes[j].op) or node_kind(program.nodes[j].op) == LAYOUT):
             j = program.nodes[j].inputs[0]
-        if j in inside or program.nodes[j].op == "constant":
+        if j in inside or program.nodes[j].is_constant:
             continue
         last = program.concrete_shape(j)[-1] if program.concrete_shape(j) else 1
         count += last > 1 and (last * program.nodes[j].dtype.itemsize) % align != 0
@@ -253,7 +253,7 @@ def library_misaligned(plan: FusionPlan, gi: int, hw: HardwareSpec, padded: bool
     align = hw.get("memory.library_row_alignment")
     program = plan.program
     anchor = program.nodes[plan.groups[gi].anchor(program)]
-    if not align or anchor.op != "matmul":
+    if not align or anchor.kind is not O.OpKind.CONTRACTION:
         return False, False
     size = program.nodes[anchor.inputs[0]].dtype.itemsize
     k, n = program.concrete_shape(anchor.inputs[1])[-2:]
@@ -297,7 +297,7 @@ def short_tile_efficiency(plan: FusionPlan, gi: int, tile: Tile | None, hw: Hard
         return 1.0
     program = plan.program
     anchor = program.nodes[plan.groups[gi].anchor(program)]
-    if anchor.op != "matmul":
+    if anchor.kind is not O.OpKind.CONTRACTION:
         return 1.0
     if program.nodes[anchor.inputs[0]].dtype.name == "fp32" and not (tf32(isa) or tf32x3(isa)):
         return 1.0

@@ -151,7 +151,7 @@ class _Emitter:
             return self.memo[key]
         node = self.program.nodes[n]
         shape = self.program.concrete_shape(n)
-        if node.op == "constant":
+        if node.is_constant:
             return lit(node.attrs["value"])
         if n not in self.inside:  # a program input or another group's output: load it
             if n not in self.reads:
@@ -324,8 +324,7 @@ class _Emitter:
 
 def handles(op: str) -> bool:
     """Whether the emitter computes ``op`` (``_Emitter._compute``'s cases)."""
-    return (op in ELEMENTWISE or op in ("broadcast_to", "transpose", "slice", "concat", "causal_mask", "flip")
-            or op in O.flat_views() or op in POOLS or op in INDEXING)
+    return op in ELEMENTWISE or op in INDEX_MAPS or op in ("concat", "causal_mask") or op in POOLS or op in INDEXING
 
 
 def sliced(index: str, start: int, step: int) -> str:
@@ -338,7 +337,10 @@ def clamped(index: str, size: int) -> str:
     return f"tl.minimum(tl.maximum({index}, 0), {size - 1})" if size > 1 else "0"
 
 
-INDEXING = ("gather", "index_select")
+INDEX_MAPS = frozenset(O.flat_views()) | {"slice", "transpose", "broadcast_to", "flip"}
+"""Layout ops the emitter computes by mapping the index alone (no arithmetic on the values)."""
+
+INDEXING = tuple(op.name for op in O.ops_of_kind(O.OpKind.LAYOUT) if op.meta.get("indices"))  # gather, index_select
 """Ops that read x at the values of an integer index tensor (meta ``indices``, a second input): the emitter
 loads the index as an integer and addresses x with it, clamped into x's axis (torch raises on an index out
 of range; the kernel reads the nearest end instead of memory past the tensor)."""
@@ -374,7 +376,7 @@ def computable(plan: FusionPlan, gi: int) -> None:
 
     def visit(n: int) -> None:
         node = program.nodes[n]
-        if n in seen or node.op == "constant" or n not in inside:
+        if n in seen or node.is_constant or n not in inside:
             return
         seen.add(n)
         if not handles(node.op):

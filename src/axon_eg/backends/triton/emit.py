@@ -70,10 +70,6 @@ INTEGERS = ("integer values stay in torch: the Triton kernels compute in fp32, e
             "2**24 (booleans, 0 and 1, are fine)")
 
 
-_INDEX_MAPS = frozenset(O.flat_views()) | {"slice", "transpose", "broadcast_to", "flip"}
-"""Layout ops the element-wise emitter computes by mapping the index alone (no arithmetic on the values)."""
-
-
 def _integers(plan: FusionPlan, gi: int) -> bool:
     """Whether group ``gi`` computes or reads an int32 / int64 value other than as addresses: the index of a
     gather / index_select (``elementwise.INDEXING``), read from another group's output or an input, through
@@ -89,7 +85,7 @@ def _integers(plan: FusionPlan, gi: int) -> bool:
             continue
         addresses.add(j)
         if j in nodes:
-            if program.nodes[j].op not in _INDEX_MAPS:  # an index computed here: integer arithmetic
+            if program.nodes[j].op not in elementwise.INDEX_MAPS:  # an index computed here: integer arithmetic
                 return True
             stack.extend(program.nodes[j].inputs)
     values = nodes - addresses
@@ -422,7 +418,7 @@ def _align(hw: HardwareSpec) -> int:
 
 
 def _fp32_matmuls(program: Any) -> bool:
-    return any(n.op == "matmul" and program.nodes[n.inputs[0]].dtype.name == "fp32" for n in program.nodes)
+    return any(n.kind is O.OpKind.CONTRACTION and program.nodes[n.inputs[0]].dtype.name == "fp32" for n in program.nodes)
 
 
 def _params(program: Any) -> list[str]:
@@ -478,7 +474,7 @@ def _launcher(plan: FusionPlan, lowered: list[Any], isa: dict[int, str], align: 
         if node_kind(node.op) is not None:
             raise AssertionError(f"node {j} ({node.op}) is read before its group ran")
         args = [ensure(i) for i in node.inputs]
-        if node.op == "constant":
+        if node.is_constant:
             return torch_expr(program, j, args)
         lines.append(f"    t{j} = ({torch_expr(program, j, args)}).contiguous()")
         buf[j] = f"t{j}"
@@ -652,7 +648,7 @@ def _torch_group(program: Any, plan: FusionPlan, gi: int, ensure: Any, target: d
             local[i] = f"t{i}"
             return local[i]
         name = ensure(i)
-        low = fp32 and program.nodes[i].dtype.name in ("bf16", "fp16") and program.nodes[i].op != "constant"
+        low = fp32 and program.nodes[i].dtype.name in ("bf16", "fp16") and not program.nodes[i].is_constant
         return f"{name}.float()" if low else name
 
     for n in sorted(g.nodes):  # node order is a topological order; a merged group's tuple need not be

@@ -31,7 +31,7 @@ from axon_eg.ir import ops as O
 
 from .base import INT32_LIMIT, GroupKernel, NotLowerable, cdiv, resources
 from .templates import SplitKTile
-from .tl_expressions import lit
+from .tl_expressions import lit, mean_scale
 
 _VIEWS = O.flat_views()
 FINISH_COLS = 32  # outputs per program of the finishing kernel
@@ -43,7 +43,7 @@ def match(plan: FusionPlan, gi: int) -> tuple[int, int, int, str, float] | None:
     are, the launcher materializes views) ; else None."""
     program = plan.program
     nodes = set(plan.groups[gi].nodes)
-    mms = [n for n in nodes if program.nodes[n].op == "matmul"]
+    mms = [n for n in nodes if program.nodes[n].kind is O.OpKind.CONTRACTION]
     if len(mms) != 1:
         return None
     mm = mms[0]
@@ -59,8 +59,8 @@ def match(plan: FusionPlan, gi: int) -> tuple[int, int, int, str, float] | None:
         return None
     if any(program.nodes[n].op not in _VIEWS for n in nodes - {mm, b}):
         return None
-    scale = 1.0 / wshape[1] if r.op == "mean" else 1.0
-    return x, w, mm, r.op, scale
+    scale = mean_scale(r.op, wshape[1])
+    return x, w, mm, r.op, 1.0 if scale is None else scale
 
 
 def _count(n: int, noun: str) -> str:

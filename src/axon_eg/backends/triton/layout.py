@@ -71,7 +71,7 @@ class _Axes:
         node = self.program.nodes[n]
         shape = tuple(self.program.concrete_shape(n))
         src = tuple(s if d > 1 else None for s, d in zip(src, shape))
-        if node.op == "constant":
+        if node.is_constant:
             return
         if n not in self.inside:
             self.loads.append((n, src))
@@ -126,7 +126,7 @@ class _Tile(_Emitter):
         return " + ".join(terms) or "0"
 
     def value(self, n: int, idx: Index, cond: str | None = None) -> str:
-        if n in self.inside or self.program.nodes[n].op == "constant":
+        if n in self.inside or self.program.nodes[n].is_constant:
             return super().value(n, idx, cond)
         cond = self._guard(n, idx, cond)
         key = (n, idx, cond)

@@ -178,7 +178,7 @@ class _Kernel(_Operands):
     # -- values -------------------------------------------------------------------------------
     def value(self, n: int, idx: Index, ctx: _Ctx) -> str:
         node = self.program.nodes[n]
-        if node.op == "constant":
+        if node.is_constant:
             return lit(node.attrs["value"])
         key = (n, idx)
         if key in ctx.memo:
@@ -548,7 +548,7 @@ def _jit(name: str, params: list[str], body: list[str]) -> str:
 
 def _one_matmul(plan: FusionPlan, gi: int) -> None:
     p = plan.program
-    if p.nodes[plan.groups[gi].anchor(p)].op != "matmul" or sum(p.nodes[n].op == "matmul"
+    if p.nodes[plan.groups[gi].anchor(p)].kind is not O.OpKind.CONTRACTION or sum(p.nodes[n].kind is O.OpKind.CONTRACTION
                                                                for n in plan.groups[gi].nodes) != 1:
         raise NotLowerable("a matmul group needs exactly one matmul")
 

@@ -31,7 +31,7 @@ from .matmul_terms import (
     _tokens,
     _tree_tokens,
 )
-from .tl_expressions import lit
+from .tl_expressions import finish, lit, mean_scale
 
 
 class _Operands:
@@ -87,8 +87,8 @@ class _Operands:
             acc = self.name(f"stat{r}", self.t(v) - {"rk"})
             self.pre_init[level].append(f"{acc} = tl.full({self._rows(self.t(v))}, {_FILL[op]}, tl.float32)")
             self.pres[level].lines.append(f"{acc} = {_combine(op, acc, self._part(op, v, 'kmask'))}")
-            if op == "mean":
-                self.pre_fin[level].append(f"{acc} = {acc} * {1.0 / self.K!r}")
+            if (value := finish(op, acc, self.K)) != acc:
+                self.pre_fin[level].append(f"{acc} = {value}")
             self.cache[key] = acc
         return self.cache[key]
 
@@ -101,7 +101,7 @@ class _Operands:
         key = ("deferred", r, in_idx)
         if key not in self.cache:
             op, x = self.program.nodes[r].op, self.program.nodes[r].inputs[0]
-            if op in ("max", "min"):
+            if _FN[op] != "tl.sum":  # max, min: a running extreme; sums (and means) are linear in the terms
                 if not self.loop_known(x):
                     raise _NeedPrepass({r})
                 v = self.value(x, in_idx, self.main)
@@ -113,13 +113,14 @@ class _Operands:
                 parts = [_mul(c, ("c", float(self.K)) if base == ONE else ("acc", self._rowsum(base)))
                          for base, c in self.lin(x, in_idx).items()]
                 total = _sum(parts)
-                total = _mul(total, ("c", 1.0 / self.K)) if op == "mean" else total
+                scale = mean_scale(op, self.K)
+                total = _mul(total, ("c", scale)) if scale is not None else total
             self.cache[key] = total
         return self.cache[key]
 
     def _across_n(self, r: int, in_idx: Index, ctx: _Ctx) -> str:
         op, x = self.program.nodes[r].op, self.program.nodes[r].inputs[0]
-        scale = f" * {1.0 / self.N!r}" if op == "mean" else ""
+        scale = "" if (s := mean_scale(op, self.N)) is None else f" * {s!r}"
         if not self.looped:  # the whole row is in this tile
             v = self.value(x, in_idx, self.tile)
             nm = self.name(f"e{r}", self.t(v) - {"rn"})
@@ -141,7 +142,7 @@ class _Operands:
     # -- the left operand as terms ------------------------------------------------------------
     def lin(self, n: int, idx: Index) -> Lin:
         node = self.program.nodes[n]
-        if node.op == "constant":
+        if node.is_constant:
             return {ONE: ("c", float(node.attrs["value"]))}
         if "rk" not in _tokens(idx):  # constant along K: a coefficient, applied after the loop
             return {ONE: ("v", n, idx)}
@@ -210,7 +211,7 @@ class _Operands:
         """The input tensor and index a value reads without computing (through views and transposes)."""
         while n in self.inside and self.program.nodes[n].op in ("broadcast_to", "transpose", "slice", *_VIEWS):
             idx, n = self.index_map(n, idx), self.program.nodes[n].inputs[0]
-        return (n, idx) if n not in self.inside and self.program.nodes[n].op != "constant" else None
+        return (n, idx) if n not in self.inside and not self.program.nodes[n].is_constant else None
 
     def _operand(self, base: Tree, dims: tuple[str, str], ktok: str, fp32: bool, ctx: _Ctx) -> str:
         """A dot operand tile: loaded as stored when no op touches it, else computed in fp32 and zeroed

@@ -36,7 +36,7 @@ from axon_eg.ir import traced
 from .base import INT32_LIMIT, GroupKernel, NotLowerable, attr, cdiv, contiguous_strides, resources, unflat
 from .elementwise import INDEXING, clamped, sliced
 from .templates import RowsTile
-from .tl_expressions import ELEMENTWISE, REDUCTIONS, lit
+from .tl_expressions import ELEMENTWISE, REDUCTIONS, finish, lit
 
 Index = tuple[str, ...]
 _VIEWS = O.views()
@@ -220,7 +220,7 @@ class _Rows:
     # -- values -----------------------------------------------------------------------------------
     def value(self, n: int, idx: Index) -> str:
         node = self.program.nodes[n]
-        if node.op == "constant":
+        if node.is_constant:
             return lit(node.attrs["value"])
         shape = self.program.concrete_shape(n)
         if n in self.inside and O.get(node.op).kind is O.OpKind.REDUCE:
@@ -304,8 +304,7 @@ class _Rows:
             base = self.slot_of[n] * self.r * self.split
             self.top.append(f"acc{n} = {fn}(tl.load(part + {base} + rows * {self.split} + sidx, mask=rmask & smask, "
                             f"other={fill}), axis=1)[:, None]")
-            expr = f"acc{n} * {1.0 / self.n!r}" if node.op == "mean" else f"acc{n}"
-            self.top.append(f"v{n} = {expr}")
+            self.top.append(f"v{n} = {finish(node.op, f'acc{n}', self.n)}")
             self.memo_top[key] = f"v{n}"
             self.row_vars.add(f"v{n}")
             return f"v{n}"
@@ -315,7 +314,7 @@ class _Rows:
             expr = f"{m} + tl.log({s})"
         else:
             acc = self._reduction(x, at, node.op, f"acc{n}")
-            expr = f"{acc} * {1.0 / self.n!r}" if node.op == "mean" else acc
+            expr = finish(node.op, acc, self.n)
         self.top.append(f"v{n} = {expr}")
         self.memo_top[key] = f"v{n}"
         self.row_vars.add(f"v{n}")
@@ -328,12 +327,11 @@ class _Rows:
         m, dev = pair
         load = "tl.load(part + {} + rows * {} + sidx, mask=rmask & smask, other=0.0)"
         cnt, mean, m2 = (load.format(self.slot_of[k] * self.r * self.split, self.split) for k in (("count", m), m, dev))
-        scale = f" * {1.0 / self.n!r}" if self.program.nodes[dev].op == "mean" else ""
         self.top += [f"c{m}_s = {cnt}", f"acc{m}_s = {mean}", f"m2{dev}_s = {m2}",
                      f"n{m} = tl.sum(c{m}_s, axis=1)[:, None]",
                      f"acc{m} = tl.sum(c{m}_s * acc{m}_s, axis=1)[:, None] / tl.maximum(n{m}, 1.0)",
                      f"acc{dev} = tl.sum(m2{dev}_s + c{m}_s * (acc{m}_s - acc{m}) * (acc{m}_s - acc{m}), axis=1)[:, None]",
-                     f"v{m} = acc{m}", f"v{dev} = acc{dev}{scale}"]
+                     f"v{m} = acc{m}", f"v{dev} = {finish(self.program.nodes[dev].op, f'acc{dev}', self.n)}"]
         for k in (m, dev):
             self.memo_top[(k, "reduced")] = f"v{k}"
             self.row_vars.add(f"v{k}")
@@ -410,16 +408,14 @@ class _Rows:
                  for m, dev in welford]
         accs = self._looped(terms, pairs) if self.looped else [self._reduction(*t[:4]) for t in terms]
         for m, dev in welford:
-            scale = f" * {1.0 / self.n!r}" if program.nodes[dev].op == "mean" else ""
-            self.top += [f"v{m} = acc{m}", f"v{dev} = acc{dev}{scale}"]
+            self.top += [f"v{m} = acc{m}", f"v{dev} = {finish(program.nodes[dev].op, f'acc{dev}', self.n)}"]
             for n in (m, dev):
                 self.memo_top[(n, "reduced")] = f"v{n}"
                 self.row_vars.add(f"v{n}")
         ns = [n for n in ns if n not in paired]
         if self.stage != 1:
             for n, acc in zip(ns, accs):
-                expr = f"{acc} * {1.0 / self.n!r}" if program.nodes[n].op == "mean" else acc
-                self.top.append(f"v{n} = {expr}")
+                self.top.append(f"v{n} = {finish(program.nodes[n].op, acc, self.n)}")
                 self.memo_top[(n, "reduced")] = f"v{n}"
                 self.row_vars.add(f"v{n}")
         return accs

@@ -157,7 +157,7 @@ def _scans_at_own_index(plan: FusionPlan, gi: int, domain: tuple[int, ...], axis
 
     def visit(n: int, own: bool) -> bool:
         node = program.nodes[n]
-        if (n, own) in seen or node.op == "constant" or n not in inside:
+        if (n, own) in seen or node.is_constant or n not in inside:
             return True
         seen.add((n, own))
         if O.get(node.op).kind is O.OpKind.SCAN:
@@ -178,8 +178,6 @@ def _scans_at_own_index(plan: FusionPlan, gi: int, domain: tuple[int, ...], axis
                 at = False
             if not visit(j, at):
                 return False
-            if node.op == "broadcast_to" or node.op == "transpose" or node.op in _FLAT_VIEWS or node.op == "slice":
-                break  # one operand
         return True
 
     for o in outs:

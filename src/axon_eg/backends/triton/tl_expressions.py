@@ -151,3 +151,16 @@ _REDUCE_FNS = {
 }
 REDUCTIONS: dict[str, tuple[str, str]] = {name: (lit(O.identity(name)), fn) for name, fn in _REDUCE_FNS.items()}
 """Reduction op name -> (neutral element, Triton reduction); logsumexp is built from max and sum."""
+
+
+def mean_scale(op: str, count: int) -> float | None:
+    """What a row reduction's accumulated sum over ``count`` elements is multiplied by to give its value:
+    ``1 / count`` for a mean (its ``REDUCTIONS`` entry accumulates a sum); None for the others, whose value
+    is their accumulator."""
+    return 1.0 / count if op == "mean" else None
+
+
+def finish(op: str, acc: str, count: int) -> str:
+    """A row reduction's value from its accumulator expression ``acc`` over ``count`` elements (``mean_scale``)."""
+    scale = mean_scale(op, count)
+    return acc if scale is None else f"{acc} * {scale!r}"

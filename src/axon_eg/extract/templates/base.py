@@ -318,7 +318,7 @@ def group_dims(plan: FusionPlan, gi: int) -> dict[str, int]:
     group = plan.groups[gi]
     anchor = group.anchor(program)
     node = program.nodes[anchor]
-    if node.op == "matmul":
+    if node.kind is O.OpKind.CONTRACTION:
         a, b = (program.concrete_shape(j) for j in node.inputs)
         out = program.concrete_shape(anchor)
         return {"M": a[-2], "N": b[-1], "K": a[-1], "BATCH": math.prod(out[:-2])}
@@ -342,7 +342,7 @@ def is_gemv(plan: FusionPlan, gi: int) -> bool:
     if group.kind != MATMUL:
         return False
     node = program.nodes[group.anchor(program)]
-    return node.op == "matmul" and program.concrete_shape(node.inputs[1])[-1] < DOT_MIN
+    return node.kind is O.OpKind.CONTRACTION and program.concrete_shape(node.inputs[1])[-1] < DOT_MIN
 
 
 def reduced_operand(plan: FusionPlan, gi: int) -> bool:
@@ -353,7 +353,7 @@ def reduced_operand(plan: FusionPlan, gi: int) -> bool:
     group = set(plan.groups[gi].nodes)
     for n in group:
         node = program.nodes[n]
-        if node.op == "matmul":
+        if node.kind is O.OpKind.CONTRACTION:
             b = node.inputs[1]
             return b in group and O.get(program.nodes[b].op).kind is O.OpKind.REDUCE
     return False

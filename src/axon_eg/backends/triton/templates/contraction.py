@@ -50,7 +50,7 @@ def _output_programs(plan: FusionPlan, gi: int, bm: int, bn: int) -> int:
     program = plan.program
     anchor = plan.groups[gi].anchor(program)
     node = program.nodes[anchor]
-    if node.op != "matmul":
+    if node.kind is not O.OpKind.CONTRACTION:
         return 1
     a, b = (program.concrete_shape(j) for j in node.inputs)
     batch = math.prod(program.concrete_shape(anchor)[:-2])
