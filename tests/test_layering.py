@@ -161,3 +161,36 @@ def test_every_target_has_a_backend() -> None:
 
     assert sorted(backends()) == sorted(TARGETS)
     assert all(backend_for(t).name == t for t in TARGETS)
+
+
+def _lazy_imports_without_a_reason(root: Path = PACKAGE) -> list[str]:
+    """``file:line`` of each import of the package inside a function with no ``lazy:`` comment on its line
+    or the line above (what it would load, or which circle it would close, if it moved to the top)."""
+    bad = []
+    for path in sorted(root.rglob("*.py")):
+        lines = path.read_text().splitlines()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                continue
+            for inner in ast.walk(node):
+                relative = isinstance(inner, ast.ImportFrom) and inner.level > 0
+                names = [a.name for a in inner.names] if isinstance(inner, ast.Import) else \
+                    [inner.module or ""] if isinstance(inner, ast.ImportFrom) else []
+                if not (relative or any(n.startswith("axon_eg") for n in names)):
+                    continue
+                around = lines[inner.lineno - 2: inner.end_lineno]
+                if not any("lazy:" in ln for ln in around):
+                    bad.append(f"{path.relative_to(root.parent)}:{inner.lineno}")
+    return sorted(set(bad))
+
+
+def test_every_import_inside_a_function_says_why() -> None:
+    assert not _lazy_imports_without_a_reason()
+
+
+def test_the_reason_check_sees_a_planted_import(tmp_path: Path) -> None:
+    pkg = tmp_path / "axon_eg"
+    pkg.mkdir()
+    (pkg / "a.py").write_text("def f():\n    from axon_eg import b\n    return b\n\n\ndef g():\n"
+                              "    from axon_eg import c  # lazy: loads z3\n    return c\n")
+    assert _lazy_imports_without_a_reason(pkg) == ["axon_eg/a.py:2"]

@@ -52,7 +52,7 @@ def reference_arrays(program: Program, seeds: Sequence[int]) -> dict[str, np.nda
     """Float64 reference outputs on the harness's inputs for each trial seed, keyed ``seed{S}_out{J}``."""
     import torch
 
-    from axon_eg.measure.harness import make_inputs
+    from axon_eg.measure.harness import make_inputs  # lazy: the harness loads torch
 
     specs = input_specs(program)
     out: dict[str, np.ndarray] = {}

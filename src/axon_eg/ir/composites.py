@@ -24,11 +24,11 @@ if TYPE_CHECKING:
 
 def _shape_via_expansion(name: str) -> Callable[..., Any]:
     def rule(shapes: tuple[D.Shape, ...], a: Attrs) -> D.Shape:
-        from axon_eg.ir.program import Builder
+        from axon_eg.ir.program import Builder  # lazy: program imports the registry, which imports this module
 
         b = Builder(f"{name}-shape")
         ins = [b.input(f"in{i}", s, fp32) for i, s in enumerate(shapes)]
-        from axon_eg.ir.ops import get
+        from axon_eg.ir.ops import get  # lazy: the registry imports this module at its end
 
         return get(name).expand(b, *ins, **dict(a)).shape
 

@@ -64,7 +64,7 @@ def prove_by_induction(diffs: Sequence[tuple[Poly, tuple[Ix, ...], int]], progra
     ``conditions``: per difference, binder-free domain conditions (``nf`` "dom" atoms) under which it
     must vanish, facts of both queries (they do not mention the induction variable, so the induction
     stays valid under them)."""
-    from .prover import _constraint, _ranges
+    from .prover import _constraint, _ranges  # lazy: induction and the prover call each other
 
     used: set[str] = set()
     for k, (diff, idx, node) in enumerate(diffs):

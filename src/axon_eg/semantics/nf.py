@@ -244,7 +244,7 @@ def _atom_str(a: Atom) -> str:
     if tag == "red":
         return f"{a[1]}[{', '.join(f'{v}<{n!r}' for v, n in a[2])}]({a[3]!r})"
     if tag == "dom":
-        from .domains import condition_str
+        from .domains import condition_str  # lazy: domains builds on this module's terms
 
         return condition_str(a)
     return repr(a)
@@ -463,7 +463,7 @@ def exp(p: Poly) -> Poly:
 
 def fn(name: str, p: Poly) -> Poly:
     """``name(p)``; a partial function (log, sqrt, ``pow[e]``) requires its domain (``require``)."""
-    from .domains import fn_domain, require  # domains builds on this module's terms
+    from .domains import fn_domain, require  # lazy: domains builds on this module's terms
 
     rel = fn_domain(name)
     if rel is not None:
@@ -483,7 +483,7 @@ def fn(name: str, p: Poly) -> Poly:
 
 def recip(p: Poly) -> Poly:
     """1 / p; requires p != 0 (``require``)."""
-    from .domains import require
+    from .domains import require  # lazy: domains builds on this module's terms
 
     c = p.as_const()
     if c is not None and c != 0:

@@ -336,7 +336,7 @@ def prove_equal(lhs: Program, rhs: Program, *, symbols: Sequence[ScalarSymbol] =
     result = solver.check()
     if result == z3.unsat:
         return done("proven", "normal form + z3", lemmas=q.ctx.lemmas)
-    from .induction import prove_by_induction
+    from .induction import prove_by_induction  # lazy: induction and the prover call each other
 
     outcome = prove_by_induction(diffs, lhs, symbols, timeout_ms, conditions=conditions)
     if outcome is not None:

@@ -201,7 +201,7 @@ class Declaration:
     @property
     def meaning(self) -> Any:
         """The instruction's meaning as normal-form terms: its handler of :data:`.instructions.MEANINGS`."""
-        from .instructions import MEANINGS
+        from .instructions import MEANINGS  # lazy: instructions imports the declarations
 
         return MEANINGS[self.name]
 
