@@ -35,7 +35,6 @@ import itertools
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
-from axon_eg.egraph.nugraph import Limits, NuGraph
 from axon_eg.errors import AxonError
 from axon_eg.ir import dims as D
 from axon_eg.ir import ops as O
@@ -395,6 +394,9 @@ def folds(rules: Sequence) -> Iterator[RuleCandidate]:
 
 
 def matmul_folds(rules: Sequence) -> Iterator[RuleCandidate]:
+    # lazy: loads egglog, for the fold search only (the store imports this module, through to_rule)
+    from axon_eg.egraph.nugraph import Limits, NuGraph
+
     for comp in O.ops_of_kind(O.OpKind.COMPOSITE):
         lo, hi = comp.arity
         if hi < 2:
@@ -436,6 +438,9 @@ def conv_folds(rules: Sequence) -> Iterator[RuleCandidate]:
     to each convolution with symbolic attributes (``conv_setting``), with and without a bias; the
     νGraph searches at concrete sizes and attributes (``CONV_SEARCH``), and the variant with one
     convolution followed by at most one add is proposed with the lhs's symbolic attributes put back."""
+    # lazy: loads egglog, for the fold search only (the store imports this module, through to_rule)
+    from axon_eg.egraph.nugraph import Limits, NuGraph
+
     appliers: list[tuple[str, Sequence[str], Callable[..., Value] | None]] = []
     for comp in O.ops_of_kind(O.OpKind.COMPOSITE):
         if comp.arity[1] >= 2 and any(a.name == "axis" for a in comp.attrs):
