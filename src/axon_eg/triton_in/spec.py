@@ -71,7 +71,7 @@ class Harness:
         """(inputs and parameters, outputs) as (elements, bytes per element): ``validate.phase2_size``'s."""
         from math import prod
 
-        from axon_eg.measure.harness import TORCH_DTYPES  # lazy: loads torch; a spec is read and checked without it
+        from axon_eg.measure.harness import TORCH_DTYPES  # lazy: loads torch; importing triton_in.run does not
 
         ins = [(prod(s["shape"]), TORCH_DTYPES[s["dtype"]].itemsize) for s in self.inputs] + list(self.parameters)
         outs = [(prod(shape), size) for shape, size in self.outputs or []]
@@ -253,7 +253,7 @@ def _file_inputs(mod: Any, source: Path) -> tuple[list[dict[str, Any]], list[Any
     import torch
     from torch._subclasses.fake_tensor import FakeTensorMode
 
-    from axon_eg.measure.harness import TORCH_DTYPES  # lazy: loads torch (as this function does)
+    from axon_eg.measure.harness import TORCH_DTYPES  # lazy: loads torch; importing triton_in.run does not
 
     for name in ("get_inputs", "get_init_inputs"):
         if not callable(getattr(mod, name, None)):
@@ -283,7 +283,7 @@ def _fitted(mod: Any, ref_path: Path, inputs: list[dict[str, Any]], init: list[A
     import torch
     from torch._subclasses import fake_tensor as ft
 
-    # lazy, both: they load torch (as this function does); importing triton_in.run does not
+    # lazy, both: they load torch; importing triton_in.run does not
     from axon_eg.ir.torch_export import _Captured, _user_frame
     from axon_eg.measure.harness import TORCH_DTYPES
 
