@@ -26,7 +26,7 @@ from axon_eg.measure.harness import TORCH_DTYPES  # noqa: E402
 from axon_eg.testing.kernels import close_to_reference, import_file  # noqa: E402
 from axon_eg.triton_in import load  # noqa: E402
 from axon_eg.triton_in.launches import launch_changes_allowed, trace  # noqa: E402
-from axon_eg.triton_in.run import _inputs_and_init  # noqa: E402
+from axon_eg.triton_in.spec import _inputs_and_init  # noqa: E402
 from axon_eg.triton_in.stages import STAGES, points, wrapper_unchanged  # noqa: E402
 from axon_eg.triton_in.tiles import Persistent, Swizzle, TileSizes, tile_constexprs  # noqa: E402
 

@@ -16,7 +16,9 @@ import numpy as np
 from axon_eg.ir.inputs import random_inputs
 from axon_eg.ir.interpret import apply_op, interpret
 
-from .convert import SerializedGraph
+from . import schema as S
+from .convert import SerializedGraph, attr_to_egg
+from .views import enode_text
 
 if TYPE_CHECKING:
     from .nugraph import NuGraph
@@ -38,9 +40,6 @@ def _original_classes(nu: NuGraph, g: SerializedGraph) -> dict[int, str]:
             if g.nodes[nid]["op"].startswith("root__"):
                 continue
             index.setdefault((g.nodes[nid]["op"], tuple(g.tensor_children(nid)), _attr_key(g, nid)), cls)
-    from . import schema as S
-    from .convert import attr_to_egg
-
     out: dict[int, str] = {}
     for i, node in enumerate(nu.program.nodes):
         c = S.constructor_for(node.op, len(node.inputs))
@@ -52,17 +51,12 @@ def _original_classes(nu: NuGraph, g: SerializedGraph) -> dict[int, str]:
 
 
 def _attr_key(g: SerializedGraph, nid: str) -> tuple[str, ...]:
-    from . import schema as S
-    from .convert import attr_to_egg
-
     c = S.constructor_by_name()[g.nodes[nid]["op"]]
     attrs = g.attrs(nid)
     return tuple(attr_to_egg(a.kind, attrs[a.name]) for a in c.op.attrs)
 
 
 def inconsistencies(nu: NuGraph, seed: int = 0, rtol: float = 1e-7, atol: float = 1e-9) -> list[Inconsistency]:
-    from .views import enode_text
-
     g = nu.serialized()
     inputs = random_inputs(nu.program, seed)
     bindings = nu.program.bindings

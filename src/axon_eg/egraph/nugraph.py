@@ -22,9 +22,11 @@ from typing import Any
 from egglog import bindings
 
 from axon_eg.errors import AxonError
+from axon_eg.ir import ops as O
 from axon_eg.ir.program import Program
 
-from . import convert, schema
+from . import convert, schema, views
+from .check import inconsistencies
 from .kbest import dag_cost, k_best
 from .patterns import App, Rule, walk
 from .rules import compile_rule, match_ruleset
@@ -347,8 +349,6 @@ class NuGraph:
         """Every e-node must compute its e-class's value (float64, random inputs).
 
         Raises :class:`UnsoundRewrite` naming the rules that created a disagreeing e-node."""
-        from .check import inconsistencies
-
         for seed in seeds:
             bad = inconsistencies(self, seed, rtol, atol)
             if bad:
@@ -362,25 +362,17 @@ class NuGraph:
 
     # -- views -----------------------------------------------------------------------------------
     def eclasses(self) -> list:
-        from .views import eclasses
-
-        return eclasses(self)
+        return views.eclasses(self)
 
     def members(self, eclass: str) -> list[str]:
-        from .views import members
-
-        return members(self, eclass)
+        return views.members(self, eclass)
 
     def render(self, center: str | None = None, radius: int = 2) -> str:
         """SVG of the e-graph or of a neighbourhood of ``center`` (text when graphviz is missing)."""
-        from .views import render
-
-        return render(self, center, radius)
+        return views.render(self, center, radius)
 
     def _repr_html_(self) -> str:
-        from .views import nugraph_html
-
-        return nugraph_html(self)
+        return views.nugraph_html(self)
 
     def __repr__(self) -> str:
         g = self.serialized()
@@ -390,8 +382,6 @@ class NuGraph:
 
 def commutative_key(program: Program) -> tuple:
     """A structural key of the program's outputs in which commutative ops' operands are unordered."""
-    from axon_eg.ir import ops as O
-
     keys: list = []
     for n in program.nodes:
         kids = [keys[j] for j in n.inputs]
@@ -404,8 +394,6 @@ def commutative_key(program: Program) -> tuple:
 def skeleton_key(program: Program) -> tuple:
     """The program's structure apart from its element-wise and layout algebra: the multiset of its
     reductions, scans, contractions and library ops, each with its attributes."""
-    from axon_eg.ir import ops as O
-
     kinds = {O.OpKind.REDUCE, O.OpKind.SCAN, O.OpKind.CONTRACTION, O.OpKind.LIBRARY}
     return tuple(sorted(repr((n.op, sorted(n.attrs.items()))) for n in program.nodes
                          if O.get(n.op).kind in kinds))

@@ -21,6 +21,7 @@ from axon_eg.errors import DtypeError, UnsupportedOperation
 from axon_eg.ir import dims as D
 from axon_eg.ir.builder import Builder, Value
 from axon_eg.ir.dtypes import DType, as_dtype
+from axon_eg.ir.einsum import EinsumError, expand
 
 
 def checked_dtype(torch_dtype: torch.dtype, what: str) -> DType:
@@ -589,8 +590,6 @@ def _diag(cx: Ctx, a: dict[str, Any]) -> Value:
 @handles("aten.einsum.default")
 def _einsum(cx: Ctx, a: dict[str, Any]) -> Value:
     """``torch.einsum``, expanded into transposes, reshapes, products, sums and matmuls (``ir.einsum``)."""
-    from axon_eg.ir.einsum import EinsumError, expand
-
     try:
         return expand(a["equation"], list(a["tensors"]), cx.emit)
     except EinsumError as e:

@@ -53,13 +53,14 @@ int64 = DType("int64", 64, "int64", "int64", 2, "int")
 
 FLOAT_DTYPES: dict[str, DType] = {d.name: d for d in (bf16, fp16, fp32, fp64)}
 DTYPES: dict[str, DType] = {**FLOAT_DTYPES, **{d.name: d for d in (int32, int64, bool_)}}
-_ALIASES = {"bfloat16": bf16, "float16": fp16, "half": fp16, "float32": fp32, "float": fp32, "f32": fp32,
+ALIASES = {"bfloat16": bf16, "float16": fp16, "half": fp16, "float32": fp32, "float": fp32, "f32": fp32,
             "float64": fp64, "double": fp64, "f64": fp64, "f16": fp16, "int": int32, "i32": int32, "long": int64,
             "i64": int64, "bool_": bool_}
+"""Other names of the dtypes (``"bfloat16"``, ``"half"``, ``"long"``): what ``as_dtype`` also accepts."""
 _KIND_ORDER = {"bool": 0, "int": 1, "float": 2}
 
 
-DTYPE_NAMES: frozenset[str] = frozenset(DTYPES) | frozenset(_ALIASES)
+DTYPE_NAMES: frozenset[str] = frozenset(DTYPES) | frozenset(ALIASES)
 """Every string that names a dtype (``"bf16"``, ``"bfloat16"``, ``"float"``, ...): in an annotation such a
 string is the dtype, never a dim name."""
 
@@ -88,7 +89,7 @@ def as_dtype(x: object) -> DType:
     if isinstance(x, DType):
         return x
     name = _name_of(x)
-    found = DTYPES.get(name) or _ALIASES.get(name)
+    found = DTYPES.get(name) or ALIASES.get(name)
     if found is None:
         raise DtypeError(f"unsupported dtype {x!r}; axon_eg handles {', '.join(DTYPES)}")
     return found

@@ -32,7 +32,7 @@ from axon_eg.ir import dims as D
 from axon_eg.ir import ops as O
 from axon_eg.ir.builder import Builder, Value
 from axon_eg.ir.dims import Dim, Shape
-from axon_eg.ir.dtypes import DTYPE_NAMES, DTYPES, DType, as_dtype, fp32, names_other_dtype
+from axon_eg.ir.dtypes import ALIASES, DTYPE_NAMES, DTYPES, DType, as_dtype, fp32, names_other_dtype
 from axon_eg.ir.program import Program
 
 _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -382,15 +382,11 @@ def __getattr__(name: str) -> Callable[..., Traced]:
 
 def unknown_name(name: str, known: Sequence[str]) -> UnknownName:
     """The error for ``ax.NAME`` that does not exist: the user's line, then what was probably meant."""
-    import difflib
-
-    from axon_eg.ir.dtypes import _ALIASES
-
     loc = user_location()
     head = f"{loc}: ax.{name}" if loc else f"ax.{name}"
     dtypes = ", ".join(repr(d) for d in DTYPES.values())
-    if name in _ALIASES:
-        return UnknownName(f"{head} does not exist; did you mean ax.{_ALIASES[name]}? (the dtypes are {dtypes})")
+    if name in ALIASES:
+        return UnknownName(f"{head} does not exist; did you mean ax.{ALIASES[name]}? (the dtypes are {dtypes})")
     if names_other_dtype(name):
         return UnknownName(f"{head} does not exist: axon_eg has no {name} dtype; the dtypes are {dtypes}")
     public = [k for k in known if not k.startswith("_")]

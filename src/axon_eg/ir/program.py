@@ -166,9 +166,7 @@ class Program:
         subst = {k: v for k, v in sizes.items() if k in self.free_dims}
         if not subst:
             return self
-        from axon_eg.ir.builder import Builder
-
-        b = Builder(self.name)
+        b = _builder.Builder(self.name)
         values: list[Value] = []
         for i, n in enumerate(self.nodes):
             with b.at(self.location(i)):
@@ -201,9 +199,7 @@ class Program:
         nestable = set(O.nestable())
         if not any(n.op in nestable and len(n.inputs) > max_inputs for n in self.nodes):
             return self
-        from axon_eg.ir.builder import Builder
-
-        b = Builder(self.name)
+        b = _builder.Builder(self.name)
 
         def tree(op: str, args: list[Value], attrs: dict[str, Any]) -> Value:
             if len(args) <= max_inputs:
@@ -268,9 +264,7 @@ class Program:
         if not any(O.get(n.op).kind is O.OpKind.COMPOSITE or (n.op in BIAS_AFTER and len(n.inputs) == 3)
                    for n in self.nodes):
             return self
-        from axon_eg.ir.builder import Builder
-
-        b = Builder(self.name, expand_composites=True)
+        b = _builder.Builder(self.name, expand_composites=True)
         values: list[Value] = []
         for i, n in enumerate(self.nodes):
             args = [values[j] for j in n.inputs]
@@ -286,9 +280,7 @@ class Program:
         """The same program with nodes in a canonical order: inputs first (in their order), then a
         post-order walk from the outputs, operands left to right. Equal computations built in a
         different order compare equal after this."""
-        from axon_eg.ir.builder import Builder
-
-        b = Builder(self.name)
+        b = _builder.Builder(self.name)
         values: dict[int, Value] = {}
         for i, n in enumerate(self.nodes):
             if n.op == "input":
@@ -343,9 +335,7 @@ class Program:
             raise ProgramError(f"program JSON is not valid JSON: {e}") from None
         if not isinstance(body, dict) or body.get("version") != JSON_VERSION:
             raise ProgramError(f"program JSON must be an object with version {JSON_VERSION}")
-        from axon_eg.ir.builder import Builder
-
-        b = Builder(body.get("name", "program"))
+        b = _builder.Builder(body.get("name", "program"))
         values: list[Value] = []
         locations = body.get("locations") or []
         try:
@@ -482,9 +472,7 @@ def __getattr__(name: str) -> Any:
     import them from there. They stay readable here for ``ir/composites.py`` (part of the semantics hash) and
     ``backends/nki/synthesis_space.py``, which still do."""
     if name in _BUILDER_NAMES:
-        from axon_eg.ir import builder
-
-        return getattr(builder, name)
+        return getattr(_builder, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
@@ -526,3 +514,7 @@ def with_names(program: Program, names: dict[str, str], title: str) -> Program:
 
 __all__ = ["CANONICAL_INPUT", "AxonError", "Builder", "Dim", "InputSpec", "Node", "Program", "Value", "as_shape",
            "canonical_inputs", "named_input", "with_names"]
+
+# The Builder makes Programs and imports Node and Program from here: this module binds it last, once both exist
+# (whichever of the two is imported first).
+from axon_eg.ir import builder as _builder  # noqa: E402

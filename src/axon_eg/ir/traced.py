@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from axon_eg.ir import dims as D
+from axon_eg.ir.program import Program
 
 PREFIX = "dim_"
 """The prefix of a run-time dim's parameter name in generated code (``M`` -> ``dim_M``); program input
@@ -409,8 +410,6 @@ def program_over(program: Any, values: Mapping[str, int]) -> Any:
     """``program`` (a bound :class:`~axon_eg.ir.program.Program`) with the dims of ``values`` bound to
     those traced values instead: what a code generator reads inside :func:`tracing`. It never equals the
     program itself (a comparison would decide on the sizes), and it is not re-checked."""
-    from axon_eg.ir.program import Program
-
     class TracedProgram(Program):
         @cached_property
         def _key(self) -> tuple:

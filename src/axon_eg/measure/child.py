@@ -47,7 +47,7 @@ def _interpreter_fixes() -> None:
     (a bare GPU box running a bundle needs none)."""
     if os.environ.get("TRITON_INTERPRET") != "1":
         return
-    try:
+    try:  # lazy: optional, and only under the interpreter; a bundle run elsewhere may have no backends/
         from axon_eg.backends.triton import interpreter
     except ImportError:
         return
@@ -63,7 +63,7 @@ def run_child(bundle: Path, cand_id: str, result_path: Path) -> int:
     import numpy  # noqa: F401
     import torch
 
-    from axon_eg.measure import harness
+    from axon_eg.measure import harness  # lazy: loads torch; the worker imports this module and must not
 
     try:
         import triton  # noqa: F401

@@ -315,6 +315,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     for bundle in args.bundle:
         out = args.out or str(Path(bundle) / ROWS_NAME)
         if args.ray:
+            # lazy: ray_runner imports this module (each Ray task runs run_candidate)
             from axon_eg.measure.ray_runner import run_bundle_ray
 
             rows = run_bundle_ray(bundle, out, args.ray)

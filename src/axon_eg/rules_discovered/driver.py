@@ -23,6 +23,7 @@ from axon_eg.errors import AxonError
 from axon_eg.semantics.prover import ProofResult, prove_equal
 
 from . import enumerate as E
+from .float_safety import check_float_safety
 from .instantiate import InstantiationError, instantiate
 from .store import make_entry, remember, write
 from .to_rule import Unexpressible, reverse, to_rule
@@ -77,8 +78,6 @@ def _prove_star(args: tuple[int, int]) -> tuple[int, ProofResult]:
 def discover(timeout_ms: int = 2000, jobs: int = 2, write_store: bool = True,
              progress: Callable[[str, int, int], Any] | None = None) -> tuple[Summary, list[dict], list[dict]]:
     """Run discovery end to end; returns the summary, admitted entries and rejected entries."""
-    from .float_safety import check_float_safety
-
     start = time.perf_counter()
     summary = Summary()
     admitted: list[dict] = []

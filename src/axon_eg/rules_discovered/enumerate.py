@@ -394,6 +394,7 @@ def folds(rules: Sequence) -> Iterator[RuleCandidate]:
 
 
 def matmul_folds(rules: Sequence) -> Iterator[RuleCandidate]:
+    # lazy: loads egglog, for the fold search only (the store imports this module, through to_rule)
     from axon_eg.egraph.nugraph import Limits, NuGraph
 
     for comp in O.ops_of_kind(O.OpKind.COMPOSITE):
@@ -437,6 +438,7 @@ def conv_folds(rules: Sequence) -> Iterator[RuleCandidate]:
     to each convolution with symbolic attributes (``conv_setting``), with and without a bias; the
     νGraph searches at concrete sizes and attributes (``CONV_SEARCH``), and the variant with one
     convolution followed by at most one add is proposed with the lhs's symbolic attributes put back."""
+    # lazy: loads egglog, for the fold search only (the store imports this module, through to_rule)
     from axon_eg.egraph.nugraph import Limits, NuGraph
 
     appliers: list[tuple[str, Sequence[str], Callable[..., Value] | None]] = []

@@ -35,8 +35,11 @@ from typing import Any
 from axon_eg.egraph.patterns import Rule, format_sexp, parse_rule
 from axon_eg.errors import AxonError
 from axon_eg.proofs import ProvedHere, check_proof_record, digest, record, semantics_hash  # shared with the NKI store
+from axon_eg.semantics.prover import prove_equal
 
 from . import DATA  # the one place it is defined
+from .float_safety import recheck
+from .instantiate import InstantiationError, instantiate
 from .to_rule import reverse
 
 
@@ -113,8 +116,6 @@ def rule_of(entry: dict[str, Any], where: str = "the store") -> Rule:
 
 def obligation_of(entry: dict[str, Any], where: str = "the store") -> Any:
     """The proof obligation of a stored rule, rebuilt from its text (``instantiate``)."""
-    from .instantiate import InstantiationError, instantiate
-
     try:
         return instantiate(rule_of(entry, where))
     except InstantiationError as e:
@@ -156,10 +157,6 @@ def remember(entries: list[dict[str, Any]]) -> None:
 def reprove(entry: dict[str, Any], where: str = "the store") -> None:
     """Prove the entry's rule again from its text and re-check its float-safety verdicts; RuleStoreError
     naming the rule and ``where`` when either fails."""
-    from axon_eg.semantics.prover import prove_equal
-
-    from .float_safety import recheck
-
     name = entry.get("name", "?")
     ob = obligation_of(entry, where)
     try:

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from axon_eg.egraph.patterns import App, Pattern, Rule, Var, check_rule, walk
+from axon_eg.egraph.patterns import App, Pattern, Rule, Var, _Str, check_rule, walk
 from axon_eg.errors import AxonError
 from axon_eg.ir import dims as D
 from axon_eg.ir import ops as O
@@ -216,8 +216,6 @@ def _promote_sexp(leaves: frozenset) -> Any:
 
 
 def _literal_dtype(name: str) -> Any:
-    from axon_eg.egraph.patterns import _Str
-
     return _Str(name)
 
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from .driver import prove_all
 from .enumerate import RuleCandidate
+from .float_safety import recheck
 from .store import RuleStoreError, check_entry, load_entries, obligation_of, remember
 
 
@@ -27,8 +28,6 @@ class VerifyReport:
 
 def verify(jobs: int = 2, timeout_ms: int = 4000, *, float_safety: bool = True) -> VerifyReport:
     """Every stored rule re-proved from its text, and (``float_safety``) its verdicts re-run."""
-    from .float_safety import recheck
-
     start = time.perf_counter()
     failures: list[tuple[str, str]] = []
     entries = load_entries()

@@ -10,13 +10,17 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from axon_eg import bundle
 from axon_eg.backends.kernel import Kernel, input_specs, output_dtypes
+from axon_eg.backends.triton import interpreter
 from axon_eg.egraph.nugraph import Variant
 from axon_eg.extract.candidates import Candidate
 from axon_eg.extract.fusion import FusionPlan, plans
 from axon_eg.extract.tiling import Tiling, space, tilings
 from axon_eg.hw import DEFAULT_HW, HardwareSpec, load
+from axon_eg.ir.lowp import interpret_lowp
 from axon_eg.ir.program import Program
+from axon_eg.measure import harness
 from axon_eg.targets import backend_for_hw
 
 
@@ -42,8 +46,6 @@ def candidate_for(program: Program, hw: str | HardwareSpec = DEFAULT_HW, plan_in
 
 def load_kernel(kernel: Kernel, directory: str | Path) -> Any:
     """Write the kernel's file and import it; returns its entry point."""
-    from axon_eg.backends.triton import interpreter
-
     interpreter.apply()  # under TRITON_INTERPRET=1 only
     path = Path(directory) / f"{kernel.name}.py"
     path.write_text(kernel.source)
@@ -75,11 +77,8 @@ def import_file(path: str | Path, name: str) -> Any:
 
 def run_kernel(kernel: Kernel, program: Program, directory: str | Path, trials: int = 3) -> Any:
     """The harness's correctness Outcome of ``kernel`` on ``program`` (bound), float64 reference."""
-    from axon_eg.bundle import reference_arrays
-    from axon_eg.measure import harness
-
     fn = load_kernel(kernel, directory)
-    ref = reference_arrays(program, range(trials))
+    ref = bundle.reference_arrays(program, range(trials))
     by_seed = {s: [ref[f"seed{s}_out{j}"] for j in range(len(program.outputs))] for s in range(trials)}
     return harness.check_correctness(fn, input_specs(program), by_seed, trials=trials, mode=kernel.mode,
                                      out_dtypes=output_dtypes(program))
@@ -90,11 +89,7 @@ def fp32_conditioned(program: Program, seeds: range = range(3)) -> bool:
     tolerance of the float64 reference: random programs can overflow or cancel in fp32 itself."""
     import numpy as np
 
-    from axon_eg.bundle import reference_arrays
-    from axon_eg.ir.lowp import interpret_lowp
-    from axon_eg.measure import harness
-
-    ref = reference_arrays(program, seeds)
+    ref = bundle.reference_arrays(program, seeds)
     for s in seeds:
         xs = [t.double().numpy() for t in harness.make_inputs(input_specs(program), s)]
         low = interpret_lowp(program, xs, "fp32")

@@ -219,8 +219,6 @@ def _build(drawer: _Drawer, pattern: Pattern, b: Builder, env: dict[str, Value],
 
 def _pinned_value(rule: Rule, var: str, shapes: Mapping[str, tuple[int, ...]], rng: np.random.Generator) -> Any:
     """The value a condition pins ``?var`` to; size variables in it take random sizes."""
-    from axon_eg.rules_discovered.instantiate import _value
-
     for c in flat_conditions(rule):
         if isinstance(c, list) and len(c) == 3 and c[0] == "=" and c[1] == f"?{var}":
             env = Binding(shapes, {}, {})

@@ -87,6 +87,7 @@ from libcst.metadata import MetadataWrapper, PositionProvider
 from axon_eg.hw import HardwareSpec
 
 from .source import TritonFile, _dotted, _is_jit
+from .tiles import kernel_facts
 
 _LOAD_PARAMS = ("pointer", "mask", "other", "boundary_check", "padding_option", "cache_modifier", "eviction_policy",
                 "volatile")
@@ -788,8 +789,6 @@ class TensorDescriptors:
         TMA ran at 0.52 TFLOP/s against 9.35 on the H200 (``compute.measured_peak.fp32_dot_tma``)."""
         if hw.kind != "gpu":
             return []
-        from .tiles import kernel_facts
-
         points = []
         for k in self.detect(tf):
             traced = next((t for t in (tf.trace or []) if t.kernel == k), None)

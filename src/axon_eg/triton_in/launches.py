@@ -272,7 +272,7 @@ def trace(tf: TritonFile, inputs: list[dict[str, Any]], init: list[Any],
 
     import torch
 
-    from axon_eg.measure.harness import TORCH_DTYPES
+    from axon_eg.measure.harness import TORCH_DTYPES  # lazy: loads torch; the stages (and triton_in.run) import this module
 
     records: list[Traced] = []
 

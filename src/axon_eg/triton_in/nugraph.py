@@ -13,8 +13,18 @@ through the same cascade as every other candidate.
 
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
 from typing import Any
+
+import torch
+from torch._subclasses.fake_tensor import FakeTensorMode
+
+from axon_eg.extract.candidates import enumerate_candidates
+from axon_eg.ir.torch_import import import_torch
+from axon_eg.measure.harness import TORCH_DTYPES
+from axon_eg.saturation import saturated
+from axon_eg.targets import backend_for
 
 from .entry import CALL
 
@@ -77,17 +87,6 @@ def candidates(ref_path: Path, init: list[Any], inputs: list[dict[str, Any]], hw
     """(id, file text, meta) of the k best kernels of the reference ``Model``, each file also defining
     ``wrapper`` (the input's wrapper class name) as a drop-in module; the import's refusal raises (the caller
     records it as a row). ``constants``: module constants of the reference set first (the run's sizes)."""
-    import importlib.util
-
-    import torch
-    from torch._subclasses.fake_tensor import FakeTensorMode
-
-    from axon_eg.extract.candidates import enumerate_candidates
-    from axon_eg.ir.torch_import import import_torch
-    from axon_eg.measure.harness import TORCH_DTYPES
-    from axon_eg.saturation import saturated
-    from axon_eg.targets import backend_for
-
     spec = importlib.util.spec_from_file_location("axon_eg_triton_reference_for_nugraph", ref_path)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)

@@ -42,6 +42,8 @@ from typing import Any
 
 from axon_eg.hw import DEFAULT_HW
 from axon_eg.hw import load as load_hw
+from axon_eg.measure import worker
+from axon_eg.measure.manifest import load_manifest, read_rows
 from axon_eg.measure.worker import ROWS_NAME
 
 from .entry import CALL
@@ -49,7 +51,7 @@ from .launches import trace
 from .proposer import Proposer, refine
 from .source import TritonInputError, load
 from .spec import Harness, harness, read_spec
-from .stages import points, wrapper_unchanged
+from .stages import STAGES, points, wrapper_unchanged
 
 Progress = Callable[[str, int, int, str], None]
 """``progress(phase, done, total, detail)``, as the pipeline's: each phase's start (done 0) and end (done ==
@@ -133,17 +135,6 @@ class TritonResult:
         return "\n".join(lines)
 
 
-def _inputs_and_init(source: Path, spec: dict[str, Any] | None) -> tuple[list[dict], list[Any]]:
-    """The harness's input specs and the ``__init__`` arguments: from the spec (checked whole), else from
-    ``source``'s ``get_inputs()`` (under a fake-tensor mode: shapes and dtypes only) and ``get_init_inputs()``."""
-    from .spec import _file_inputs, _import, read_spec
-
-    if spec is not None:
-        data, _ = read_spec(spec)
-        return data["inputs"], data["init"]
-    return _file_inputs(_import(Path(source), {}), Path(source))
-
-
 def constants_text(constants: dict[str, int]) -> str:
     """Module-level assignments setting the run's sizes in a candidate (part of its fixed entry)."""
     if not constants:
@@ -192,10 +183,6 @@ def combine(out: str | os.PathLike[str]) -> int:
     persistent loop, say). They are appended to the bundle, so the worker's resume measures them alone.
     Returns how many were added: 0 (falsy) without timings, when fewer than two stages beat the input, when the
     bundle was combined already, or when every combination is a file already measured."""
-    from axon_eg.measure.worker import read_rows
-
-    from .stages import STAGES
-
     root = Path(out)
     bundle = root / "bundle"
     prepared = json.loads((root / "prepared.json").read_text())
@@ -322,7 +309,7 @@ def prepare(path: str | os.PathLike[str], *, reference: str | os.PathLike[str] |
     by_stage = ", ".join(f"{k} {len(list(g))}" for k, g in itertools.groupby(pt.stage for pt in found))
     report("stages", 1, 1, f"{len(found)} candidates" + (f" ({by_stage})" if by_stage else ""))
     if nugraph_k:
-        from . import nugraph
+        from . import nugraph  # lazy: loads torch and egglog (the νGraph stage); the rest of a run needs neither
 
         report("nugraph", 0, 1, f"the reference through the νGraph, k={nugraph_k}")
         try:
@@ -349,8 +336,6 @@ def prepare(path: str | os.PathLike[str], *, reference: str | os.PathLike[str] |
 def finish(out: str | os.PathLike[str]) -> TritonResult:
     """The choice from the worker's rows in ``OUT/bundle/rows.jsonl`` (measured here or on a GPU elsewhere):
     every row, ``OUT/rows.json``, and ``OUT/best.py`` with its header."""
-    from axon_eg.measure.worker import read_rows
-
     root = Path(out)
     bundle = root / "bundle"
     prepared = json.loads((root / "prepared.json").read_text())
@@ -409,16 +394,12 @@ def _checker(root: Path, ref_path: Path, init: list[Any], inputs: list[dict], en
 
 
 def _measure(bundle: Path, device: str | None) -> list[dict[str, Any]]:
-    from axon_eg.measure.worker import run_bundle
-
-    return run_bundle(bundle, bundle / ROWS_NAME, gpus=[] if device == "cpu" else None)
+    return worker.run_bundle(bundle, bundle / ROWS_NAME, gpus=[] if device == "cpu" else None)
 
 
 def _measured(bundle: Path, device: str | None, progress: Progress, phase: str) -> list[dict[str, Any]]:
     """``_measure``: the worker on every candidate of ``bundle`` without a row; ``progress`` hears, as the rows
     come, which candidate runs next (in the manifest's order: the order on one device) and how the last ended."""
-    from axon_eg.measure.manifest import load_manifest, read_rows
-
     if progress is _quiet:
         return _measure(bundle, device)
     done = {r.get("id") for r in read_rows(bundle / ROWS_NAME)}
@@ -473,8 +454,6 @@ def _quiet(phase: str, done: int, total: int, detail: str) -> None:
 
 
 def _timed(root: Path) -> bool:
-    from axon_eg.measure.manifest import read_rows
-
     return any(r.get("median_us") for r in read_rows(root / "bundle" / ROWS_NAME))
 
 

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from axon_eg.errors import InvalidArgument
+from axon_eg.loading import kernelbench_sizes
 
 from .source import TritonInputError
 
@@ -70,7 +71,7 @@ class Harness:
         """(inputs and parameters, outputs) as (elements, bytes per element): ``validate.phase2_size``'s."""
         from math import prod
 
-        from axon_eg.measure.harness import TORCH_DTYPES
+        from axon_eg.measure.harness import TORCH_DTYPES  # lazy: loads torch; importing triton_in.run does not
 
         ins = [(prod(s["shape"]), TORCH_DTYPES[s["dtype"]].itemsize) for s in self.inputs] + list(self.parameters)
         outs = [(prod(shape), size) for shape, size in self.outputs or []]
@@ -139,7 +140,7 @@ def _section(data: Mapping[str, Any], where: str, prefix: str) -> dict[str, Any]
 
 
 def _input(item: Any, where: str, key: str, i: int) -> dict[str, Any]:
-    from axon_eg.measure.harness import TORCH_DTYPES
+    from axon_eg.measure.harness import TORCH_DTYPES  # lazy: loads torch; importing triton_in.run does not
 
     if not isinstance(item, Mapping):
         raise TritonInputError(f"{where}: {key}: must be a mapping {{shape: [...], dtype: fp32}}, got {_kind(item)}")
@@ -209,8 +210,6 @@ def harness(ref_path: str | os.PathLike[str], spec: str | os.PathLike[str] | Map
         mod = _import(ref_path, {})
         return _fitted(mod, ref_path, section["inputs"], section["init"], {}, note, f"the {where}'s {prefix}inputs",
                        (where, prefix))
-    from axon_eg.loading import kernelbench_sizes
-
     constants, note = kernelbench_sizes(ref_path, small=small, sizes=dict(sizes or {}))
     mod = _import(ref_path, constants)
     inputs, init = _file_inputs(mod, ref_path)
@@ -239,13 +238,22 @@ def _import(path: Path, constants: Mapping[str, int]) -> Any:
     return mod
 
 
+def _inputs_and_init(source: Path, spec: dict[str, Any] | None) -> tuple[list[dict], list[Any]]:
+    """The harness's input specs and the ``__init__`` arguments: from the spec (checked whole), else from
+    ``source``'s ``get_inputs()`` (under a fake-tensor mode: shapes and dtypes only) and ``get_init_inputs()``."""
+    if spec is not None:
+        data, _ = read_spec(spec)
+        return data["inputs"], data["init"]
+    return _file_inputs(_import(Path(source), {}), Path(source))
+
+
 def _file_inputs(mod: Any, source: Path) -> tuple[list[dict[str, Any]], list[Any]]:
     """The inputs of ``get_inputs()`` run under a fake-tensor mode (shapes and dtypes only) and the
     ``get_init_inputs()``."""
     import torch
     from torch._subclasses.fake_tensor import FakeTensorMode
 
-    from axon_eg.measure.harness import TORCH_DTYPES
+    from axon_eg.measure.harness import TORCH_DTYPES  # lazy: loads torch; importing triton_in.run does not
 
     for name in ("get_inputs", "get_init_inputs"):
         if not callable(getattr(mod, name, None)):
@@ -275,6 +283,7 @@ def _fitted(mod: Any, ref_path: Path, inputs: list[dict[str, Any]], init: list[A
     import torch
     from torch._subclasses import fake_tensor as ft
 
+    # lazy, both: they load torch; importing triton_in.run does not
     from axon_eg.ir.torch_export import _Captured, _user_frame
     from axon_eg.measure.harness import TORCH_DTYPES
 

@@ -41,8 +41,10 @@ import libcst as cst
 
 from axon_eg.hw import HardwareSpec
 
+from .descriptors import TensorDescriptors
 from .launches import SetLaunchKeywords, grid_variables, launch_changes_allowed
 from .source import TritonFile, _dotted, load
+from .tiles import Persistent, Swizzle, TileSizes
 
 
 @dataclass(frozen=True)
@@ -90,8 +92,6 @@ class LaunchKnobs:
     def detect(self, tf: TritonFile) -> list[str]:
         """Launched kernels not under ``@triton.autotune`` and not covered by the tile stage (whose template
         space searches warps and stages jointly with the tiles)."""
-        from .tiles import TileSizes
-
         launched = {launch.kernel for launch in tf.launches}
         tiled = set(TileSizes().detect(tf))
         return [k.name for k in tf.kernels.values() if k.name in launched and not k.autotuned and k.name not in tiled]
@@ -333,9 +333,6 @@ class DotPrecision:
 
 
 def _stages() -> tuple[Stage, ...]:
-    from .descriptors import TensorDescriptors
-    from .tiles import Persistent, Swizzle, TileSizes
-
     return (DtypeCorrection(), DotPrecision(), LaunchKnobs(), TileSizes(), Swizzle(), TensorDescriptors(),
             Persistent(), AutotuneGrid())
 

@@ -31,10 +31,12 @@ from typing import Any
 
 import libcst as cst
 
+from axon_eg.backends.triton.templates import ElementwiseTile, MatmulTile, RowsTile
+from axon_eg.extract.templates.base import GroupFacts, TilingSpace, knobs
 from axon_eg.hw import HardwareSpec
 
 from .launches import GRID_KEYWORD, Code, SetLaunchKeywords, code, grid_variables, sites
-from .source import TritonFile, _dotted
+from .source import TritonFile, _dotted, load
 
 TILE_POINTS = 8
 """Tile-size candidates per kernel: the template's first by its tie-break (each is one measured file)."""
@@ -155,8 +157,6 @@ class TileSizes:
 
     def _template(self, tf: TritonFile, kernel: str):
         """(template, {template parameter: constexpr}) of a kernel whose tiles a template covers, else None."""
-        from axon_eg.backends.triton.templates import ElementwiseTile, MatmulTile, RowsTile
-
         tiles = tile_constexprs(tf, kernel)
         facts = kernel_facts(tf, kernel)
         by_axis = {axis: c for c, (role, _, axis) in tiles.items() if role == "axis"}
@@ -172,8 +172,6 @@ class TileSizes:
         return None
 
     def space(self, tf: TritonFile, hw: HardwareSpec) -> list[dict[str, Any]]:
-        from axon_eg.extract.templates.base import GroupFacts, TilingSpace, knobs
-
         if hw.kind != "gpu":
             return []
         points: list[dict[str, Any]] = []
@@ -370,8 +368,6 @@ class Persistent:
                                    body=fn.body.with_changes(body=[loop]))
 
         text = _body(tf, kernel, rewrite)
-        from .source import load
-
         values = {g: Code(f"{launch.grid_name}[{i}]" if launch.grid_name else code(elements[i]))
                   for i, g in enumerate(grid)}
         return load(tf.path, text).module.visit(SetLaunchKeywords(kernel, values, grid=f"({params['programs']},)")).code
