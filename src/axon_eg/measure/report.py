@@ -12,8 +12,7 @@ the width: columns without a value left out, long cells cut with an ellipsis), `
 selected row won, ties included, stating the rule of ``pipeline``'s selection), ``baseline_line`` (the plain
 last line when a baseline won) and ``markdown_table`` (``report.md``'s table, every cell in full).
 
-Polars comes with the tables (this module is not part of the bare-GPU-box worker); rich and matplotlib are
-imported lazily.
+Polars, rich and matplotlib are imported lazily: this module is not part of the bare-GPU-box worker.
 """
 
 from __future__ import annotations
@@ -21,12 +20,12 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import polars as pl
-
-from axon_eg.measure import part_store, tables
 from axon_eg.measure.manifest import STATUSES
+
+if TYPE_CHECKING:
+    import polars as pl
 
 BASELINES = {"torch_eager": "torch eager", "torch_compile": "torch.compile",
              "torch_compile_default": "torch.compile (default mode)"}
@@ -48,11 +47,15 @@ def _name(v: Any) -> str:
 def latest(df: pl.DataFrame) -> pl.DataFrame:
     """One row per (program, hw, cache_key, id): the latest by timestamp; ``hw`` falls back to ``device``,
     ``kind`` to ``"candidate"``."""
+    import polars as pl
+
     df = df.with_columns(hw=pl.coalesce("hw", "device"), kind=pl.col("kind").fill_null("candidate"))
     return df.sort("timestamp", nulls_last=False).unique(subset=[*GROUP, "id"], keep="last", maintain_order=True)
 
 
 def _status_table(cands: pl.DataFrame) -> list[str]:
+    import polars as pl
+
     counts = dict(cands.group_by("status").len().iter_rows())
     order = [s for s in STATUSES if s in counts] + sorted(s for s in counts if s not in STATUSES)
     lines = ["| status | candidates | e.g. |", "|---|---:|---|"]
@@ -63,6 +66,8 @@ def _status_table(cands: pl.DataFrame) -> list[str]:
 
 
 def _section(key: Sequence[Any], g: pl.DataFrame) -> str:
+    import polars as pl
+
     program, hw, cache_key = key
     out = [f"### `{_name(program)}` on {_name(hw)} (cache_key `{_name(cache_key)}`)", ""]
     cands = g.filter(pl.col("kind") != "baseline")
@@ -98,6 +103,10 @@ def _section(key: Sequence[Any], g: pl.DataFrame) -> str:
 def report(cache_dir: str | os.PathLike[str] | None = None, program: str | None = None, *,
            plot_dir: str | os.PathLike[str] | None = None) -> str:
     """Markdown summary of the ``measurements`` table (optionally one ``program``); see the module docstring."""
+    import polars as pl
+
+    from axon_eg.measure import part_store, tables  # lazy: the tables load polars; the CLI imports this module
+
     m = tables.results(cache_dir).collect()
     if program is not None:
         m = m.filter(pl.col("program") == program)
@@ -118,6 +127,8 @@ def report(cache_dir: str | os.PathLike[str] | None = None, program: str | None 
 
 def _timed_candidates(m: pl.DataFrame, cands: pl.DataFrame) -> pl.DataFrame:
     """Correct, timed candidates with their predicted latency (candidates table first, else the row's own)."""
+    import polars as pl
+
     timed = m.filter((pl.col("kind") != "baseline") & (pl.col("status") == "ok") & pl.col("median_us").is_not_null())
     pred = cands.select("cache_key", "id", pl.col("predicted_us").alias("predicted_static"))
     pred = pred.unique(subset=["cache_key", "id"], keep="last")
@@ -128,6 +139,8 @@ def _timed_candidates(m: pl.DataFrame, cands: pl.DataFrame) -> pl.DataFrame:
 
 
 def _spearman(df: pl.DataFrame) -> float | None:
+    import polars as pl
+
     if df.height < 2:
         return None
     rho = df.select(pl.corr("predicted", "median_us", method="spearman")).item()
@@ -136,6 +149,7 @@ def _spearman(df: pl.DataFrame) -> float | None:
 
 def plot(m: pl.DataFrame, cands: pl.DataFrame, plot_dir: Path) -> str:
     """Save the two plots into ``plot_dir``; returns a Markdown line naming them (or why none were made)."""
+    import polars as pl
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
     from matplotlib.ticker import FuncFormatter, LogFormatter
@@ -307,6 +321,8 @@ def _names(ids: Sequence[str], most: int = 4) -> str:
 
 
 def _row(df: pl.DataFrame, rid: str) -> dict[str, Any]:
+    import polars as pl
+
     return df.filter(pl.col("id") == rid).row(0, named=True)
 
 
@@ -315,6 +331,8 @@ def selection_line(df: pl.DataFrame, best: str, timed: bool) -> str:
     correct row (candidate or baseline) with the lowest median latency, nothing else breaking ties; without
     timings the correct candidate with the lowest predicted cost (a baseline only when no candidate is
     correct), equal predictions going to the row first in the table (candidates are in rank order)."""
+    import polars as pl
+
     row = _row(df, best)
     name = f"{best} (a baseline)" if row["kind"] == "baseline" else best
     cands = df.filter(pl.col("kind") != "baseline")
@@ -362,6 +380,8 @@ def selection_line(df: pl.DataFrame, best: str, timed: bool) -> str:
 
 def failures(df: pl.DataFrame) -> tuple[int, int, str]:
     """(candidates that did not run correctly, candidates, ``"3 timeout, 2 wrong_result"``)."""
+    import polars as pl
+
     cands = df.filter(pl.col("kind") != "baseline")
     bad = cands.filter(pl.col("status").is_null() | (pl.col("status") != "ok"))
     status = bad["status"].fill_null("not measured").replace({"skipped": "skipped (budget)"}).to_list()
@@ -375,6 +395,8 @@ def failures(df: pl.DataFrame) -> tuple[int, int, str]:
 def baseline_line(df: pl.DataFrame, best: str) -> str | None:
     """The plain last line of a run whose best is a baseline (None when it is a candidate), e.g.
     ``best: torch_eager (a baseline): no candidate ran correctly — 2 of 2 candidates failed: 2 timeout``."""
+    import polars as pl
+
     row = _row(df, best)
     if row["kind"] != "baseline":
         return None

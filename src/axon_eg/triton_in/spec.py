@@ -283,9 +283,8 @@ def _fitted(mod: Any, ref_path: Path, inputs: list[dict[str, Any]], init: list[A
     import torch
     from torch._subclasses import fake_tensor as ft
 
-    # lazy, both: they load torch; importing triton_in.run does not
-    from axon_eg.ir.torch_export import _Captured, _user_frame
-    from axon_eg.measure.harness import TORCH_DTYPES
+    from axon_eg.ir.torch_export import _Captured, _user_frame  # lazy: loads torch; importing triton_in.run does not
+    from axon_eg.measure.harness import TORCH_DTYPES  # lazy: loads torch; importing triton_in.run does not
 
     not_fake = tuple(getattr(ft, n) for n in ("DataDependentOutputException", "DynamicOutputShapeException",
                                              "UnsupportedOperatorException", "UnsupportedFakeTensorException")
