@@ -387,7 +387,7 @@ def commutative_key(program: Program) -> tuple:
         kids = [keys[j] for j in n.inputs]
         if O.get(n.op).meta.get("commutative"):
             kids.sort(key=repr)
-        keys.append((n.op, tuple(n.attrs.items()) if n.op != "input" else n.attrs["name"], tuple(kids)))
+        keys.append((n.op, n.attrs["name"] if n.is_input else tuple(n.attrs.items()), tuple(kids)))
     return tuple(keys[o] for o in program.outputs)
 
 

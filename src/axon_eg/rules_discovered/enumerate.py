@@ -368,7 +368,7 @@ def _bypass(program: Program, node: int, replacement: int) -> Program:
     for i, n in enumerate(program.nodes):
         if i == node:
             values[i] = values[replacement]
-        elif n.op == "input":
+        elif n.is_input:
             values[i] = b.input(n.attrs["name"], n.shape, n.dtype)
         else:
             values[i] = b.emit(n.op, *[values[j] for j in n.inputs], **dict(n.attrs))
@@ -488,7 +488,7 @@ def _with_attrs(program: Program, like: Program, op: str, attrs: dict) -> Progra
     specs = {s.name: s for s in like.inputs}
     values: list[Value] = []
     for n in program.nodes:
-        if n.op == "input":
+        if n.is_input:
             spec = specs[n.attrs["name"]]
             values.append(b.input(spec.name, spec.shape, spec.dtype))
         else:

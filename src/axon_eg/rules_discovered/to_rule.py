@@ -75,18 +75,18 @@ class _Converter:
 
     def _node(self, program: Program, i: int, memo: dict[int, Pattern]) -> Pattern:
         n = program.nodes[i]
-        if n.op == "input" and n.attrs["name"] in self.symbols:
+        if n.is_input and n.attrs["name"] in self.symbols:
             name = n.attrs["name"]
             if n.shape:
                 raise Unexpressible(f"symbolic scalar {name} must have rank 0")
             return App("constant", (), (("value", Var(name)), ("dtype", Var(f"{self.dtype_var}_{name}"))))
-        if n.op == "input":
+        if n.is_input:
             return Var(n.attrs["name"])
         op = O.get(n.op)
         attrs: list[tuple[str, Any]] = []
         for a in op.attrs:
             value = n.attrs[a.name]
-            if n.op == "constant" and a.name == "dtype":
+            if n.is_constant and a.name == "dtype":
                 attrs.append(("dtype", Var(self.dtype_var)))  # any dtype; the same for every constant
             elif a.name in SYMBOLIC_ATTRIBUTES.get(n.op, {}) and _symbolic(value):
                 attrs.append((a.name, Var(self._symbolic_var(n.op, a.name, value))))

@@ -150,7 +150,7 @@ class ScanTile(ElementwiseTile):
     def programs(self, plan: FusionPlan, gi: int) -> int:
         program = plan.program
         anchor = plan.groups[gi].anchor(program)
-        if program.nodes[anchor].op != "cumsum":
+        if program.nodes[anchor].kind is not O.OpKind.SCAN:  # cumsum and cumprod sweep alike
             return super().programs(plan, gi)
         axis = int(program.nodes[anchor].attrs["axis"])
         return self.split(program.concrete_shape(anchor), axis)[2]  # one sweep per program
