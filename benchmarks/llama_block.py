@@ -78,7 +78,7 @@ def cmd_build(args: argparse.Namespace) -> int:
 
 
 def cmd_measure(args: argparse.Namespace) -> int:
-    from axon_eg.measure.worker import main as worker
+    from axon_eg.measure.cli import main as worker
 
     bundles = sorted(str(b) for b in (Path(args.dir) / "bundles").iterdir() if (b / "manifest.json").is_file())
     return worker(bundles)

@@ -147,8 +147,8 @@ def _build_one(args: argparse.Namespace) -> int:
 # measure (GPU box)
 # ------------------------------------------------------------------------------------------------
 def cmd_measure(args: argparse.Namespace) -> int:
+    from axon_eg.measure.cli import main as worker
     from axon_eg.measure.worker import ROWS_NAME
-    from axon_eg.measure.worker import main as worker
 
     out = Path(args.dir)
     names = _names(args.names)

@@ -85,7 +85,7 @@ def cmd_build(args: argparse.Namespace) -> int:
 
 
 def cmd_measure(args: argparse.Namespace) -> int:
-    from axon_eg.measure.worker import main as worker
+    from axon_eg.measure.cli import main as worker
 
     out = Path(args.dir)
     plan = json.loads((out / "plan.json").read_text())

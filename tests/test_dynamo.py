@@ -295,7 +295,7 @@ def test_remote_phase_two_bundles_then_rows_then_a_saved_model_new(tmp_path):
     import subprocess
 
     import axon_eg as ax
-    from axon_eg.measure.worker import main as worker
+    from axon_eg.measure.cli import main as worker
 
     with torch.device("meta"):
         block = DecoderBlock(hidden=32, heads=4, kv_heads=2, intermediate=64, max_seq=16).eval()
@@ -523,7 +523,7 @@ def test_a_region_is_spliced_only_when_it_beats_its_inductor_code_in_the_measure
     """Remote flow: each region's bundle holds its eager and its Inductor (default mode) baselines; with rows
     in which Inductor's code is faster than every candidate the region stays Inductor's, with rows in which
     a candidate beats both it is spliced."""
-    from axon_eg.measure.worker import main as worker
+    from axon_eg.measure.cli import main as worker
 
     torch.manual_seed(2)
     model = AroundAnUnimportedOp().eval()

@@ -292,7 +292,7 @@ def test_a_faster_kernel_of_axon_eg_is_chosen_and_written_with_what_it_reads(tmp
 def test_phase_two_elsewhere_prepare_here_the_worker_there_finish_here(tmp_path):
     """The remote flow: ``prepare`` writes the bundle (no measurement), the worker measures it as on a GPU
     box (here on the CPU), ``finish`` chooses from its rows; without rows it says what to run."""
-    from axon_eg.measure.worker import main as worker
+    from axon_eg.measure.cli import main as worker
     from axon_eg.triton_in import finish, prepare
 
     root = prepare(SOFTMAX, out=tmp_path / "o", nugraph_k=1)
@@ -347,7 +347,7 @@ def test_on_an_intel_xpu_the_launch_knobs_are_warps_register_file_and_warp_size(
 def test_each_stage_and_kernel_winner_combined_on_one_file_and_measured_in_a_second_round(tmp_path):
     """Two kernels (SiLU, then the product): after a timed round in which one tile point per kernel won,
     ``combine`` writes both on one file; the worker's resume measures only that one (here its correctness)."""
-    from axon_eg.measure.worker import main as worker
+    from axon_eg.measure.cli import main as worker
     from axon_eg.triton_in import combine, finish, prepare
 
     corpus = Path(__file__).resolve().parent.parent / "benchmarks" / "triton_inputs"

@@ -210,7 +210,7 @@ def test_a_dead_server_or_parent_leaves_nothing_behind(tmp_path):
 
 
 def test_several_bundles_each_into_its_own_rows_file(tmp_path, capsys):
-    from axon_eg.measure.worker import main
+    from axon_eg.measure.cli import main
 
     first, second = make_bundle(tmp_path / "a"), make_bundle(tmp_path / "b")
     assert main([str(first), str(second), "--out", str(tmp_path / "rows.jsonl")]) == 2

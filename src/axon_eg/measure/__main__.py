@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from axon_eg.measure.worker import main
+from axon_eg.measure.cli import main
 
 if __name__ == "__main__":
     sys.exit(main())

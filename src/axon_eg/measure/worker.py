@@ -61,21 +61,19 @@ FILE are skipped on a rerun, so a killed run resumes; a partially written last l
 Statuses: ok, syntax_error, structure_error, compile_error, runtime_error, wrong_result, timeout, crashed.
 With ``--ray ADDRESS`` the candidates run as Ray tasks instead (see :mod:`axon_eg.measure.ray_runner`).
 
-This module is the cascade and the bundle runner (:func:`run_candidate`, :func:`run_bundle`, ``main``); the
-parts live beside it (import each name from its own module): :mod:`.manifest` (the manifest, the row schema
+This module is the cascade and the bundle runner (:func:`run_candidate`, :func:`run_bundle`; the command line is
+:mod:`.cli`); the parts live beside it (import each name from its own module): :mod:`.manifest` (the manifest, the row schema
 and writer, the child-free stages), :mod:`.forkserver` (starting, feeding and stopping the fork servers),
 :mod:`.child` (what one forked child runs), :mod:`.interrupts` (SIGINT / SIGTERM).
 """
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import json
 import os
 import signal
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -86,7 +84,7 @@ from typing import Any
 from axon_eg.measure import interrupts
 from axon_eg.measure.child import LIMIT_FILE, WARM_FILE
 from axon_eg.measure.forkserver import fork_server
-from axon_eg.measure.interrupts import Guard, Interrupted, Stopped, check_epoch, interrupt_guard
+from axon_eg.measure.interrupts import Guard, Stopped, check_epoch, interrupt_guard
 from axon_eg.measure.manifest import DEFAULT_TIMEOUT_S, RowWriter, load_manifest, make_row, read_rows, static_check
 
 
@@ -280,57 +278,3 @@ def warm(bundles: Sequence[str | os.PathLike[str]], parallel: int, gpus: Sequenc
     if stopped:
         raise Guard(first, first / ROWS_NAME).interrupted(interrupts._STOP_SIGNAL or signal.SIGINT)
     return len(jobs)
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    ap = argparse.ArgumentParser(prog="python -m axon_eg.measure", description=__doc__.splitlines()[0])
-    ap.add_argument("bundle", nargs="+", help="bundle directory with manifest.json and sources (several: each "
-                    "into its own rows file)")
-    ap.add_argument("--out", help=f"JSON-lines file of result rows (appended; resumable); default "
-                    f"BUNDLE/{ROWS_NAME}, where the remote flows read them; one bundle only")
-    ap.add_argument("--cpu", action="store_true", help="ignore GPUs, run sequentially on the CPU")
-    ap.add_argument("--warm", type=int, default=0, metavar="N", help="first compile every candidate not measured yet, "
-                    "N children at once, untimed (Triton's and Inductor's caches on disk), then time them one at a "
-                    "time as always; GPUs only (default 0: off)")
-    ap.add_argument("--ray", metavar="ADDRESS", help="run candidates as Ray tasks on the cluster at ADDRESS "
-                    "(\"local\": start a local one; \"auto\": the running one)")
-    args = ap.parse_args(argv)
-    if args.out and len(args.bundle) > 1:
-        print(f"python -m axon_eg.measure: --out names one file, for one bundle; {len(args.bundle)} were given "
-              f"(without --out each bundle's rows go to BUNDLE/{ROWS_NAME})", file=sys.stderr)
-        return 2
-    for bundle in args.bundle:
-        if not (Path(bundle) / "manifest.json").is_file():
-            print(f"python -m axon_eg.measure: {bundle}: not a bundle (no manifest.json)", file=sys.stderr)
-            return 2
-    if args.warm and not args.cpu and not args.ray and not args.out:
-        try:
-            warmed = warm(args.bundle, args.warm)
-        except Interrupted as exc:
-            print(exc, file=sys.stderr)
-            return exc.exit_code
-        if warmed:
-            print(json.dumps({"warmed": warmed, "parallel": args.warm}), flush=True)
-    for bundle in args.bundle:
-        out = args.out or str(Path(bundle) / ROWS_NAME)
-        if args.ray:
-            # lazy: ray_runner imports this module (each Ray task runs run_candidate)
-            from axon_eg.measure.ray_runner import run_bundle_ray
-
-            rows = run_bundle_ray(bundle, out, args.ray)
-        else:
-            try:
-                rows = run_bundle(bundle, out, gpus=[] if args.cpu else None)
-            except Interrupted as exc:
-                print(exc, file=sys.stderr)
-                return exc.exit_code
-        counts: dict[str, int] = {}
-        for r in rows:
-            counts[r["status"]] = counts.get(r["status"], 0) + 1
-        print(json.dumps({"bundle": str(bundle), "out": out, "new_rows": len(rows), "statuses": counts}))
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
