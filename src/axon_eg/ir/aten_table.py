@@ -1,7 +1,9 @@
 """THE table of the PyTorch front end, read: aten overload name -> handler. Each handler registers itself where it
-is defined (``@handles(...)`` in :mod:`axon_eg.ir.aten_handlers` and :mod:`axon_eg.ir.aten_indexing`, both
-imported here, so the table is whole wherever this module is imported); nothing else decides which aten ops
-:mod:`axon_eg.ir.torch_import` supports. Also here: the ops whose result may alias their input (for the in-place
+is defined (``@handles(...)`` in :mod:`axon_eg.ir.aten_handlers` (element-wise, comparisons, matmul,
+reductions, constructors, recurrent cells), :mod:`~axon_eg.ir.aten_layout`, :mod:`~axon_eg.ir.aten_nn`
+(softmax, normalizations, attention, convolutions, pooling), :mod:`~axon_eg.ir.aten_losses` and
+:mod:`~axon_eg.ir.aten_indexing`, all imported here, so the table is whole wherever this module is
+imported); nothing else decides which aten ops :mod:`axon_eg.ir.torch_import` supports. Also here: the ops whose result may alias their input (for the in-place
 checks), the data-dependent ops refused with a reason, and the lookup of an op's handler (an in-place variant
 ``aten.relu_`` maps to ``aten.relu``).
 """
@@ -12,8 +14,12 @@ from typing import Any
 
 import torch
 
-from axon_eg.ir import aten_indexing  # noqa: F401 - its handlers register themselves in the table
-from axon_eg.ir.aten_handlers import ATEN, CONTRACTIONS, PIECES, Handler
+from axon_eg.ir import (
+    aten_indexing,  # noqa: F401 - its handlers register themselves in the table
+    aten_losses,  # noqa: F401 - its handlers register themselves in the table
+)
+from axon_eg.ir.aten_handlers import ATEN, CONTRACTIONS, Handler
+from axon_eg.ir.aten_layout import PIECES
 
 SUPPORTED_ATEN_OPS: tuple[str, ...] = tuple(sorted(ATEN))
 """Every aten overload the front end imports (an in-place variant of one is accepted too)."""

@@ -54,7 +54,8 @@ from torch.overrides import TorchFunctionMode
 
 from axon_eg.errors import AxonError, InvalidArgument, ProblemLoadError, ProgramError, ShapeError, UnsupportedOperation
 from axon_eg.ir import dims as D
-from axon_eg.ir.aten_handlers import PIECES, Ctx, checked_dtype
+from axon_eg.ir.aten_handlers import Ctx, checked_dtype
+from axon_eg.ir.aten_layout import PIECES
 from axon_eg.ir.aten_table import (
     DATA_DEPENDENT,
     SUPPORTED_ATEN_OPS,
