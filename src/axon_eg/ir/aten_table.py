@@ -3,9 +3,9 @@ is defined (``@handles(...)`` in :mod:`axon_eg.ir.aten_handlers` (element-wise, 
 reductions, constructors, recurrent cells), :mod:`~axon_eg.ir.aten_layout`, :mod:`~axon_eg.ir.aten_nn`
 (softmax, normalizations, attention, convolutions, pooling), :mod:`~axon_eg.ir.aten_losses` and
 :mod:`~axon_eg.ir.aten_indexing`, all imported here, so the table is whole wherever this module is
-imported); nothing else decides which aten ops :mod:`axon_eg.ir.torch_import` supports. Also here: the ops whose result may alias their input (for the in-place
-checks), the data-dependent ops refused with a reason, and the lookup of an op's handler (an in-place variant
-``aten.relu_`` maps to ``aten.relu``).
+imported); nothing else decides which aten ops :mod:`axon_eg.ir.torch_import` supports. Also here: the ops
+whose result may alias their input (for the in-place checks), the data-dependent ops refused with a reason, and
+the lookup of an op's handler (an in-place variant ``aten.relu_`` maps to ``aten.relu``).
 """
 
 from __future__ import annotations
