@@ -328,7 +328,37 @@ def report_text(out: Path) -> str:
               f"{f(p1[len(p1) // 2] if p1 else None, '.1f')} s, max {f(p1[-1] if p1 else None, '.1f')} s.", "",
               "Regions that are not axon_eg's, by reason:", "", "| regions | reason |", "|---:|---|"]
     lines += [f"| {n} | {why} |" for why, n in reasons.most_common()]
-    return "\n".join(lines)
+    return "\n".join(lines + ["", *region_lines(out)])
+
+
+def region_lines(out: Path) -> list[str]:
+    """One row per measured region bundle of the built models: its best correct candidate against the region's
+    eager and Inductor (torch.compile, default mode) baselines, from the bundle's rows (each baseline compiled
+    alone by the worker), and whether the region was kept."""
+    lines = ["Regions measured (each bundle's rows; latencies in us):", "",
+             "| model | region | device | candidates ok / rows | best candidate | eager | Inductor | vs Inductor | kept |",
+             "|---|---|---|---:|---:|---:|---:|---:|---|"]
+    for bfile in sorted((out / "models").glob("*/build.json")):
+        b = json.loads(bfile.read_text())
+        for r in b.get("regions", []):
+            rfile = Path(r["bundle"] or "") / "rows.jsonl"
+            if not r["bundle"] or not rfile.is_file():
+                continue
+            rows = [json.loads(ln) for ln in rfile.read_text().splitlines() if ln.strip()]
+            base = {x["id"]: x.get("median_us") for x in rows if x.get("kind") == "baseline" and x.get("status") == "ok"}
+            ok = [x["median_us"] for x in rows if x.get("kind") != "baseline" and x.get("status") == "ok"
+                  and x.get("median_us")]
+            best, ind = (min(ok) if ok else None), base.get("torch_compile_default")
+            device = str(rows[0].get("device", "?")) if rows else "?"
+
+            def f(v: float | None) -> str:
+                return "-" if v is None else f"{v:.1f}"
+
+            lines.append(f"| {b['name']} | {r['name']} | {device} | {len(ok)} / {len(rows)} | {f(best)} | "
+                         f"{f(base.get('torch_eager'))} | {f(ind)} | "
+                         f"{'-' if not (ind and best) else format(ind / best, '.3f')} | "
+                         f"{'yes' if r['kernel'] else 'no'} |")
+    return lines
 
 
 def cmd_report(args: argparse.Namespace) -> int:
