@@ -14,7 +14,7 @@ a bare GPU box:
    ``DIR/models/NAME/build.json`` the phase-1 seconds (the model's: ``ax.optimize``'s wall time in the first
    build, export and partition included, regions in parallel; and each region's), every region with its
    fate (bundled and waiting for rows, kept, or why it is not axon_eg's: refused by the importer, a baseline
-   won), and the model's FLOPs and bytes with each region's (``dynamo.graph_work``);
+   won), and the model's FLOPs and bytes with each region's (``partition.graph_work``);
 2. ``measure`` (GPU) runs the worker over every region bundle of the named models without rows (each candidate checked against
    float64 and timed by the fixed harness, with the region's eager and Inductor baselines, compiled alone);
 3. ``build`` again selects from those rows (phase 1 is a cache hit: this pass imports neither egglog nor z3,

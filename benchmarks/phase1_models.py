@@ -40,7 +40,7 @@ t_start = time.monotonic()
 sys.path[:0] = [{src!r}, {root!r}]
 import torch
 import axon_eg as ax
-from axon_eg import dynamo, pipeline
+from axon_eg import dynamo, partition, pipeline
 from benchmarks.models import MODELS
 
 
@@ -56,7 +56,7 @@ original = dynamo.compile_region
 
 
 def timed(sub, call, name, opts, region=None):
-    ops = [dynamo._target(n) for n in sub.graph.nodes if n.op == "call_function"]
+    ops = [partition.target(n) for n in sub.graph.nodes if n.op == "call_function"]
     done[0] += 1
     say(event="start", region=name, ops=len(ops), t=time.monotonic() - t_start)
     started = time.monotonic()

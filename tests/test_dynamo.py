@@ -20,7 +20,7 @@ from hypothesis import strategies as st  # noqa: E402
 from torch import nn  # noqa: E402
 
 import axon_eg as ax  # noqa: E402
-from axon_eg import dynamo, regions  # noqa: E402
+from axon_eg import dynamo, partition, regions  # noqa: E402
 from axon_eg.backends.torch.lower import emit_module  # noqa: E402
 from axon_eg.errors import InvalidArgument  # noqa: E402
 from axon_eg.testing.modules import DecoderBlock  # noqa: E402
@@ -354,7 +354,7 @@ def test_cut_region_is_the_cheapest_cut_within_the_limits(kinds, max_ops, max_mm
     import itertools
 
     nodes = _chain(kinds)
-    runs = dynamo.cut_region(nodes, max_ops, max_mm)
+    runs = partition.cut_region(nodes, max_ops, max_mm)
     assert [n for run in runs for n in run] == nodes
 
     def fits(run):
@@ -367,7 +367,7 @@ def test_cut_region_is_the_cheapest_cut_within_the_limits(kinds, max_ops, max_mm
         for n in nodes:
             readers = {run_of[u] for u in n.users if u in pos} - {run_of[n]}
             if readers:
-                moved += dynamo._bytes(n) * (len(readers) + all(u in pos for u in n.users))
+                moved += partition._bytes(n) * (len(readers) + all(u in pos for u in n.users))
         return moved, len(starts)
 
     assert all(fits(run) for run in runs)
@@ -388,7 +388,7 @@ def test_the_block_is_cut_where_only_bf16_values_cross():
         module = torch.export.export(block, (torch.randn(1, 8, 64, dtype=torch.bfloat16),)).module()
     regions.drop_asserts(module.graph)
     module.recompile()
-    fused = dynamo.partition(module)
+    fused = partition.partition(module)
     calls = dynamo._region_calls(fused)
     assert len(calls) >= 2
     for name, node in calls:

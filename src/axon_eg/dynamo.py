@@ -8,8 +8,8 @@ that signature's version:
 1. the graph is exported to aten (``torch.export``, the training IR the program importer reads: linear,
    softmax, layer norm and attention arrive whole) and unlifted (parameters as attributes);
 2. its ``call_function`` nodes that axon_eg imports (``ir.torch_import.SUPPORTED_ATEN_OPS``) are grouped
-   into maximal regions (``CapabilityBasedPartitioner``: a region is convex, so the rest of the graph still
-   runs in order around it); a region of views only (``aten.view``, ``aten.transpose``, ...) stays torch;
+   into maximal regions (:mod:`axon_eg.partition`, ``CapabilityBasedPartitioner``: a region is convex, so the
+   rest of the graph still runs in order around it); a region of views only (``aten.view``, ``aten.transpose``, ...) stays torch;
 3. each region becomes a Program (``from_torch`` on the region's submodule, with fake inputs: no tensor
    memory) and goes through ``saturate_and_extract`` with the backend's options (cache first, so a second
    process starts at once); its selected kernel replaces the region, called with contiguous inputs;
@@ -66,7 +66,6 @@ import time
 import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from functools import cache
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -76,11 +75,11 @@ from axon_eg import hw as hardware
 from axon_eg import model_new, validate
 from axon_eg.errors import AxonError, InvalidArgument, UnsupportedOperation
 from axon_eg.hw import DEFAULT_HW
-from axon_eg.ir.aten_table import VIEW_LIKE, aten_name, contracts, handler_for
 from axon_eg.ir.program import canonical_inputs
 from axon_eg.ir.torch_export import _Captured, _export_error
 from axon_eg.ir.torch_import import from_torch, import_torch
 from axon_eg.measure.worker import ROWS_NAME
+from axon_eg.partition import graph_work, moves_no_arithmetic, partition, target
 from axon_eg.regions import RegionKernel, drop_asserts
 from axon_eg.targets import backend_for
 
@@ -92,14 +91,6 @@ DEFAULTS: dict[str, Any] = {"target": "triton", "hw": DEFAULT_HW, "k": 4, "budge
 RESTS = ("inductor", "eager")
 """What runs the graph around the kept regions (option ``rest``): Inductor (``compile_fx``, the regions spliced in
 as opaque custom ops), or eager torch code."""
-
-@cache
-def _moves_no_arithmetic() -> frozenset[str]:
-    """Ops that move no arithmetic (the importer's view-like ops and ``clone``; not its casts, which convert
-    every element): a region of these alone is left to torch (a kernel would only copy), and they do not
-    count toward a region's size."""
-    return (VIEW_LIKE | {"aten.clone.default"}) - {"aten.to.dtype", "aten.type_as.default"}
-
 
 BACKEND = "torch.compile(backend='axon_eg')"
 """How the backend's errors name where an option was given (``ax.optimize`` names itself)."""
@@ -362,10 +353,10 @@ class Compiled:
         fused = partition(module, self.opts["region_ops"], self.opts["region_contractions"])
         ahead = self._phase1_ahead(fused) if self.opts["remote"] is not None else {}
         for name, node in _region_calls(fused):
-            region = Region(name, [_target(n) for n in getattr(fused, name).graph.nodes if n.op == "call_function"])
+            region = Region(name, [target(n) for n in getattr(fused, name).graph.nodes if n.op == "call_function"])
             region.flops, region.bytes = graph_work(getattr(fused, name).graph)
             regions.append(region)
-            if all(op in _moves_no_arithmetic() or op == "getitem" for op in region.ops):
+            if all(op in moves_no_arithmetic() or op == "getitem" for op in region.ops):
                 region.why_torch = "views only"
                 continue
             started = time.monotonic()
@@ -400,8 +391,8 @@ class Compiled:
         jobs: dict[str, Any] = {}
         for name, node in _region_calls(fused):
             sub = getattr(fused, name)
-            ops = [_target(n) for n in sub.graph.nodes if n.op == "call_function"]
-            if all(op in _moves_no_arithmetic() or op == "getitem" for op in ops):
+            ops = [target(n) for n in sub.graph.nodes if n.op == "call_function"]
+            if all(op in moves_no_arithmetic() or op == "getitem" for op in ops):
                 continue
             try:
                 program = by_position(region_program(sub, node, f"{type(self.gm).__name__}_{name}")[0])
@@ -775,147 +766,6 @@ def _outputs(program: Any) -> tuple[list[tuple[str, int]], list[int]]:
     return where, keep
 
 
-def partition(module: torch.fx.GraphModule, max_ops: int = 24, max_contractions: int = 3) -> torch.fx.GraphModule:
-    """``module`` with each maximal convex region of importable ``call_function`` nodes fused into
-    submodules (``fused_0``, ``fused_1``, ...), a region of more than ``max_ops`` operations that compute
-    (views aside) or ``max_contractions`` contractions (matmul, attention, convolution:
-    ``aten_table.contracts``) cut into runs of its topological order within both where the fewest bytes
-    cross (:func:`cut_region`): the enumerator's plans and tilings grow fast with a program's size, above all
-    with its contractions (a whole decoder block, 67 ops, did not finish in 10 minutes; three linears sharing
-    an input gave 16,632 candidates)."""
-    from torch.fx.passes.infra.partitioner import CapabilityBasedPartitioner, Partition
-    from torch.fx.passes.operator_support import OperatorSupportBase
-
-    class Supported(OperatorSupportBase):
-        def is_node_supported(self, submodules: Mapping[str, torch.nn.Module], node: torch.fx.Node) -> bool:
-            if node.op != "call_function":
-                return False
-            if node.target is operator.getitem:
-                return isinstance(node.args[0], torch.fx.Node) and handler_for(node.args[0].target) is not None
-            return handler_for(node.target) is not None and isinstance(node.meta.get("val"), (torch.Tensor, tuple, list))
-
-    partitioner = CapabilityBasedPartitioner(module, Supported(), allows_single_node_partition=True)
-    order = {n: i for i, n in enumerate(module.graph.nodes)}
-    pieces: list[Partition] = []
-    for part in partitioner.propose_partitions():
-        runs = _views_to_readers(cut_region(sorted(part.nodes, key=order.__getitem__), max_ops, max_contractions))
-        for chunk in runs:
-            pieces.append(Partition(len(pieces), chunk))
-    return partitioner.fuse_partitions(pieces)
-
-
-def _views_to_readers(runs: list[list[torch.fx.Node]]) -> list[list[torch.fx.Node]]:
-    """Each view (an op that moves no arithmetic) that only a later run reads, moved into that run: the run
-    that computes its input then writes that value as computed (a GEMM's output as the library writes it)
-    and the reader folds the view into its loads, where a view left as a region output would be a layout
-    copy (``linear(h).view(b, s, heads, d).transpose(1, 2)`` feeding RoPE in the next region). Runs stay
-    convex: the view's inputs are all in its own (earlier) run or outside the region."""
-    runs = [list(r) for r in runs]
-    order = {n: i for i, n in enumerate(n for r in runs for n in r)}
-    owner = {n: k for k, r in enumerate(runs) for n in r}
-    moved = True
-    while moved:
-        moved = False
-        for k, run in enumerate(runs):
-            for n in reversed(run):
-                readers = {owner.get(u) for u in n.users}
-                if _target(n) not in _moves_no_arithmetic() or len(readers) != 1:
-                    continue
-                later = next(iter(readers))
-                if later is None or later <= k or any(owner.get(a, k) != k for a in n.all_input_nodes):
-                    continue
-                run.remove(n)
-                runs[later] = sorted([*runs[later], n], key=order.__getitem__)
-                owner[n] = later
-                moved = True
-    return [r for r in runs if r]
-
-
-def cut_region(nodes: list[torch.fx.Node], max_ops: int, max_contractions: int = 3) -> list[list[torch.fx.Node]]:
-    """``nodes`` (a region in topological order) cut into runs of that order (each convex) of at most
-    ``max_ops`` computing ops and ``max_contractions`` contractions, moving the fewest bytes between runs: a
-    run reads each value an earlier run made once, and writes each value a later run reads, unless the graph
-    needs it anyway (it is read outside the region, so it is written regardless). So a cut falls between a
-    residual add and the norm that reads it (one tensor moves), not inside the norm (its float32
-    intermediates would). Never between a multi-output op and its ``getitem``. Ties go to fewer cuts; a run
-    that cannot be cut is over the limit. Exact over all cut sets (dynamic programming over run ends)."""
-    n = len(nodes)
-    pos = {node: i for i, node in enumerate(nodes)}
-    size = [_bytes(node) for node in nodes]
-    uses = [sorted(pos[u] for u in node.users if u in pos) for node in nodes]
-    exported = [any(u not in pos for u in node.users) for node in nodes]
-    reads = [sorted({pos[a] for a in node.all_input_nodes if a in pos}) for node in nodes]
-    ops, heavy = [0], [0]
-    for node in nodes:
-        ops.append(ops[-1] + _computes(node))
-        heavy.append(heavy[-1] + (node.target is not operator.getitem and contracts(_target(node))))
-
-    def moved(j: int, i: int) -> int:  # the run nodes[j:i]: what it reads from earlier runs and writes for later
-        read = {v for k in range(j, i) for v in reads[k] if v < j}
-        written = [k for k in range(j, i) if not exported[k] and uses[k] and uses[k][-1] >= i]
-        return sum(size[v] for v in read) + sum(size[k] for k in written)
-
-    def cuttable(j: int) -> bool:  # a cut before position j
-        return nodes[j].target is not operator.getitem and \
-            not any(u.target is operator.getitem for u in nodes[j - 1].users)
-
-    over = 1 + 2 * sum(size) * max(1, n)  # any cut is better than a run over the limit
-    best: list[tuple[int, int, int]] = [(0, 0, 0)] * (n + 1)  # (cost, cuts, start of the last run)
-    for i in range(1, n + 1):
-        options = []
-        for j in range(i):
-            if j and not cuttable(j):
-                continue
-            excess = max(0, ops[i] - ops[j] - max_ops) + max(0, heavy[i] - heavy[j] - max_contractions)
-            options.append((best[j][0] + moved(j, i) + over * excess, best[j][1] + (1 if j else 0), j))
-        best[i] = min(options)
-    runs: list[list[torch.fx.Node]] = []
-    i = n
-    while i > 0:
-        j = best[i][2]
-        runs.append(nodes[j:i])
-        i = j
-    return runs[::-1]
-
-
-def graph_work(graph: torch.fx.Graph) -> tuple[int, int]:
-    """(FLOPs, bytes) of ``graph``'s ops, op by op, from the shapes export recorded (nothing runs on data):
-    FLOPs as ``torch.utils.flop_counter`` counts them (contractions: matmul, convolution, attention), bytes
-    each op's tensor inputs and outputs, before any fusion (views and ``getitem`` move none). The measure of
-    a model's work that the share in axon_eg's kernels is taken over."""
-    from torch._guards import detect_fake_mode
-    from torch.utils._pytree import tree_leaves
-    from torch.utils.flop_counter import FlopCounterMode
-
-    flops = moved = 0
-    for node in graph.nodes:
-        if node.op != "call_function" or not _computes(node):
-            continue
-        moved += _bytes(node) + sum(_bytes(a) for a in node.all_input_nodes)
-        if not isinstance(node.target, torch._ops.OpOverload):
-            continue
-        args, kwargs = torch.fx.node.map_aggregate(
-            (node.args, node.kwargs), lambda v: v.meta.get("val") if isinstance(v, torch.fx.Node) else v)
-        tensors = [v for v in tree_leaves((args, kwargs)) if isinstance(v, torch.Tensor)]
-        try:
-            with FlopCounterMode(display=False) as counter, (detect_fake_mode(tensors) or contextlib.nullcontext()):
-                node.target(*args, **kwargs)
-            flops += counter.get_total_flops()
-        except Exception:  # noqa: BLE001, S112 - an op that cannot run on its recorded shapes counts no FLOPs
-            continue
-    return flops, moved
-
-
-def _bytes(node: torch.fx.Node) -> int:
-    val = node.meta.get("val")
-    vals = val if isinstance(val, (tuple, list)) else [val]
-    return sum(v.numel() * v.element_size() for v in vals if isinstance(v, torch.Tensor))
-
-
-def _computes(node: torch.fx.Node) -> bool:
-    return node.target is not operator.getitem and _target(node) not in _moves_no_arithmetic()
-
-
 def signature(args: tuple) -> tuple:
     """What a version is built for: each tensor's shape, dtype and device, each other argument itself."""
     return tuple((tuple(a.shape), a.dtype, a.device) if isinstance(a, torch.Tensor) else ("value", a) for a in args)
@@ -928,12 +778,6 @@ def _region_calls(fused: torch.fx.GraphModule) -> list[tuple[str, torch.fx.Node]
 def _wants_grad(gm: torch.nn.Module, args: tuple) -> bool:
     return any(isinstance(a, torch.Tensor) and a.requires_grad for a in args) or \
         any(p.requires_grad for p in gm.parameters())
-
-
-def _target(node: torch.fx.Node) -> str:
-    if node.target is operator.getitem:
-        return "getitem"
-    return aten_name(node.target)
 
 
 def _short(op: str) -> str:
@@ -951,5 +795,5 @@ def _first_line(exc: BaseException) -> str:
 
 
 __all__ = ["DEFAULTS", "REGION_BASELINES", "RESTS", "Compiled", "OptimizedModule", "Region",
-           "Unmeasured", "backend", "compile_region", "cut_region", "graph_work", "inductor", "optimize", "options",
-           "partition", "region_kernel", "region_op", "region_program", "signature", "splice", "write_model_new"]
+           "Unmeasured", "backend", "compile_region", "inductor", "optimize", "options",
+           "region_kernel", "region_op", "region_program", "signature", "splice", "write_model_new"]

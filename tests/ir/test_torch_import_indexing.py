@@ -255,7 +255,7 @@ def test_corpus_models_that_needed_these_ops_have_none_unhandled(name):
 def test_a_recurrent_cell_counts_as_its_two_contractions_in_the_partition():
     """``aten_table.contracts`` counts what an op imports as: the dynamo partition, which caps contractions per
     region (3), then puts one LSTM step (two linears) and its head linear in a region, not four steps (eleven)."""
-    from axon_eg import dynamo
+    from axon_eg import dynamo, partition
     from axon_eg.ir.aten_table import contracts
 
     assert contracts("aten.lstm_cell.default") == contracts("aten.gru_cell.default") == 2
@@ -265,6 +265,6 @@ def test_a_recurrent_cell_counts_as_its_two_contractions_in_the_partition():
 
     spec = MODELS["lstmcell_decoder"]
     exported = dynamo.functional(torch.export.export(spec.build("small"), tuple(spec.inputs("small", 0))))
-    regions = [m for name, m in dynamo.partition(exported.module()).named_children() if name.startswith("fused_")]
+    regions = [m for name, m in partition.partition(exported.module()).named_children() if name.startswith("fused_")]
     cells = [sum(n.target is torch.ops.aten.lstm_cell.default for n in m.graph.nodes) for m in regions]
     assert sum(cells) == 4 and max(cells) == 1
