@@ -4,7 +4,9 @@
     python benchmarks/models.py measure DIR [NAMES...]   # GPU box (torch, triton): region rows, then model timings
     python benchmarks/models.py report  DIR [--write FILE.md]
 
-``NAMES`` are corpus models (``benchmarks.models.MODELS``; default: every one whose packages are installed here).
+``NAMES`` are corpus models (``benchmarks.models.MODELS``; default: every one whose packages are installed here;
+with ``--corpus blocks`` before the verb, issue 51's transformer blocks, ``benchmarks.blocks.BLOCKS``, and
+``measure --max-autotune`` also times ``torch.compile(mode="max-autotune-no-cudagraphs")``).
 The flow is the backend's remote one, twice over, so that phase 1 runs where egglog and z3 are and phase 2 on
 a bare GPU box:
 
@@ -55,19 +57,34 @@ VARIANTS = ("eager", "compile", "axon_eg")
 TOLERANCE = {"float32": 1e-3, "bfloat16": 3e-2, "float16": 1e-2}
 
 
-def _names(given: list[str]) -> list[str]:
+CORPUS = "models"
+"""Which corpus the names are of (``--corpus``): ``models`` (:mod:`benchmarks.models`) or ``blocks``
+(:mod:`benchmarks.blocks`, issue 51's transformer blocks)."""
+
+
+def _corpus() -> dict:
+    if CORPUS == "blocks":
+        from benchmarks.blocks import BLOCKS
+
+        return BLOCKS
     from benchmarks.models import MODELS
 
-    unknown = [n for n in given if n not in MODELS]
+    return MODELS
+
+
+def _names(given: list[str]) -> list[str]:
+    specs = _corpus()
+    unknown = [n for n in given if n not in specs]
     if unknown:
-        raise SystemExit(f"models.py: unknown model {unknown[0]!r} (known: {', '.join(sorted(MODELS))})")
-    return given or list(MODELS)
+        raise SystemExit(f"models.py: unknown {CORPUS[:-1]} {unknown[0]!r} (known: {', '.join(sorted(specs))})")
+    return given or list(specs)
 
 
 def _child(args: list[str], timeout: float) -> tuple[int, str]:
     """Run this script's hidden verb in a fresh process: (exit status, the tail of its output); a timeout is 124."""
     try:
-        proc = subprocess.run([sys.executable, __file__, *args], capture_output=True, text=True, timeout=timeout,
+        proc = subprocess.run([sys.executable, __file__, "--corpus", CORPUS, *args], capture_output=True, text=True,
+                              timeout=timeout,
                               env={**os.environ, "PYTHONPATH": os.pathsep.join(
                                   [str(ROOT), str(ROOT / "src"), *filter(None, [os.environ.get("PYTHONPATH")])])})
     except subprocess.TimeoutExpired as exc:
@@ -115,10 +132,9 @@ def _build_one(args: argparse.Namespace) -> int:
     import torch
 
     import axon_eg as ax
-    from benchmarks.models import MODELS
 
     out, name = Path(args.dir), args.name
-    spec = MODELS[name]
+    spec = _corpus()[name]
     mdir = out / "models" / name
     old = json.loads((mdir / "build.json").read_text()) if (mdir / "build.json").exists() else {}
     with torch.device("meta"):
@@ -167,7 +183,8 @@ def cmd_measure(args: argparse.Namespace) -> int:
                 (done and not args.force and (done.get("saved") or not saved)):
             continue
         t0 = time.monotonic()
-        code, tail = _child(["_time_one", str(out), name] + (["--cpu"] if args.cpu else []), args.timeout)
+        code, tail = _child(["_time_one", str(out), name] + (["--cpu"] if args.cpu else [])
+                            + (["--max-autotune"] if args.max_autotune else []), args.timeout)
         if code != 0:
             _write(mdir / "timings.json", {"name": name, "error": tail.strip().splitlines()[-1] if tail.strip()
                                            else f"exit {code}", "exit": code})
@@ -197,12 +214,11 @@ def _time_one(args: argparse.Namespace) -> int:
     import torch
 
     from axon_eg.measure.harness import time_candidate
-    from benchmarks.models import MODELS
 
     out, name = Path(args.dir), args.name
     mdir = out / "models" / name
     built = json.loads((mdir / "build.json").read_text())
-    spec = MODELS[name]
+    spec = _corpus()[name]
     saved = None
     if (mdir / "model_new.py").exists():
         mod_spec = importlib.util.spec_from_file_location(f"axon_eg_model_new_{name}", mdir / "model_new.py")
@@ -210,6 +226,8 @@ def _time_one(args: argparse.Namespace) -> int:
         sys.modules[mod_spec.name] = saved
         mod_spec.loader.exec_module(saved)
     variants = VARIANTS if saved is not None else VARIANTS[:2]  # not saved yet: the baselines alone
+    if args.max_autotune:
+        variants = (*variants[:2], "compile_max", *variants[2:])
     device = "cpu" if args.cpu else "cuda"
     model = spec.build(built["config"]).to(device).eval()
     inputs = tuple(a.to(device) for a in spec.inputs(built["config"], 0))
@@ -226,6 +244,8 @@ def _time_one(args: argparse.Namespace) -> int:
         torch._dynamo.reset()
         if variant == "compile":
             return torch.compile(model)
+        if variant == "compile_max":
+            return torch.compile(model, mode="max-autotune-no-cudagraphs")
         if variant == "axon_eg":
             return saved.ModelNew.from_module(model)
         return model
@@ -284,6 +304,7 @@ def report_text(out: Path) -> str:
     devices = set()
     rows = []
     reasons: Counter[str] = Counter()
+    with_max = False  # a run with --max-autotune: its columns are shown
     for bfile in sorted((out / "models").glob("*/build.json")):
         b = json.loads(bfile.read_text())
         tfile = bfile.with_name("timings.json")
@@ -297,11 +318,14 @@ def report_text(out: Path) -> str:
             if not r["kernel"] and r["why_torch"]:
                 reasons[_reason(r["why_torch"])] += 1
         eager, comp, mine = (_best(by.get(v)) for v in VARIANTS)
+        cmax = _best(by.get("compile_max"))
+        with_max = with_max or cmax is not None
         rows.append({"name": b["name"], "dtype": b.get("dtype", "?"), "phase1": b.get("phase1_s"),
                      "regions": f"{len(kept)}/{len(regions)}",
                      "flops": sum(r["flops"] for r in kept) / b["flops"] if b.get("flops") else None,
                      "bytes": sum(r["bytes"] for r in kept) / b["bytes"] if b.get("bytes") else None,
-                     "eager": eager, "compile": comp, "axon_eg": mine,
+                     "eager": eager, "compile": comp, "axon_eg": mine, "compile_max": cmax,
+                     "vs_max": cmax / mine if cmax and mine else None,
                      "vs_compile": comp / mine if comp and mine else None, "vs_eager": eager / mine if eager and mine else None,
                      "errors": " / ".join(f"{by[v].get('rel_err', float('nan')):.1e}"
                                           + ("" if by[v].get("correct", True) else "!") for v in VARIANTS if v in by),
@@ -314,12 +338,16 @@ def report_text(out: Path) -> str:
     lines += [f"Device: {', '.join(sorted(devices)) or '(not timed)'}; latencies in us, each variant's best of two passes; "
               "errors: relative to float64 (eager / compile / axon_eg; ! over tolerance).", "",
               "| model | dtype | phase 1 s | regions kept | FLOPs in axon_eg | bytes in axon_eg | eager | torch.compile | "
-              "axon_eg | vs compile | vs eager | errors | note |",
-              "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|"]
+              + ("max-autotune | " if with_max else "") + "axon_eg | vs compile | "
+              + ("vs max-autotune | " if with_max else "") + "vs eager | errors | note |",
+              "|---|---|---:|---:|---:|---:|---:|---:|" + ("---:|" if with_max else "") + "---:|---:|"
+              + ("---:|" if with_max else "") + "---:|---|---|"]
     for r in rows:
         lines.append(f"| {r['name']} | {r['dtype']} | {f(r['phase1'], '.1f')} | {r['regions']} | {f(r['flops'], '.0%')} | "
-                     f"{f(r['bytes'], '.0%')} | {f(r['eager'], '.1f')} | {f(r['compile'], '.1f')} | {f(r['axon_eg'], '.1f')} | "
-                     f"{f(r['vs_compile'], '.3f')} | {f(r['vs_eager'], '.3f')} | {r['errors']} | {r['note'][:80]} |")
+                     f"{f(r['bytes'], '.0%')} | {f(r['eager'], '.1f')} | {f(r['compile'], '.1f')} | "
+                     + (f"{f(r['compile_max'], '.1f')} | " if with_max else "") + f"{f(r['axon_eg'], '.1f')} | "
+                     f"{f(r['vs_compile'], '.3f')} | " + (f"{f(r['vs_max'], '.3f')} | " if with_max else "")
+                     + f"{f(r['vs_eager'], '.3f')} | {r['errors']} | {r['note'][:80]} |")
     ratios = [r["vs_compile"] for r in rows if r["vs_compile"]]
     p1 = sorted(r["phase1"] for r in rows if r["phase1"] is not None)
     lines += ["", f"Models: {len(rows)}; timed: {len(ratios)}; geomean axon_eg vs torch.compile: "
@@ -371,6 +399,8 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--corpus", default="models", choices=("models", "blocks"),
+                    help="benchmarks.models (default) or benchmarks.blocks (issue 51's transformer blocks)")
     sub = ap.add_subparsers(dest="cmd", required=True)
     b = sub.add_parser("build", help="here: phase 1 per model; once measured, select and save ModelNew")
     b.add_argument("dir")
@@ -390,6 +420,8 @@ def main(argv: list[str] | None = None) -> int:
     m.add_argument("--warm", type=int, default=8, metavar="N", help="compile the candidates N at once, untimed, "
                    "before they are timed one at a time (python -m axon_eg.measure --warm; default 8; 0: off)")
     m.add_argument("--cpu", action="store_true", help="no GPU: the worker on the CPU and correctness only (a smoke run)")
+    m.add_argument("--max-autotune", action="store_true", help="also time torch.compile(mode="
+                   "'max-autotune-no-cudagraphs'), compiled alone (variant compile_max)")
     r = sub.add_parser("report")
     r.add_argument("dir")
     r.add_argument("--write", metavar="FILE.md")
@@ -403,7 +435,10 @@ def main(argv: list[str] | None = None) -> int:
     t.add_argument("dir")
     t.add_argument("name")
     t.add_argument("--cpu", action="store_true")
+    t.add_argument("--max-autotune", action="store_true")
     args = ap.parse_args(argv)
+    global CORPUS
+    CORPUS = args.corpus
     return {"build": cmd_build, "measure": cmd_measure, "report": cmd_report, "_build_one": _build_one,
             "_time_one": _time_one}[args.cmd](args)
 

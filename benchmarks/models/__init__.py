@@ -158,18 +158,20 @@ OPTIONAL: dict[str, str] = {}
 
 def register(name: str, family: str, make: Callable[..., nn.Module], configs: dict[str, dict[str, Any]],
              inputs: dict[str, Sequence[Any]], description: str, dtype: torch.dtype = torch.float32,
-             source: str = "ours", bf16: str | None = None) -> None:
-    """Add a model: ``make(**configs[config])`` builds it, ``inputs[config]`` describes its arguments. ``bf16``:
-    the description of the same model in bfloat16, registered as ``<name>_bf16``."""
-    assert name not in MODELS and set(configs) == set(inputs) == set(CONFIGS), name
+             source: str = "ours", bf16: str | None = None, into: dict[str, ModelSpec] | None = None) -> None:
+    """Add a model to ``into`` (default ``MODELS``): ``make(**configs[config])`` builds it, ``inputs[config]``
+    describes its arguments. ``bf16``: the description of the same model in bfloat16, registered as
+    ``<name>_bf16``."""
+    into = MODELS if into is None else into
+    assert name not in into and set(configs) == set(inputs) == set(CONFIGS), name
 
     def made(config: str) -> nn.Module:
         return make(**configs[config])
 
-    MODELS[name] = ModelSpec(name, family, partial(_build, name, made, dtype), partial(_inputs, name, inputs, dtype),
-                             dtype, description, source)
+    into[name] = ModelSpec(name, family, partial(_build, name, made, dtype), partial(_inputs, name, inputs, dtype),
+                           dtype, description, source)
     if bf16 is not None:
-        register(f"{name}_bf16", family, make, configs, inputs, bf16, torch.bfloat16, source)
+        register(f"{name}_bf16", family, make, configs, inputs, bf16, torch.bfloat16, source, into=into)
 
 
 def _both(shapes_small: Sequence[Any], shapes_real: Sequence[Any]) -> dict[str, Sequence[Any]]:
