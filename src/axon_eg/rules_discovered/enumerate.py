@@ -7,9 +7,13 @@ attributes), never from a list of identities:
 - ``through_layout``: a unary or binary element-wise op moved through an index map (transpose,
   broadcast, reshape, expand/squeeze, slice, concat);
 - ``distribute_matmul``: a matmul moved through an element-wise binary op of one operand
-  (linearity; read right to left, two matmuls sharing an operand become one);
+  (linearity; read right to left, two matmuls sharing an operand become one), and a per-row shift of the
+  left operand moved out as a rank-1 correction with the right operand's column sums (a layer norm's mean
+  subtraction across the GEMM; float-unsafe left to right, so only read right to left);
 - ``scale_matmul``: a scale (mul/div by a scalar, a row or a column vector) moved onto either matmul
-  operand; ``transpose_matmul``; ``reduce_matmul``: a reduction of a matmul's output moved onto
+  operand, and a scale along the contraction axis moved from the left operand's columns to the right
+  operand's rows (a norm's gain folded into the next GEMM's weight, also for a batch of rows against one
+  weight); ``transpose_matmul``; ``reduce_matmul``: a reduction of a matmul's output moved onto
   an operand (a GEMM becomes a GEMV);
 - ``scale_conv``: a scale of a convolution's output (mul/div by a scalar or a per-output-channel
   tensor, ``[C, 1, ...]`` or ``[1, C, 1, ...]``) moved into its weight, for every convolution of the
@@ -175,6 +179,23 @@ def matmul_neighbours() -> Iterator[RuleCandidate]:
                         yield make(f"{prefix}{red}{axis}{'_keep' if keep else ''}_into_matmul_{side}", "reduce_matmul",
                                    ins, lambda b, A, B, red=red, axis=axis, keep=keep:
                                    b.emit(red, _mm(b, A, B), axes=(axis,), keepdims=keep), rhs)
+        # a scale along the contraction axis moved from one operand to the other: A's columns scaled by s[K]
+        # are B's rows scaled by s (a norm's weight folded into the next GEMM's weights: rmsnorm(x, g) @ W =
+        # rms(x) * (x @ (g * W)) once the per-row statistic has moved out too, ``mul_row_through_matmul_A``)
+        # (and for a batch of rows against one weight, ``linear`` on a 3-d activation)
+        for op in ("mul", "div"):
+            for pre, shapes in ((prefix, ins), *((("broadcast_", [("A", sa), ("B", ("K", "N"))]),) if prefix else ())):
+                yield make(f"{pre}{op}_k_through_matmul", "scale_matmul", shapes + [("s", ("K",))],
+                           lambda b, A, B, s, op=op: _mm(b, b.emit(op, A, s), B),
+                           lambda b, A, B, s, op=op: _mm(b, A, b.emit(op, B, b.emit("expand_dims", s, axis=-1))))
+        # a per-row shift of the left operand moved out as a rank-1 correction: (A - r) @ B = A @ B - r * (1^T B)
+        # (a layer norm's mean subtraction folded across the GEMM: the column sums of B are a weight fact)
+        row, k_axis = (("B", "M", 1), 1) if prefix else (("M", 1), 0)
+        for op in ("add", "sub"):
+            yield make(f"{prefix}{op}_row_shift_out_of_matmul_A", "distribute_matmul", ins + [("r", row)],
+                       lambda b, A, B, r, op=op: _mm(b, b.emit(op, A, r), B),
+                       lambda b, A, B, r, op=op, k_axis=k_axis: b.emit(
+                           op, _mm(b, A, B), b.emit("mul", r, b.emit("sum", B, axes=(k_axis,), keepdims=True))))
         # matmul moved through an element-wise binary op of one operand (linearity: add and sub hold, the
         # others are refuted); read right to left, two matmuls sharing an operand become one (LoRA's
         # x @ W + x @ (A @ B) = x @ (W + A @ B))
