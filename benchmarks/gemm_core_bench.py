@@ -48,6 +48,18 @@ SHAPES = [  # (M, N, K)
     (1024, 8192, 8192),
     (16384, 4096, 4096),
 ]
+# The GEMMs of the transformer-block corpus (benchmarks/blocks, issue 51): (N, K) of each projection, per block,
+# at the block's prefill and decode-like token counts M. Written out here (not imported) so that this script
+# runs on a GPU box with torch, triton and numpy only; tests/test_blocks_corpus.py checks it against the blocks.
+BLOCK_GEMMS = {  # block: ((M prefill, M decode), [(N, K), ...])
+    "llama7b": ((2048, 16), [(4096, 4096), (11008, 4096), (4096, 11008)]),  # q/k/v/o; gate/up; down
+    "llama1b": ((2048, 16), [(2048, 2048), (512, 2048), (8192, 2048), (2048, 8192)]),  # q/o; k/v; gate/up; down
+    "gpt2": ((2048, 16), [(2304, 768), (768, 768), (3072, 768), (768, 3072)]),  # c_attn; c_proj; fc; proj
+    "bert": ((2048, 16), [(768, 768), (3072, 768), (768, 3072)]),  # q/k/v/o; intermediate; output
+    "vit_b": ((1970, 197), [(2304, 768), (768, 768), (3072, 768), (768, 3072)]),  # qkv; proj; fc1; fc2
+    "mixtral_expert": ((512, 4), [(14336, 4096), (4096, 14336)]),  # w1/w3; w2
+}
+BLOCK_SHAPES = sorted({(m, n, k) for ms, nks in BLOCK_GEMMS.values() for m in ms for n, k in nks})
 TILES = [(128, 256, 64), (256, 128, 64), (128, 128, 64), (128, 128, 128), (128, 256, 128)]  # BLOCK_M, N, K
 CONFIGS = [
     {"BM": bm, "BN": bn, "BK": bk, "num_warps": w, "num_stages": s, "GROUP_SIZE_M": 8}
@@ -352,11 +364,14 @@ def main():
     ap.add_argument("--out", default="gemm_core.jsonl", help="JSON lines output (default: gemm_core.jsonl)")
     ap.add_argument("--quick", action="store_true", help="only the 3 QUICK configs per design")
     ap.add_argument("--shapes", help="comma-separated MxNxK list instead of SHAPES, e.g. 4096x4096x4096")
+    ap.add_argument("--block-shapes", action="store_true", help="the GEMMs of the block corpus (BLOCK_SHAPES, "
+                    "issue 51) instead of SHAPES")
     ap.add_argument("--interpret-check", action="store_true", help="CPU correctness check (TRITON_INTERPRET=1)")
     args = ap.parse_args()
     if args.interpret_check:
         raise SystemExit(0 if interpret_check() else 1)
-    shapes = [tuple(int(x) for x in s.split("x")) for s in args.shapes.split(",")] if args.shapes else SHAPES
+    shapes = [tuple(int(x) for x in s.split("x")) for s in args.shapes.split(",")] if args.shapes else \
+        BLOCK_SHAPES if args.block_shapes else SHAPES
     benchmark(shapes, QUICK_CONFIGS if args.quick else CONFIGS, args.out)
 
 

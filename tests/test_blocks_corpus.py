@@ -62,3 +62,18 @@ def test_the_runner_takes_the_block_corpus(tmp_path):
     _run("--corpus", "blocks", "measure", str(out), name, "--cpu")
     rows = {r["variant"]: r for r in json.loads((out / "models" / name / "timings.json").read_text())["rows"]}
     assert set(rows) == {"eager", "compile", "axon_eg"} and all(r["correct"] for r in rows.values()), rows
+
+
+def test_the_gemm_benchmark_lists_every_projection_of_the_blocks():
+    """``benchmarks/gemm_core_bench.py --block-shapes`` times the GEMMs the blocks run: every Linear of each
+    block's real config, at its prefill and decode token counts, is in ``BLOCK_GEMMS``."""
+    from benchmarks.gemm_core_bench import BLOCK_GEMMS
+
+    for block, ((m_prefill, m_decode), nks) in BLOCK_GEMMS.items():
+        for size, m in (("prefill", m_prefill), ("decode", m_decode)):
+            spec = BLOCKS[f"{block}_{size}"]
+            assert math.prod(spec.inputs("real", 0)[0].shape[:-1]) == m, (block, size)
+            with torch.device("meta"):
+                model = spec.build("real")
+            linears = {(mod.out_features, mod.in_features) for mod in model.modules() if isinstance(mod, torch.nn.Linear)}
+            assert linears == set(nks), (block, sorted(linears), nks)
