@@ -154,6 +154,43 @@ class FusionPlan:
                    if n not in siblings and O.get(program.nodes[n].op).kind is O.OpKind.REDUCE)
         return (1 if siblings else 0) + rest
 
+    def static_groups(self) -> frozenset[int]:
+        """The groups that depend on the program's parameters alone: every value a group reads, followed
+        through views and the groups that computed it, comes from an input whose role is ``parameter`` or
+        ``buffer`` (module state, constant in inference) or a constant, never from a user ``input``, at least
+        one from a parameter; and the group writes no program output. A backend may compute them once per
+        version of the parameters they read and reuse the result at every call (a gain folded into the next
+        GEMM's weight, a transposed weight), charging them nothing per call. Empty without parameters."""
+        got = self.memo.get("static_groups")
+        if got is not None:
+            return got
+        program = self.program
+        roles = dict(program.roles)
+        owner = self.group_of()
+        outputs = set(program.outputs)
+        static: set[int] = set()
+        for gi, g in enumerate(self.groups):  # topological order: a group's producers are decided before it
+            inside = set(g.nodes)
+            ok, state = not any(n in outputs for n in inside), False
+            seen: set[int] = set()
+            stack = [j for n in inside for j in program.nodes[n].inputs if j not in inside]
+            while ok and stack:
+                j = stack.pop()
+                if j in seen:
+                    continue
+                seen.add(j)
+                node = program.nodes[j]
+                if node.is_input:
+                    ok = state = roles.get(node.attrs["name"], "input") in ("parameter", "buffer")
+                elif j in owner:
+                    ok = state = owner[j] in static
+                elif not node.is_constant:  # a view outside every group: what it views
+                    stack.extend(node.inputs)
+            if ok and state:  # a group of constants alone (an iota) is not one: nothing would key its cache
+                static.add(gi)
+        got = self.memo["static_groups"] = frozenset(static)
+        return got
+
     def outputs_of(self, gi: int) -> list[int]:
         """Tensors a group writes to HBM: used outside it, or program outputs."""
         got = self.memo.get(("outputs_of", gi))

@@ -262,12 +262,18 @@ def library_misaligned(plan: FusionPlan, gi: int, hw: HardwareSpec, padded: bool
 
 def gpu_cost(plan: FusionPlan, tilings: Sequence[Tiling | None], hw: HardwareSpec,
              coefficients: dict[str, float] | None = None, isa: dict[int, str] | None = None) -> CostReport:
+    """The plan's predicted seconds per call: the sum of its groups' (``gpu_group_cost``). A group of the
+    parameters alone (``FusionPlan.static_groups``: a gain folded into a weight, a transposed weight) costs
+    nothing: the launcher computes it once per version of those parameters and keeps it (``emit._launcher``);
+    its entry stays in the report, at zero bytes, flops and seconds."""
     isa = isa or {}
     # a channels-last conv whose output the next group's window kernel reads as it is: not transposed back
     kept = {gi for gi, choice in isa.items() if choice == NHWC and (r := window_reader(plan, gi)) is not None
             and isa.get(r) == WINDOW}
-    groups = [memo_group_cost(plan, gi, tilings[gi] if gi < len(tilings) else None, hw, coefficients, isa.get(gi),
-                               gi in kept)
+    static = plan.static_groups()
+    groups = [GroupCost(gi, plan.groups[gi].kind, 0.0, 0.0, 0.0) if gi in static else
+              memo_group_cost(plan, gi, tilings[gi] if gi < len(tilings) else None, hw, coefficients, isa.get(gi),
+                              gi in kept)
               for gi in range(len(plan.groups))]
     return CostReport(sum(g.seconds for g in groups), groups)
 

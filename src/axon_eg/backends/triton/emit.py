@@ -387,6 +387,8 @@ def _file(candidate: Candidate, plan: FusionPlan, hw: HardwareSpec, name: str, l
         what = k.note if isinstance(k, GroupKernel) else blas.describe(program, k, isa.get(gi), hw.vendor, _align(hw)) \
             if isinstance(k, blas.Call) else sdpa.describe(k) if isinstance(k, sdpa.Call) \
             else conv_nhwc.describe(k) if isinstance(k, conv_nhwc.Call) else f"torch ({k})"
+        if generic is None and gi in plan.static_groups():
+            what += "; of the parameters alone: computed once per version of them, not per call"
         head.append(f"#   g{gi} {g.kind} nodes {list(g.nodes)}: {what}")
     if _fp32_matmuls(program):
         head.append(f"# fp32 matmul precision: {candidate.precision} ("
@@ -489,13 +491,13 @@ def _launcher(plan: FusionPlan, lowered: list[Any], isa: dict[int, str], align: 
         made.add(o)
         return buf[o]
 
-    for gi, (g, k) in enumerate(zip(plan.groups, lowered)):
+    def group(gi: int, g: Group, k: Any) -> None:
         lines.append(f"    # g{gi}: {g.kind}")
         if isinstance(k, blas.Call):  # the library writes the group's output buffer
             inside = set(g.nodes)
             reads = {j: ensure(j) for j in plan.inputs_of(gi) if j not in inside}
             lines.extend(blas.source(program, k, reads, written(k.out), isa.get(gi), align))
-            continue
+            return
         if isinstance(k, conv_nhwc.Call):  # the library conv on channels-last copies (conv_nhwc)
             args = [ensure(j) for j in program.nodes[k.conv].inputs]
             conv_lines, name = conv_nhwc.source(program, k, args, lambda a, j=k.conv: torch_expr(program, j, a),
@@ -503,7 +505,7 @@ def _launcher(plan: FusionPlan, lowered: list[Any], isa: dict[int, str], align: 
             lines.extend(conv_lines)
             buf[k.conv] = name
             made.add(k.conv)
-            continue
+            return
         if isinstance(k, sdpa.Call):  # the library's attention, copied into the group's output buffer
             bufs = {j: ensure(j) for j in plan.inputs_of(gi)}
             # read only by library GEMMs (through torch views): torch's own result as it is (the flash kernels
@@ -517,24 +519,31 @@ def _launcher(plan: FusionPlan, lowered: list[Any], isa: dict[int, str], align: 
                                         contiguous=bool(users[k.out]) and not direct))
             else:
                 lines.extend(sdpa.source(k, bufs, written(k.out)))
-            continue
+            return
         if isinstance(k, GroupKernel):
             args = [ensure(j) for j in k.reads] + [written(o) for o in k.writes]
             if k.host:  # the group's own host function allocates scratch and launches its kernels
                 kw = [f"{c}={v!r}" for c, v in k.launch if c != "num_stages"] + [f"{d}={d}" for d in k.dims]
                 lines.append(f"    {k.name}({', '.join(args + kw)})")
-                continue
+                return
             dims = [f"{d}={d}" for d in k.dims]
             if isinstance(k.grid, int) and k.grid < 0:  # autotuned: the tiling and the grid come from the chosen config
                 kw = ", ".join([f"{c}={v!r}" for c, v in k.launch] + dims)
                 lines.append(f"    {k.name}[lambda META: ({k.grid_meta},)]({', '.join(args)}{', ' + kw if kw else ''})")
-                continue
+                return
             kw = ", ".join([f"{c}={v}" for c, v in k.constexprs] + dims + [f"num_warps={k.num_warps}"]
                            + [f"{c}={v!r}" for c, v in k.launch])
             lines.append(f"    {k.name}[({k.grid},)]({', '.join(args)}, {kw})")
-            continue
+            return
         _torch_group(program, plan, gi, ensure, target, buf, lines)
         made.update(plan.outputs_of(gi))
+
+    static = plan.static_groups() if generic is None else frozenset()
+    if static:  # the parameters' values, computed once per version of the parameters they read
+        _static_block(plan, sorted(static), lambda gi: group(gi, plan.groups[gi], lowered[gi]), buf, lines)
+    for gi, (g, k) in enumerate(zip(plan.groups, lowered)):
+        if gi not in static:
+            group(gi, g, k)
     if returns:  # an input (or a view of one) returned as an output is a copy of its own
         results = [ensure(o) + ("" if o in made else ".clone()") for o in program.outputs]
         lines.append(f"    return {results[0] if len(results) == 1 else _tuple(results)}")
@@ -543,6 +552,39 @@ def _launcher(plan: FusionPlan, lowered: list[Any], isa: dict[int, str], align: 
         if buf.get(o) != outs[k]:
             lines.append(f"    {outs[k]}.copy_({ensure(o)})")
     return "\n".join(lines) + "\n"
+
+
+
+def _static_block(plan: FusionPlan, static: list[int], run: Any, buf: dict[int, str], lines: list[str]) -> None:
+    """The launcher's lines for the groups of the parameters alone (``FusionPlan.static_groups``), in a block
+    that runs them on the first call and again only when a parameter they read is another tensor or was
+    changed in place (its ``_version``); otherwise it restores every buffer they made from the module-level
+    ``_STATIC``. The cache holds the parameter tensors themselves, so no other tensor can take their address.
+    ``run(gi)`` appends group ``gi``'s lines (and its buffers to ``buf``)."""
+    program = plan.program
+    reads: set[int] = set()
+    stack = [j for gi in static for n in plan.groups[gi].nodes for j in program.nodes[n].inputs]
+    while stack:
+        j = stack.pop()
+        if j not in reads:
+            reads.add(j)
+            stack.extend(program.nodes[j].inputs)
+    params = [buf[j] for j in program.input_ids if j in reads]
+    groups = ", ".join(f"g{gi}" for gi in static)
+    lines[0:0] = ["_STATIC: dict = {}  # the launcher's values of the parameters alone, computed once per version",
+                  "", ""]
+    lines += [f"    # {groups}: of the parameters alone, computed again only when one is another tensor or changed",
+              f"    _src = {_tuple(params)}",
+              '    _hit = _STATIC.get("v")',
+              "    if _hit is None or any(a is not b or a._version != v for a, (b, v) in zip(_src, _hit[0])):"]
+    before, start = set(buf), len(lines)
+    for gi in static:
+        run(gi)
+    lines[start:] = ["\n".join("    " + row for row in text.split("\n")) for text in lines[start:]]
+    names = list(dict.fromkeys(name for j, name in buf.items() if j not in before))
+    lines += [f'        _STATIC["v"] = (tuple((a, a._version) for a in _src), {_tuple(names) if names else "()"})',
+              "    else:",
+              f"        {_tuple(names)} = _hit[1]" if names else "        pass"]
 
 
 
