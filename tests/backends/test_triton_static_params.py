@@ -265,7 +265,9 @@ def test_the_norm_linear_module_end_to_end(tmp_path) -> None:
     with_static = [c for c in ranked if c.plan.static_groups()]
     assert with_static
     folded = [c for c in with_static if _gain_folded(c.variant.program)]
-    candidate = folded[0] if folded else with_static[0]
+    assert folded  # the gain-folded weight, computed once
+    candidate = folded[0]
+    assert "broadcast_mul_k_through_matmul" in candidate.variant.rules
     kernel = emit(candidate, H200, "norm_linear_static")
     entry = load_kernel(kernel, tmp_path)
     names = {"x": "x", "norm.weight": "g", "proj.weight": "w"}

@@ -311,7 +311,8 @@ def enumerate_all(nugraph: NuGraph, target: str | HardwareSpec, k: int = 8, *, b
 
     def torch_penalty(plan: FusionPlan, chosen: tuple[Tiling, ...],
                       isa: tuple[tuple[int, str], ...]) -> tuple[list[float], str | None]:
-        """The extra predicted cost of each group the backend would run as torch (0 for the others), and the
+        """The extra predicted cost of each group the backend would run as torch (0 for the others and for the
+        plan's static groups, which run once per version of the parameters: ``FusionPlan.static_groups``), and the
         first error of a probe that raised (such a group counts as one the backend cannot lower)."""
         extra = [0.0] * len(chosen)
         if fallback is None:
@@ -322,7 +323,7 @@ def enumerate_all(nugraph: NuGraph, target: str | HardwareSpec, k: int = 8, *, b
             key = probe(plan, gi, t, by_group.get(gi))
             if error is None and key in failed:
                 error = f"{failed[key]} (group {gi})"
-            if lowers[key]:
+            if lowers[key] and gi not in plan.static_groups():  # a static group runs once, as torch or not
                 ops = sum(1 for n in plan.groups[gi].nodes if plan.program.nodes[n].op not in _FREE)
                 extra[gi] = group_cost(plan, gi, t, hw, backend) * (2 * max(1, ops) - 1)
         return extra, error
