@@ -55,6 +55,7 @@ BAD = [({"k": 0}, "option k must be an integer >= 1, got 0"),
        ({"device": "tpu"}, "option device 'tpu'"),
        ({"device": 0.5}, "option device must be a device such as 'cuda' or 'cpu', got float 0.5"),
        ({"verbose": "yes"}, "option verbose must be True or False, got 'yes'"),
+       ({"freeze": 1}, "option freeze must be True or False, got 1"),
        ({"cache_dir": 7}, "option cache_dir must be a directory path, got int 7"),
        ({"region_ops": 0}, "option region_ops must be an integer >= 1, got 0"),
        ({"kk": 3}, "unknown option 'kk'")]

@@ -33,10 +33,13 @@ Options (``torch.compile(..., options={...})``, all optional): ``target`` ("trit
 measures: the local GPU, else the Triton interpreter on the CPU), ``saturation_s``, ``verbose``,
 ``region_ops`` and ``region_contractions`` (24 and 3: a larger region is cut into runs of at most that many
 computing ops and contractions, see :func:`partition`), ``rest`` ("inductor" or "eager": what runs the graph
-around the kept regions),
-``remote`` (a directory: phase 2 on another machine's GPU, below). Every option is checked (:func:`options`):
-a bad one is an ``InvalidArgument`` naming it, raised by ``ax.optimize`` at its call and, for ``torch.compile``,
-at the compiled model's first call (dynamo hands a backend its options only then), as that error itself.
+around the kept regions), ``freeze`` (False; True: the module's parameters and buffers are constant in
+inference, never written through ``.data``: what depends on them alone, a norm's gain folded into the next
+weight or a transposed weight, is computed once per version of the weights and cached with the kernel, as
+Inductor's freezing does), ``remote`` (a directory: phase 2 on another machine's GPU, below). Every option is
+checked (:func:`options`): a bad one is an ``InvalidArgument`` naming it, raised by ``ax.optimize`` at its
+call and, for ``torch.compile``, at the compiled model's first call (dynamo hands a backend its options only
+then), as that error itself.
 
 A call with meta tensors (a model on the meta device) runs the graph as torch code: meta tensors of eager's
 shapes and dtypes come out and no kernel runs (with ``remote``, the version is built first: phase 1 needs
@@ -85,7 +88,8 @@ from axon_eg.targets import backend_for
 
 DEFAULTS: dict[str, Any] = {"target": "triton", "hw": DEFAULT_HW, "k": 4, "budget_s": None, "precision": None,
                             "cache_dir": None, "device": None, "saturation_s": 2.0, "verbose": False,
-                            "region_ops": 24, "region_contractions": 3, "remote": None, "rest": "inductor"}
+                            "region_ops": 24, "region_contractions": 3, "remote": None, "rest": "inductor",
+                            "freeze": False}
 """The backend's options and their defaults."""
 
 RESTS = ("inductor", "eager")
@@ -122,8 +126,9 @@ def options(given: Mapping[str, Any] | None, who: str = BACKEND) -> dict[str, An
     if opts["budget_s"] is not None:
         validate.positive_seconds(opts["budget_s"], named("budget_s"))
     validate.positive_seconds(opts["saturation_s"], named("saturation_s"))
-    if not isinstance(opts["verbose"], bool):
-        raise InvalidArgument(f"{named('verbose')} must be True or False, got {opts['verbose']!r}")
+    for option in ("verbose", "freeze"):
+        if not isinstance(opts[option], bool):
+            raise InvalidArgument(f"{named(option)} must be True or False, got {opts[option]!r}")
     if opts["precision"] is not None:
         validate.precision(opts["precision"], named("precision"))
     _check_hw(opts["hw"], who)
@@ -395,7 +400,7 @@ class Compiled:
             if all(op in moves_no_arithmetic() or op == "getitem" for op in ops):
                 continue
             try:
-                program = by_position(region_program(sub, node, f"{type(self.gm).__name__}_{name}")[0])
+                program = _frozen(by_position(region_program(sub, node, f"{type(self.gm).__name__}_{name}")[0]), opts)
                 spec = region_run(program, opts, root, checked=False)
             except Exception:  # noqa: BLE001, S112 - the build's own loop words the error
                 continue
@@ -600,6 +605,12 @@ def _bundle_one(program: Any, opts: dict[str, Any], root: str) -> float:
     return time.monotonic() - started
 
 
+def _frozen(program: Any, opts: Mapping[str, Any]) -> Any:
+    """With ``freeze``: the region's parameters and buffers frozen (``Program.frozen``), so that what depends on
+    them alone (a norm's gain folded into a weight, a transposed weight) runs once per version of the weights."""
+    return program.frozen() if opts["freeze"] else program
+
+
 def compile_region(sub: torch.fx.GraphModule, call: torch.fx.Node, name: str, opts: Mapping[str, Any],
                    region: Region | None = None, ahead: Mapping[str, float] | None = None) -> RegionKernel | None:
     """The region's Program optimized (``saturate_and_extract``) and wrapped to stand in for ``sub``; None
@@ -610,7 +621,7 @@ def compile_region(sub: torch.fx.GraphModule, call: torch.fx.Node, name: str, op
     pipeline = _pipeline()
     program, sub, fakes, single, where, keep = region_program(sub, call, name)
     extras = _made_inputs(sub, fakes, name, program)
-    program = by_position(program)
+    program = _frozen(by_position(program), opts)
     baselines = REGION_BASELINES[opts["rest"]]
     if opts["remote"] is not None:
         root = Path(opts["remote"])

@@ -1,9 +1,11 @@
 """Issue 51, deliverable 1c: weights that are parameters (constant in inference) pre-transformed once, not per
-call. ``FusionPlan.static_groups`` names the groups of the parameters alone (every value they read comes from a
-``parameter`` / ``buffer`` input or a constant, through views and other such groups, and they write no program
-output); the Triton cost model charges them nothing; the launcher computes them on the first call and again only
-when a parameter they read is another tensor or was changed in place (``_version``), restoring their buffers
-from the kernel file's ``_STATIC`` otherwise. End to end on the RMSNorm -> Linear block, whose gain-folded
+call, where the caller froze them (``Program.frozen()``, the backend's ``freeze`` option: no writes through
+``.data``, which the version counter does not see). ``FusionPlan.static_groups`` names the groups of the frozen
+inputs alone (every value they read comes from a ``frozen`` input or a constant, through views and other such
+groups, and they write no program output; plain ``parameter`` / ``buffer`` inputs never make one); the Triton
+cost model charges them nothing; the launcher computes them on the first call and again only when a tensor
+they read is another tensor or was changed in place (``_version``), restoring their buffers from the kernel
+file's ``_STATIC`` otherwise. End to end on the RMSNorm -> Linear block, whose gain-folded
 variant scales the weight by the norm's gain (``mul(transpose(W), expand_dims(g))``, parameters alone), on the
 CPU (Triton interpreter), against float64."""
 
@@ -50,7 +52,7 @@ def _folded(tokens: int = 7, hidden: int = 16, out: int = 8) -> Program:
     r = b.emit("rsqrt", b.emit("add", ms, b.constant(1e-6, fp32)))
     scaled = b.emit("mul", b.emit("transpose", w, perm=(1, 0)), b.emit("expand_dims", g, axis=1))
     y = b.emit("matmul", b.emit("mul", x, r), scaled)
-    return b.build(y, roles={"g": "parameter", "w": "parameter"})
+    return b.build(y, roles={"g": "frozen", "w": "frozen"})
 
 
 def _static_of(plan: FusionPlan) -> set[int]:
@@ -74,9 +76,10 @@ def test_the_weight_transform_is_static_and_the_activation_is_not() -> None:
             assert not set(plan.groups[gi].nodes) & set(program.outputs)
     assert plans(program)[0].static_groups()  # unfused: the scaled weight is a group of its own
     assert not every[-1].static_groups()  # greedy: the weight's scaling is the GEMM's prologue
-    # without the roles nothing is static
-    plain = dataclasses.replace(program, roles=())
-    assert all(not plan.static_groups() for plan in plans(plain))
+    # without the roles nothing is static, nor with parameters that were not frozen
+    for roles in ((), (("g", "parameter"), ("w", "parameter"))):
+        plain = dataclasses.replace(program, roles=roles)
+        assert all(not plan.static_groups() for plan in plans(plain))
 
 
 def test_a_group_writing_a_program_output_is_not_static() -> None:
@@ -85,7 +88,7 @@ def test_a_group_writing_a_program_output_is_not_static() -> None:
     w = b.input("w", (6, 8), fp32)
     scaled = b.emit("mul", w, b.constant(2.0, fp32))  # of the parameter alone, but an output of the program
     y = b.emit("matmul", x, b.emit("transpose", scaled, perm=(1, 0)))
-    program = b.build([y, scaled], roles={"w": "parameter"})
+    program = b.build([y, scaled], roles={"w": "frozen"})
     for plan in plans(program):
         owner = plan.group_of()
         assert owner[_node_of(program, "mul")] not in plan.static_groups()
@@ -117,7 +120,7 @@ def _oracle(plan: FusionPlan) -> set[int]:
         up = ancestors(set(plan.groups[gi].nodes))
         ins = [roles.get(program.nodes[j].attrs["name"], "input") for j in up if program.nodes[j].is_input]
         return (not set(plan.groups[gi].nodes) & outputs and "input" not in ins
-                and any(r in ("parameter", "buffer") for r in ins))
+                and any(r == "frozen" for r in ins))
 
     out = set()
     for gi, g in enumerate(plan.groups):
@@ -130,10 +133,10 @@ def _oracle(plan: FusionPlan) -> set[int]:
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 @given(programs(max_nodes=7, symbolic=False), st.data())
-def test_static_groups_are_those_of_the_parameters_alone(program: Program, data: st.DataObject) -> None:
+def test_static_groups_are_those_of_the_frozen_inputs_alone(program: Program, data: st.DataObject) -> None:
     names = [s.name for s in program.inputs]
     marked = data.draw(st.lists(st.sampled_from(names), unique=True) if names else st.just([]))
-    role = data.draw(st.sampled_from(["parameter", "buffer"]))
+    role = data.draw(st.sampled_from(["parameter", "buffer", "frozen"]))
     program = dataclasses.replace(program, roles=tuple(sorted((n, role) for n in marked)))
     for plan in plans(program):
         assert set(plan.static_groups()) == _oracle(plan), (str(program), plan.name)
@@ -257,8 +260,8 @@ def test_the_norm_linear_module_end_to_end(tmp_path) -> None:
     torch.manual_seed(0)
     module = NormLinear(16, 8).eval()
     x = torch.randn(1, 7, 16)
-    program = ax.from_torch(module, (x,))
-    assert {r for _, r in program.roles} == {"parameter"}
+    program = ax.from_torch(module, (x,)).frozen()
+    assert {r for _, r in program.roles} == {"frozen"}
     graph = NuGraph(program, load_rules())
     graph.saturate(Limits(iterations=12, seconds=20))
     ranked, _ = enumerate_all(graph, H200, 16, backend=backend_for_hw(H200))

@@ -20,7 +20,7 @@ from functools import cached_property
 from typing import Any
 
 from axon_eg.ir import ops as O
-from axon_eg.ir.program import Program
+from axon_eg.ir.program import FROZEN, Program
 
 from .recognisers import recognise
 
@@ -155,12 +155,13 @@ class FusionPlan:
         return (1 if siblings else 0) + rest
 
     def static_groups(self) -> frozenset[int]:
-        """The groups that depend on the program's parameters alone: every value a group reads, followed
-        through views and the groups that computed it, comes from an input whose role is ``parameter`` or
-        ``buffer`` (module state, constant in inference) or a constant, never from a user ``input``, at least
-        one from a parameter; and the group writes no program output. A backend may compute them once per
-        version of the parameters they read and reuse the result at every call (a gain folded into the next
-        GEMM's weight, a transposed weight), charging them nothing per call. Empty without parameters."""
+        """The groups that depend on frozen parameters alone: every value a group reads, followed through
+        views and the groups that computed it, comes from an input whose role is ``frozen`` (module state the
+        caller promised not to change behind the tensor's version counter: ``Program.frozen()``, the
+        ``freeze`` option) or a constant, never from a user ``input``, at least one from a frozen input; and
+        the group writes no program output. A backend may compute them once per version of the tensors they
+        read and reuse the result at every call (a gain folded into the next GEMM's weight, a transposed
+        weight), charging them nothing per call. Empty unless the program was frozen."""
         got = self.memo.get("static_groups")
         if got is not None:
             return got
@@ -181,7 +182,7 @@ class FusionPlan:
                 seen.add(j)
                 node = program.nodes[j]
                 if node.is_input:
-                    ok = state = roles.get(node.attrs["name"], "input") in ("parameter", "buffer")
+                    ok = state = roles.get(node.attrs["name"], "input") == FROZEN
                 elif j in owner:
                     ok = state = owner[j] in static
                 elif not node.is_constant:  # a view outside every group: what it views

@@ -54,6 +54,12 @@ class Node:
         return self.op == "constant"
 
 
+FROZEN = "frozen"
+"""The role of module state the caller promises not to change behind the tensor's version counter (no writes
+through ``.data``): a kernel may compute what depends on it alone once per version and reuse it
+(``FusionPlan.static_groups``). Given by ``Program.frozen()`` and the ``freeze`` option."""
+
+
 @dataclass(frozen=True)
 class InputSpec:
     """What the harness needs to make one input: name, symbolic shape, dtype, role."""
@@ -61,7 +67,7 @@ class InputSpec:
     name: str
     shape: Shape
     dtype: DType
-    role: str = "input"  # "input" (user data), "parameter" or "buffer" (module state)
+    role: str = "input"  # "input" (user data), "parameter" or "buffer" (module state), FROZEN (``Program.frozen``)
 
 
 @dataclass(frozen=True, eq=False)
@@ -72,6 +78,12 @@ class Program:
     name: str = "program"
     roles: tuple[tuple[str, str], ...] = ()  # input name -> role, when not "input"
     locations: tuple[str | None, ...] = field(default=(), compare=False)  # user source line per node
+
+    def frozen(self) -> Program:
+        """The program with its ``parameter`` and ``buffer`` inputs marked :data:`FROZEN` (a different
+        program: its hash, and so its cache keys, change with the roles)."""
+        roles = tuple((k, FROZEN if v in ("parameter", "buffer") else v) for k, v in self.roles)
+        return replace(self, roles=roles)
 
     # -- identity ------------------------------------------------------------------------------
     def __eq__(self, other: object) -> bool:
