@@ -388,7 +388,7 @@ def _file(candidate: Candidate, plan: FusionPlan, hw: HardwareSpec, name: str, l
             if isinstance(k, blas.Call) else sdpa.describe(k) if isinstance(k, sdpa.Call) \
             else conv_nhwc.describe(k) if isinstance(k, conv_nhwc.Call) else f"torch ({k})"
         if generic is None and gi in plan.static_groups():
-            what += "; of the parameters alone: computed once per version of them, not per call"
+            what += "; of the frozen parameters alone: computed once per version of them, not per call"
         head.append(f"#   g{gi} {g.kind} nodes {list(g.nodes)}: {what}")
     if _fp32_matmuls(program):
         head.append(f"# fp32 matmul precision: {candidate.precision} ("
@@ -556,7 +556,7 @@ def _launcher(plan: FusionPlan, lowered: list[Any], isa: dict[int, str], align: 
 
 
 def _static_block(plan: FusionPlan, static: list[int], run: Any, buf: dict[int, str], lines: list[str]) -> None:
-    """The launcher's lines for the groups of the parameters alone (``FusionPlan.static_groups``), in a block
+    """The launcher's lines for the groups of the frozen parameters alone (``FusionPlan.static_groups``), in a block
     that runs them on the first call and again only when a parameter they read is another tensor or was
     changed in place (its ``_version``); otherwise it restores every buffer they made from the module-level
     ``_STATIC``. The cache holds the parameter tensors themselves, so no other tensor can take their address.
@@ -571,9 +571,9 @@ def _static_block(plan: FusionPlan, static: list[int], run: Any, buf: dict[int, 
             stack.extend(program.nodes[j].inputs)
     params = [buf[j] for j in program.input_ids if j in reads]
     groups = ", ".join(f"g{gi}" for gi in static)
-    lines[0:0] = ["_STATIC: dict = {}  # the launcher's values of the parameters alone, computed once per version",
+    lines[0:0] = ["_STATIC: dict = {}  # the launcher's values of the frozen parameters alone, computed once per version",
                   "", ""]
-    lines += [f"    # {groups}: of the parameters alone, computed again only when one is another tensor or changed",
+    lines += [f"    # {groups}: of the frozen parameters alone, computed again only when one is another tensor or changed",
               f"    _src = {_tuple(params)}",
               '    _hit = _STATIC.get("v")',
               "    if _hit is None or any(a is not b or a._version != v for a, (b, v) in zip(_src, _hit[0])):"]
