@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from egglog import bindings
@@ -91,6 +91,52 @@ class Variant:
     rules: tuple[str, ...] = ()  # the rules that created the e-nodes this variant is built from
 
 
+_PRICED_OUT = 1 << 40
+
+
+def _merges(g: convert.SerializedGraph, made: set[str]) -> list[list[str]]:
+    """The e-classes one consistent set of merges serves, each as [the serving e-node, the others]. A merge
+    lands in each sibling's e-class as an e-node made by a rule with a context, over shared work (its
+    costliest made descendant, the GEMM over stacked weights); each ordering (and each subset) of the siblings
+    made its own, so the shared works are taken greedily, the widest first, then in id order, each only where
+    none of its e-classes is served yet."""
+    cls_of = {nid: c for c, ms in g.classes.items() for nid in ms}
+    landed = [nid for nid in sorted(made) if any(m not in made for m in g.classes[cls_of[nid]])]
+    by_work: dict[str, list[str]] = {}
+    for nid in landed:
+        below: set[str] = set()
+        stack = [nid]
+        while stack:
+            for c in g.tensor_children(stack.pop()):
+                for m in g.classes[c]:
+                    if m in made and m not in below:
+                        below.add(m)
+                        stack.append(m)
+        if below:
+            by_work.setdefault(max(sorted(below), key=lambda m: g.cost[m]), []).append(nid)
+    served: dict[str, str] = {}
+    for work in sorted(by_work, key=lambda w: (-len(by_work[w]), w)):
+        classes = {cls_of[nid] for nid in by_work[work]}
+        if len(classes) == len(by_work[work]) and not classes & served.keys():
+            served.update({cls_of[nid]: nid for nid in by_work[work]})
+    return [[nid] + [m for m in g.classes[c] if m != nid] for c, nid in sorted(served.items())]
+
+
+def _nodes_of(term: Any) -> set[str]:
+    found: set[str] = set()
+    stack = [term]
+    while stack:
+        nid, kids = stack.pop()
+        found.add(nid)
+        stack.extend(kids)
+    return found
+
+
+def _tree_cost(g: convert.SerializedGraph, term: Any) -> int:
+    nid, kids = term
+    return g.cost[nid] + sum(_tree_cost(g, k) for k in kids)
+
+
 def _rules_of(g: convert.SerializedGraph, term: Any) -> tuple[str, ...]:
     found: set[str] = set()
     stack = [term]
@@ -124,6 +170,7 @@ class NuGraph:
         self._threshold: dict[str, int] = {}
         self._banned_until: dict[str, int] = {}
         self._times_banned: dict[str, int] = {}
+        self._retired: set[str] = set()  # rules with a context, after the iteration they ran in
         self._iteration = 0
         self._broken = False
         self._limits = Limits()
@@ -165,7 +212,7 @@ class NuGraph:
         the right-hand side of another such rule (a fixed point). The others only cost time."""
         rules = list(rules)
         present = {n.op for n in self.program.nodes}
-        lhs_ops = [{p.op for p in walk(r.lhs) if isinstance(p, App)} for r in rules]
+        lhs_ops = [{p.op for b in r.bound_patterns() for p in walk(b) if isinstance(p, App)} for r in rules]
         rhs_ops = [{p.op for p in walk(r.rhs) if isinstance(p, App)} for r in rules]
         keep = [False] * len(rules)
         changed = True
@@ -215,13 +262,15 @@ class NuGraph:
                 stop = "node limit"
                 break
             it = self._iteration
-            active = [r for r in self.rules if self._banned_until[r.name] <= it]
+            active = [r for r in self.rules if self._banned_until[r.name] <= it and r.name not in self._retired]
             if not active:
                 if any(self._banned_until[r.name] > it for r in self.rules):
                     self._iteration += 1
                     continue
                 break
             changed = self._iterate(active, limits, report)
+            self._retired |= {r.name for r in active  # ran once, unless backed off (``Rule.context``)
+                              if r.context and self._banned_until[r.name] <= it}
             last = time.perf_counter() - began
             self._iteration += 1
             report.iterations += 1
@@ -289,8 +338,11 @@ class NuGraph:
         on a fresh νGraph (no checkpoint is kept on the fast path), then run each suspect alone."""
         replay = NuGraph(self.original, self.rules, flops_per_byte=self.flops_per_byte)
         for _ in range(self._iteration):
-            active = [r for r in replay.rules if replay._banned_until[r.name] <= replay._iteration]
+            active = [r for r in replay.rules if replay._banned_until[r.name] <= replay._iteration
+                      and r.name not in replay._retired]
             replay._iterate(active, self._limits, SaturationReport())
+            replay._retired |= {r.name for r in active
+                                 if r.context and replay._banned_until[r.name] <= replay._iteration}
             replay._iteration += 1
         for rule in suspects:
             replay._run("(push)")
@@ -340,7 +392,37 @@ class NuGraph:
             out.append(Variant(program, cost, dag_cost(g, term), len(out), () if same else _rules_of(g, term)))
             if len(out) == k + structural:
                 break
+        if structural and (merged := self._merged(g, skeletons)) is not None:
+            out.append(replace(merged, rank=len(out)))
         return out
+
+    def _merged(self, g: convert.SerializedGraph, skeletons: set) -> Variant | None:
+        """The cheapest variant built from what the rules with a context made (siblings merged into one GEMM
+        over stacked weights), when its skeleton is new. Tree costs charge the merged GEMM once under every
+        sibling it serves, and the weights' stack as a copy per call, which a frozen module builds once, so
+        the k cheapest trees rarely hold it: it is extracted with the merged e-nodes at the least cost and
+        ranked downstream at its real cost (``Variant.dag_cost`` and the backends' cost models)."""
+        merging = {r.name for r in self.rules if r.context}
+        made = [nid for nid, rules in g.made_by.items() if rules and rules <= merging and nid in g.cost]
+        if not made:
+            return None
+        costs = dict(g.cost)
+        for members in _merges(g, set(made)):  # in an e-class a merge serves, every other e-node is priced out
+            for nid in members[1:]:
+                costs[nid] += _PRICED_OUT
+        for _, term in k_best(replace(g, cost=costs), 4, self._root_class):
+            if not set(made) & _nodes_of(term):
+                return None
+            try:
+                program = convert.term_to_program(g, term, self.program)
+            except AxonError as e:
+                self.report.unbuildable.append(f"{type(e).__name__}: {e}")
+                continue
+            if skeleton_key(program) in skeletons:
+                return None
+            cost = _tree_cost(g, term)
+            return Variant(program, cost, dag_cost(g, term), len(skeletons), _rules_of(g, term))
+        return None
 
     def best(self) -> Variant:
         return self.extract(1)[0]

@@ -71,26 +71,43 @@ class Rule:
     rhs: Pattern
     conditions: tuple[Cond, ...] = ()
     meta: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
+    context: tuple[App, ...] = ()
+    """Patterns that must match *other* e-classes of the graph for the rule to apply (``with``): they bind
+    variables the right-hand side uses and the left-hand side does not (two GEMMs that read the same
+    operand merge into one: the sibling GEMM is the context). The proof covers the rule for every value of
+    those variables, so the context only narrows where it is applied. A rule with a context makes e-nodes
+    its own context can match, so the νGraph runs it once (``NuGraph.saturate``)."""
 
     def __hash__(self) -> int:  # conditions are lists (s-expressions): hash the text instead
         return hash((self.name, str(self)))
 
     def __str__(self) -> str:
         text = f"{self.lhs}  =>  {self.rhs}"
+        if self.context:
+            text += "   with " + " ".join(str(c) for c in self.context)
         if self.conditions:
             text += "   if " + " ".join(format_sexp(c) for c in self.conditions)
         return text
 
     def variables(self) -> tuple[set[str], set[str]]:
-        """(tensor variables, attribute variables) of the left-hand side."""
-        return _vars(self.lhs)
+        """(tensor variables, attribute variables) the rule binds: its left-hand side's and its context's."""
+        tensors, attrs = _vars(self.lhs)
+        for c in self.context:
+            t, a = _vars(c)
+            tensors |= t
+            attrs |= a
+        return tensors, attrs
+
+    def bound_patterns(self) -> tuple[App, ...]:
+        """The patterns that bind the rule's variables: the left-hand side, then the context."""
+        return (self.lhs, *self.context)
 
 
 def attribute_kinds(rule: Rule) -> dict[str, str]:
     """Attribute variable -> the registry kind (``dim``, ``dims``, ``float``, ``dtype``, ...) of the
     attribute it is bound at on the left-hand side."""
     kinds: dict[str, str] = {}
-    for node in walk(rule.lhs):
+    for node in (n for p in rule.bound_patterns() for n in walk(p)):
         if isinstance(node, App):
             declared = {a.name: a.kind.removeprefix("optional_") for a in O.get(node.op).attrs}
             for name, value in node.attrs:
@@ -250,14 +267,18 @@ def _to_pattern(x: Any, rule: str) -> Pattern:
 
 
 def parse_rule(name: str, lhs: str, rhs: str, conditions: tuple[str, ...] | list[str] = (),
-               **meta: Any) -> Rule:
-    """Build and check a Rule: rhs and condition variables must be bound by the lhs."""
+               context: tuple[str, ...] | list[str] = (), **meta: Any) -> Rule:
+    """Build and check a Rule: rhs and condition variables must be bound by the lhs (or its context)."""
     left = parse_pattern(lhs, rule=name)
     if not isinstance(left, App):
         raise PatternError(f"rule {name}: the left-hand side must be an op application, got {left}")
     right = parse_pattern(rhs, rule=name)
     conds = tuple(parse_sexp(c) if isinstance(c, str) else c for c in conditions)
-    rule = Rule(name, left, right, conds, dict(meta))
+    ctx = tuple(parse_pattern(c, rule=name) for c in context)
+    for c in ctx:
+        if not isinstance(c, App):
+            raise PatternError(f"rule {name}: a context pattern must be an op application, got {c}")
+    rule = Rule(name, left, right, conds, dict(meta), ctx)
     check_rule(rule)
     return rule
 
@@ -269,6 +290,10 @@ def check_rule(rule: Rule) -> None:
     r_tensors, r_attrs = _vars(rule.rhs)
     for v in sorted(r_tensors - tensors):
         raise PatternError(f"rule {rule.name}: right-hand side uses ?{v}, which the left-hand side does not bind")
+    used = r_tensors | {x[1:] for c in rule.conditions for x in _symbols(c) if x.startswith("?")}
+    for c in rule.context:
+        for v in sorted(_vars(c)[0] - _vars(rule.lhs)[0] - used):
+            raise PatternError(f"rule {rule.name}: context {c} binds ?{v}, which nothing uses")
     for v in sorted(r_attrs - attrs):
         raise PatternError(f"rule {rule.name}: right-hand side uses attribute ?{v}, unbound on the left")
     sizes = size_variables(rule)

@@ -107,6 +107,10 @@ def compile_rule(rule: Rule, ruleset: str) -> str:
     """The egglog rule(s) for one rewrite, in its own ruleset(s), recording which e-nodes it made."""
     fresh = itertools.count()
     lhs = _pattern(rule.lhs, "lhs", rule, fresh)
+    # a context pattern matches another e-class than the matched one and than each other (``Rule.context``)
+    ctx = [f"ctx_{k}" for k in range(len(rule.context))]
+    binding = [f"(= matched {lhs})"] + [f"(= {c} {_pattern(p, 'lhs', rule, fresh)})" for c, p in zip(ctx, rule.context)]
+    binding += [f"(!= {a} {b})" for a, b in itertools.combinations(["matched", *ctx], 2)]
     rhs = _pattern(rule.rhs, "rhs", rule, fresh)
     kinds = attribute_kinds(rule)
     facts = [f for c in rule.conditions for f in _facts(c, rule, kinds)]
@@ -118,7 +122,7 @@ def compile_rule(rule: Rule, ruleset: str) -> str:
             actions.append(f'({S.made_relation(c)} {args} "{rule.name}")')
     stage = match_ruleset(rule, ruleset)
     if stage is None:
-        query = " ".join([f"(= matched {lhs})", *facts])
+        query = " ".join([*binding, *facts])
         return f'(rule ({query}) ({" ".join(actions)}) :ruleset {ruleset} :name "{rule.name}")'
     tensors, attrs = rule.variables()
     variables = [("matched", "T")] + [(egg_var(t), "T") for t in sorted(tensors)] + \
@@ -128,7 +132,7 @@ def compile_rule(rule: Rule, ruleset: str) -> str:
     return "\n".join([
         f"(relation {hit} ({' '.join(sort for _, sort in variables)}))",
         f"(ruleset {stage})",
-        f'(rule ((= matched {lhs})) (({hit} {names})) :ruleset {stage} :name "{rule.name}~match")',
+        f'(rule ({" ".join(binding)}) (({hit} {names})) :ruleset {stage} :name "{rule.name}~match")',
         f'(rule (({hit} {names}) {" ".join(facts)}) ({" ".join(actions)}) :ruleset {ruleset} :name "{rule.name}")',
     ])
 

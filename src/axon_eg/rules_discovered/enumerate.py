@@ -15,6 +15,8 @@ attributes), never from a list of identities:
   operand's rows (a norm's gain folded into the next GEMM's weight, also for a batch of rows against one
   weight); ``transpose_matmul``; ``reduce_matmul``: a reduction of a matmul's output moved onto
   an operand (a GEMM becomes a GEMV);
+- ``merge_matmul``: matmuls that read the same left operand merged into one over stacked right operands,
+  applied where the siblings exist (a rule with a context, ``patterns.Rule.context``);
 - ``scale_conv``: a scale of a convolution's output (mul/div by a scalar or a per-output-channel
   tensor, ``[C, 1, ...]`` or ``[1, C, 1, ...]``) moved into its weight, for every convolution of the
   registry with element semantics, its stride, padding, dilation and groups symbolic (any value);
@@ -57,16 +59,19 @@ class RuleCandidate:
     lhs: Program
     rhs: Program
     symbols: tuple[ScalarSymbol, ...] = field(default=())
+    context: tuple[Program, ...] = field(default=())
+    """Values that must exist beside the left-hand side for the rule to apply (``patterns.Rule.context``)."""
 
 
 Build = Callable[..., Value]
 
 
 def make(name: str, family: str, inputs: Sequence[tuple[str, tuple]], lhs: Build, rhs: Build,
-         symbols: Sequence[ScalarSymbol] = ()) -> RuleCandidate | None:
-    """Build both sides over the same inputs; None when a side is ill-typed (the move does not fit)."""
+         symbols: Sequence[ScalarSymbol] = (), context: Sequence[Build] = ()) -> RuleCandidate | None:
+    """Build both sides (and the context) over the same inputs; None when one is ill-typed (the move does
+    not fit)."""
     sides = []
-    for fn in (lhs, rhs):
+    for fn in (lhs, rhs, *context):
         b = Builder(name)
         values = {n: b.input(n, shape, DTYPE) for n, shape in inputs}
         try:
@@ -75,7 +80,7 @@ def make(name: str, family: str, inputs: Sequence[tuple[str, tuple]], lhs: Build
             return None
     if sides[0] == sides[1]:
         return None
-    return RuleCandidate(name, family, sides[0], sides[1], tuple(symbols))
+    return RuleCandidate(name, family, sides[0], sides[1], tuple(symbols), tuple(sides[2:]))
 
 
 def unary_ops() -> list[O.OpDef]:
@@ -217,6 +222,44 @@ def matmul_neighbours() -> Iterator[RuleCandidate]:
                lambda b, A, B, C: _mm(b, _mm(b, A, B), C), lambda b, A, B, C: _mm(b, A, _mm(b, B, C)))
     yield make("matmul_comm", "swap", [("A", ("M", "M")), ("B", ("M", "M"))],
                lambda b, A, B: _mm(b, A, B), lambda b, A, B: _mm(b, B, A))
+
+
+# ------------------------------------------------------------------------------------------------
+# Sibling matmuls: GEMMs that read the same left operand, merged into one over the stacked right operands
+# ------------------------------------------------------------------------------------------------
+SIBLING_SHAPES = [("", ("M", "K"), ("K", "N")), ("batched_", ("B", "M", "K"), ("B", "K", "N")),
+                  ("broadcast_", ("B", "M", "K"), ("K", "N"))]
+SIBLINGS = (2, 3)
+
+
+def sibling_matmuls() -> Iterator[RuleCandidate]:
+    """``A @ B_p`` is part ``p`` of ``A @ stack(B_1, ..., B_n)`` (the right operands stacked on a new leading
+    axis, which the matmul broadcasts ``A`` against), read back by a slice of int bounds and a squeeze, where
+    every other ``A @ B_j`` exists too (the rule's context): two or three GEMMs reading one activation (a
+    SwiGLU's gate and up projections, attention's q, k and v) become one GEMM over stacked weights, whose
+    halves the epilogue reads. The weights are parameters, so the stack is built once where the module is
+    frozen (``FusionPlan.static_groups``). Sliced on the new axis, the bounds are ints; a concat along ``N``
+    would need a slice bound of ``N_1`` on an axis ``N_1 + N_2`` long, which slice bounds cannot state."""
+    for prefix, sa, sb in SIBLING_SHAPES:
+        lead = len(sa) + 1 - len(sb)  # leading axes the stacked operand needs: rank(A) + 1 in all
+        for n in SIBLINGS:
+            names = tuple(f"B{j}" for j in range(n))
+            ins = [("A", sa)] + [(name, sb) for name in names]
+
+            def rhs(b, A, p, names=names, lead=lead, **B):
+                parts = []
+                for name in names:
+                    v = B[name]
+                    for _ in range(lead):
+                        v = b.emit("expand_dims", v, axis=0)
+                    parts.append(v)
+                big = _mm(b, A, b.emit("concat", *parts, axis=0))
+                return b.emit("squeeze", b.emit("slice", big, axis=0, start=p, stop=p + 1, step=1), axes=(0,))
+            for p in range(n):
+                yield make(f"{prefix}matmul_sibling_{p}_of_{n}", "merge_matmul", ins,
+                           lambda b, A, p=p, **B: _mm(b, A, B[f"B{p}"]),
+                           lambda b, A, p=p, rhs=rhs, **B: rhs(b, A, p, **B),
+                           context=[lambda b, A, j=j, **B: _mm(b, A, B[f"B{j}"]) for j in range(n) if j != p])
 
 
 # ------------------------------------------------------------------------------------------------
@@ -534,8 +577,8 @@ def _last_op_or_before_add(program: Program, op: str) -> bool:
 def phase_one() -> list[RuleCandidate]:
     """Every candidate that needs no proven facts, deduplicated, in a deterministic order."""
     out: list[RuleCandidate] = []
-    for family in (through_layout, matmul_neighbours, conv_neighbours, reduce_binary, binary_binary, homomorphisms,
-                   simplifications, shift_removal):
+    for family in (through_layout, matmul_neighbours, sibling_matmuls, conv_neighbours, reduce_binary, binary_binary,
+                   homomorphisms, simplifications, shift_removal):
         out += [c for c in family() if c is not None]
     return out
 

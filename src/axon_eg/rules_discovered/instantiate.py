@@ -91,7 +91,7 @@ def ranks(rule: Rule) -> dict[str, int]:
 def tensor_variables(rule: Rule) -> list[str]:
     """Tensor variables in order of first appearance (left-hand side first)."""
     seen: dict[str, None] = {}
-    for side in (rule.lhs, rule.rhs):
+    for side in (rule.lhs, *rule.context, rule.rhs):
         for node in walk(side):
             if isinstance(node, Var):
                 seen.setdefault(node.name, None)

@@ -47,8 +47,16 @@ class RuleStoreError(AxonError):
     """A stored rule that cannot be trusted (no proof, stale semantics, edited, malformed)."""
 
 
+_TEXT_KEYS = ("lhs", "rhs", "conditions", "context")
+
+
 def rule_text(rule: Rule) -> dict[str, Any]:
-    return {"lhs": str(rule.lhs), "rhs": str(rule.rhs), "conditions": [format_sexp(c) for c in rule.conditions]}
+    """The rule as stored: its sides, conditions, and its context patterns where it has any."""
+    text: dict[str, Any] = {"lhs": str(rule.lhs), "rhs": str(rule.rhs),
+                            "conditions": [format_sexp(c) for c in rule.conditions]}
+    if rule.context:
+        text["context"] = [str(c) for c in rule.context]
+    return text
 
 
 def make_entry(rule: Rule, proof: Any, safety: Any) -> dict[str, Any]:
@@ -106,10 +114,11 @@ def rule_of(entry: dict[str, Any], where: str = "the store") -> Rule:
     """The entry's rule, parsed from its text; RuleStoreError naming the entry when it does not parse."""
     name = entry.get("name", "?")
     try:
-        rule = parse_rule(name, entry["lhs"], entry["rhs"], list(entry["conditions"]), family=entry["family"])
+        rule = parse_rule(name, entry["lhs"], entry["rhs"], list(entry["conditions"]), list(entry.get("context", [])),
+                          family=entry["family"])
     except (AxonError, KeyError, TypeError, ValueError) as e:
         raise RuleStoreError(f"rule {name} in {where}: malformed ({e})") from None
-    if rule_text(rule) != {k: entry[k] for k in ("lhs", "rhs", "conditions")}:
+    if rule_text(rule) != {k: entry[k] for k in _TEXT_KEYS if k in entry}:
         raise RuleStoreError(f"rule {name} in {where}: its text is not in canonical form (edited by hand?)")
     return rule
 

@@ -229,6 +229,9 @@ def dtype_conditions(lhs: Pattern, rhs: Pattern) -> list[list]:
 def to_rule(c: RuleCandidate) -> Rule:
     conv = _Converter(c)
     lhs = conv.pattern(c.lhs)
+    context = tuple(conv.pattern(p) for p in c.context)
+    if not all(isinstance(p, App) for p in context):
+        raise Unexpressible("a context must be an op application")
     conv.side = "rhs"
     rhs = conv.pattern(c.rhs)
     if not isinstance(lhs, App):
@@ -247,14 +250,15 @@ def to_rule(c: RuleCandidate) -> Rule:
         if s.constraint:
             op = {">0": ">", "<0": "<", ">=0": ">="}[s.constraint]
             conds.append([op, f"?{s.name}", 0.0])
-    rule = Rule(c.name, lhs, rhs, tuple(conds), {"family": c.family})
+    rule = Rule(c.name, lhs, rhs, tuple(conds), {"family": c.family}, context)
     check_rule(rule)
     return rule
 
 
 def reverse(rule: Rule) -> Rule | None:
-    """The rule read right to left, when the right side binds everything the left side uses."""
-    if not isinstance(rule.rhs, App):
+    """The rule read right to left, when the right side binds everything the left side uses (never for a
+    rule with a context: its right side is what it merged, read back it would only undo the merge)."""
+    if not isinstance(rule.rhs, App) or rule.context:
         return None
     back = Rule(rule.name + "~rev", rule.rhs, rule.lhs, rule.conditions, dict(rule.meta))
     try:
