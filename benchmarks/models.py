@@ -111,7 +111,7 @@ def cmd_build(args: argparse.Namespace) -> int:
             continue
         t0 = time.monotonic()
         code, tail = _child(["_build_one", str(out), name, "--config", args.config, "--k", str(args.k),
-                             "--hw", args.hw], args.timeout)
+                             "--hw", args.hw] + (["--freeze"] if args.freeze else []), args.timeout)
         wall = time.monotonic() - t0
         if code != 0:
             old = json.loads((mdir / "build.json").read_text()) if (mdir / "build.json").exists() else {}
@@ -141,7 +141,7 @@ def _build_one(args: argparse.Namespace) -> int:
         model = spec.build(args.config)
     inputs = tuple(a.to("meta") for a in spec.inputs(args.config, 0))
     t0 = time.monotonic()
-    opt = ax.optimize(model, inputs, remote=str(out / "remote"), k=args.k, hw=args.hw)
+    opt = ax.optimize(model, inputs, remote=str(out / "remote"), k=args.k, hw=args.hw, freeze=args.freeze)
     wall = time.monotonic() - t0
     key = next(iter(opt.compiled.work))
     flops, moved = opt.compiled.work[key]
@@ -150,7 +150,7 @@ def _build_one(args: argparse.Namespace) -> int:
                 "phase1_s": r.phase1_s, "seconds": r.seconds, "flops": r.flops, "bytes": r.bytes} for r in opt.report]
     first = old.get("first_build") or {"wall_s": wall, "regions_phase1_s": [r.phase1_s for r in opt.report]}
     built = {"name": name, "family": spec.family, "source": spec.source, "dtype": str(spec.dtype).removeprefix("torch."),
-             "config": args.config, "k": args.k, "hw": args.hw, "first_build": first, "phase1_s": first["wall_s"],
+             "config": args.config, "k": args.k, "hw": args.hw, "freeze": args.freeze, "first_build": first, "phase1_s": first["wall_s"],
              "wall_s": wall, "flops": flops, "bytes": moved, "regions": regions, "saved": False}
     if not any(r["waiting"] for r in regions):
         opt.save(mdir / "model_new.py")
@@ -410,6 +410,8 @@ def main(argv: list[str] | None = None) -> int:
     b.add_argument("--hw", default="h200")
     b.add_argument("--timeout", type=float, default=900.0, help="seconds per model (default 900)")
     b.add_argument("--force", action="store_true")
+    b.add_argument("--freeze", action="store_true", help="the model's parameters are constant (inference): what "
+                   "depends on them alone is computed once, e.g. stacked or gain-folded weights (``freeze=True``)")
     m = sub.add_parser("measure", help="GPU box: region rows, then each saved model timed")
     m.add_argument("dir")
     m.add_argument("names", nargs="*")
@@ -431,6 +433,7 @@ def main(argv: list[str] | None = None) -> int:
     one.add_argument("--config", default="real")
     one.add_argument("--k", type=int, default=4)
     one.add_argument("--hw", default="h200")
+    one.add_argument("--freeze", action="store_true")
     t = sub.add_parser("_time_one")
     t.add_argument("dir")
     t.add_argument("name")

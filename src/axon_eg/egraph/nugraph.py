@@ -27,7 +27,7 @@ from axon_eg.ir.program import Program
 
 from . import convert, schema, views
 from .check import inconsistencies
-from .kbest import dag_cost, k_best
+from .kbest import dag_cost, k_best, k_best_all
 from .patterns import App, Rule, walk
 from .rules import compile_rule, match_ruleset
 
@@ -91,15 +91,12 @@ class Variant:
     rules: tuple[str, ...] = ()  # the rules that created the e-nodes this variant is built from
 
 
-_PRICED_OUT = 1 << 40
-
-
-def _merges(g: convert.SerializedGraph, made: set[str]) -> list[list[str]]:
-    """The e-classes one consistent set of merges serves, each as [the serving e-node, the others]. A merge
-    lands in each sibling's e-class as an e-node made by a rule with a context, over shared work (its
-    costliest made descendant, the GEMM over stacked weights); each ordering (and each subset) of the siblings
-    made its own, so the shared works are taken greedily, the widest first, then in id order, each only where
-    none of its e-classes is served yet."""
+def _merges(g: convert.SerializedGraph, made: set[str]) -> list[dict[str, str]]:
+    """Consistent merges, each as {sibling e-class: the e-node that serves it}. A merge lands in each sibling's
+    e-class as an e-node made by a rule with a context, over shared work (its costliest made descendant: the
+    stacked weights, or the GEMM over them); each ordering (and each subset) of the siblings made its own, so
+    the shared works are taken greedily, the widest first, then in id order, each only where none of its
+    e-classes is served yet."""
     cls_of = {nid: c for c, ms in g.classes.items() for nid in ms}
     landed = [nid for nid in sorted(made) if any(m not in made for m in g.classes[cls_of[nid]])]
     by_work: dict[str, list[str]] = {}
@@ -114,12 +111,14 @@ def _merges(g: convert.SerializedGraph, made: set[str]) -> list[list[str]]:
                         stack.append(m)
         if below:
             by_work.setdefault(max(sorted(below), key=lambda m: g.cost[m]), []).append(nid)
-    served: dict[str, str] = {}
+    served: set[str] = set()
+    out: list[dict[str, str]] = []
     for work in sorted(by_work, key=lambda w: (-len(by_work[w]), w)):
-        classes = {cls_of[nid] for nid in by_work[work]}
-        if len(classes) == len(by_work[work]) and not classes & served.keys():
-            served.update({cls_of[nid]: nid for nid in by_work[work]})
-    return [[nid] + [m for m in g.classes[c] if m != nid] for c, nid in sorted(served.items())]
+        merge = {cls_of[nid]: nid for nid in by_work[work]}
+        if len(merge) == len(by_work[work]) and not merge.keys() & served:
+            served |= merge.keys()
+            out.append(merge)
+    return out
 
 
 def _nodes_of(term: Any) -> set[str]:
@@ -373,6 +372,7 @@ class NuGraph:
         seen: set = set()
         skeletons: set = set()
         wanted = (k + structural) * 8 if modulo_commutativity else k + structural * 8
+        terms: list[Any] = []  # those the variants were built from, cheapest first
         for cost, term in k_best(g, wanted, self._root_class):
             try:
                 program = convert.term_to_program(g, term, self.program)
@@ -390,38 +390,52 @@ class NuGraph:
             skeletons.add(skeleton)
             same = program.canonical().hash == self._original_key
             out.append(Variant(program, cost, dag_cost(g, term), len(out), () if same else _rules_of(g, term)))
+            terms.append(term)
             if len(out) == k + structural:
                 break
-        if structural and (merged := self._merged(g, skeletons)) is not None:
+        if structural and (merged := self._merged(g, terms, skeletons)) is not None:
             out.append(replace(merged, rank=len(out)))
         return out
 
-    def _merged(self, g: convert.SerializedGraph, skeletons: set) -> Variant | None:
-        """The cheapest variant built from what the rules with a context made (siblings merged into one GEMM
-        over stacked weights), when its skeleton is new. Tree costs charge the merged GEMM once under every
-        sibling it serves, and the weights' stack as a copy per call, which a frozen module builds once, so
-        the k cheapest trees rarely hold it: it is extracted with the merged e-nodes at the least cost and
-        ranked downstream at its real cost (``Variant.dag_cost`` and the backends' cost models)."""
+    def _merged(self, g: convert.SerializedGraph, terms: Sequence[Any], skeletons: set) -> Variant | None:
+        """The first of ``terms`` (extracted, cheapest first) in which every sibling of some merge made by a rule
+        with a context occurs, with those siblings taken from the merge (one GEMM over stacked weights), when
+        its skeleton is new. Tree costs charge the merged GEMM once under every sibling it serves, and the
+        weights' stack as a copy per call, which a frozen module builds once, so the k cheapest trees rarely
+        hold it; it is ranked downstream at its real cost (``Variant.dag_cost`` and the backends' cost models)."""
         merging = {r.name for r in self.rules if r.context}
-        made = [nid for nid, rules in g.made_by.items() if rules and rules <= merging and nid in g.cost]
-        if not made:
+        made = {nid for nid, rules in g.made_by.items() if rules and rules <= merging and nid in g.cost}
+        merges = _merges(g, made) if made else []
+        if not merges:
             return None
-        costs = dict(g.cost)
-        for members in _merges(g, set(made)):  # in an e-class a merge serves, every other e-node is priced out
-            for nid in members[1:]:
-                costs[nid] += _PRICED_OUT
-        for _, term in k_best(replace(g, cost=costs), 4, self._root_class):
-            if not set(made) & _nodes_of(term):
-                return None
+        costs = dict(g.cost)  # the merged e-nodes below a serving one are preferred to anything else
+        for nid in made:
+            costs[nid] = 1
+        serving = {nid: cls for merge in merges for cls, nid in merge.items()}
+        below = k_best_all(replace(g, cost=costs), 1, classes=sorted({c for ch in serving
+                                                                      for c in g.tensor_children(ch)}))
+        cls_of = {nid: c for c, ms in g.classes.items() for nid in ms}
+        for term in terms:
+            present = {cls_of[nid] for nid in _nodes_of(term)}
+            use = {cls: nid for merge in merges if merge.keys() <= present for cls, nid in merge.items()}
+            if not use:
+                continue
+
+            def swap(t: Any) -> Any:
+                nid, kids = t
+                cls = cls_of[nid]
+                if cls in use:
+                    return (use[cls], tuple(below[c][0][1] for c in g.tensor_children(use[cls])))
+                return (nid, tuple(swap(k) for k in kids))
+            merged = swap(term)
             try:
-                program = convert.term_to_program(g, term, self.program)
+                program = convert.term_to_program(g, merged, self.program)
             except AxonError as e:
                 self.report.unbuildable.append(f"{type(e).__name__}: {e}")
                 continue
             if skeleton_key(program) in skeletons:
-                return None
-            cost = _tree_cost(g, term)
-            return Variant(program, cost, dag_cost(g, term), len(skeletons), _rules_of(g, term))
+                continue
+            return Variant(program, _tree_cost(g, merged), dag_cost(g, merged), 0, _rules_of(g, merged))
         return None
 
     def best(self) -> Variant:

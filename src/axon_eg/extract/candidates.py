@@ -226,7 +226,8 @@ def enumerate_candidates(nugraph: NuGraph, target: str | HardwareSpec, k: int = 
     fastest = min((c.predicted_seconds for c in ranked), default=math.inf)
     hopeful = [c for c in ranked if c.predicted_seconds <= HOPELESS * fastest]
     summary.hopeless = len(ranked) - len(hopeful)
-    chosen = _diverse(hopeful or ranked, k, backend)
+    merging = frozenset(r.name for r in nugraph.rules if r.context)
+    chosen = _diverse(hopeful or ranked, k, backend, merging)
     summary.kept = len(chosen)
     return chosen, summary
 
@@ -475,8 +476,17 @@ def _distinct_shapes(ranked: list[Tiling], n: int) -> list[Tiling]:
     return kept + [t for t in ranked if t not in kept][:n - len(kept)]
 
 
-def _diverse(ranked: list[Candidate], k: int, backend: Backend) -> list[Candidate]:
-    """The k to measure, in three passes over the ranking. First coverage: in rank order, each candidate
+MERGE_SLOT = 1.5
+"""A variant made by a rule with a context (sibling GEMMs merged) gets a slot when its best candidate is
+predicted within this factor of the fastest (``_diverse``)."""
+
+
+def _diverse(ranked: list[Candidate], k: int, backend: Backend, merging: frozenset[str] = frozenset()) -> list[Candidate]:
+    """The k to measure, in three passes over the ranking. Where k > 1 and some variant was built by the rules
+    ``merging`` (rules with a context: sibling GEMMs merged into one over stacked weights), its best candidate
+    goes first when predicted within ``MERGE_SLOT`` of the fastest: a merge trades two library GEMMs for one
+    wider GEMM and a fused epilogue for a stack a frozen module builds once, which the cost model ranks no
+    better than it ranks fusion against a library. Then coverage: in rank order, each candidate
     that measures a (group, instruction choice) pair no earlier pick measures (a group named by its kind,
     ops and anchor's shape, so the same fusion decision in two variants or two plans is one group): each
     group with a choice under each of its choices (the library GEMM, TMA, persistent and pointer-load
@@ -486,6 +496,11 @@ def _diverse(ranked: list[Candidate], k: int, backend: Backend) -> list[Candidat
     then the rest by rank (other variants and tilings of the best ones). Ordered by predicted cost."""
     picked: list[Candidate] = []
     covered: set[tuple] = set()
+    if k > 1 and merging and ranked:
+        merged = next((c for c in ranked if merging & set(c.variant.rules)), None)
+        if merged is not None and merged.predicted_seconds <= MERGE_SLOT * ranked[0].predicted_seconds:
+            picked.append(merged)
+            covered |= _teaches(merged, backend)
     for c in ranked:
         if len(picked) >= k:
             break
