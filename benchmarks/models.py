@@ -150,7 +150,8 @@ def _build_one(args: argparse.Namespace) -> int:
                 "phase1_s": r.phase1_s, "seconds": r.seconds, "flops": r.flops, "bytes": r.bytes} for r in opt.report]
     first = old.get("first_build") or {"wall_s": wall, "regions_phase1_s": [r.phase1_s for r in opt.report]}
     built = {"name": name, "family": spec.family, "source": spec.source, "dtype": str(spec.dtype).removeprefix("torch."),
-             "config": args.config, "k": args.k, "hw": args.hw, "freeze": args.freeze, "first_build": first, "phase1_s": first["wall_s"],
+             "config": args.config, "k": args.k, "hw": args.hw, "freeze": args.freeze, "first_build": first,
+             "phase1_s": first["wall_s"],
              "wall_s": wall, "flops": flops, "bytes": moved, "regions": regions, "saved": False}
     if not any(r["waiting"] for r in regions):
         opt.save(mdir / "model_new.py")
