@@ -54,6 +54,7 @@ def refused(proc: subprocess.Popen, timeout: float = 90) -> str:
     return lines[0].removeprefix("axon-eg: error: ")
 
 
+@pytest.mark.slow  # an end-to-end CLI run (make test's 5 minutes; CI runs it in make test-slow)
 def test_sizes_over_the_memory_or_the_interpreter_are_refused_before_phase_1(tmp_path):
     huge = tmp_path / "huge.py"
     huge.write_text(HUGE)

@@ -263,6 +263,7 @@ def test_plain_progress_is_throttled_per_phase_but_keeps_starts_and_ends(monkeyp
 
 
 # -- a real run, in a child with its stdout a pipe: lines arrive while it runs --------------------
+@pytest.mark.slow  # an end-to-end CLI run (make test's 5 minutes; CI runs it in make test-slow)
 def test_progress_lines_arrive_before_the_end(tmp_path):
     env = {**os.environ, "TRITON_INTERPRET": "1", "AXON_EG_FORCE_CPU": "1", "COLUMNS": "80"}
     cmd = [sys.executable, "-m", "axon_eg.cli", "optimize", "rmsnorm", "-k", "2", "--cpu", "--cache",

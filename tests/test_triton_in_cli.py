@@ -46,6 +46,7 @@ BIG_SOFTMAX = (DATA / "softmax_kb.py").read_text().replace(
     "rows, cols = 37, 100", 'rows, cols = 4096, 11008\nSMALL_SIZES = {"rows": 3, "cols": 5}')
 
 
+@pytest.mark.slow  # an end-to-end CLI run (make test's 5 minutes; CI runs it in make test-slow)
 def test_cpu_runs_a_kernelbench_file_at_its_small_sizes_with_progress_lines(tmp_path):
     path = tmp_path / "softmax_big.py"
     path.write_text(BIG_SOFTMAX)
@@ -197,6 +198,7 @@ def get_init_inputs():
 '''
 
 
+@pytest.mark.slow  # an end-to-end CLI run (make test's 5 minutes; CI runs it in make test-slow)
 def test_sizes_over_the_interpreter_or_the_memory_are_refused_naming_them(tmp_path):
     huge = tmp_path / "huge_kb.py"
     huge.write_text(HUGE)

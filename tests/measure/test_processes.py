@@ -122,6 +122,7 @@ def assert_interrupted(proc: subprocess.Popen[str], tree: dict[int, str], sig: s
     assert not [(p, cmdline(p)) for p, s in tree.items() if alive(p, s)]
 
 
+@pytest.mark.slow  # an end-to-end CLI run (make test's 5 minutes; CI runs it in make test-slow)
 def test_sigterm_and_sigint_kill_every_child_keep_rows_and_resume(tmp_path):
     bundle = make_bundle(tmp_path / "b")
     out = tmp_path / "rows.jsonl"
