@@ -380,8 +380,9 @@ def test_cut_region_is_the_cheapest_cut_within_the_limits(kinds, max_ops, max_mm
 
 
 def test_the_block_is_cut_where_only_bf16_values_cross():
-    """The Llama block's regions: at most 3 contractions each, and no float32 value of the norms (their
-    upcast and normalized rows) is written between two regions."""
+    """The Llama block's regions: at most 3 contractions each (linears reading one activation, which merge into
+    one GEMM, counted once), and no float32 value of the norms (their upcast and normalized rows) is written
+    between two regions."""
     torch.manual_seed(0)
     block = DecoderBlock(hidden=64, heads=4, kv_heads=2, intermediate=128, max_seq=16).to(torch.bfloat16).eval()
     with torch.no_grad():
@@ -393,7 +394,7 @@ def test_the_block_is_cut_where_only_bf16_values_cross():
     assert len(calls) >= 2
     for name, node in calls:
         sub = getattr(fused, name)
-        assert sum(n.op == "call_function" and "linear" in str(n.target) for n in sub.graph.nodes) <= 3
+        assert len({n.args[0] for n in sub.graph.nodes if n.op == "call_function" and "linear" in str(n.target)}) <= 3
         for arg in node.args:
             val = arg.meta.get("val") if isinstance(arg, torch.fx.Node) else None
             if isinstance(val, torch.Tensor) and arg.op != "placeholder" and arg.op != "get_attr":
@@ -693,3 +694,30 @@ def test_a_region_handing_on_a_tensor_it_makes_is_left_to_the_code_around_it_and
         torch.testing.assert_close(g.double(), w, rtol=1e-5, atol=1e-5)
     reasons = " ".join(r.why_torch or "" for r in opt.report)
     assert "hands on" in reasons or all(r.kernel for r in opt.report), [r.line() for r in opt.report]
+
+
+@pytest.mark.parametrize("siblings", [2, 3])
+def test_gemms_that_read_one_activation_count_once_and_stay_in_one_run(siblings):
+    """Sibling GEMMs (the same first operand: q, k and v; gate and up) merge into one GEMM over stacked weights,
+    so they count once toward ``max_contractions`` and a cut never separates them when one run can hold them;
+    a GEMM reading another activation still counts."""
+    graph = torch.fx.Graph()
+    x = graph.placeholder("x")
+    x.meta["val"] = torch.empty(8, 8, device="meta")
+    outs = []
+    for k in range(siblings):
+        w = graph.placeholder(f"w{k}")
+        w.meta["val"] = torch.empty(8, 8, device="meta")
+        node = graph.call_function(torch.ops.aten.mm.default, (x, w))
+        node.meta["val"] = torch.empty(8, 8, device="meta")
+        outs.append(node)
+    total = outs[0]
+    for o in outs[1:]:
+        total = graph.call_function(torch.ops.aten.add.Tensor, (total, o))
+        total.meta["val"] = torch.empty(8, 8, device="meta")
+    last = graph.call_function(torch.ops.aten.mm.default, (total, outs[0]))
+    last.meta["val"] = torch.empty(8, 8, device="meta")
+    graph.output(last)
+    nodes = [n for n in graph.nodes if n.op == "call_function"]
+    runs = partition.cut_region(nodes, 64, 1)
+    assert len(runs) == 2 and set(outs) <= set(runs[0]) and last in runs[1]

@@ -78,13 +78,22 @@ def _views_to_readers(runs: list[list[torch.fx.Node]]) -> list[list[torch.fx.Nod
     return [r for r in runs if r]
 
 
+_SIBLING_GEMMS = (torch.ops.aten.linear.default, torch.ops.aten.matmul.default, torch.ops.aten.mm.default)
+"""The contractions whose siblings (the same first operand) count once toward a run's ``max_contractions``."""
+_ATTENTION = (torch.ops.aten.scaled_dot_product_attention.default,)
+_STATISTICS = (torch.ops.aten.mean.dim, torch.ops.aten.var.correction, torch.ops.aten.var_mean.correction)
+
+
 def cut_region(nodes: list[torch.fx.Node], max_ops: int, max_contractions: int = 3) -> list[list[torch.fx.Node]]:
     """``nodes`` (a region in topological order) cut into runs of that order (each convex) of at most
-    ``max_ops`` computing ops and ``max_contractions`` contractions, moving the fewest bytes between runs: a
+    ``max_ops`` computing ops and ``max_contractions`` contractions (GEMMs that read the same activation
+    counted once: they merge into one), moving the fewest bytes between runs: a
     run reads each value an earlier run made once, and writes each value a later run reads, unless the graph
-    needs it anyway (it is read outside the region, so it is written regardless). So a cut falls between a
+    needs it anyway (it is read outside the region, or only attention reads it: q, k and v are in memory
+    either way, so a cut before attention moves nothing more). So a cut falls between a
     residual add and the norm that reads it (one tensor moves), not inside the norm (its float32
-    intermediates would). Never between a multi-output op and its ``getitem``. Ties go to fewer cuts; a run
+    intermediates would), nor between a row statistic and the pass that applies it. Never between a multi-output
+    op and its ``getitem``. Ties go to fewer cuts; a run
     that cannot be cut is over the limit. Exact over all cut sets (dynamic programming over run ends)."""
     n = len(nodes)
     pos = {node: i for i, node in enumerate(nodes)}
@@ -92,19 +101,33 @@ def cut_region(nodes: list[torch.fx.Node], max_ops: int, max_contractions: int =
     uses = [sorted(pos[u] for u in node.users if u in pos) for node in nodes]
     exported = [any(u not in pos for u in node.users) for node in nodes]
     reads = [sorted({pos[a] for a in node.all_input_nodes if a in pos}) for node in nodes]
-    ops, heavy = [0], [0]
+    # a value only attention reads is in memory whatever the cut (the library's or our flash kernel's operand)
+    exported = [exported[k] or bool(uses[k]) and all(u.target in _ATTENTION for u in node.users if u in pos)
+                for k, node in enumerate(nodes)]
+    ops = [0]
     for node in nodes:
         ops.append(ops[-1] + _computes(node))
-        heavy.append(heavy[-1] + (node.target is not operator.getitem and contracts(target(node))))
+    # contractions, siblings counted once: GEMMs reading the same activation (q, k and v; gate and up) merge
+    # into one GEMM over stacked weights (the ``merge_matmul`` rules), so a cut between them costs a launch
+    heavy_key = [(node.args[0] if node.target in _SIBLING_GEMMS and node.args else node)
+                 if node.target is not operator.getitem and contracts(target(node)) else None for node in nodes]
+
+    def contractions(j: int, i: int) -> int:
+        return len({k for k in heavy_key[j:i] if k is not None})
 
     def moved(j: int, i: int) -> int:  # the run nodes[j:i]: what it reads from earlier runs and writes for later
         read = {v for k in range(j, i) for v in reads[k] if v < j}
         written = [k for k in range(j, i) if not exported[k] and uses[k] and uses[k][-1] >= i]
         return sum(size[v] for v in read) + sum(size[k] for k in written)
 
+    # a row statistic (a norm's mean of squares) is read by the pass that applies it in the same run: a cut
+    # between them leaves a kernel of its own for a few bytes and reads the rows twice
+    statistic_until = [max(uses[k]) if nodes[k].target in _STATISTICS and uses[k] else -1 for k in range(n)]
+
     def cuttable(j: int) -> bool:  # a cut before position j
         return nodes[j].target is not operator.getitem and \
-            not any(u.target is operator.getitem for u in nodes[j - 1].users)
+            not any(u.target is operator.getitem for u in nodes[j - 1].users) and \
+            not any(statistic_until[k] >= j for k in range(j))
 
     over = 1 + 2 * sum(size) * max(1, n)  # any cut is better than a run over the limit
     best: list[tuple[int, int, int]] = [(0, 0, 0)] * (n + 1)  # (cost, cuts, start of the last run)
@@ -113,7 +136,7 @@ def cut_region(nodes: list[torch.fx.Node], max_ops: int, max_contractions: int =
         for j in range(i):
             if j and not cuttable(j):
                 continue
-            excess = max(0, ops[i] - ops[j] - max_ops) + max(0, heavy[i] - heavy[j] - max_contractions)
+            excess = max(0, ops[i] - ops[j] - max_ops) + max(0, contractions(j, i) - max_contractions)
             options.append((best[j][0] + moved(j, i) + over * excess, best[j][1] + (1 if j else 0), j))
         best[i] = min(options)
     runs: list[list[torch.fx.Node]] = []
