@@ -109,11 +109,11 @@ def cut_region(nodes: list[torch.fx.Node], max_ops: int, max_contractions: int =
         ops.append(ops[-1] + _computes(node))
     # contractions, siblings counted once: GEMMs reading the same activation (q, k and v; gate and up) merge
     # into one GEMM over stacked weights (the ``merge_matmul`` rules), so a cut between them costs a launch
-    heavy_key = [(node.args[0] if node.target in _SIBLING_GEMMS and node.args else node)
-                 if node.target is not operator.getitem and contracts(target(node)) else None for node in nodes]
+    heavy = [(node.args[0] if node.target in _SIBLING_GEMMS and node.args else node, contracts(target(node)))
+             if node.target is not operator.getitem and contracts(target(node)) else None for node in nodes]
 
-    def contractions(j: int, i: int) -> int:
-        return len({k for k in heavy_key[j:i] if k is not None})
+    def contractions(j: int, i: int) -> int:  # an LSTM step's cell counts as its two GEMMs
+        return sum(dict(h for h in heavy[j:i] if h is not None).values())
 
     def moved(j: int, i: int) -> int:  # the run nodes[j:i]: what it reads from earlier runs and writes for later
         read = {v for k in range(j, i) for v in reads[k] if v < j}
