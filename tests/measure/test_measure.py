@@ -379,3 +379,16 @@ def test_a_timed_batch_holds_the_gpu_until_the_host_has_enqueued_it(monkeypatch)
     times = harness._batch(lambda *a: log.append("call"), "dps", [], [], Flush(), 3)
     assert times == [20.0] * 3
     assert log == [("sleep", harness.HOLD_CYCLES)] + ["flush", "record", "call", "record"] * 3 + ["sync"]
+
+
+def test_a_closure_over_its_inputs_is_timed_without_specs():
+    """``benchmarks/models.py`` times a whole model as ``lambda: model(*inputs)`` with no specs and no output
+    buffers (``time_candidate(fn, [], mode="return")``): the buffers are none, not the first spec's dtype."""
+    from axon_eg.measure.harness import TensorInput, output_buffers
+
+    assert output_buffers([], [], [], "cpu") == []
+    spec = TensorInput.coerce(("x", (2, 3), "fp16"))
+    (buf,) = output_buffers([spec], [(4, 5)], [], "cpu")
+    assert buf.shape == (4, 5) and buf.dtype == torch.float16
+    with pytest.raises(ValueError, match="need their dtypes"):
+        output_buffers([], [(4, 5)], [], "cpu")

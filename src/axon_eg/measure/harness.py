@@ -410,6 +410,19 @@ def check_correctness(fn: Callable[..., Any], specs: Sequence[Any], reference: A
     return res
 
 
+def output_buffers(specs: Sequence[TensorInput], out_shapes: Sequence[tuple[int, ...]], out_dtypes: Sequence[str],
+                   device: str | torch.device) -> list[torch.Tensor]:
+    """The buffers a destination-passing call writes: ``out_shapes`` in ``out_dtypes`` (default: the first
+    input's dtype); none for a call that returns its outputs, or that takes no inputs at all (a whole model
+    timed through a closure over its inputs)."""
+    if not out_shapes:
+        return []
+    if not out_dtypes and not specs:
+        raise ValueError("output buffers need their dtypes when the call takes no inputs")
+    dts = list(out_dtypes) or [specs[0].dtype] * len(out_shapes)
+    return [torch.empty(tuple(s), dtype=TORCH_DTYPES[d], device=device) for s, d in zip(out_shapes, dts)]
+
+
 def time_candidate(fn: Callable[..., Any], specs: Sequence[Any], *, seed: int = 0, device: str | torch.device = "cuda",
                    mode: str = "auto", out_shapes: Sequence[tuple[int, ...]] = (), out_dtypes: Sequence[str] = (),
                    warmup: int = 10, runs: int = MIN_RUNS, stop_above_us: float | None = None
@@ -433,8 +446,7 @@ def time_candidate(fn: Callable[..., Any], specs: Sequence[Any], *, seed: int = 
     runs = max(int(runs), MIN_RUNS)
     specs = [TensorInput.coerce(s) for s in specs]
     inputs = make_inputs(specs, seed, device, device_draw=True)  # timing: the values need no reference
-    dts = list(out_dtypes) or [specs[0].dtype] * len(out_shapes)
-    outputs = [torch.empty(tuple(s), dtype=TORCH_DTYPES[d], device=device) for s, d in zip(out_shapes, dts)]
+    outputs = output_buffers(specs, out_shapes, out_dtypes, device)
     m = resolve_mode(fn, len(inputs), len(outputs), mode)
     flush = torch.empty(L2_FLUSH_BYTES // 4, dtype=torch.int32, device=device)
     calls, t0 = 0, time.perf_counter()
