@@ -1,8 +1,8 @@
-"""Issue 51, parameters frozen in the whole-model paths: with ``freeze=True`` a region's weights are frozen inputs
-of its program (``Program.frozen``) whether the module is exported whole (``ax.optimize``: its parameters are
-``get_attr`` nodes) or captured by dynamo (``torch.compile``: they are ``nn.Parameter`` arguments), so what depends
-on them alone (sibling weights stacked, a gain folded in, a transpose) is built once; the activation never is.
-Without ``freeze`` nothing is frozen. The bundles are written by the remote flow's phase 1 (no GPU)."""
+"""Issue 51, parameters in the whole-model paths: a region's weights are inputs of role ``parameter`` of its
+program (drawn at their initialization scale by the harness) whether the module is exported whole
+(``ax.optimize``: its parameters are ``get_attr`` nodes) or captured by dynamo (``torch.compile``: they are
+``nn.Parameter`` arguments); with ``freeze=True`` they are frozen (``Program.frozen``), so what depends on them
+alone (sibling weights stacked, a gain folded in, a transpose) is built once. The activation is data either way. The bundles are written by the remote flow's phase 1 (no GPU)."""
 
 from __future__ import annotations
 
@@ -44,12 +44,12 @@ def test_a_regions_weights_are_frozen_exactly_when_asked(how: str, freeze: bool,
     headers = _headers(tmp_path)
     assert headers
     for header in headers:
-        marks = re.findall(r"(in\d+): (\w+)\[([^\]]*)\]( \(frozen\))?", header)
-        by_shape = {shape: bool(frozen) for _, _, shape, frozen in marks}
-        weights = [s for s in by_shape if s in ("16", "24, 16", "16, 24")]
+        marks = re.findall(r"(in\d+): (\w+)\[([^\]]*)\]( \((\w+)\))?", header)
+        role = {shape: r or "input" for _, _, shape, _, r in marks}
+        weights = [s for s in role if s in ("16", "24, 16", "16, 24")]
         assert weights, header
-        assert all(by_shape[s] == freeze for s in weights), header
-        assert not by_shape.get("1, 5, 16", False), header  # the activation is data
+        assert all(role[s] == ("frozen" if freeze else "parameter") for s in weights), header
+        assert role.get("1, 5, 16", "input") == "input", header  # the activation is data
 
 
 def test_a_frozen_swiglu_region_measures_the_merged_gemm(tmp_path: Path) -> None:

@@ -78,7 +78,7 @@ from axon_eg import hw as hardware
 from axon_eg import model_new, validate
 from axon_eg.errors import AxonError, InvalidArgument, UnsupportedOperation
 from axon_eg.hw import DEFAULT_HW
-from axon_eg.ir.program import FROZEN, canonical_inputs
+from axon_eg.ir.program import canonical_inputs
 from axon_eg.ir.torch_export import _Captured, _export_error
 from axon_eg.ir.torch_import import from_torch, import_torch
 from axon_eg.measure.worker import ROWS_NAME
@@ -356,8 +356,7 @@ class Compiled:
             return self.gm
         self.work[key] = graph_work(module.graph)
         fused = partition(module, self.opts["region_ops"], self.opts["region_contractions"])
-        if self.opts["freeze"]:
-            _mark_frozen(fused, args)
+        _mark_state(fused, args)
         ahead = self._phase1_ahead(fused) if self.opts["remote"] is not None else {}
         for name, node in _region_calls(fused):
             region = Region(name, [target(n) for n in getattr(fused, name).graph.nodes if n.op == "call_function"])
@@ -608,33 +607,33 @@ def _bundle_one(program: Any, opts: dict[str, Any], root: str) -> float:
     return time.monotonic() - started
 
 
-FROZEN_META = "axon_eg_frozen"
-"""The meta key a partitioned graph's placeholder carries when, under ``freeze``, it is module state (``_mark_frozen``)."""
+STATE_META = "axon_eg_state"
+"""The meta key a partitioned graph's node carries when it is module state (``_mark_state``)."""
 
 
-def _mark_frozen(fused: torch.fx.GraphModule, args: tuple) -> None:
+def _mark_state(fused: torch.fx.GraphModule, args: tuple) -> None:
     """Mark the nodes of ``fused`` (the graph, partitioned) that are module state: an attribute it reads
     (``ax.optimize`` exports the module itself: its parameters and buffers are ``get_attr`` nodes), a parameter
     dynamo hands to the graph as an ``nn.Parameter`` argument, or a buffer (dynamo names its placeholder
     ``..._buffers_...``). A region reads them as arguments, so the importer alone cannot tell them from data."""
     for node in fused.graph.nodes:
         if node.op == "get_attr":
-            node.meta[FROZEN_META] = True
+            node.meta[STATE_META] = True
     for node, arg in zip((n for n in fused.graph.nodes if n.op == "placeholder"), args):
         if isinstance(arg, torch.nn.Parameter) or "_buffers_" in node.name:
-            node.meta[FROZEN_META] = True
+            node.meta[STATE_META] = True
 
 
 def _frozen(program: Any, opts: Mapping[str, Any], sub: torch.fx.GraphModule, call: torch.fx.Node) -> Any:
-    """With ``freeze``: the region's parameters and buffers frozen (``Program.frozen``), those it reads as
-    arguments too (``_mark_frozen``), so that what depends on them alone (a norm's gain folded into a weight,
-    sibling weights stacked, a transposed weight) runs once per version of the weights."""
-    if not opts["freeze"]:
-        return program
+    """The region's program with the inputs module state feeds (``_mark_state``) in the role ``parameter`` (the
+    harness draws a weight at its initialization's scale, ``backends.kernel.weight_scale``), and with ``freeze``
+    its parameters and buffers frozen (``Program.frozen``), so that what depends on them alone (a norm's gain
+    folded into a weight, sibling weights stacked, a transposed weight) runs once per version of the weights."""
     args = [n.name for n in sub.graph.nodes if n.op == "placeholder"]
-    state = {name for name, a in zip(args, call.args) if isinstance(a, torch.fx.Node) and a.meta.get(FROZEN_META)}
-    roles = dict(program.roles) | {s.name: FROZEN for s in program.inputs if s.name in state}
-    return replace(program, roles=tuple(roles.items())).frozen()
+    state = {name for name, a in zip(args, call.args) if isinstance(a, torch.fx.Node) and a.meta.get(STATE_META)}
+    roles = {s.name: "parameter" for s in program.inputs if s.name in state} | dict(program.roles)
+    program = replace(program, roles=tuple((s.name, roles[s.name]) for s in program.inputs if s.name in roles))
+    return program.frozen() if opts["freeze"] else program
 
 
 def compile_region(sub: torch.fx.GraphModule, call: torch.fx.Node, name: str, opts: Mapping[str, Any],

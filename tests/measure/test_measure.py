@@ -392,3 +392,27 @@ def test_a_closure_over_its_inputs_is_timed_without_specs():
     assert buf.shape == (4, 5) and buf.dtype == torch.float16
     with pytest.raises(ValueError, match="need their dtypes"):
         output_buffers([], [(4, 5)], [], "cpu")
+
+
+def test_a_modules_weight_is_drawn_at_its_initialization_scale():
+    """``input_specs`` gives a weight (a parameter, buffer or frozen input of rank >= 2) the scale 1 / sqrt(fan-in)
+    and data none; ``make_inputs`` draws it so (never zeros), and the unit-scale draw is unchanged."""
+    import math
+
+    from axon_eg.backends.kernel import input_specs, weight_scale
+    from axon_eg.ir.builder import Builder
+    from axon_eg.measure.harness import make_inputs
+
+    b = Builder("lin")
+    x, w, g = b.input("x", (64, 300), "fp32"), b.input("w", (200, 300), "fp32"), b.input("g", (300,), "fp32")
+    program = b.build(b.emit("matmul", b.emit("mul", x, g), b.emit("transpose", w, perm=(1, 0))),
+                      roles={"w": "parameter", "g": "parameter"})
+    specs = {s["name"]: s for s in input_specs(program)}
+    assert "scale" not in specs["x"] and "scale" not in specs["g"]
+    assert specs["w"]["scale"] == weight_scale("parameter", (200, 300)) == 1 / math.sqrt(300)
+    assert weight_scale("input", (200, 300)) == 1.0 and weight_scale("frozen", (4, 3, 3, 3)) == 1 / math.sqrt(27)
+    xs, ws, gs = make_inputs(list(specs.values()), seed=3)
+    assert abs(float(xs.std()) - 1) < 0.05 and abs(float(ws.std()) * math.sqrt(300) - 1) < 0.05
+    assert bool((ws != 0).all()) and bool((xs != 0).all())
+    unscaled = make_inputs([{k: v for k, v in s.items() if k != "scale"} for s in specs.values()], seed=3)
+    assert torch.equal(unscaled[0], xs) and torch.allclose(ws, unscaled[1] * specs["w"]["scale"])

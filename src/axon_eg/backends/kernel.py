@@ -4,7 +4,8 @@ point and calling convention, the harness input specs, and static facts for the 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Mapping
+import math
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -12,7 +13,7 @@ from axon_eg.errors import AxonError
 from axon_eg.ir import traced
 from axon_eg.ir.dtypes import DTYPES
 from axon_eg.ir.inputs import index_bounds, positive_inputs
-from axon_eg.ir.program import Program
+from axon_eg.ir.program import FROZEN, Program
 
 
 class NotLowerable(AxonError, NotImplementedError):
@@ -32,14 +33,32 @@ class Kernel:
     meta: dict[str, Any] = field(default_factory=dict)  # lowering per group, tilings, predicted cost
 
 
+WEIGHT_ROLES = ("parameter", "buffer", FROZEN)
+
+
+def weight_scale(role: str, shape: Sequence[int]) -> float:
+    """The scale of a module's weight's random values, 1 / sqrt(fan-in) (every axis but the first: a linear's
+    input features, a convolution's input channels times its window), as layers are initialized; 1 for data,
+    vectors (a norm's gain, a bias) and scalars."""
+    if role not in WEIGHT_ROLES or len(shape) < 2:
+        return 1.0
+    return 1.0 / math.sqrt(max(1, math.prod(shape[1:])))
+
+
 def input_specs(program: Program) -> list[dict[str, Any]]:
     """The harness's input specs (name, concrete shape, dtype, positive; ``high``, the exclusive bound of an
-    index input's values, ``ir.inputs.index_bounds``) for a bound program."""
+    index input's values, ``ir.inputs.index_bounds``; ``scale`` for a module's weight, ``weight_scale``) for a
+    bound program."""
     positive = positive_inputs(program)
     bounds = index_bounds(program)
-    return [{"name": spec.name, "shape": list(program.concrete_shape(node)), "dtype": spec.dtype.name,
-             "positive": spec.name in positive, **({"high": bounds[spec.name]} if spec.name in bounds else {})}
-            for spec, node in zip(program.inputs, program.input_ids)]
+    out = []
+    for spec, node in zip(program.inputs, program.input_ids):
+        shape = list(program.concrete_shape(node))
+        scale = weight_scale(spec.role, shape) if spec.name not in positive and spec.name not in bounds else 1.0
+        out.append({"name": spec.name, "shape": shape, "dtype": spec.dtype.name, "positive": spec.name in positive,
+                    **({"high": bounds[spec.name]} if spec.name in bounds else {}),
+                    **({"scale": scale} if scale != 1.0 else {})})
+    return out
 
 
 def output_dtypes(program: Program) -> list[str]:

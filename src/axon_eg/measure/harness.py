@@ -92,6 +92,7 @@ class TensorInput:
     dtype: str = "fp32"
     positive: bool = False
     high: int | None = None  # an index input: values drawn in 0 .. high - 1
+    scale: float = 1.0  # a weight's normal draws scaled by 1 / sqrt(fan-in) (``backends.kernel.input_specs``)
 
     @staticmethod
     def coerce(spec: Any) -> TensorInput:
@@ -100,7 +101,8 @@ class TensorInput:
         if isinstance(spec, Mapping):
             high = spec.get("high")
             return TensorInput(str(spec["name"]), tuple(int(d) for d in spec["shape"]), str(spec.get("dtype", "fp32")),
-                             bool(spec.get("positive", False)), None if high is None else int(high))
+                             bool(spec.get("positive", False)), None if high is None else int(high),
+                             float(spec.get("scale", 1.0)))
         name, shape, dtype, *rest = spec
         return TensorInput(str(name), tuple(int(d) for d in shape), str(dtype), bool(rest[0]) if rest else False)
 
@@ -143,7 +145,10 @@ the value is restated; ``tests/test_inputs.py`` ties the two)."""
 
 def make_inputs(specs: Sequence[Any], seed: int, device: str | torch.device = "cpu",
                 device_draw: bool = False) -> list[torch.Tensor]:
-    """Seeded inputs: standard normal (exact zeros replaced), or uniform in ``POSITIVE`` for positive specs;
+    """Seeded inputs: standard normal times the spec's ``scale`` (exact zeros replaced; a module's weight is
+    drawn at 1 / sqrt(fan-in), as layers are initialized, so that a deep contraction's outputs keep unit scale: at
+    unit scale a 4096-wide q and k projection make softmax logits in the hundreds, and even eager bf16 is judged
+    wrong against float64), or uniform in ``POSITIVE`` for positive specs;
     a bool spec true with probability 1/2, an integer one in +-1 .. +-8, an index one (``high``) in
     0 .. high - 1.
 
@@ -174,9 +179,9 @@ def make_inputs(specs: Sequence[Any], seed: int, device: str | torch.device = "c
             lo, hi = POSITIVE
             t = torch.rand(spec.shape, generator=g, dtype=torch.float32, device=where) * (hi - lo) + lo
         else:
-            t = torch.randn(spec.shape, generator=g, dtype=torch.float32, device=where)
+            t = torch.randn(spec.shape, generator=g, dtype=torch.float32, device=where) * spec.scale
         t = t.to(TORCH_DTYPES[spec.dtype])
-        t = torch.where(t == 0, torch.full_like(t, 0.5), t)  # never zeros, also after rounding to 16 bits
+        t = torch.where(t == 0, torch.full_like(t, 0.5 * spec.scale), t)  # never zeros, also after rounding to 16 bits
         out.append(t.to(device))
     return out
 
