@@ -2,7 +2,8 @@
 program (drawn at their initialization scale by the harness) whether the module is exported whole
 (``ax.optimize``: its parameters are ``get_attr`` nodes) or captured by dynamo (``torch.compile``: they are
 ``nn.Parameter`` arguments); with ``freeze=True`` they are frozen (``Program.frozen``), so what depends on them
-alone (sibling weights stacked, a gain folded in, a transpose) is built once. The activation is data either way. The bundles are written by the remote flow's phase 1 (no GPU)."""
+alone (sibling weights stacked, a gain folded in, a transpose) is built once. The activation is data either way.
+The bundles are written by the remote flow's phase 1 (no GPU)."""
 
 from __future__ import annotations
 
