@@ -112,9 +112,6 @@ def cut_region(nodes: list[torch.fx.Node], max_ops: int, max_contractions: int =
     heavy = [(node.args[0] if node.target in _SIBLING_GEMMS and node.args else node, contracts(target(node)))
              if node.target is not operator.getitem and contracts(target(node)) else None for node in nodes]
 
-    def contractions(j: int, i: int) -> int:  # an LSTM step's cell counts as its two GEMMs
-        return sum(dict(h for h in heavy[j:i] if h is not None).values())
-
     def moved(j: int, i: int) -> int:  # the run nodes[j:i]: what it reads from earlier runs and writes for later
         read = {v for k in range(j, i) for v in reads[k] if v < j}
         written = [k for k in range(j, i) if not exported[k] and uses[k] and uses[k][-1] >= i]
@@ -124,19 +121,25 @@ def cut_region(nodes: list[torch.fx.Node], max_ops: int, max_contractions: int =
     # between them leaves a kernel of its own for a few bytes and reads the rows twice
     statistic_until = [max(uses[k]) if nodes[k].target in _STATISTICS and uses[k] else -1 for k in range(n)]
 
-    def cuttable(j: int) -> bool:  # a cut before position j
-        return nodes[j].target is not operator.getitem and \
-            not any(u.target is operator.getitem for u in nodes[j - 1].users) and \
-            not any(statistic_until[k] >= j for k in range(j))
+    reach = [-1] * (n + 1)  # reach[j]: the last use of a statistic made before position j
+    for k in range(n):
+        reach[k + 1] = max(reach[k], statistic_until[k])
+    cuttable = [j == 0 or (nodes[j].target is not operator.getitem and reach[j] < j and  # a cut before position j
+                           not any(u.target is operator.getitem for u in nodes[j - 1].users)) for j in range(n)]
 
     over = 1 + 2 * sum(size) * max(1, n)  # any cut is better than a run over the limit
     best: list[tuple[int, int, int]] = [(0, 0, 0)] * (n + 1)  # (cost, cuts, start of the last run)
     for i in range(1, n + 1):
         options = []
-        for j in range(i):
-            if j and not cuttable(j):
+        seen: dict[object, int] = {}  # the run nodes[j:i]'s contractions, an LSTM step's cell as its two GEMMs,
+        heavy_count = 0  # siblings (one key) once; grown as j walks down
+        for j in range(i - 1, -1, -1):
+            if heavy[j] is not None and heavy[j][0] not in seen:
+                seen[heavy[j][0]] = heavy[j][1]
+                heavy_count += heavy[j][1]
+            if not cuttable[j]:
                 continue
-            excess = max(0, ops[i] - ops[j] - max_ops) + max(0, contractions(j, i) - max_contractions)
+            excess = max(0, ops[i] - ops[j] - max_ops) + max(0, heavy_count - max_contractions)
             options.append((best[j][0] + moved(j, i) + over * excess, best[j][1] + (1 if j else 0), j))
         best[i] = min(options)
     runs: list[list[torch.fx.Node]] = []
