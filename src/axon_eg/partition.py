@@ -112,11 +112,6 @@ def cut_region(nodes: list[torch.fx.Node], max_ops: int, max_contractions: int =
     heavy = [(node.args[0] if node.target in _SIBLING_GEMMS and node.args else node, contracts(target(node)))
              if node.target is not operator.getitem and contracts(target(node)) else None for node in nodes]
 
-    def moved(j: int, i: int) -> int:  # the run nodes[j:i]: what it reads from earlier runs and writes for later
-        read = {v for k in range(j, i) for v in reads[k] if v < j}
-        written = [k for k in range(j, i) if not exported[k] and uses[k] and uses[k][-1] >= i]
-        return sum(size[v] for v in read) + sum(size[k] for k in written)
-
     # a row statistic (a norm's mean of squares) is read by the pass that applies it in the same run: a cut
     # between them leaves a kernel of its own for a few bytes and reads the rows twice
     statistic_until = [max(uses[k]) if nodes[k].target in _STATISTICS and uses[k] else -1 for k in range(n)]
@@ -131,16 +126,29 @@ def cut_region(nodes: list[torch.fx.Node], max_ops: int, max_contractions: int =
     best: list[tuple[int, int, int]] = [(0, 0, 0)] * (n + 1)  # (cost, cuts, start of the last run)
     for i in range(1, n + 1):
         options = []
-        seen: dict[object, int] = {}  # the run nodes[j:i]'s contractions, an LSTM step's cell as its two GEMMs,
-        heavy_count = 0  # siblings (one key) once; grown as j walks down
+        # the run nodes[j:i], grown as j walks down: its contractions (an LSTM step's cell as its two GEMMs,
+        # siblings under one key once), and the bytes it moves: what it reads from earlier runs (each value
+        # once) and writes for later ones
+        seen: dict[object, int] = {}
+        heavy_count = 0
+        read: set[int] = set()
+        read_bytes = written_bytes = 0
         for j in range(i - 1, -1, -1):
             if heavy[j] is not None and heavy[j][0] not in seen:
                 seen[heavy[j][0]] = heavy[j][1]
                 heavy_count += heavy[j][1]
+            if j in read:  # now made inside the run
+                read_bytes -= size[j]
+            for v in reads[j]:  # every v < j (topological order)
+                if v not in read:
+                    read.add(v)
+                    read_bytes += size[v]
+            if not exported[j] and uses[j] and uses[j][-1] >= i:
+                written_bytes += size[j]
             if not cuttable[j]:
                 continue
             excess = max(0, ops[i] - ops[j] - max_ops) + max(0, heavy_count - max_contractions)
-            options.append((best[j][0] + moved(j, i) + over * excess, best[j][1] + (1 if j else 0), j))
+            options.append((best[j][0] + read_bytes + written_bytes + over * excess, best[j][1] + (1 if j else 0), j))
         best[i] = min(options)
     runs: list[list[torch.fx.Node]] = []
     i = n
