@@ -402,7 +402,7 @@ class Compiled:
                 continue
             try:
                 program, cut = region_program(sub, node, f"{type(self.gm).__name__}_{name}")[:2]
-                program = by_position(_frozen(program, opts, cut, node))
+                program = by_position(_region_roles(program, opts, cut, node))
                 spec = region_run(program, opts, root, checked=False)
             except Exception:  # noqa: BLE001, S112 - the build's own loop words the error
                 continue
@@ -624,7 +624,7 @@ def _mark_state(fused: torch.fx.GraphModule, args: tuple) -> None:
             node.meta[STATE_META] = True
 
 
-def _frozen(program: Any, opts: Mapping[str, Any], sub: torch.fx.GraphModule, call: torch.fx.Node) -> Any:
+def _region_roles(program: Any, opts: Mapping[str, Any], sub: torch.fx.GraphModule, call: torch.fx.Node) -> Any:
     """The region's program with the inputs module state feeds (``_mark_state``) in the role ``parameter`` (the
     harness draws a weight at its initialization's scale, ``backends.kernel.weight_scale``), and with ``freeze``
     its parameters and buffers frozen (``Program.frozen``), so that what depends on them alone (a norm's gain
@@ -646,7 +646,7 @@ def compile_region(sub: torch.fx.GraphModule, call: torch.fx.Node, name: str, op
     pipeline = _pipeline()
     program, sub, fakes, single, where, keep = region_program(sub, call, name)
     extras = _made_inputs(sub, fakes, name, program)
-    program = by_position(_frozen(program, opts, sub, call))
+    program = by_position(_region_roles(program, opts, sub, call))
     baselines = REGION_BASELINES[opts["rest"]]
     if opts["remote"] is not None:
         root = Path(opts["remote"])

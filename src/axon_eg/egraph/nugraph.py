@@ -137,13 +137,7 @@ def _tree_cost(g: convert.SerializedGraph, term: Any) -> int:
 
 
 def _rules_of(g: convert.SerializedGraph, term: Any) -> tuple[str, ...]:
-    found: set[str] = set()
-    stack = [term]
-    while stack:
-        nid, kids = stack.pop()
-        found |= g.made_by.get(nid, set())
-        stack.extend(kids)
-    return tuple(sorted(found))
+    return tuple(sorted({rule for nid in _nodes_of(term) for rule in g.made_by.get(nid, ())}))
 
 
 class NuGraph:
@@ -268,8 +262,7 @@ class NuGraph:
                     continue
                 break
             changed = self._iterate(active, limits, report)
-            self._retired |= {r.name for r in active  # ran once, unless backed off (``Rule.context``)
-                              if r.context and self._banned_until[r.name] <= it}
+            self._retire(active)
             last = time.perf_counter() - began
             self._iteration += 1
             report.iterations += 1
@@ -327,6 +320,11 @@ class NuGraph:
             raise self._diagnose(current or active, str(e)) from None
         return changed
 
+    def _retire(self, ran: Sequence[Rule]) -> None:
+        """After an iteration: the rules with a context that ran in it (not backed off) never run again
+        (``Rule.context``: they make e-nodes their own context can match)."""
+        self._retired |= {r.name for r in ran if r.context and self._banned_until[r.name] <= self._iteration}
+
     def _stage_run(self, name: str) -> str:
         """The schedule item of rule ``name``'s matching stage ("" for a rule of one stage)."""
         stage = self._stage.get(name)
@@ -340,8 +338,7 @@ class NuGraph:
             active = [r for r in replay.rules if replay._banned_until[r.name] <= replay._iteration
                       and r.name not in replay._retired]
             replay._iterate(active, self._limits, SaturationReport())
-            replay._retired |= {r.name for r in active
-                                 if r.context and replay._banned_until[r.name] <= replay._iteration}
+            replay._retire(active)
             replay._iteration += 1
         for rule in suspects:
             replay._run("(push)")
