@@ -487,6 +487,41 @@ def test_rest_eager_runs_the_graph_as_torch_code_and_a_bad_rest_is_refused(tmp_p
         ax.optimize(model, (x,), rest="aot")
 
 
+class NothingToKeep(nn.Module):
+    """A transpose (a region of views only: no kernel) before an op axon_eg does not import."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.logcumsumexp(x.transpose(0, 1), dim=0)
+
+
+def test_with_no_region_kept_the_model_runs_torch_compiles_own_code(tmp_path):
+    """No region kept: the backend hands Inductor the graph dynamo captured, ``ax.optimize`` is
+    ``torch.compile`` of the module, and the saved ``ModelNew`` compiles its class's own ``forward``: what
+    ``torch.compile`` makes of the model, not Inductor's code for the exported, partitioned graph."""
+    x = torch.randn(6, 5) * 3
+    want = NothingToKeep()(x.double())
+    made = compiled(NothingToKeep(), tmp_path)
+    with torch.no_grad():
+        torch.testing.assert_close(made(x).double(), want, rtol=1e-5, atol=1e-6)
+    backend = dynamo.Compiled.made[-1]
+    key = next(iter(backend.versions))
+    assert not any(r.kernel for r in backend.report[key])
+    assert backend.rest[key].startswith("inductor (no region kept")
+    opt = ax.optimize(NothingToKeep(), (x,), cache_dir=str(tmp_path), **OPTS)
+    key = next(iter(opt.compiled.versions))
+    assert opt.compiled.rest[key].startswith("inductor (no region kept")
+    assert isinstance(opt.compiled.versions[key], torch._dynamo.eval_frame.OptimizedModule)
+    path = opt.save(tmp_path / "nothing_kept.py")
+    spec = importlib.util.spec_from_file_location("nothing_kept", path)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod
+    spec.loader.exec_module(mod)
+    assert mod._AXON_EG_KEPT is False
+    with torch.no_grad():
+        torch.testing.assert_close(mod.ModelNew()(x).double(), want, rtol=1e-5, atol=1e-6)
+        torch.testing.assert_close(opt(x).double(), want, rtol=1e-5, atol=1e-6)
+
+
 def test_splice_keeps_every_output_a_region_hands_back_and_never_aliases(tmp_path):
     """A region output that is its input (``x.float()`` of a float tensor) is wired to that input, outside
     the op; the custom op returns new tensors only."""

@@ -198,7 +198,7 @@ class OptimizedModule(torch.nn.Module):
     def __init__(self, module: torch.nn.Module, example_inputs: Any, **opts: Any):
         super().__init__()
         self.original = module
-        self.compiled = Compiled(module, options(opts, "ax.optimize"))
+        self.compiled = Compiled(module, options(opts, "ax.optimize"), captured=False)
         args = tuple(example_inputs) if isinstance(example_inputs, (tuple, list)) else (example_inputs,)
         with torch.no_grad():
             key = signature(args)
@@ -291,6 +291,8 @@ class Compiled:
 
     gm: torch.fx.GraphModule
     opts: dict[str, Any]
+    captured: bool = True
+    """``gm`` is the graph dynamo captured (the backend); False: the user's module itself (``ax.optimize``)."""
     versions: dict[tuple, Callable[..., Any]] = field(default_factory=dict)
     report: dict[tuple, list[Region]] = field(default_factory=dict)
     graphs: dict[tuple, torch.fx.GraphModule] = field(default_factory=dict)
@@ -380,7 +382,7 @@ class Compiled:
             setattr(fused, name, kernel)
         fused.recompile()
         self.graphs[key] = fused
-        run = self._rest(fused, args, key)
+        run = self._rest(fused, args, key, kept=any(r.kernel for r in regions))
         self._say(regions, key)
         return run
 
@@ -422,9 +424,11 @@ class Compiled:
                     continue
         return done
 
-    def _rest(self, fused: torch.fx.GraphModule, args: tuple, key: tuple) -> Callable[..., Any]:
+    def _rest(self, fused: torch.fx.GraphModule, args: tuple, key: tuple, kept: bool = True) -> Callable[..., Any]:
         """The version's callable: with ``rest="inductor"``, Inductor's code for ``fused`` with each kept
-        region spliced in as an opaque custom op (:func:`splice`); with ``rest="eager"``, or for meta inputs
+        region spliced in as an opaque custom op (:func:`splice`), and with no region ``kept``, Inductor's code
+        ``torch.compile`` makes for the whole graph (Inductor's code for the exported, partitioned graph differs:
+        0.98x ``torch.compile`` on a ShuffleNet unit, H100); with ``rest="eager"``, or for meta inputs
         (no kernel runs), or when Inductor fails (said in a warning and in :attr:`rest`), ``fused`` itself."""
         if self.opts["rest"] == "eager":
             self.rest[key] = "eager (option rest='eager')"
@@ -432,8 +436,12 @@ class Compiled:
         if any(isinstance(a, torch.Tensor) and a.is_meta for a in args):
             self.rest[key] = "eager (meta inputs: nothing runs)"
             return fused
+        if not kept:  # torch.compile's own code: the graph dynamo captured, or the module dynamo will capture
+            self.rest[key] = "inductor (no region kept: torch.compile's code for the whole graph)"
+            if not self.captured:
+                return torch.compile(self.gm)
         try:
-            return inductor(splice(fused), args, self.opts["verbose"])
+            return inductor(splice(fused) if kept else self.gm, args, self.opts["verbose"])
         except Exception as exc:  # noqa: BLE001 - Inductor's failures are many; the graph still runs
             self.rest[key] = f"eager (Inductor failed: {_first_line(exc)})"
             warnings.warn(f"axon_eg: the graph around the regions runs as torch code: Inductor failed: "

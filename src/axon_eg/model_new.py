@@ -697,8 +697,10 @@ def write(optimized: Any, path: Path) -> Path:
     spec = pytree.treespec_dumps(out_spec) if out_spec is not None else None
     base = source.base
     rest = optimized.compiled.opts.get("rest", "eager")
+    kept = any(isinstance(child, RegionKernel) for child in graph_module.children())
     parts += [f"_AXON_EG_OUT_SPEC = {spec!r}",
               f"_AXON_EG_REST = {rest!r}  # 'inductor': forward runs the graph through torch.compile, the regions opaque",
+              f"_AXON_EG_KEPT = {kept!r}  # False: no region beat Inductor; forward is torch.compile of the class's own",
               "", "",
               f"class ModelNew({base}):",
               f'    """{cls.__name__} with axon_eg\'s kernels: the same __init__ (so the same parameters from the same '
@@ -721,7 +723,10 @@ def write(optimized: Any, path: Path) -> Path:
               "        if _AXON_EG_REST == 'inductor' and _AXON_EG_DEVICE.type != 'meta':",
               "            compiled = self.__dict__.get('_axon_eg_compiled')",
               "            if compiled is None:",
-              "                compiled = self.__dict__['_axon_eg_compiled'] = torch.compile(_axon_eg_graph)",
+              "                compiled = self.__dict__['_axon_eg_compiled'] = torch.compile(",
+              "                    _axon_eg_graph if _AXON_EG_KEPT else super().forward)",
+              "            if not _AXON_EG_KEPT:",
+              "                return compiled(*args)",
               "            out = compiled(self, *args)",
               "        else:",
               "            out = _axon_eg_graph(self, *args)",
