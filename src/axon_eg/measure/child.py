@@ -67,8 +67,8 @@ def run_child(bundle: Path, cand_id: str, result_path: Path) -> int:
 
     # A child compiles one graph. Inductor's default starts a compile pool (one process per core) in every child: on a
     # 16-core GPU box that was 10 s of each timed torch.compile baseline, even with its FX graph on disk from the warm-up,
-    # whose children already compile in parallel. One thread changes no generated code. Set in the environment, read
-    # when Inductor's config is first imported (here, after the fork): importing it now cost every child 4-5 s.
+    # whose children already compile in parallel. One thread changes no generated code. Set in the environment (read
+    # when Inductor's config is first imported, after the fork): a child that never compiles imports none of Inductor.
     os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
 
     try:
