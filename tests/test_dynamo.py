@@ -401,6 +401,47 @@ def test_the_block_is_cut_where_only_bf16_values_cross():
                 assert val.dtype == torch.bfloat16, (name, arg.name, val.dtype)
 
 
+class Unrolled(nn.Module):
+    """A cell over the steps of ``x`` (``x[t]`` seq-first, ``x[:, t]`` batch-first), its state carried."""
+
+    def __init__(self, batch_first: bool) -> None:
+        super().__init__()
+        self.batch_first = batch_first
+        self.cell = nn.Linear(12, 6)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = torch.zeros(x.shape[0 if self.batch_first else 1], 6)
+        for t in range(x.shape[1 if self.batch_first else 0]):
+            step = x[:, t] if self.batch_first else x[t]
+            h = torch.tanh(self.cell(torch.cat([step, h], dim=-1))) * 0.5 + h
+        return h
+
+
+@pytest.mark.parametrize("batch_first", [False, True])
+def test_the_steps_of_an_unrolled_loop_over_contiguous_pieces_are_one_region(batch_first):
+    """``x[t]`` of a seq-first input is contiguous: it is taken around the regions, which are then the same
+    graph each step (one bundle, phase 1 once); ``x[:, t]`` of a batch-first one is not (a copy, out of the
+    region): each region reads ``x`` whole and folds its step's offset into its loads."""
+    x = torch.randn(4, 5, 6) if batch_first else torch.randn(5, 4, 6)
+    with torch.no_grad():
+        module = torch.export.export(Unrolled(batch_first).eval(), (x,)).module()
+    regions.drop_asserts(module.graph)
+    module.recompile()
+    fused = partition.partition(module, max_contractions=1)
+    calls = dynamo._region_calls(fused)
+    assert len(calls) == 5
+    inner = [sum(n.op == "call_function" and n.target is torch.ops.aten.select.int for n in getattr(fused, name).graph.nodes)
+             for name, _ in calls]
+    steps = {dynamo.by_position(dynamo.region_program(getattr(fused, name), node, "step")[0]).hash
+             for name, node in calls[1:]}
+    if batch_first:
+        assert inner == [1] * 5 and len(steps) == 4
+    else:
+        assert inner == [0] * 5 and len(steps) == 1
+        outside = [n for n in fused.graph.nodes if n.op == "call_function" and n.target is torch.ops.aten.select.int]
+        assert len(outside) == 5
+
+
 @pytest.mark.parametrize("given, message", [({"region_ops": 0}, "region_ops must be an integer >= 1"),
                                             ({"region_contractions": 1.5}, "region_contractions must be"),
                                             ({"remote": 3}, "remote must be a directory path")])

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import operator
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from functools import cache
 
 import torch
@@ -45,7 +45,8 @@ def partition(module: torch.fx.GraphModule, max_ops: int = 24, max_contractions:
     order = {n: i for i, n in enumerate(module.graph.nodes)}
     pieces: list[Partition] = []
     for part in partitioner.propose_partitions():
-        runs = _views_to_readers(cut_region(sorted(part.nodes, key=order.__getitem__), max_ops, max_contractions))
+        runs = _pieces_out(_views_to_readers(cut_region(sorted(part.nodes, key=order.__getitem__), max_ops,
+                                                        max_contractions)), part.nodes)
         for chunk in runs:
             pieces.append(Partition(len(pieces), chunk))
     return partitioner.fuse_partitions(pieces)
@@ -76,6 +77,31 @@ def _views_to_readers(runs: list[list[torch.fx.Node]]) -> list[list[torch.fx.Nod
                 owner[n] = later
                 moved = True
     return [r for r in runs if r]
+
+
+_PIECES = (torch.ops.aten.select.int, torch.ops.aten.slice.Tensor, torch.ops.aten.narrow.default)
+"""Views that take a piece of a tensor at constant offsets (``x[t]``, ``x[:, a:b]``)."""
+
+
+def _pieces_out(runs: list[list[torch.fx.Node]], region: Collection[torch.fx.Node]) -> list[list[torch.fx.Node]]:
+    """Each run without the contiguous pieces (``_PIECES``) it takes of a value from outside the region that is
+    not module state: the piece, a view the region's kernel reads without a copy, is made around the region,
+    so the steps of an unrolled loop over ``x[t]`` are one region (one bundle: phase 1 and the measurement
+    once, not once per ``t``). A piece that is not contiguous stays in (its kernel folds the offset into its
+    loads; out, it would be a copy). Runs stay convex: the piece's inputs are outside the region."""
+    def out(node: torch.fx.Node) -> bool:
+        val = node.meta.get("val")
+        return (node.target in _PIECES and isinstance(val, torch.Tensor) and val.is_contiguous()
+                and all(a not in region and not _state(a) for a in node.all_input_nodes))
+
+    runs = [[n for n in run if not out(n)] for run in runs]
+    return [r for r in runs if r]
+
+
+def _state(node: torch.fx.Node) -> bool:
+    """A parameter or buffer: read with ``get_attr`` (an exported module), or a placeholder dynamo names for it."""
+    return node.op == "get_attr" or node.op == "placeholder" and ("_parameters_" in node.name
+                                                                   or "_buffers_" in node.name)
 
 
 _SIBLING_GEMMS = (torch.ops.aten.linear.default, torch.ops.aten.matmul.default, torch.ops.aten.mm.default)
