@@ -416,3 +416,22 @@ def test_a_modules_weight_is_drawn_at_its_initialization_scale():
     assert bool((ws != 0).all()) and bool((xs != 0).all())
     unscaled = make_inputs([{k: v for k, v in s.items() if k != "scale"} for s in specs.values()], seed=3)
     assert torch.equal(unscaled[0], xs) and torch.allclose(ws, unscaled[1] * specs["w"]["scale"])
+
+
+def test_a_child_finds_dynamo_and_inductor_imported_and_inductor_on_one_thread(tmp_path):
+    """The fork server imports dynamo and Inductor once (a torch.compile baseline's child does not pay for the
+    import) with one compile thread and NVML's CUDA check in its environment, which its children inherit."""
+    probe = ("import os, sys\n"
+             "missing = [m for m in ('torch._dynamo', 'torch._inductor.compile_fx') if m not in sys.modules]\n"
+             "env = {k: os.environ.get(k) for k in ('TORCHINDUCTOR_COMPILE_THREADS', 'PYTORCH_NVML_BASED_CUDA_CHECK')}\n"
+             "if missing or env != {'TORCHINDUCTOR_COMPILE_THREADS': '1', 'PYTORCH_NVML_BASED_CUDA_CHECK': '1'}:\n"
+             "    raise RuntimeError(f'not preloaded: {missing} {env}')\n"
+             "def kernel(x, y, out):\n    out.copy_(x + y)\n")
+    bundle = make_bundle(tmp_path / "b", {"probe": probe})
+    out = tmp_path / "rows.jsonl"
+    env = {k: v for k, v in ENV.items() if k not in ("TORCHINDUCTOR_COMPILE_THREADS", "PYTORCH_NVML_BASED_CUDA_CHECK")}
+    proc = subprocess.run([PY, "-m", "axon_eg.measure", str(bundle), "--out", str(out), "--cpu"], env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    (row,) = read_rows(out)
+    assert row["status"] == "ok", row["error"]

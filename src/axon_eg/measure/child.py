@@ -65,12 +65,6 @@ def run_child(bundle: Path, cand_id: str, result_path: Path) -> int:
 
     from axon_eg.measure import harness  # lazy: loads torch; the worker imports this module and must not
 
-    # A child compiles one graph. Inductor's default starts a compile pool (one process per core) in every child: on a
-    # 16-core GPU box that was 10 s of each timed torch.compile baseline, even with its FX graph on disk from the warm-up,
-    # whose children already compile in parallel. One thread changes no generated code. Set in the environment (read
-    # when Inductor's config is first imported, after the fork): a child that never compiles imports none of Inductor.
-    os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
-
     try:
         import triton  # noqa: F401
     except ImportError:

@@ -26,7 +26,20 @@ from typing import Any
 from axon_eg.measure.child import run_child
 
 _PRELOAD = ["numpy", "torch", "triton", "triton.language", "axon_eg.measure.harness",
-            "axon_eg.backends.triton.interpreter"]
+            "axon_eg.backends.triton.interpreter", "torch._dynamo", "torch._inductor.compile_fx"]
+"""Imported once by the server, so no child imports them again: a torch.compile baseline's child spent 1.3 s
+(this 2-core machine) importing dynamo and Inductor, and a GPU box's child 4 to 5 s importing Inductor's config
+alone (H100, 2026-12-07: each eager child took 5 to 8 s with that import, 1 to 2 s without)."""
+_SERVER_ENV = {
+    # A child compiles one graph. Inductor's default starts a compile pool (a process per core) in each child; the
+    # warm-up's children already compile in parallel. One thread changes no generated code. Read when Inductor's
+    # config is imported: in the server, above.
+    "TORCHINDUCTOR_COMPILE_THREADS": "1",
+    # torch.cuda.is_available() and device_count() through NVML, which leaves the CUDA driver uninitialized: an
+    # import in the server that asks must not make every forked child's CUDA fail.
+    "PYTORCH_NVML_BASED_CUDA_CHECK": "1",
+}
+"""Set in the server's environment (and so its children's) unless the caller's environment sets them."""
 _BOOT = "import sys, json; sys.path[:] = json.loads(sys.argv[1]); from axon_eg.measure.forkserver import _serve; _serve()"
 """The server's whole ``-c`` program: the parent's ``sys.path``, then :func:`_serve`. Nothing of the parent's
 ``__main__`` (a user's script or notebook) is ever imported in the server or in a child."""
@@ -191,7 +204,7 @@ def fork_server(interpret: bool) -> _Server:
         if srv is None or srv.dead:
             if srv is not None:
                 srv.stop()  # reap the one that died
-            env = dict(os.environ)
+            env = {**_SERVER_ENV, **os.environ}
             if interpret:
                 env["TRITON_INTERPRET"] = "1"
             main = threading.current_thread() is threading.main_thread()
@@ -355,7 +368,7 @@ def _fork_child(bundle: str, cand_id: str, result_path: str, err_path: str, gpu:
     os.dup2(fd, 2)
     interpret = os.environ.get("TRITON_INTERPRET")
     os.environ.clear()
-    os.environ.update(env)
+    os.environ.update({**_SERVER_ENV, **env})  # what the server imported with, unless the caller set it
     if interpret is None:
         os.environ.pop("TRITON_INTERPRET", None)
     else:
