@@ -41,6 +41,7 @@ from . import (
     diffusion,
     efficientnet,
     gpt2,
+    heldout,
     inception,
     llama,
     mixer,
@@ -342,6 +343,36 @@ register("wide_mlp", "mlp", mlp.WideMLP,
           "real": dict(in_features=1024, hidden=8192, out_features=1000, layers=4)},
          _both([(8, 32)], [(2048, 1024)]),
          "A plain wide MLP: (Linear, LayerNorm, ReLU, dropout) x3, a Linear head")
+
+# --- Written after the rest, before anything was tuned for them (heldout.py) ---------------------------------------------
+
+register("t5_layer", "t5", heldout.T5Layer,
+         {"small": dict(dim=32, heads=4, ff=64, seq=8), "real": dict(dim=768, heads=12, ff=3072, seq=512)},
+         _both([(2, 8, 32)], [(8, 512, 768)]),
+         "T5-base encoder layer: RMSNorm without a mean, relative position bias added to written-out softmax "
+         "attention, ReLU feed-forward, no biases")
+register("se_resnet_stage", "resnet", heldout.SEStage,
+         {"small": dict(channels=8, blocks=2), "real": dict(channels=128, blocks=2)},
+         _both([(2, 8, 8, 8)], [(32, 128, 28, 28)]),
+         "Two ResNet basic blocks with squeeze-excitation (pool, 1x1 convs, sigmoid scale), in-place ReLU and +=")
+register("convnextv2_block", "convnext", heldout.ConvNeXtV2Block,
+         {"small": dict(dim=8), "real": dict(dim=192)},
+         _both([(2, 8, 8, 8)], [(32, 192, 28, 28)]),
+         "ConvNeXt-V2 block: depthwise 7x7, channels-last LayerNorm, GELU MLP with global response normalization")
+register("wavenet_stack", "tcn", heldout.WaveNetStack,
+         {"small": dict(channels=8, layers=3), "real": dict(channels=64, layers=8)},
+         _both([(2, 8, 32)], [(16, 64, 4096)]),
+         "WaveNet residual stack: dilated causal conv1d (padded, tail sliced), tanh*sigmoid gate via chunk, "
+         "residual and skip 1x1 convs")
+register("neox_layer", "gpt2", heldout.NeoXLayer,
+         {"small": dict(dim=32, heads=4, seq=8), "real": dict(dim=1024, heads=16, seq=512)},
+         _both([(2, 8, 32)], [(4, 512, 1024)]),
+         "GPT-NeoX layer: parallel attention and MLP residuals, fused qkv split per head, partial rotary, causal SDPA",
+         bf16="The GPT-NeoX layer in bfloat16")
+register("subpixel_upsampler", "unet", heldout.SubPixelUpsampler,
+         {"small": dict(channels=4), "real": dict(channels=64)},
+         _both([(2, 4, 8, 8)], [(16, 64, 64, 64)]),
+         "ESPCN-style x2 upsampler: conv to 4x channels, pixel_shuffle, PReLU, conv")
 
 # --- Third-party model code (optional packages) ----------------------------------------------------------------------
 
