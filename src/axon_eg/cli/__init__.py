@@ -221,15 +221,21 @@ def _size_options(p: argparse.ArgumentParser, triton: bool = False) -> None:
     if triton:
         p.add_argument("--full", action="store_true", help="full sizes: a KernelBench file's own, a spec's inputs "
                        "(default: small sizes, the file's SMALL_SIZES or the spec's small: section)")
-        p.add_argument("--sizes", type=_sizes_type, default=None, metavar="NAME=INT,...",
+        p.add_argument("--sizes", type=_triton_sizes_type, default=None, metavar="NAME=INT,... | SET",
                        help="set module-level constants of the KernelBench-format file (FILE, or REF) over those "
-                            "(e.g. ROWS=64); not with --spec")
+                            "(e.g. ROWS=64); with an Xe-Forge spec, the size set: a section (ci, bench-gpu: its "
+                            "largest set), SECTION[i], or a set's name (default: the smallest, the largest with --full)")
         return
     p.add_argument("--full", action="store_true", help="full sizes: a suite program's H200 sizes, a KernelBench "
                    "file's own (default: small sizes, the suite's or the file's SMALL_SIZES)")
     p.add_argument("--sizes", type=_sizes_type, default=None, metavar="NAME=INT,...",
                    help="set sizes over those: dims of a suite program or @ax.program, module-level constants of "
                         "a KernelBench file (e.g. batch_size=4)")
+
+
+def _triton_sizes_type(text: str) -> dict[str, int] | str:
+    """``NAME=INT,...`` (module constants), or a size set of an Xe-Forge spec (a word without ``=``)."""
+    return text.strip() if text.strip() and "=" not in text else _sizes_type(text)
 
 
 def _sizes_type(text: str) -> dict[str, int]:
@@ -397,11 +403,15 @@ def cmd_optimize_triton(args: argparse.Namespace) -> int:
     spec = validate.readable_file(args.spec, "--spec") if args.spec else None
     validate.hardware(args.hw, "--hw")
     out = validate.output_dir(args.out or Path("axon_eg_out") / f"triton_{path.stem}", "--out")
-    text = ",".join(f"{k}={v}" for k, v in (args.sizes or {}).items())
-    if args.sizes and spec is not None:
-        raise InvalidArgument(f"--sizes {text!r}: with --spec the sizes are the spec's inputs and init (its small: "
-                              "section without --full); --sizes sets module constants of a KernelBench-format file")
-    if args.sizes:
+    if isinstance(args.sizes, str) and spec is None:
+        raise InvalidArgument(f"--sizes {args.sizes!r}: a size set is an Xe-Forge spec's (--spec YAML); without one "
+                              "--sizes is NAME=INT,... module constants")
+    if isinstance(args.sizes, dict):
+        text = ",".join(f"{k}={v}" for k, v in args.sizes.items())
+        if spec is not None:
+            raise InvalidArgument(f"--sizes {text!r}: with --spec the sizes are the spec's inputs and init (its small: "
+                                  "section without --full; an Xe-Forge spec's size set: --sizes SET); NAME=INT sets "
+                                  "module constants of a KernelBench-format file")
         optimize_cli.check_size_names(reference or path, args.sizes, text)
 
     def say(line: str) -> None:

@@ -126,12 +126,15 @@ class TritonResult:
 
     def summary(self) -> str:
         how = "timed on the GPU" if self.timed else "correctness only (no GPU): the input is kept"
+        rate = any(r.get("tflops") for r in self.rows)  # the spec gave a flop count: achieved TFLOP/s too
         lines = [f"best: {self.best}; {how}; {len(self.rows)} rows", "",
-                 "| id | transform | params | status | median us | error |", "|---|---|---|---|---:|---|"]
+                 "| id | transform | params | status | median us |" + (" TFLOP/s |" if rate else "") + " error |",
+                 "|---|---|---|---|---:|" + ("---:|" if rate else "") + "---|"]
         for r in self.rows:
             us = f"{r['median_us']:.1f}" if r.get("median_us") else "-"
+            tf = (f" {r['tflops']:.2f} |" if r.get("tflops") else " - |") if rate else ""
             lines.append(f"| {r['id']} | {r.get('transform', '-')} | {json.dumps(r.get('params')) if r.get('params') else '-'} | "
-                         f"{r['status']} | {us} | {(r.get('error') or '').splitlines()[0][:80] if r.get('error') else ''} |")
+                         f"{r['status']} | {us} |{tf} {(r.get('error') or '').splitlines()[0][:80] if r.get('error') else ''} |")
         return "\n".join(lines)
 
 
@@ -146,7 +149,7 @@ def optimize_triton(path: str | os.PathLike[str], *, reference: str | os.PathLik
                     spec: str | os.PathLike[str] | dict[str, Any] | None = None, hw: str = DEFAULT_HW,
                     out: str | os.PathLike[str] | None = None, device: str | None = None,
                     proposer: Proposer | None = None, rounds: int = 3, nugraph_k: int = 4, small: bool = False,
-                    sizes: dict[str, int] | None = None, progress: Progress | None = None,
+                    sizes: dict[str, int] | str | None = None, progress: Progress | None = None,
                     check: Callable[[Harness], None] | None = None) -> TritonResult:
     """Optimize the Triton program in ``path`` (see the module docstring). ``device``: "cpu" to check under
     the Triton interpreter only; by default the local GPU when there is one. ``proposer``: a
@@ -154,7 +157,8 @@ def optimize_triton(path: str | os.PathLike[str], *, reference: str | os.PathLik
     (:func:`~axon_eg.triton_in.proposer.refine`); the one that passes is a candidate (``transform``
     ``proposer``), every attempt a row. ``nugraph_k``: how many of axon_eg's own kernels for the reference
     ``Model`` join (:mod:`axon_eg.triton_in.nugraph`; 0: none). ``small``: a spec's ``small`` section, or the
-    reference file's ``SMALL_SIZES``; ``sizes``: module constants of the reference file set over those (see
+    reference file's ``SMALL_SIZES``; ``sizes``: module constants of the reference file set over those, or an
+    Xe-Forge spec's size set by name (:mod:`axon_eg.triton_in.xeforge`; see
     :func:`axon_eg.triton_in.spec.harness`). ``progress(phase, done, total, detail)`` hears of each phase
     (``PHASES``) as it goes; ``check(harness)`` sees the call every candidate gets before anything is written
     or run (raising stops the run). The same in two halves for a GPU elsewhere: :func:`prepare` here,
@@ -242,7 +246,7 @@ def prepare(path: str | os.PathLike[str], *, reference: str | os.PathLike[str] |
             spec: str | os.PathLike[str] | dict[str, Any] | None = None, hw: str = DEFAULT_HW,
             out: str | os.PathLike[str] | None = None, device: str | None = None,
             proposer: Proposer | None = None, rounds: int = 3, nugraph_k: int = 4, small: bool = False,
-            sizes: dict[str, int] | None = None, progress: Progress | None = None,
+            sizes: dict[str, int] | str | None = None, progress: Progress | None = None,
             check: Callable[[Harness], None] | None = None) -> Path:
     """Everything before the measurements (arguments as :func:`optimize_triton`): the bundle in
     ``OUT/bundle`` and ``OUT/prepared.json`` (what :func:`finish` needs); returns ``OUT``. A proposer's
@@ -328,7 +332,7 @@ def prepare(path: str | os.PathLike[str], *, reference: str | os.PathLike[str] |
     (root / "prepared.json").write_text(json.dumps({
         "input": str(path.resolve()), "reference": str(ref_path.resolve()), "entry": entry, "wrapped": wrapped,
         "refused": refused, "meta": {c["id"]: c["meta"] for c in cands}, "sizes": call.note,
-        "constants": call.constants}, indent=1, default=str))
+        "constants": call.constants, "flop": call.flop}, indent=1, default=str))
     (bundle / ROWS_NAME).unlink(missing_ok=True)
     return root
 
@@ -347,6 +351,8 @@ def finish(out: str | os.PathLike[str]) -> TritonResult:
     for r in rows:  # ``stage`` is the cascade's (where a row stopped), ``transform`` the optimizer's
         r.setdefault("transform", meta.get(r["id"], {}).get("stage"))
         r.setdefault("params", meta.get(r["id"], {}).get("params"))
+        if prepared.get("flop") and r.get("median_us"):  # an Xe-Forge size set's flop: the achieved rate
+            r["tflops"] = prepared["flop"] / (r["median_us"] * 1e-6) / 1e12
     best, timed = _choose(rows)
     text = (bundle / f"{best}.py").read_text()
     if best in prepared["wrapped"]:  # the user's file or a stage's: without the harness's entry

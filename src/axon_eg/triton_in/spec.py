@@ -14,6 +14,9 @@ file and the key (``spec FILE: inputs[0].dtype: unknown dtype 'float32' (did you
         - {shape: [6, 300], dtype: fp32}
       init: [300]
 
+Xe-Forge's form of a spec (inputs by name over symbolic dims, ``inits``, size-set sections) is read by
+:mod:`axon_eg.triton_in.xeforge`.
+
 Sizes: under ``small`` a spec's ``small`` section (none: its inputs, and the line says so), or a
 KernelBench-format reference's ``SMALL_SIZES`` (``axon_eg.loading.kernelbench_sizes``, as ``axon-eg
 optimize`` chooses them); ``sizes`` sets module constants over those. Then the reference ``Model(*init)`` is
@@ -28,7 +31,7 @@ import itertools
 import os
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -66,6 +69,8 @@ class Harness:
     outputs: list[tuple[list[int], int]] | None
     note: str
     at: str
+    flop: float | None = None
+    """The floating-point operations of one call (an Xe-Forge size set's ``flop``), for achieved TFLOP/s."""
 
     def tensors(self) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
         """(inputs and parameters, outputs) as (elements, bytes per element): ``validate.phase2_size``'s."""
@@ -107,7 +112,13 @@ def read_spec(spec: str | os.PathLike[str] | Mapping[str, Any]) -> tuple[dict[st
 
 
 def check_spec(data: Any, where: str = "spec") -> dict[str, Any]:
-    """A spec (the YAML's data) checked whole: see the module docstring. Returns it normalized."""
+    """A spec (the YAML's data) checked whole: see the module docstring, and :mod:`.xeforge` for Xe-Forge's form
+    (its inputs a mapping by name): then ``xeforge`` holds it checked, and ``inputs`` and ``init`` are those of
+    the size set :func:`harness` chooses. Returns it normalized."""
+    from . import xeforge  # lazy: it imports this module's helpers
+
+    if xeforge.is_xeforge(data):
+        return {"xeforge": xeforge.check(data, where), "inputs": None, "init": None, "small": None}
     if not isinstance(data, Mapping):
         raise TritonInputError(f"{where}: a spec is a mapping with inputs (and optionally init, small), got "
                                f"{_kind(data)}")
@@ -118,7 +129,7 @@ def check_spec(data: Any, where: str = "spec") -> dict[str, Any]:
             raise TritonInputError(f"{where}: small: must be a mapping with inputs (and optionally init), got {_kind(small)}")
         _keys(small, SMALL_KEYS, where, "small.", "small has inputs and init")
         small = _section(small, where, "small.")
-    return {**_section(data, where, ""), "small": small}
+    return {**_section(data, where, ""), "small": small, "xeforge": None}
 
 
 def _section(data: Mapping[str, Any], where: str, prefix: str) -> dict[str, Any]:
@@ -188,12 +199,17 @@ def _kind(value: Any) -> str:
 # The harness's call
 # ------------------------------------------------------------------------------------------------
 def harness(ref_path: str | os.PathLike[str], spec: str | os.PathLike[str] | Mapping[str, Any] | None = None, *,
-            small: bool = False, sizes: Mapping[str, int] | None = None) -> Harness:
+            small: bool = False, sizes: Mapping[str, int] | str | None = None) -> Harness:
     """The call of every candidate, from ``spec`` (its ``small`` section under ``small`` when it has one) or from
     the reference file's ``get_inputs()`` / ``get_init_inputs()`` (under ``small`` at its ``SMALL_SIZES``;
     ``sizes`` sets module constants over those). The reference ``Model(*init)`` is built and called on fake
     tensors: with a spec, inputs that do not fit its ``init`` are a TritonInputError naming the keys."""
     ref_path = Path(ref_path)
+    if spec is not None and (data_where := read_spec(spec))[0]["xeforge"] is not None:
+        return _xeforge_harness(ref_path, data_where[0]["xeforge"], small, sizes)
+    if isinstance(sizes, str):
+        raise InvalidArgument(f"sizes {sizes!r}: a size set's name is for an Xe-Forge spec (its ci:, bench-gpu: ... "
+                              "sections); here sizes are NAME=INT module constants")
     if spec is not None:
         if sizes:
             raise InvalidArgument("sizes: with a spec the sizes are the spec's inputs and init (its small: section for a "
@@ -215,6 +231,31 @@ def harness(ref_path: str | os.PathLike[str], spec: str | os.PathLike[str] | Map
     inputs, init = _file_inputs(mod, ref_path)
     at = ", ".join(f"{k}={v}" for k, v in constants.items()) or "its own sizes"
     return _fitted(mod, ref_path, inputs, init, constants, note, at, None)
+
+
+def _xeforge_harness(ref_path: Path, spec: Any, small: bool, sizes: Mapping[str, int] | str | None) -> Harness:
+    """The call from an Xe-Forge spec: the size set ``sizes`` names (else the smallest for a quick run, the
+    largest with ``--full``), its inputs resolved, ``inits`` mapped onto the reference ``Model``'s constructor,
+    its ``flop`` evaluated."""
+    from . import xeforge
+
+    if sizes is not None and not isinstance(sizes, str):
+        text = ",".join(f"{k}={v}" for k, v in sizes.items())
+        raise InvalidArgument(f"sizes {text!r}: with an Xe-Forge spec, --sizes names a size set (a section such as "
+                              "ci or bench-gpu, SECTION[i], or a set's name)")
+    chosen, why = xeforge.select(spec, sizes, small)
+    mod = _import(ref_path, {})
+    model_cls = getattr(mod, "Model", None)
+    if not isinstance(model_cls, type):
+        raise TritonInputError(f"{ref_path}: no class Model (the PyTorch reference)")
+    init = xeforge.init_args(spec, chosen, model_cls)
+    dims = ", ".join(f"{k}={v}" for k, v in chosen.dims.items())
+    flop = xeforge.flop_value(chosen.flop, chosen.dims) if chosen.flop is not None else None
+    note = f"using the {spec.where}'s size set {chosen.key}" + (f" ({chosen.name})" if chosen.name else "") + \
+        f": {dims}; {why}"
+    call = _fitted(mod, ref_path, xeforge.shapes(spec, chosen), init, {}, note, f"{chosen.key} ({dims})",
+                   (spec.where, f"{chosen.key}: "))
+    return replace(call, flop=flop)
 
 
 def _import(path: Path, constants: Mapping[str, int]) -> Any:
