@@ -178,3 +178,36 @@ def test_the_cli_names_a_size_set_that_is_not_there_and_a_set_without_an_xeforge
         assert cli.main(base + extra) == 2
         err = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("axon-eg: error:")]
         assert len(err) == 1 and message in err[0], err
+
+
+def test_full_takes_the_largest_size_set_that_fits(tmp_path):
+    """``--full`` without ``--sizes``: the largest set the run's limits let through (here: a check refusing any set
+    of more than 10,000 input elements), the note saying which did not fit."""
+    from pathlib import Path
+
+    from axon_eg.errors import InvalidArgument
+    from axon_eg.triton_in import run
+
+    inputs = Path(__file__).resolve().parent.parent / "benchmarks" / "triton_inputs"
+    spec = {"inputs": {"X": {"shape": ["ROWS", "COLS"], "dtype": "float32"}}, "inits": [{"dim": "COLS"}],
+            "ci": [{"dims": {"ROWS": 5, "COLS": 129}}, {"dims": {"ROWS": 64, "COLS": 129}}],
+            "bench-gpu": [{"dims": {"ROWS": 8192, "COLS": 8192}}]}
+    seen = []
+
+    def check(call):
+        seen.append(call.inputs[0]["shape"])
+        if math.prod(call.inputs[0]["shape"]) > 10_000:
+            raise InvalidArgument("too large here")
+
+    class Stop(Exception):
+        pass
+
+    def stop(call):
+        check(call)
+        assert call.inputs[0]["shape"] == [64, 129] and "fits here" in call.note and "bench-gpu[0]" in call.note
+        raise Stop
+
+    with pytest.raises(Stop):
+        run.prepare(inputs / "bias_gelu_t2t.py", reference=inputs / "bias_gelu_ref.py", spec=spec, out=tmp_path / "o",
+                    device="cpu", small=False, check=stop)
+    assert seen == [[8192, 8192], [64, 129]]

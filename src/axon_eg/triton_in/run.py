@@ -36,10 +36,11 @@ import os
 import shutil
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from axon_eg.errors import AxonError
 from axon_eg.hw import DEFAULT_HW
 from axon_eg.hw import load as load_hw
 from axon_eg.measure import worker
@@ -265,12 +266,14 @@ def prepare(path: str | os.PathLike[str], *, reference: str | os.PathLike[str] |
             raise TritonInputError(f"{ref_path}: no such reference file")
     else:
         ref_path = path
-    if spec is not None:
-        read_spec(spec)  # the whole spec, before the reference is imported
-    call = harness(ref_path, spec, small=small, sizes=sizes)
+    checked = read_spec(spec)[0] if spec is not None else None  # the whole spec, before the reference is imported
+    if checked is not None and checked["xeforge"] is not None and sizes is None and not small and check is not None:
+        call = _largest_that_fits(ref_path, spec, checked["xeforge"], check)
+    else:
+        call = harness(ref_path, spec, small=small, sizes=sizes)
+        if check is not None:
+            check(call)
     spec_hw = load_hw(hw)
-    if check is not None:
-        check(call)
     inputs, init = call.inputs, call.init
     own = call.constants if ref_path == path else {}  # a KernelBench-form input is its own reference
     tf.trace = trace(tf, inputs, init, own)  # the launches at these sizes: the tiling stages' problem sizes
@@ -335,6 +338,28 @@ def prepare(path: str | os.PathLike[str], *, reference: str | os.PathLike[str] |
         "constants": call.constants, "flop": call.flop}, indent=1, default=str))
     (bundle / ROWS_NAME).unlink(missing_ok=True)
     return root
+
+
+def _largest_that_fits(ref_path: Path, spec: Any, xf: Any, check: Callable[[Harness], None]) -> Harness:
+    """An Xe-Forge spec's largest size set that ``check`` (the memory and interpreter limits) lets through, trying
+    the sets from the largest down; the smallest set's refusal when none fits."""
+    from . import xeforge
+
+    ordered = sorted(xf.sets, key=lambda s: (xeforge.input_bytes(xf, s), s.key), reverse=True)
+    refusal: Exception | None = None
+    for k, chosen in enumerate(ordered):
+        call = harness(ref_path, spec, sizes=chosen.key)
+        why = "its largest size set (--full)" if k == 0 else \
+            f"its largest size set that fits here (--full; larger: {', '.join(s.key for s in ordered[:k])})"
+        call = replace(call, note=call.note.rsplit("; ", 1)[0] + f"; {why}")
+        try:
+            check(call)
+        except AxonError as exc:
+            refusal = exc
+            continue
+        return call
+    assert refusal is not None
+    raise refusal
 
 
 def finish(out: str | os.PathLike[str]) -> TritonResult:
