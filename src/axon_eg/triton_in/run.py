@@ -257,6 +257,10 @@ def prepare(path: str | os.PathLike[str], *, reference: str | os.PathLike[str] |
     path = Path(path)
     report("load", 0, 1, path.name)
     tf = load(path)
+    spec_hw = load_hw(hw)
+    moved = _retargeted(tf.text, spec_hw.vendor, device)
+    if moved.changes:  # written for another vendor's GPU: every candidate starts from the retargeted file
+        tf = load(path, moved.text)
     if tf.wrapper == "Model":
         if reference is None:
             raise TritonInputError(f"{path}: its Model launches the kernels; give the PyTorch reference (--reference "
@@ -273,7 +277,6 @@ def prepare(path: str | os.PathLike[str], *, reference: str | os.PathLike[str] |
         call = harness(ref_path, spec, small=small, sizes=sizes)
         if check is not None:
             check(call)
-    spec_hw = load_hw(hw)
     inputs, init = call.inputs, call.init
     own = call.constants if ref_path == path else {}  # a KernelBench-form input is its own reference
     tf.trace = trace(tf, inputs, init, own)  # the launches at these sizes: the tiling stages' problem sizes
@@ -283,7 +286,7 @@ def prepare(path: str | os.PathLike[str], *, reference: str | os.PathLike[str] |
     if bundle.exists():
         shutil.rmtree(bundle)
     bundle.mkdir(parents=True)
-    _write_reference(bundle, ref_path, init, call.constants)
+    _write_reference(bundle, ref_path, init, call.constants, lambda text: _retargeted(text, spec_hw.vendor, device).text)
     entry = ENTRY.format(init=init, wrapper=tf.wrapper, allocator=ALLOCATOR, constants=constants_text(own))
     cands: list[dict[str, Any]] = []
     refused: list[dict[str, Any]] = []
@@ -294,7 +297,10 @@ def prepare(path: str | os.PathLike[str], *, reference: str | os.PathLike[str] |
         if with_entry:
             wrapped.append(cid)
 
-    add("input", tf.text, "baseline", {"stage": "input"})
+    add("input", tf.text, "baseline", {"stage": "retarget", "params": {"from": moved.source, "to": moved.target,
+                                                                       "device": moved.device,
+                                                                       "changes": len(moved.changes)}}
+        if moved.changes else {"stage": "input"})
     if proposer is not None:
         checker = _checker(root / "proposals", ref_path, init, inputs, entry, device, call.constants)
         for a in refine(tf, proposer, checker, rounds):
@@ -335,7 +341,7 @@ def prepare(path: str | os.PathLike[str], *, reference: str | os.PathLike[str] |
     (root / "prepared.json").write_text(json.dumps({
         "input": str(path.resolve()), "reference": str(ref_path.resolve()), "entry": entry, "wrapped": wrapped,
         "refused": refused, "meta": {c["id"]: c["meta"] for c in cands}, "sizes": call.note,
-        "constants": call.constants, "flop": call.flop}, indent=1, default=str))
+        "constants": call.constants, "flop": call.flop, "retarget": moved.changes}, indent=1, default=str))
     (bundle / ROWS_NAME).unlink(missing_ok=True)
     return root
 
@@ -395,8 +401,25 @@ def finish(out: str | os.PathLike[str]) -> TritonResult:
     return TritonResult(best, best_path, rows, timed, bundle)
 
 
-def _write_reference(bundle: Path, ref_path: Path, init: list[Any], constants: dict[str, int] | None = None) -> None:
-    shutil.copyfile(ref_path, bundle / "reference_model.py")
+def _retargeted(text: str, vendor: str, device: str | None) -> Any:
+    """``text`` for the run's device (:mod:`.retarget`): the hardware file's vendor's GPU, or the CPU under the
+    Triton interpreter (``device="cpu"``: the Triton installed here, upstream's); as it is for a target with no
+    torch device of its own (Trainium)."""
+    from .retarget import TORCH_DEVICE, Retargeted, retarget
+
+    if device == "cpu":
+        return retarget(text, "nvidia", "cpu")
+    if vendor not in TORCH_DEVICE:
+        return Retargeted(text, None, vendor)
+    return retarget(text, vendor)
+
+
+def _write_reference(bundle: Path, ref_path: Path, init: list[Any], constants: dict[str, int] | None = None,
+                     moved: Callable[[str], str] | None = None) -> None:
+    """The reference in the bundle: its file (retargeted by ``moved`` when it names another device) and the
+    harness's entry."""
+    text = ref_path.read_text()
+    (bundle / "reference_model.py").write_text(moved(text) if moved is not None else text)
     (bundle / "reference.py").write_text(REFERENCE.format(name="reference_model.py", init=init, constants=constants or {}))
 
 
