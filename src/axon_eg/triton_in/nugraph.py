@@ -78,6 +78,12 @@ class {wrapper}(_axon_eg_torch.nn.Module):
         return outs[0] if len(outs) == 1 else tuple(outs)
 
 
+
+
+def _axon_eg_share(model):
+    """Nothing to share: this wrapper reads the reference Model's own parameters."""
+
+
 ''' + CALL
 
 

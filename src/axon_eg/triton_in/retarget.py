@@ -50,13 +50,27 @@ class Retargeted:
 
 def vendor_of(text: str) -> str | None:
     """The vendor a file is written for, from its device strings, ``torch.<device>`` uses and vendor-only
-    keywords: ``"intel"`` (xpu), ``"nvidia"`` (cuda), None when it names no device (it runs anywhere)."""
+    keywords, comments aside: ``"intel"`` (xpu), ``"nvidia"`` (cuda), None when it names no device (it runs
+    anywhere)."""
+    text = _code(text)
     if re.search(r"""["']xpu(:\d+)?["']|torch\.xpu\b|\.xpu\(\)|intel_extension_for_pytorch""", text) or \
             re.search(r"\b(grf_mode|threads_per_warp)\b", text):
         return "intel"
     if re.search(r"""["']cuda(:\d+)?["']|torch\.cuda\b|\.cuda\(\)""", text):
         return "nvidia"
     return None
+
+
+def _code(text: str) -> str:
+    """``text`` without its comments (what runs: a comment naming ``grf_mode`` targets nothing)."""
+    import io
+    import tokenize
+
+    try:
+        tokens = [t for t in tokenize.generate_tokens(io.StringIO(text).readline) if t.type != tokenize.COMMENT]
+        return tokenize.untokenize(tokens)
+    except (tokenize.TokenError, SyntaxError, IndentationError):
+        return text
 
 
 def retarget(text: str, target: str, device: str | None = None, source: str | None = None) -> Retargeted:

@@ -47,7 +47,7 @@ from axon_eg.measure import worker
 from axon_eg.measure.manifest import load_manifest, read_rows
 from axon_eg.measure.worker import ROWS_NAME
 
-from .entry import CALL
+from .entry import CALL, SHARE
 from .launches import trace
 from .proposer import Proposer, refine
 from .source import TritonInputError, load
@@ -73,7 +73,7 @@ import triton as _axon_eg_triton  # noqa: E402
 {constants}_AXON_EG_INIT = {init!r}
 '''
 
-ENTRY += CALL
+ENTRY += SHARE + "\n\n" + CALL
 
 ALLOCATOR = """def _axon_eg_scratch(size, alignment, stream):
     \"\"\"Global scratch for tensor descriptors made inside kernels (tl.make_tensor_descriptor).\"\"\"
@@ -287,7 +287,9 @@ def prepare(path: str | os.PathLike[str], *, reference: str | os.PathLike[str] |
         shutil.rmtree(bundle)
     bundle.mkdir(parents=True)
     _write_reference(bundle, ref_path, init, call.constants, lambda text: _retargeted(text, spec_hw.vendor, device).text)
-    entry = ENTRY.format(init=init, wrapper=tf.wrapper, allocator=ALLOCATOR, constants=constants_text(own))
+    shared = _shared(tf, ref_path, init, own, call.constants) if tf.wrapper == "Model" and ref_path != path else []
+    entry = ENTRY.format(init=init, wrapper=tf.wrapper, allocator=ALLOCATOR, constants=constants_text(own),
+                         share=shared, ref_constants=dict(call.constants))
     cands: list[dict[str, Any]] = []
     refused: list[dict[str, Any]] = []
     wrapped: list[str] = []
@@ -399,6 +401,43 @@ def finish(out: str | os.PathLike[str]) -> TritonResult:
     best_path.write_text(f"# axon_eg optimize-triton: {Path(prepared['input']).name}; stage applied: {applied}\n" + text)
     (root / "rows.json").write_text(json.dumps(rows, indent=1, default=str))
     return TritonResult(best, best_path, rows, timed, bundle)
+
+
+def _shared(tf: Any, ref_path: Path, init: list[Any], constants: dict[str, int],
+            ref_constants: dict[str, int]) -> list[tuple[str, str, bool]]:
+    """The input's parameters matched to the reference's (:mod:`.params`), both Models built on the meta device;
+    none when the input's Model cannot be built that way (it is the run's to say)."""
+    import importlib.util
+    import sys
+    import tempfile
+
+    import torch
+
+    from .params import share, state_of
+
+    def build(path: Path, text: str, values: dict[str, int]) -> Any:
+        name = f"axon_eg_share_{path.stem}"
+        spec_ = importlib.util.spec_from_file_location(name, path)
+        mod = importlib.util.module_from_spec(spec_)
+        sys.modules[name] = mod
+        try:
+            spec_.loader.exec_module(mod)
+            for key, value in values.items():
+                setattr(mod, key, value)
+            with torch.device("meta"):
+                return mod.Model(*init)
+        finally:
+            sys.modules.pop(name, None)
+
+    with tempfile.TemporaryDirectory() as tmp:
+        mine_path = Path(tmp) / f"input_{tf.path.stem}.py"
+        mine_path.write_text(tf.text)
+        try:
+            mine = build(mine_path, tf.text, constants)
+        except Exception:  # noqa: BLE001 - an input that cannot be built on meta: its rows say why
+            return []
+    theirs = build(ref_path, ref_path.read_text(), ref_constants)
+    return share(state_of(mine), state_of(theirs), f"{tf.path.name}'s Model", f"{ref_path.name}'s Model")
 
 
 def _retargeted(text: str, vendor: str, device: str | None) -> Any:
