@@ -49,3 +49,20 @@ def test_each_runs_correct_under_the_interpreter_retargeted_and_sharing_the_refe
     assert rows["input"]["transform"] == "retarget"
     prepared = json.loads((tmp_path / "o" / "prepared.json").read_text())
     assert prepared["retarget"] and "ci[0]" in prepared["sizes"]
+
+
+def test_an_input_computing_in_fp16_is_judged_at_fp16_and_shares_the_references_weights(tmp_path):
+    """fp32 inputs into a Model that holds fp16 weights: every candidate of the input is judged at fp16
+    tolerance, and the entry copies the reference Linear's weight (transposed) and bias into the input's."""
+    import yaml
+
+    from axon_eg.triton_in import run
+
+    spec = yaml.safe_load((CORPUS / "linear_bias.yaml").read_text())
+    spec["inputs"]["X"]["dtype"] = "float32"
+    out = run.prepare(CORPUS / "linear_bias_xpu.py", reference=CORPUS / "linear_bias_ref.py", spec=spec,
+                      out=tmp_path / "o", device="cpu", small=True, nugraph_k=0)
+    manifest = json.loads((out / "bundle" / "manifest.json").read_text())
+    assert manifest["candidates"] and all(c.get("tolerance") == "fp16" for c in manifest["candidates"])
+    entry = (out / "bundle" / "input.py").read_text()
+    assert "_AXON_EG_SHARE = [('b', 'fc.bias', False), ('w', 'fc.weight', True)]" in entry

@@ -232,6 +232,8 @@ def combine(out: str | os.PathLike[str]) -> int:
         cid = "combined" if added == 0 else f"combined_{added}"
         cand = _candidate(bundle, cid, tf.text + prepared["entry"], "candidate", first["inputs"],
                           {"stage": "combined", "params": {"applied": applied}})
+        if "tolerance" in first:
+            cand["tolerance"] = first["tolerance"]
         manifest["candidates"].append(cand)
         meta[cid] = cand["meta"]
         prepared["wrapped"].append(cid)
@@ -287,7 +289,8 @@ def prepare(path: str | os.PathLike[str], *, reference: str | os.PathLike[str] |
         shutil.rmtree(bundle)
     bundle.mkdir(parents=True)
     _write_reference(bundle, ref_path, init, call.constants, lambda text: _retargeted(text, spec_hw.vendor, device).text)
-    shared = _shared(tf, ref_path, init, own, call.constants) if tf.wrapper == "Model" and ref_path != path else []
+    shared, compute = _shared(tf, ref_path, init, own, call.constants) if tf.wrapper == "Model" and ref_path != path \
+        else ([], None)
     entry = ENTRY.format(init=init, wrapper=tf.wrapper, allocator=ALLOCATOR, constants=constants_text(own),
                          share=shared, ref_constants=dict(call.constants))
     cands: list[dict[str, Any]] = []
@@ -338,6 +341,10 @@ def prepare(path: str | os.PathLike[str], *, reference: str | os.PathLike[str] |
             refused.append({"id": "nugraph", "status": "import_refused", "stage": "import", "transform": "nugraph",
                             "error": f"{type(exc).__name__}: {first}"})
             report("nugraph", 1, 1, f"refused: {type(exc).__name__}: {first}"[:120])
+    if compute is not None:  # the input's Model computes in a looser dtype than its inputs: judged at that one
+        for c in cands:
+            if c["id"] == "input" or c["meta"].get("stage") != "nugraph":
+                c["tolerance"] = compute
     (bundle / "manifest.json").write_text(json.dumps({"program": path.stem, "hw": spec_hw.name, "candidates": cands},
                                                      indent=1))
     (root / "prepared.json").write_text(json.dumps({
@@ -404,14 +411,17 @@ def finish(out: str | os.PathLike[str]) -> TritonResult:
 
 
 def _shared(tf: Any, ref_path: Path, init: list[Any], constants: dict[str, int],
-            ref_constants: dict[str, int]) -> list[tuple[str, str, bool]]:
-    """The input's parameters matched to the reference's (:mod:`.params`), both Models built on the meta device;
-    none when the input's Model cannot be built that way (it is the run's to say)."""
+            ref_constants: dict[str, int]) -> tuple[list[tuple[str, str, bool]], str | None]:
+    """(the input's parameters matched to the reference's (:mod:`.params`), both Models built on the meta device;
+    the loosest floating dtype the input's Model holds, its compute dtype, where looser than fp32: ``fp16`` /
+    ``bf16``). Neither when the input's Model cannot be built that way (it is the run's to say)."""
     import importlib.util
     import sys
     import tempfile
 
     import torch
+
+    from axon_eg.measure.harness import TOLERANCES, TORCH_DTYPES
 
     from .params import share, state_of
 
@@ -435,9 +445,13 @@ def _shared(tf: Any, ref_path: Path, init: list[Any], constants: dict[str, int],
         try:
             mine = build(mine_path, tf.text, constants)
         except Exception:  # noqa: BLE001 - an input that cannot be built on meta: its rows say why
-            return []
+            return [], None
     theirs = build(ref_path, ref_path.read_text(), ref_constants)
-    return share(state_of(mine), state_of(theirs), f"{tf.path.name}'s Model", f"{ref_path.name}'s Model")
+    pairs = share(state_of(mine), state_of(theirs), f"{tf.path.name}'s Model", f"{ref_path.name}'s Model")
+    names = {d: n for n, d in TORCH_DTYPES.items()}
+    held = [names.get(t.dtype) for t in [*mine.parameters(), *mine.buffers()] if t.is_floating_point()]
+    loose = max((d for d in held if d), key=lambda d: TOLERANCES[d], default=None)
+    return pairs, loose if loose is not None and TOLERANCES[loose] > TOLERANCES["fp32"] else None
 
 
 def _retargeted(text: str, vendor: str, device: str | None) -> Any:
