@@ -263,7 +263,7 @@ def test_help_describes_sizes_and_exit_codes_and_version_prints_the_version():
     text = " ".join(out.split())
     for words in ("Optimize an existing Triton program", "Sizes: without --full, a KernelBench file runs at its "
                   "SMALL_SIZES", "a spec at its small: section", "--allow-large", "the Triton interpreter (--cpu, or no GPU)",
-                  "An unknown key, dtype or value", "exit status: 0 the input or a candidate ran correctly",
+                  "An unknown key, dtype or value", "exit status: 0 the input ran correctly", "3 the input is wrong",
                   "2 an error", "130 / 143 interrupted"):
         assert words in text, words
     code, out, err = wait(version, 30)

@@ -66,3 +66,26 @@ def test_an_input_computing_in_fp16_is_judged_at_fp16_and_shares_the_references_
     assert manifest["candidates"] and all(c.get("tolerance") == "fp16" for c in manifest["candidates"])
     entry = (out / "bundle" / "input.py").read_text()
     assert "_AXON_EG_SHARE = [('b', 'fc.bias', False), ('w', 'fc.weight', True)]" in entry
+
+
+@pytest.mark.slow  # the interpreter runs every candidate
+def test_a_wrong_input_is_said_first_its_best_correct_candidate_chosen_and_exit_status_3(tmp_path, capsys):
+    """The reference triples where the input doubles: the input's row is wrong, the first line of the output says
+    so with its error, best.py is a correct candidate (axon_eg's own kernel for the reference), exit status 3."""
+    from axon_eg import cli
+
+    ref = tmp_path / "triple_ref.py"
+    ref.write_text((CORPUS / "double_autotuned_ref.py").read_text().replace("x * 2.0", "x * 3.0"))
+    os.environ["TRITON_INTERPRET"] = "1"
+    code = cli.main(["optimize-triton", str(CORPUS / "double_autotuned_xpu.py"), "--reference", str(ref), "--spec",
+                     str(CORPUS / "double_autotuned.yaml"), "--cpu", "--out", str(tmp_path / "o")])
+    out = capsys.readouterr().out
+    assert code == 3, out[-2000:]
+    lines = out.splitlines()
+    said = next(k for k, ln in enumerate(lines) if ln.startswith("the input is wrong against the reference"))
+    table = next(k for k, ln in enumerate(lines) if ln.startswith("best: "))
+    first = lines[said]
+    assert said < table and first.startswith("the input is wrong against the reference: wrong_result"), first
+    rows = {r["id"]: r for r in json.loads((tmp_path / "o" / "rows.json").read_text())}
+    best = first.split("best.py is ")[1].split(",")[0]
+    assert rows["input"]["status"] == "wrong_result" and rows[best]["status"] == "ok" and best != "input"

@@ -344,12 +344,18 @@ given with its reference (--reference, a KernelBench-format file) and, optionall
 tensor descriptors, a persistent loop, an autotune grid, axon_eg's own kernels for the reference) are
 checked against the float64 reference and, on a GPU, timed; best.py in --out is the fastest correct file
 (the input when nothing beats it; under the Triton interpreter every candidate is checked, none timed).
+An input written for another vendor's GPU (torch.xpu, "xpu" devices, grf_mode) is first retargeted to the
+device at hand, each change recorded; a Model that builds its own weights gets the reference's (matched by
+name, then by shape in order, a transposed weight by its shape).
 
 Sizes: without --full, a KernelBench file runs at its SMALL_SIZES (module constants; a file without them
 at its own sizes) and a spec at its small: section (without one, at its inputs); --sizes NAME=INT,... sets
-module constants of a KernelBench-format file over those (not with --spec). One line says which sizes and
-why. Then, before anything is allocated, the inputs, parameters and outputs (with the float64 reference)
-must fit in 80% of the memory available and, under the Triton interpreter (--cpu, or no GPU), hold at most
+module constants of a KernelBench-format file over those (not with --spec). A spec in Xe-Forge's form
+(inputs by name over dims, inits, size-set sections such as ci: and bench-gpu: with a flop formula) runs at
+its smallest size set, with --full at the largest that fits; --sizes SET picks one (a section, SECTION[i],
+or a set's name). One line says which sizes and why. Then, before anything is allocated, the inputs,
+parameters and outputs (with the float64 reference) must fit in 80% of the memory available and, under the
+Triton interpreter (--cpu, or no GPU), hold at most
 {elems:,} elements: otherwise one line names the sizes, the memory and --allow-large.
 
 A spec (YAML) is checked whole before anything runs: inputs (one {{shape: [...], dtype: fp32}} per
@@ -360,10 +366,11 @@ An unknown key, dtype or value, or inputs that do not fit init (the reference ru
 one line naming the file and the key."""
 
 TRITON_EPILOG = """\
-exit status: 0 the input or a candidate ran correctly (best.py written); 2 an error, one line
-"axon-eg: error: ...": a bad argument, file or spec, sizes over the limits, or a run in which nothing ran
-correctly, the input included (rows.json and the table still written); 130 / 143 interrupted (SIGINT /
-SIGTERM: the rows measured so far are kept)."""
+exit status: 0 the input ran correctly (best.py written: the input or a faster candidate); 3 the input is wrong
+against the reference and a candidate ran correctly (best.py is that candidate; the first line says so); 2 an
+error, one line "axon-eg: error: ...": a bad argument, file or spec, sizes over the limits, or a run in which
+nothing ran correctly, the input included (rows.json and the table still written); 130 / 143 interrupted
+(SIGINT / SIGTERM: the rows measured so far are kept)."""
 
 
 SPEC_DTYPES = ("fp32", "bf16", "fp16", "fp64", "bool", "int32", "int64")
@@ -393,6 +400,7 @@ def add_optimize_triton(sub: Any) -> None:
 
 def cmd_optimize_triton(args: argparse.Namespace) -> int:
     from rich.console import Console
+    from rich.markup import escape
 
     from axon_eg.triton_in import run as triton_run  # lazy: loads libcst; `axon-eg --help` must not
 
@@ -435,6 +443,13 @@ def cmd_optimize_triton(args: argparse.Namespace) -> int:
         result = triton_run.optimize_triton(path, reference=reference, spec=spec, hw=args.hw, out=out,
                                             device="cpu" if args.cpu else None, small=not args.full,
                                             sizes=args.sizes, progress=progress, check=check)
+    if result.input_wrong:  # said first, and loudly: what the user brought does not compute the reference
+        row = result.input_row
+        why = (row.get("error") or "").strip().splitlines()
+        detail = escape(f"{row.get('status')}{': ' + why[0][:200] if why else ''}; best.py is {result.best}, the "
+                        f"{'fastest' if result.timed else 'first'} correct candidate")
+        console.print(f"[bold red]the input is wrong against the reference[/bold red]: {detail}", highlight=False,
+                      soft_wrap=True)
     say(result.summary())
     say(f"\nwrote {result.best_path}  rows: {out / 'rows.json'}")
     if not any(r.get("status") == "ok" for r in result.rows):
@@ -444,7 +459,7 @@ def cmd_optimize_triton(args: argparse.Namespace) -> int:
         print(f"axon-eg: error: nothing ran correctly, the input included ({len(result.rows)} rows: {counts}); the input: "
               f"{first.get('status')}{': ' + why[0][:200] if why else ''}; every row: {out / 'rows.json'}", file=sys.stderr)
         return 2
-    return 0
+    return 3 if result.input_wrong else 0
 
 
 def main(argv: list[str] | None = None) -> int:

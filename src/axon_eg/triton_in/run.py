@@ -125,8 +125,22 @@ class TritonResult:
     timed: bool
     bundle: Path
 
+    @property
+    def input_row(self) -> dict[str, Any]:
+        return next((r for r in self.rows if r["id"] == "input"), {})
+
+    @property
+    def input_wrong(self) -> bool:
+        """The input did not run correctly against the reference (and a candidate did: it is ``best``)."""
+        return self.input_row.get("status") != "ok" and self.best != "input"
+
     def summary(self) -> str:
         how = "timed on the GPU" if self.timed else "correctness only (no GPU): the input is kept"
+        if self.input_wrong:
+            why = (self.input_row.get("error") or "").strip().splitlines()
+            how = (f"the input is WRONG against the reference ({self.input_row.get('status')}"
+                   f"{': ' + why[0][:160] if why else ''}); best is the "
+                   f"{'fastest' if self.timed else 'first'} correct candidate")
         rate = any(r.get("tflops") for r in self.rows)  # the spec gave a flop count: achieved TFLOP/s too
         lines = [f"best: {self.best}; {how}; {len(self.rows)} rows", "",
                  "| id | transform | params | status | median us |" + (" TFLOP/s |" if rate else "") + " error |",
@@ -565,10 +579,15 @@ def _timed(root: Path) -> bool:
 
 
 def _choose(rows: list[dict[str, Any]]) -> tuple[str, bool]:
+    """(the chosen row's id, whether anything was timed): the fastest correct row that beats the input; when the
+    input itself is wrong, the fastest correct candidate (untimed: the first correct one), never the input."""
     ok = [r for r in rows if r.get("status") == "ok"]
     timed = any(r.get("median_us") for r in ok)
     base = next((r for r in ok if r["id"] == "input"), None)
-    if not timed or base is None:
+    if base is None:  # the input is wrong (or did not run): any correct candidate beats it
+        correct = sorted((r for r in ok if r["id"] != "input"), key=lambda r: r.get("median_us") or float("inf"))
+        return (correct[0]["id"] if correct else "input"), timed
+    if not timed:
         return "input", timed
     fastest = min((r for r in ok if r["id"] != "input" and r.get("median_us")), key=lambda r: r["median_us"],
                   default=None)
