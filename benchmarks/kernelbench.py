@@ -285,7 +285,9 @@ def score(out: Path) -> tuple[list[dict], list[dict], dict]:
     folders = json.loads((out / "problems.json").read_text()) if (out / "problems.json").exists() else {}
     measured = [n for n in index if (out / "rows" / f"{n}.jsonl").exists() and n in folders]
     rows = scored_rows(out, index, folders, measured)
-    by_name = {r["program"]: r for r in rows}
+    constant = {n for n in measured if any(json.loads(line).get("constant_reference")
+                                           for line in (out / "rows" / f"{n}.jsonl").read_text().splitlines() if line)}
+    by_name = {r["program"]: r for r in rows if r["program"] not in constant}  # a constant reference: never averaged
     groups: dict[str, list[str]] = {}
     for name in index:
         groups.setdefault(folders.get(name, {}).get("folder", "-"), []).append(name)
@@ -293,7 +295,8 @@ def score(out: Path) -> tuple[list[dict], list[dict], dict]:
     for folder, names in [*sorted(groups.items()), ("all", list(index))]:
         got = [by_name[n] for n in names if n in by_name]
         line = {"folder": folder, "problems": len(names), "measured": len(got),
-                "skipped": sum(1 for n in names if "skipped" in index[n])}
+                "skipped": sum(1 for n in names if "skipped" in index[n]),
+                "constant reference": sum(1 for n in names if n in constant)}
         for who, prefix in (("best candidate", "cand_"), ("selection", "")):
             for base in BASES:
                 key = f"{prefix}vs_{base}"
@@ -403,6 +406,10 @@ def render(out: Path, worst: int) -> str:
             vals = [f"{line[c]:.2f}" if line[c] is not None else "-" for c in cols]
             md.append(f"| {line['folder']} | {line['problems']} | {line['measured']} | " + " | ".join(vals) + " |")
         md.append("")
+    apart = sum(line.get("constant reference", 0) for line in lines if line["folder"] == "all")
+    if apart:
+        md += [f"{apart} problem(s) whose reference output depends on no input are left out of every fast_p and "
+               "geomean above (rows' `constant_reference`).", ""]
     folders = json.loads((out / "problems.json").read_text()) if (out / "problems.json").exists() else {}
     md += cost_model_table(cost_model(out, index, folders))
     def cell(v: float | None) -> str:

@@ -435,3 +435,41 @@ def test_a_child_finds_dynamo_and_inductor_imported_and_inductor_on_one_thread(t
     assert proc.returncode == 0, proc.stderr
     (row,) = read_rows(out)
     assert row["status"] == "ok", row["error"]
+
+
+INTEGRITY = {
+    "clock": "import time\ntime.perf_counter = lambda: 0.0\ndef kernel(x, y, out):\n    out.copy_(x + y)\n",
+    "sync": ("import torch\ndef kernel(x, y, out):\n    torch.cuda.synchronize = lambda *a, **k: None\n"
+             "    out.copy_(x + y)\n"),
+    "cached": ("_CACHE = {}\ndef kernel(x, y, out):\n    key = (x.data_ptr(), y.data_ptr())\n"
+               "    if key not in _CACHE:\n        _CACHE[key] = x + y\n    out.copy_(_CACHE[key])\n"),
+    "good": CANDIDATES["good"],
+}
+
+
+def test_the_integrity_battery_refuses_each_cheat_at_its_stage_with_a_named_reason(tmp_path):
+    """A clock or a synchronization replaced (at import or in a call) and a result kept by input pointer are
+    refused at stage ``integrity``, each saying what it did; an honest candidate beside them is ok."""
+    bundle = make_bundle(tmp_path / "b", INTEGRITY)
+    out = tmp_path / "rows.jsonl"
+    proc = subprocess.run([PY, "-m", "axon_eg.measure", str(bundle), "--out", str(out), "--cpu"], env=ENV,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    rows = {r["id"]: r for r in read_rows(out)}
+    assert rows["good"]["status"] == "ok" and not rows["good"].get("constant_reference")
+    reasons = {"clock": "replaced time.perf_counter", "sync": "replaced torch.cuda.synchronize",
+               "cached": "output 0 is the previous call's"}
+    for cid, reason in reasons.items():
+        assert (rows[cid]["status"], rows[cid]["stage"]) == ("wrong_result", "integrity"), (cid, rows[cid])
+        assert reason in rows[cid]["error"], (cid, rows[cid]["error"])
+
+
+def test_a_reference_that_depends_on_no_input_is_said_on_the_row(tmp_path):
+    bundle = make_bundle(tmp_path / "b", {"zero": "def kernel(x, y, out):\n    out.zero_()\n"}, reference="const.py:ref")
+    (bundle / "const.py").write_text("def ref(x, y):\n    return x - x\n")
+    out = tmp_path / "rows.jsonl"
+    proc = subprocess.run([PY, "-m", "axon_eg.measure", str(bundle), "--out", str(out), "--cpu"], env=ENV,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    (row,) = read_rows(out)
+    assert row["status"] == "ok" and row["constant_reference"] is True

@@ -106,8 +106,10 @@ def run_child(bundle: Path, cand_id: str, result_path: Path) -> int:
         except Exception:
             return finish({"status": "crashed", "stage": "warm", "error": traceback.format_exc()[-4000:]})
         return finish({"status": res.status, "stage": "warm"})
+    from axon_eg.measure.integrity import patched  # preloaded by the fork server: its PRISTINE predates the candidate
+
     def run(inputs: list, ref: Any, stop: float | None) -> Any:
-        return harness.measure(fn, inputs, ref, seed=int(cand.get("seed", 0)),
+        return harness.measure(fn, inputs, ref, seed=int(cand.get("seed", 0)), intact=patched,
                                trials=int(cand.get("trials", harness.MIN_TRIALS)), device=device,
                                mode=cand.get("mode", "auto"), out_dtypes=cand.get("out_dtypes"),
                                time_wrong=bool(cand.get("time_wrong", False)), stop_above_us=stop,

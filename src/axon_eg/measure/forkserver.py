@@ -25,7 +25,8 @@ from typing import Any
 
 from axon_eg.measure.child import run_child
 
-_PRELOAD = ["numpy", "torch", "triton", "triton.language", "axon_eg.measure.harness",
+_PRELOAD = ["numpy", "torch", "triton", "triton.language", "triton.testing", "axon_eg.measure.harness",
+            "axon_eg.measure.integrity",
             "axon_eg.backends.triton.interpreter", "torch._dynamo", "torch._inductor.compile_fx"]
 """Imported once by the server, so no child imports them again: a torch.compile baseline's child spent 1.3 s
 (this 2-core machine) importing dynamo and Inductor, and a GPU box's child 4 to 5 s importing Inductor's config

@@ -342,14 +342,24 @@ def check_correctness(fn: Callable[..., Any], specs: Sequence[Any], reference: A
     trials = trials_for(specs, trials)
     res = Outcome(device=str(device), stage="correctness")
     max_abs = max_rel = 0.0
+    inputs: list[torch.Tensor] = []
+    previous: list[Any] | None = None  # the last trial's reference outputs and the candidate's, on the host
     for t in range(trials):
         s = seed + t
-        inputs = make_inputs(specs, s, device, device_draw=bool(getattr(reference, "_takes_torch", False)))
+        fresh = make_inputs(specs, s, device, device_draw=bool(getattr(reference, "_takes_torch", False)))
+        if t == 0:
+            inputs = fresh
+        else:  # new values in the same tensors: a result kept by input pointer or from an earlier call is wrong here
+            for x, y in zip(inputs, fresh):
+                x.copy_(y)
+            del fresh
         saved = [x.clone() for x in inputs]
         try:
             refs = reference_outputs(reference, s, inputs)
         except Exception as exc:  # the reference is the harness's, so a failure here is not the candidate's
             raise RuntimeError(f"reference failed for trial seed {s}: {exc}") from exc
+        if t == 1 and previous is not None and all(_same(r, q) for r, q in zip(refs, previous[0])):
+            res.extra["constant_reference"] = True  # its output depends on no input: reported apart, never averaged
         dts = list(out_dtypes) if out_dtypes else [specs[0].dtype if specs else "fp32"] * len(refs)
         guarded = [guarded_empty(r.shape, TORCH_DTYPES[d], device) for r, d in zip(refs, dts)]
         outputs = [o for o, _ in guarded]
@@ -392,6 +402,12 @@ def check_correctness(fn: Callable[..., Any], specs: Sequence[Any], reference: A
             found = compare(g, r, 0.0 if dts[j] in EXACT else tol, allowed)
             if found is None:
                 continue
+            if previous is not None and j < len(previous[1]) and not _same(r, previous[0][j]) \
+                    and torch.equal(g.detach().cpu(), previous[1][j]):
+                res.status, res.stage = "wrong_result", "integrity"
+                res.error = (f"output {j} is the previous call's: new values in the same input buffers gave the same "
+                             f"result (outputs cached between calls or by input pointer; trial seed {s})")
+                return res
             kind, count, first, got_v, want_v, abs_err, rel_err = found
             max_abs, max_rel = max(max_abs, abs_err), max(max_rel, rel_err)
             res.max_abs_err, res.max_rel_err = max_abs, max_rel
@@ -411,8 +427,17 @@ def check_correctness(fn: Callable[..., Any], specs: Sequence[Any], reference: A
                 res.error = (f"output {j}: rms error {got_v:.3g} > tolerance {tol} x max(1, rms(reference)) = "
                              f"{want_v:.3g} (max abs err {max_abs:.3g}; trial seed {s})")
                 return res
+        previous = ([np.array(r, copy=True) if isinstance(r, np.ndarray) else r.detach().cpu().clone() for r in refs],
+                    [g.detach().cpu().clone() if isinstance(g, torch.Tensor) else g for g in got])
     res.status, res.stage = "ok", "done"
     return res
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Two reference outputs (NumPy arrays or tensors) equal element for element."""
+    a = a.detach().cpu().numpy() if isinstance(a, torch.Tensor) else np.asarray(a)
+    b = b.detach().cpu().numpy() if isinstance(b, torch.Tensor) else np.asarray(b)
+    return a.shape == b.shape and bool(np.array_equal(a, b))
 
 
 def output_buffers(specs: Sequence[TensorInput], out_shapes: Sequence[tuple[int, ...]], out_dtypes: Sequence[str],
@@ -524,17 +549,28 @@ def steadiest(batches: Sequence[Sequence[float]]) -> list[float]:
 def measure(fn: Callable[..., Any], specs: Sequence[Any], reference: Any, *, seed: int = 0, trials: int = MIN_TRIALS,
             device: str | torch.device | None = None, mode: str = "auto", out_dtypes: Sequence[str] | None = None,
             warmup: int = 10, runs: int = MIN_RUNS, time_wrong: bool = False,
-            stop_above_us: float | None = None, tolerance: str | None = None, steps: bool = False) -> Outcome:
+            stop_above_us: float | None = None, tolerance: str | None = None, steps: bool = False,
+            intact: Callable[[], str | None] | None = None) -> Outcome:
     """Correctness gate, then (on CUDA, when correct) timing. ``device`` defaults to CUDA when available.
     ``time_wrong`` times a candidate that ran but missed the tolerance too (baselines: their speed is the
     bar to beat whatever their numerics; the status stays ``wrong_result``). ``stop_above_us``: a correct
     kernel whose first timed runs are slower than that is recorded as ``performance`` (its probe median
-    kept) without the full timing."""
+    kept) without the full timing. ``intact()``: None, or why the harness can no longer be trusted (a clock the
+    candidate replaced: ``measure.integrity.patched``), asked after the correctness trials and after the timing
+    (status ``wrong_result``, stage ``integrity``)."""
     if device is None:
         device = "cuda" if torch.cuda.is_available() else "cpu"
     res = check_correctness(fn, specs, reference, seed=seed, trials=trials, device=device, mode=mode,
                             out_dtypes=out_dtypes, tolerance=tolerance, steps=steps)
-    if res.status != "ok" and not (time_wrong and res.status == "wrong_result"):
+
+    def broken() -> bool:
+        why = intact() if intact is not None else None
+        if why is not None:
+            res.status, res.stage, res.error = "wrong_result", "integrity", why
+            res.median_us = res.iqr_us = res.mean_us = res.min_us = None
+        return why is not None
+
+    if broken() or (res.status != "ok" and not (time_wrong and res.status == "wrong_result")):
         return res
     specs = [TensorInput.coerce(s) for s in specs]
     try:
@@ -551,4 +587,5 @@ def measure(fn: Callable[..., Any], specs: Sequence[Any], reference: Any, *, see
                      f"{stop_above_us:.1f} us, the limit from the fastest kernel measured before it")
     for k, v in stats.items():
         setattr(res, k, v)
+    broken()
     return res

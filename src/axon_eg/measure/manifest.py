@@ -21,7 +21,7 @@ STATUSES = ("ok", "syntax_error", "structure_error", "compile_error", "runtime_e
 ROW_FIELDS = ("id", "status", "stage", "error", "median_us", "iqr_us", "mean_us", "min_us", "runs", "max_abs_err",
               "max_rel_err", "trials", "device", "torch_version", "triton_version", "python_version", "timestamp",
               "elapsed_s", "source", "entry", "kind", "cache_key", "program", "hw", "target", "predicted_us",
-              "probe_us", "bundle")
+              "probe_us", "bundle", "constant_reference")
 """A row's fields. ``bundle`` is the key of the bundle it was measured from (the manifest's, which is the bundle
 directory's name): rows brought back from another machine are accepted only by the run whose bundle it is."""
 INHERITED = ("limits", "cache_key", "program", "hw", "target", "bundle")

@@ -37,6 +37,8 @@ probe_us            Utf8       JSON: a shape-generic candidate's median latency 
                                it was timed at (``{"M=2": 11.5, "M=6": 12.0}``; ``axon_eg.buckets``), else null
 bundle              Utf8       key of the bundle the worker measured it from (its directory's name; rows imported
                                with ``rows=`` must carry their run's own), null in rows written before it was kept
+constant_reference  Boolean    the reference's outputs were the same for two trials' inputs (it depends on no input:
+                               a report keeps the problem out of a geomean); null otherwise
 superseded          Boolean    derived by ``results`` (not stored): a newer observation replaces this row
 final               Boolean    derived by ``results`` (not stored): the status is final (``is_final``)
 ==================  =========  ======================================================================
@@ -108,6 +110,7 @@ SCHEMA: dict[str, pl.DataType] = {
     "predicted_us": pl.Float64(),
     "probe_us": pl.Utf8(),
     "bundle": pl.Utf8(),
+    "constant_reference": pl.Boolean(),
 }
 """Columns and dtypes of the ``measurements`` table."""
 
