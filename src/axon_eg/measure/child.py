@@ -106,7 +106,7 @@ def run_child(bundle: Path, cand_id: str, result_path: Path) -> int:
         except Exception:
             return finish({"status": "crashed", "stage": "warm", "error": traceback.format_exc()[-4000:]})
         return finish({"status": res.status, "stage": "warm"})
-    from axon_eg.measure.integrity import patched  # preloaded by the fork server: its PRISTINE predates the candidate
+    from axon_eg.measure.integrity import patched  # lazy: as the harness, after the fork (PRISTINE predates it)
 
     def run(inputs: list, ref: Any, stop: float | None) -> Any:
         return harness.measure(fn, inputs, ref, seed=int(cand.get("seed", 0)), intact=patched,

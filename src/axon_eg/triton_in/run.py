@@ -372,7 +372,7 @@ def prepare(path: str | os.PathLike[str], *, reference: str | os.PathLike[str] |
 def _largest_that_fits(ref_path: Path, spec: Any, xf: Any, check: Callable[[Harness], None]) -> Harness:
     """An Xe-Forge spec's largest size set that ``check`` (the memory and interpreter limits) lets through, trying
     the sets from the largest down; the smallest set's refusal when none fits."""
-    from . import xeforge
+    from . import xeforge  # lazy: only an Xe-Forge spec needs it
 
     ordered = sorted(xf.sets, key=lambda s: (xeforge.input_bytes(xf, s), s.key), reverse=True)
     refusal: Exception | None = None
@@ -426,18 +426,18 @@ def finish(out: str | os.PathLike[str]) -> TritonResult:
 
 def _shared(tf: Any, ref_path: Path, init: list[Any], constants: dict[str, int],
             ref_constants: dict[str, int]) -> tuple[list[tuple[str, str, bool]], str | None]:
-    """(the input's parameters matched to the reference's (:mod:`.params`), both Models built on the meta device;
+    """(the input's parameters matched to the reference's (:mod:`.params`), both Models built on fake tensors;
     the loosest floating dtype the input's Model holds, its compute dtype, where looser than fp32: ``fp16`` /
-    ``bf16``). Neither when the input's Model cannot be built that way (it is the run's to say)."""
+    ``bf16``). TritonInputError when the input's Model cannot be built that way (its parameters would be a guess)."""
     import importlib.util
     import sys
     import tempfile
 
-    import torch
+    from torch._subclasses.fake_tensor import FakeTensorMode
 
-    from axon_eg.measure.harness import TOLERANCES, TORCH_DTYPES
+    from axon_eg.measure.harness import TOLERANCES, TORCH_DTYPES  # lazy: loads torch; importing run does not
 
-    from .params import share, state_of
+    from .params import share, state_of  # lazy: only a Model that launches the kernels needs it
 
     def build(path: Path, text: str, values: dict[str, int]) -> Any:
         name = f"axon_eg_share_{path.stem}"
@@ -448,7 +448,7 @@ def _shared(tf: Any, ref_path: Path, init: list[Any], constants: dict[str, int],
             spec_.loader.exec_module(mod)
             for key, value in values.items():
                 setattr(mod, key, value)
-            with torch.device("meta"):
+            with FakeTensorMode(allow_non_fake_inputs=True):  # shapes and dtypes only; a .to("cuda") is fine here
                 return mod.Model(*init)
         finally:
             sys.modules.pop(name, None)
@@ -458,8 +458,11 @@ def _shared(tf: Any, ref_path: Path, init: list[Any], constants: dict[str, int],
         mine_path.write_text(tf.text)
         try:
             mine = build(mine_path, tf.text, constants)
-        except Exception:  # noqa: BLE001 - an input that cannot be built on meta: its rows say why
-            return [], None
+        except Exception as exc:  # noqa: BLE001 - the input's own code failed: it is not run with guessed weights
+            first = (str(exc).strip().splitlines() or [""])[0][:200]
+            raise TritonInputError(f"{tf.path}: its Model({', '.join(map(repr, init))}) could not be built on fake "
+                                   f"tensors to match its parameters to the reference's: {type(exc).__name__}: "
+                                   f"{first}") from None
     theirs = build(ref_path, ref_path.read_text(), ref_constants)
     pairs = share(state_of(mine), state_of(theirs), f"{tf.path.name}'s Model", f"{ref_path.name}'s Model")
     names = {d: n for n, d in TORCH_DTYPES.items()}
@@ -472,7 +475,7 @@ def _retargeted(text: str, vendor: str, device: str | None) -> Any:
     """``text`` for the run's device (:mod:`.retarget`): the hardware file's vendor's GPU, or the CPU under the
     Triton interpreter (``device="cpu"``: the Triton installed here, upstream's); as it is for a target with no
     torch device of its own (Trainium)."""
-    from .retarget import TORCH_DEVICE, Retargeted, retarget
+    from .retarget import TORCH_DEVICE, Retargeted, retarget  # lazy: with libcst's transformer, only here
 
     if device == "cpu":
         return retarget(text, "nvidia", "cpu")

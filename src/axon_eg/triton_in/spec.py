@@ -237,7 +237,7 @@ def _xeforge_harness(ref_path: Path, spec: Any, small: bool, sizes: Mapping[str,
     """The call from an Xe-Forge spec: the size set ``sizes`` names (else the smallest for a quick run, the
     largest with ``--full``), its inputs resolved, ``inits`` mapped onto the reference ``Model``'s constructor,
     its ``flop`` evaluated."""
-    from . import xeforge
+    from . import xeforge  # lazy: it imports this module's helpers
 
     if sizes is not None and not isinstance(sizes, str):
         text = ",".join(f"{k}={v}" for k, v in sizes.items())
