@@ -218,6 +218,7 @@ print("AXON_SAVED", float((got - want).abs().max()), [m for m in sys.modules if 
 """
 
 
+@pytest.mark.slow  # several seconds of subprocesses or the interpreter: make test-slow (CI) runs it
 def test_a_saved_model_new_runs_with_only_torch_and_triton_and_matches_model(tmp_path):
     import json
     import subprocess

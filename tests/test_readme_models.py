@@ -11,6 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 
 MODEL = """
@@ -89,6 +91,7 @@ def from_torch_script() -> str:
     ]) + "\n" + CHECK
 
 
+@pytest.mark.slow  # several seconds of subprocesses or the interpreter: make test-slow (CI) runs it
 def test_readme_model_blocks_run_on_a_cpu_machine(tmp_path):
     """The three blocks, each in its own fresh process would cost three imports of torch; one script runs them
     in turn (each block's check prints its own line), with ``triton`` imported before any of them."""

@@ -51,6 +51,7 @@ def check_output(stdout: str) -> None:
     assert got["err"] <= 2e-2 * max(1.0, got["scale"]), got  # bf16 output against the float64 reference
 
 
+@pytest.mark.slow  # several seconds of subprocesses or the interpreter: make test-slow (CI) runs it
 def test_readme_example_as_a_plain_script(tmp_path):
     script = tmp_path / "readme_example.py"
     script.write_text(readme_example())

@@ -248,6 +248,7 @@ def test_the_autotune_stage_tunes_over_the_hardware_grid_keyed_by_the_size_argum
     assert not AutotuneGrid().detect(load(SOFTMAX, text))  # already autotuned: nothing more to do
 
 
+@pytest.mark.slow  # several seconds of subprocesses or the interpreter: make test-slow (CI) runs it
 def test_the_reference_through_the_nugraph_gives_candidates_of_axon_eg_in_both_forms(tmp_path):
     for name, kwargs in (("softmax", {}), ("scale_add", {"reference": DATA / "scale_add_ref.py"})):
         path = SOFTMAX if name == "softmax" else DATA / "scale_add_t2t.py"

@@ -77,6 +77,7 @@ def test_every_triton_to_triton_input_matches_its_reference(path):
     assert close_to_reference(got, want), float((got.double() - want).abs().max())
 
 
+@pytest.mark.slow  # several seconds of subprocesses or the interpreter: make test-slow (CI) runs it
 def test_the_corpus_benchmark_runs_end_to_end_at_small_sizes(tmp_path, capsys):
     sys.path.insert(0, str(CORPUS.parent.parent))
     from benchmarks import triton_to_triton as bench
