@@ -156,7 +156,8 @@ class _Emitter:
         if n not in self.inside:  # a program input or another group's output: load it
             if n not in self.reads:
                 self.reads.append(n)
-            mask = "mask" if cond is None else f"mask & ({cond})"
+            # != 0: a condition on the dims alone (scalars) would make the mask int32 under the interpreter
+            mask = "mask" if cond is None else f"(mask & ({cond})) != 0"
             addr = self.flat(idx, shape)
             # an integer tensor is read only as the indices of a gather (emit._integers): kept as integers
             to = "" if node.dtype.kind == "int" else ".to(tl.float32)"
@@ -392,7 +393,7 @@ def _unmasked(line: str) -> str:
     """A line of the work without the block mask (a full block): loads and stores lose ``mask=mask`` (and a
     load its ``other``), a load under a condition keeps the condition alone (concats, pooling windows)."""
     line = line.replace(", mask=mask, other=1.0)", ")").replace(", mask=mask)", ")")
-    return re.sub(r"mask=mask & \(", "mask=(", line)
+    return re.sub(r"mask=\(mask & \(", "mask=((", line)
 
 
 def lower(plan: FusionPlan, gi: int, tiling: Tiling | None, name: str, warp_size: int | None = None,

@@ -133,7 +133,8 @@ class _Tile(_Emitter):
         if key not in self.memo:
             if n not in self.reads:
                 self.reads.append(n)
-            mask = "mask" if cond is None else f"mask & ({cond})"
+            # != 0: a condition on the dims alone (scalars) would make the mask int32 under the interpreter
+            mask = "mask" if cond is None else f"(mask & ({cond})) != 0"
             name = f"v{n}" if idx == self.dom and cond is None else f"v{n}_{len(self.memo)}"
             shape = tuple(self.program.concrete_shape(n))
             addr = self.flat_stored(n, idx, shape) if n in self.stored else self.flat(idx, shape)
