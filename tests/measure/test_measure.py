@@ -93,6 +93,14 @@ def make_bundle(root: Path, cands: dict[str, str], reference: str = "ref.py:ref"
     return root
 
 
+def measured_on_cpu(bundle: Path, out: Path, env: dict | None = None) -> dict[str, dict]:
+    """The worker run on ``bundle`` under the Triton interpreter in a fresh process: its rows by id."""
+    proc = subprocess.run([PY, "-m", "axon_eg.measure", str(bundle), "--out", str(out), "--cpu"], env=env or ENV,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    return {r["id"]: r for r in read_rows(out)}
+
+
 # two halves, so that pytest-xdist can run them side by side; each candidate is one child process
 GROUPS = {"failures": ["good", "good_return", "syntax", "compile", "raises", "wrong", "nan", "loop", "segv"],
           "gates": ["good", "unwritten", "mutates", "oob", "smem", "triton", "triton_nomask"]}
@@ -428,12 +436,8 @@ def test_a_child_finds_dynamo_and_inductor_imported_and_inductor_on_one_thread(t
              "    raise RuntimeError(f'not preloaded: {missing} {env}')\n"
              "def kernel(x, y, out):\n    out.copy_(x + y)\n")
     bundle = make_bundle(tmp_path / "b", {"probe": probe})
-    out = tmp_path / "rows.jsonl"
     env = {k: v for k, v in ENV.items() if k not in ("TORCHINDUCTOR_COMPILE_THREADS", "PYTORCH_NVML_BASED_CUDA_CHECK")}
-    proc = subprocess.run([PY, "-m", "axon_eg.measure", str(bundle), "--out", str(out), "--cpu"], env=env,
-                          capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 0, proc.stderr
-    (row,) = read_rows(out)
+    row = measured_on_cpu(bundle, tmp_path / "rows.jsonl", env)["probe"]
     assert row["status"] == "ok", row["error"]
 
 
@@ -450,12 +454,7 @@ INTEGRITY = {
 def test_the_integrity_battery_refuses_each_cheat_at_its_stage_with_a_named_reason(tmp_path):
     """A clock or a synchronization replaced (at import or in a call) and a result kept by input pointer are
     refused at stage ``integrity``, each saying what it did; an honest candidate beside them is ok."""
-    bundle = make_bundle(tmp_path / "b", INTEGRITY)
-    out = tmp_path / "rows.jsonl"
-    proc = subprocess.run([PY, "-m", "axon_eg.measure", str(bundle), "--out", str(out), "--cpu"], env=ENV,
-                          capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 0, proc.stderr
-    rows = {r["id"]: r for r in read_rows(out)}
+    rows = measured_on_cpu(make_bundle(tmp_path / "b", INTEGRITY), tmp_path / "rows.jsonl")
     assert rows["good"]["status"] == "ok" and not rows["good"].get("constant_reference")
     reasons = {"clock": "replaced time.perf_counter", "sync": "replaced torch.cuda.synchronize",
                "cached": "output 0 is the previous call's"}
@@ -467,9 +466,5 @@ def test_the_integrity_battery_refuses_each_cheat_at_its_stage_with_a_named_reas
 def test_a_reference_that_depends_on_no_input_is_said_on_the_row(tmp_path):
     bundle = make_bundle(tmp_path / "b", {"zero": "def kernel(x, y, out):\n    out.zero_()\n"}, reference="const.py:ref")
     (bundle / "const.py").write_text("def ref(x, y):\n    return x - x\n")
-    out = tmp_path / "rows.jsonl"
-    proc = subprocess.run([PY, "-m", "axon_eg.measure", str(bundle), "--out", str(out), "--cpu"], env=ENV,
-                          capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 0, proc.stderr
-    (row,) = read_rows(out)
+    row = measured_on_cpu(bundle, tmp_path / "rows.jsonl")["zero"]
     assert row["status"] == "ok" and row["constant_reference"] is True
