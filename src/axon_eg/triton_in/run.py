@@ -51,7 +51,7 @@ from .entry import CALL, SHARE
 from .launches import trace
 from .proposer import Proposer, refine
 from .source import TritonInputError, load
-from .spec import Harness, harness, read_spec
+from .spec import Harness, _import, harness, read_spec
 from .stages import STAGES, points, wrapper_unchanged
 
 Progress = Callable[[str, int, int, str], None]
@@ -357,7 +357,7 @@ def prepare(path: str | os.PathLike[str], *, reference: str | os.PathLike[str] |
             report("nugraph", 1, 1, f"refused: {type(exc).__name__}: {first}"[:120])
     if compute is not None:  # the input's Model computes in a looser dtype than its inputs: judged at that one
         for c in cands:
-            if c["id"] == "input" or c["meta"].get("stage") != "nugraph":
+            if c["meta"].get("stage") != "nugraph":
                 c["tolerance"] = compute
     (bundle / "manifest.json").write_text(json.dumps({"program": path.stem, "hw": spec_hw.name, "candidates": cands},
                                                      indent=1))
@@ -429,8 +429,6 @@ def _shared(tf: Any, ref_path: Path, init: list[Any], constants: dict[str, int],
     """(the input's parameters matched to the reference's (:mod:`.params`), both Models built on fake tensors;
     the loosest floating dtype the input's Model holds, its compute dtype, where looser than fp32: ``fp16`` /
     ``bf16``). TritonInputError when the input's Model cannot be built that way (its parameters would be a guess)."""
-    import importlib.util
-    import sys
     import tempfile
 
     from torch._subclasses.fake_tensor import FakeTensorMode
@@ -439,31 +437,22 @@ def _shared(tf: Any, ref_path: Path, init: list[Any], constants: dict[str, int],
 
     from .params import share, state_of  # lazy: only a Model that launches the kernels needs it
 
-    def build(path: Path, text: str, values: dict[str, int]) -> Any:
-        name = f"axon_eg_share_{path.stem}"
-        spec_ = importlib.util.spec_from_file_location(name, path)
-        mod = importlib.util.module_from_spec(spec_)
-        sys.modules[name] = mod
-        try:
-            spec_.loader.exec_module(mod)
-            for key, value in values.items():
-                setattr(mod, key, value)
-            with FakeTensorMode(allow_non_fake_inputs=True):  # shapes and dtypes only; a .to("cuda") is fine here
-                return mod.Model(*init)
-        finally:
-            sys.modules.pop(name, None)
+    def build(path: Path, values: dict[str, int]) -> Any:
+        mod = _import(path, values)
+        with FakeTensorMode(allow_non_fake_inputs=True):  # shapes and dtypes only; a .to("cuda") is fine here
+            return mod.Model(*init)
 
     with tempfile.TemporaryDirectory() as tmp:
         mine_path = Path(tmp) / f"input_{tf.path.stem}.py"
         mine_path.write_text(tf.text)
         try:
-            mine = build(mine_path, tf.text, constants)
+            mine = build(mine_path, constants)
         except Exception as exc:  # noqa: BLE001 - the input's own code failed: it is not run with guessed weights
             first = (str(exc).strip().splitlines() or [""])[0][:200]
             raise TritonInputError(f"{tf.path}: its Model({', '.join(map(repr, init))}) could not be built on fake "
                                    f"tensors to match its parameters to the reference's: {type(exc).__name__}: "
                                    f"{first}") from None
-    theirs = build(ref_path, ref_path.read_text(), ref_constants)
+    theirs = build(ref_path, ref_constants)
     pairs = share(state_of(mine), state_of(theirs), f"{tf.path.name}'s Model", f"{ref_path.name}'s Model")
     names = {d: n for n, d in TORCH_DTYPES.items()}
     held = [names.get(t.dtype) for t in [*mine.parameters(), *mine.buffers()] if t.is_floating_point()]
