@@ -205,8 +205,9 @@ def harness(ref_path: str | os.PathLike[str], spec: str | os.PathLike[str] | Map
     ``sizes`` sets module constants over those). The reference ``Model(*init)`` is built and called on fake
     tensors: with a spec, inputs that do not fit its ``init`` are a TritonInputError naming the keys."""
     ref_path = Path(ref_path)
-    if spec is not None and (data_where := read_spec(spec))[0]["xeforge"] is not None:
-        return _xeforge_harness(ref_path, data_where[0]["xeforge"], small, sizes)
+    data, where = read_spec(spec) if spec is not None else ({"xeforge": None}, "")
+    if data["xeforge"] is not None:
+        return _xeforge_harness(ref_path, data["xeforge"], small, sizes)
     if isinstance(sizes, str):
         raise InvalidArgument(f"sizes {sizes!r}: a size set's name is for an Xe-Forge spec (its ci:, bench-gpu: ... "
                               "sections); here sizes are NAME=INT module constants")
@@ -214,7 +215,6 @@ def harness(ref_path: str | os.PathLike[str], spec: str | os.PathLike[str] | Map
         if sizes:
             raise InvalidArgument("sizes: with a spec the sizes are the spec's inputs and init (its small: section for a "
                                   "quick run), not module constants")
-        data, where = read_spec(spec)
         use_small = small and data["small"] is not None
         section, prefix = (data["small"], "small.") if use_small else (data, "")
         if use_small:
