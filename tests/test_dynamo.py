@@ -380,6 +380,27 @@ def test_cut_region_is_the_cheapest_cut_within_the_limits(kinds, max_ops, max_mm
                 assert mine <= cost(list(starts)), (starts, mine, cost(list(starts)))
 
 
+@settings(max_examples=30, deadline=None)
+@given(st.lists(st.integers(0, 3), min_size=2, max_size=6), st.integers(1, 3), st.integers(1, 64))
+def test_cuts_keep_each_contraction_with_its_epilogue(epilogues, max_mm, size):
+    """A chain of contractions, each followed by its element-wise epilogue (conv, batch norm, ReLU), all values
+    of one size, so every cut moves the same bytes: each cut falls right before a contraction, never between
+    one and its epilogue (which would leave the epilogue a kernel of its own)."""
+    graph = torch.fx.Graph()
+    prev = graph.placeholder("x")
+    prev.meta["val"] = torch.empty(size, size, device="meta")
+    nodes: list[torch.fx.Node] = []
+    for tail in epilogues:
+        for target in [torch.ops.aten.mm.default] + [torch.ops.aten.relu.default] * tail:
+            prev = graph.call_function(target, (prev, prev) if target is torch.ops.aten.mm.default else (prev,))
+            prev.meta["val"] = torch.empty(size, size, device="meta")
+            nodes.append(prev)
+    graph.output(prev)
+    runs = partition.cut_region(nodes, 64, max_mm)
+    assert len(runs) == -(-len(epilogues) // max_mm)
+    assert all(run[0].target is torch.ops.aten.mm.default for run in runs)
+
+
 def test_the_block_is_cut_where_only_bf16_values_cross():
     """The Llama block's regions: at most 3 contractions each (linears reading one activation, which merge into
     one GEMM, counted once), and no float32 value of the norms (their upcast and normalized rows) is written

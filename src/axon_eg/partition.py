@@ -119,7 +119,8 @@ def cut_region(nodes: list[torch.fx.Node], max_ops: int, max_contractions: int =
     either way, so a cut before attention moves nothing more). So a cut falls between a
     residual add and the norm that reads it (one tensor moves), not inside the norm (its float32
     intermediates would), nor between a row statistic and the pass that applies it. Never between a multi-output
-    op and its ``getitem``. Ties go to fewer cuts; a run
+    op and its ``getitem``. Ties go to fewer cuts, then to cuts that leave no contraction apart from its first
+    reader (its epilogue) and fall right before a contraction; a run
     that cannot be cut is over the limit. Exact over all cut sets (dynamic programming over run ends)."""
     n = len(nodes)
     pos = {node: i for i, node in enumerate(nodes)}
@@ -148,8 +149,18 @@ def cut_region(nodes: list[torch.fx.Node], max_ops: int, max_contractions: int =
     cuttable = [j == 0 or (nodes[j].target is not operator.getitem and reach[j] < j and  # a cut before position j
                            not any(u.target is operator.getitem for u in nodes[j - 1].users)) for j in range(n)]
 
+    # ties on bytes go to cuts that keep each contraction with its first reader (a conv's or a GEMM's output
+    # cut away from its batch norm / bias / activation leaves the epilogue a kernel of its own, and a library
+    # conv on channels-last operands a transpose back, for no byte saved), then to cuts right before a
+    # contraction (after the previous one's whole epilogue: a ReLU, not only the norm before it)
+    misplaced = [0 if heavy[j] is not None else 1 for j in range(n)] + [0]  # misplaced[j]: a cut before j
+    for k in range(n):
+        if heavy[k] is not None and uses[k]:
+            for j in range(k + 1, uses[k][0] + 1):
+                misplaced[j] += 2  # a contraction before position j whose readers all come at j or later
+
     over = 1 + 2 * sum(size) * max(1, n)  # any cut is better than a run over the limit
-    best: list[tuple[int, int, int]] = [(0, 0, 0)] * (n + 1)  # (cost, cuts, start of the last run)
+    best: list[tuple[int, int, int, int]] = [(0, 0, 0, 0)] * (n + 1)  # (cost, cuts, misplaced cuts, start)
     for i in range(1, n + 1):
         options = []
         # the run nodes[j:i], grown as j walks down: its contractions (an LSTM step's cell as its two GEMMs,
@@ -174,12 +185,13 @@ def cut_region(nodes: list[torch.fx.Node], max_ops: int, max_contractions: int =
             if not cuttable[j]:
                 continue
             excess = max(0, ops[i] - ops[j] - max_ops) + max(0, heavy_count - max_contractions)
-            options.append((best[j][0] + read_bytes + written_bytes + over * excess, best[j][1] + (1 if j else 0), j))
+            options.append((best[j][0] + read_bytes + written_bytes + over * excess, best[j][1] + (1 if j else 0),
+                            best[j][2] + misplaced[j], j))
         best[i] = min(options)
     runs: list[list[torch.fx.Node]] = []
     i = n
     while i > 0:
-        j = best[i][2]
+        j = best[i][3]
         runs.append(nodes[j:i])
         i = j
     return runs[::-1]
