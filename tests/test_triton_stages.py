@@ -83,7 +83,9 @@ def test_every_stage_is_planned_somewhere_in_the_corpus_and_every_point_keeps_th
         for p in pts:
             assert wrapper_unchanged(tf, p.text) is None, (path.name, p.stage, p.params)
             seen.add(p.stage)
-    assert seen == {s.name for s in STAGES}
+    # no input here uses block pointers (this Triton cannot run them as written): test_triton_block_pointers
+    # plans that stage on kernels that do
+    assert seen == {s.name for s in STAGES} - {"block_pointers"}
 
 
 @pytest.mark.slow

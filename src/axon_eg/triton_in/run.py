@@ -274,7 +274,7 @@ def prepare(path: str | os.PathLike[str], *, reference: str | os.PathLike[str] |
     report("load", 0, 1, path.name)
     tf = load(path)
     spec_hw = load_hw(hw)
-    moved = _retargeted(tf.text, spec_hw.vendor, device)
+    moved = _retargeted(tf.text, spec_hw.vendor, device, str(path))
     if moved.changes:  # written for another vendor's GPU: every candidate starts from the retargeted file
         tf = load(path, moved.text)
     if tf.wrapper == "Model":
@@ -460,17 +460,25 @@ def _shared(tf: Any, ref_path: Path, init: list[Any], constants: dict[str, int],
     return pairs, loose if loose is not None and TOLERANCES[loose] > TOLERANCES["fp32"] else None
 
 
-def _retargeted(text: str, vendor: str, device: str | None) -> Any:
+def _retargeted(text: str, vendor: str, device: str | None, path: str = "<input>") -> Any:
     """``text`` for the run's device (:mod:`.retarget`): the hardware file's vendor's GPU, or the CPU under the
     Triton interpreter (``device="cpu"``: the Triton installed here, upstream's); as it is for a target with no
-    torch device of its own (Trainium)."""
-    from .retarget import TORCH_DEVICE, Retargeted, retarget  # lazy: with libcst's transformer, only here
+    torch device of its own (Trainium). Block pointers become pointer arithmetic where the Triton installed
+    here has none (:mod:`.block_pointers`)."""
+    from . import block_pointers  # lazy: with libcst's transformer, only here
+    from .retarget import TORCH_DEVICE, Retargeted, retarget  # lazy: as block_pointers
 
     if device == "cpu":
-        return retarget(text, "nvidia", "cpu")
-    if vendor not in TORCH_DEVICE:
-        return Retargeted(text, None, vendor)
-    return retarget(text, vendor)
+        moved = retarget(text, "nvidia", "cpu")
+    elif vendor not in TORCH_DEVICE:
+        moved = Retargeted(text, None, vendor)
+    else:
+        moved = retarget(text, vendor)
+    if block_pointers.uses_block_pointers(moved.text) and not block_pointers.supported():
+        # this Triton has no block pointers: the input runs only with them written as pointer arithmetic
+        moved.text, changes = block_pointers.rewrite(moved.text, path=path)
+        moved.changes += changes
+    return moved
 
 
 def _write_reference(bundle: Path, ref_path: Path, init: list[Any], constants: dict[str, int] | None = None,

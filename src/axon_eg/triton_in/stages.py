@@ -17,6 +17,8 @@ transformation, so only what the stage changes moves). Stages run in dependency 
 - :class:`DtypeCorrection`: ``tl.float64`` inside kernels written as ``tl.float32`` (fp64 runs at a fraction
   of the fp32 rate; the reference's tolerance decides whether float32 is enough).
 - :class:`DotPrecision`: fp32 ``tl.dot`` in IEEE precision as three TF32 products on tensor cores.
+- :class:`BlockPointers`: block pointers written as masked pointer arithmetic (where this Triton has them;
+  retargeting does it to the input where it has not).
 - The stages that re-cut the work (tile sizes, swizzle, persistent loop) are in :mod:`axon_eg.triton_in.tiles`,
   the tensor-descriptor stage in :mod:`axon_eg.triton_in.descriptors`.
 
@@ -41,6 +43,7 @@ import libcst as cst
 
 from axon_eg.hw import HardwareSpec
 
+from . import block_pointers
 from .descriptors import TensorDescriptors
 from .launches import SetLaunchKeywords, grid_variables, launch_changes_allowed
 from .source import TritonFile, _dotted, load
@@ -332,8 +335,36 @@ class DotPrecision:
         return tf.module.visit(_DotPrecision(set(params["kernels"]), params["input_precision"])).code
 
 
+class BlockPointers:
+    """Kernels written with block pointers (``tl.make_block_ptr``, Intel's habit) with them written as the
+    masked pointer arithmetic they stand for (:mod:`axon_eg.triton_in.block_pointers`): on NVIDIA GPUs Triton
+    lowers block pointers itself, and the explicit form is what the other stages read. Where the Triton
+    installed has no block pointers, retargeting has already done this to the input."""
+
+    name = "block_pointers"
+    after: tuple[str, ...] = ()
+
+    def detect(self, tf: TritonFile) -> list[str]:
+        return [k for k in tf.kernels if "make_block_ptr" in _function_code(tf, k)]
+
+    def space(self, tf: TritonFile, hw: HardwareSpec) -> list[dict[str, Any]]:
+        kernels = self.detect(tf)
+        return [{"kernels": kernels}] if kernels else []
+
+    def apply(self, tf: TritonFile, params: dict[str, Any]) -> str:
+        return block_pointers.rewrite(tf.text, set(params["kernels"]), str(tf.path))[0]
+
+
+def _function_code(tf: TritonFile, name: str) -> str:
+    """The source of the top-level function ``name`` of ``tf``."""
+    for node in tf.module.body:
+        if isinstance(node, cst.FunctionDef) and node.name.value == name:
+            return tf.module.code_for_node(node)
+    return ""
+
+
 def _stages() -> tuple[Stage, ...]:
-    return (DtypeCorrection(), DotPrecision(), LaunchKnobs(), TileSizes(), Swizzle(), TensorDescriptors(),
+    return (BlockPointers(), DtypeCorrection(), DotPrecision(), LaunchKnobs(), TileSizes(), Swizzle(), TensorDescriptors(),
             Persistent(), AutotuneGrid())
 
 

@@ -1,0 +1,21 @@
+import torch
+from torch import nn
+
+
+class Model(nn.Module):
+    """Linear, then the exact (erf) GELU."""
+
+    def __init__(self, in_features, out_features):
+        super().__init__()
+        self.linear = nn.Linear(in_features, out_features)
+
+    def forward(self, x):
+        return nn.functional.gelu(self.linear(x))
+
+
+def get_inputs():
+    return [torch.randn(64, 256)]
+
+
+def get_init_inputs():
+    return [256, 128]
