@@ -447,17 +447,21 @@ INTEGRITY = {
              "    out.copy_(x + y)\n"),
     "cached": ("_CACHE = {}\ndef kernel(x, y, out):\n    key = (x.data_ptr(), y.data_ptr())\n"
                "    if key not in _CACHE:\n        _CACHE[key] = x + y\n    out.copy_(_CACHE[key])\n"),
+    "thread": ("import threading, time\ndef kernel(x, y, out):\n"
+               "    def late():\n        time.sleep(0.5)\n        out.copy_(x + y)\n"
+               "    threading.Thread(target=late).start()\n"),
     "good": CANDIDATES["good"],
 }
 
 
 def test_the_integrity_battery_refuses_each_cheat_at_its_stage_with_a_named_reason(tmp_path):
-    """A clock or a synchronization replaced (at import or in a call) and a result kept by input pointer are
-    refused at stage ``integrity``, each saying what it did; an honest candidate beside them is ok."""
+    """A clock or a synchronization replaced (at import or in a call), a result kept by input pointer and an
+    output written by a thread that outlives the call (what a side stream does on a GPU) are refused at stage
+    ``integrity``, each saying what it did; an honest candidate beside them is ok."""
     rows = measured_on_cpu(make_bundle(tmp_path / "b", INTEGRITY), tmp_path / "rows.jsonl")
     assert rows["good"]["status"] == "ok" and not rows["good"].get("constant_reference")
     reasons = {"clock": "replaced time.perf_counter", "sync": "replaced torch.cuda.synchronize",
-               "cached": "output 0 is the previous call's"}
+               "cached": "output 0 is the previous call's", "thread": "a thread outlives the call"}
     for cid, reason in reasons.items():
         assert (rows[cid]["status"], rows[cid]["stage"]) == ("wrong_result", "integrity"), (cid, rows[cid])
         assert reason in rows[cid]["error"], (cid, rows[cid]["error"])

@@ -24,6 +24,7 @@ from __future__ import annotations
 import inspect
 import math
 import statistics
+import threading
 import time
 import traceback
 from collections.abc import Callable, Mapping, Sequence
@@ -271,6 +272,25 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
+def _stream_sync(device: torch.device) -> None:
+    """Wait for the current stream alone: what the timing's events see (work on another stream is not waited for)."""
+    if device.type == "cuda":
+        torch.cuda.current_stream(device).synchronize()
+
+
+SETTLE_S = 10.0
+"""How long a wrong output's re-check waits for the threads the call started."""
+
+
+def _settle(device: torch.device, threads: Sequence[Any]) -> None:
+    """Let work the call left behind finish: every stream of the device, and the threads it started (up to
+    ``SETTLE_S`` in all)."""
+    deadline = time.monotonic() + SETTLE_S
+    for thread in threads:
+        thread.join(max(0.0, deadline - time.monotonic()))
+    _sync(device)
+
+
 def classify(exc: BaseException) -> tuple[str, str]:
     """(status, stage) of an exception raised by a candidate: Triton's ``OutOfResources`` (a kernel asking
     for more shared memory or registers than the GPU has) is a structure error, compilation errors are
@@ -366,9 +386,11 @@ def check_correctness(fn: Callable[..., Any], specs: Sequence[Any], reference: A
         for o in outputs:
             _poison(o, t)
         m = resolve_mode(fn, len(inputs), len(outputs), mode)
+        before = set(threading.enumerate())
         try:
             got = _call(fn, m, inputs, outputs)
-            _sync(device)
+            _stream_sync(device)  # as the timing sees it: the current stream finished, nothing else waited for
+            started = [t for t in threading.enumerate() if t not in before]
         except Exception as exc:
             res.status, res.stage = classify(exc)
             res.error = "".join(traceback.format_exception(exc))[-4000:]
@@ -402,6 +424,16 @@ def check_correctness(fn: Callable[..., Any], specs: Sequence[Any], reference: A
             found = compare(g, r, 0.0 if dts[j] in EXACT else tol, allowed)
             if found is None:
                 continue
+            if found[0] in ("nonfinite", "over", "norm"):
+                _settle(device, started)
+                again = compare(g, r, 0.0 if dts[j] in EXACT else tol, allowed)
+                if again is None or again[0] == "ok":
+                    res.status, res.stage = "wrong_result", "integrity"  # right only once the rest had finished
+                    res.error = (f"output {j} was not ready when the call returned and the current stream finished; it "
+                                 f"was once {'the threads it started and ' if started else ''}every stream had: work "
+                                 f"left on another stream or a thread outlives the call, and the timing would not "
+                                 f"see it (trial seed {s})")
+                    return res
             kind, count, first, got_v, want_v, abs_err, rel_err = found
             if kind in ("nonfinite", "over", "norm") and previous is not None and j < len(previous[1]) \
                     and not _same(r, previous[0][j]) and torch.equal(g.detach().cpu(), previous[1][j]):
@@ -427,6 +459,7 @@ def check_correctness(fn: Callable[..., Any], specs: Sequence[Any], reference: A
                 res.error = (f"output {j}: rms error {got_v:.3g} > tolerance {tol} x max(1, rms(reference)) = "
                              f"{want_v:.3g} (max abs err {max_abs:.3g}; trial seed {s})")
                 return res
+        _sync(device)  # nothing of this trial still running into the next one's
         previous = ([np.array(r, copy=True) if isinstance(r, np.ndarray) else r.detach().cpu().clone() for r in refs],
                     [g.detach().cpu().clone() if isinstance(g, torch.Tensor) else g for g in got])
     res.status, res.stage = "ok", "done"

@@ -14,9 +14,10 @@ What the harness does about each way a candidate could look faster or correct wi
 - **inputs mutated**, **writes out of bounds**, **unwritten outputs** (NaN-poisoned): the correctness trials;
 - **a constant reference** (the problem's output depends on no input): reported on the row
   (``constant_reference``), so a report keeps it out of a geomean;
-- **work on a side stream or a thread that outlives the call**: the timing enqueues every run on the current
-  stream and synchronizes once, and the outputs are compared after the current stream alone finished: work
-  left on another stream or thread is not in the outputs read (``wrong_result``).
+- **work on a side stream or a thread that outlives the call**: the timing's events see the current stream
+  only, so the correctness trials compare the outputs once the call returned and the current stream alone
+  finished; an output wrong then is compared again after every stream and the threads the call started
+  finished, and one right only then is refused as such (stage ``integrity``).
 """
 
 from __future__ import annotations
