@@ -159,3 +159,44 @@ def test_a_window_kernel_reads_the_channels_last_conv_output(spatial, transposed
     assert "tl.trans" in kernel.source.split("def kernel(")[0].split(conv_nhwc.NAME)[-1], kernel.source
     out = run_kernel(kernel, program, tmp_path)
     assert out.status == "ok", f"{out.error}\n{kernel.source}"
+
+
+def test_the_weights_channels_last_copy_is_made_once_and_again_when_the_weight_changes(tmp_path):
+    """A conv weight that is an input of the program goes to channels-last once, not on every call; written in
+    place (its version counter moves) or replaced by another tensor, the copy is made again; an inference
+    tensor (no version counter) is copied on every call."""
+    import torch
+
+    from axon_eg.testing.kernels import load_kernel
+
+    program = _conv_program(2, 2, 4, 6, (5, 7), 3, 1, 1, 1, 1, True, "mish_bias")
+    lib = next(gi for gi, g in enumerate(candidate_for(program).plan.groups) if g.kind == LIBRARY)
+    kernel = emit(candidate_for(program, isa=((lib, NHWC),)), H200, "k")
+    assert f"{conv_nhwc.WEIGHT}(" in kernel.source.split("def kernel(")[1]
+    fn = load_kernel(kernel, tmp_path)
+    cache = fn.__globals__["_CHANNELS_LAST"]
+    torch.manual_seed(0)
+    x, w, bias, cb = torch.randn(2, 4, 5, 7), torch.randn(6, 4, 3, 3), torch.randn(6), torch.randn(6, 1, 1)
+
+    def want(weight):
+        y = torch.nn.functional.conv2d(x.double(), weight.double(), bias.double(), padding=1)
+        return (torch.nn.functional.mish(y) + cb.double()).float()
+
+    def call(weight):
+        out = torch.empty(2, 6, 5, 7)
+        fn(x, weight, bias, cb, out)
+        return out
+
+    torch.testing.assert_close(call(w), want(w), rtol=1e-4, atol=1e-4)
+    first = cache[id(w)][1]
+    call(w)
+    assert cache[id(w)][1] is first  # made once
+    w.mul_(-0.5)
+    torch.testing.assert_close(call(w), want(w), rtol=1e-4, atol=1e-4)
+    assert cache[id(w)][1] is not first
+    other = torch.randn(6, 4, 3, 3)
+    torch.testing.assert_close(call(other), want(other), rtol=1e-4, atol=1e-4)
+    with torch.inference_mode():
+        frozen = torch.randn(6, 4, 3, 3)
+        torch.testing.assert_close(call(frozen), want(frozen), rtol=1e-4, atol=1e-4)
+    assert id(frozen) not in cache

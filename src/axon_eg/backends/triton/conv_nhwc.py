@@ -12,7 +12,8 @@ conversions are our tiled transposes
 along the destination's):
 
 * the input ``[N, C, *S]`` (row-major) is copied to ``[N, *S, C]`` and passed to the library as its
-  channels-last view; the weight goes through ``contiguous(memory_format=...)`` (it is small);
+  channels-last view; the weight goes through ``contiguous(memory_format=...)`` (it is small), once while it
+  stays the same where it is an input of the program (:data:`WEIGHT_CACHE`);
 * the library's output is channels-last; where the group's element-wise epilogue reads it
   (``Call.keep``), the epilogue is a tiled transpose itself (``layout.lower(..., stored=...)``: it loads
   along the channels and stores the NCHW output along its innermost axis), else one more tiled transpose
@@ -48,6 +49,24 @@ def {NAME}(src, dst, R, C, WIDE: tl.constexpr):
     x = tl.load(src + b * R * C + r * C + c, mask=mask)
     tl.store(dst + b * R * C + tl.trans(c) * R + tl.trans(r), tl.trans(x), mask=tl.trans(mask))
 '''
+
+WEIGHT = "_channels_last_weight"
+WEIGHT_CACHE = f'''_CHANNELS_LAST = {{}}
+
+
+def {WEIGHT}(w, memory_format):
+    # the weight's channels-last copy, made again only when the weight changed (its storage, shape or version
+    # counter: an in-place update bumps it); an inference tensor has no version counter, so it is copied each call
+    if w.is_inference():
+        return w.contiguous(memory_format=memory_format)
+    key = (w.data_ptr(), w._version, tuple(w.shape), w.dtype, w.device, memory_format)
+    hit = _CHANNELS_LAST.get(id(w))
+    if hit is None or hit[0] != key:
+        hit = _CHANNELS_LAST[id(w)] = (key, w.contiguous(memory_format=memory_format))
+    return hit[1]
+'''
+"""The launcher's copy of a conv weight that is an input of the program (a parameter): made once, not on
+every call (a 3x3 conv's weight copy is a launch of its own, ~5 us, beside a conv of 50-150 us)."""
 
 
 @dataclass(frozen=True)
@@ -112,7 +131,10 @@ def source(program: Program, call: Call, args: list[str], conv_expr, out: str | 
              _launch(args[0], f"{t}_x", n, c, spatial)]
     order = permutation(call.rank)
     perm = tuple(order.index(a) for a in range(len(order)))  # [N, *S, C] viewed as the logical [N, C, *S]
-    conv_args = [f"{t}_x.permute{perm}", f"{args[1]}.contiguous(memory_format={_memory_format(call.rank)})", *args[2:]]
+    fmt = _memory_format(call.rank)
+    weight = f"{WEIGHT}({args[1]}, {fmt})" if program.nodes[program.nodes[call.conv].inputs[1]].is_input \
+        else f"{args[1]}.contiguous(memory_format={fmt})"
+    conv_args = [f"{t}_x.permute{perm}", weight, *args[2:]]
     # channels-last, as the library returns it (contiguous() makes sure, a no-op then: with size-1 dims, or on
     # another device, torch may pick the row-major layout)
     lines.append(f"    {t}_cl = ({conv_expr(conv_args)}).contiguous(memory_format={_memory_format(call.rank)})")

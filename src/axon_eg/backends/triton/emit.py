@@ -408,6 +408,7 @@ def _file(candidate: Candidate, plan: FusionPlan, hw: HardwareSpec, name: str, l
         jits.insert(0, blas.FP32_MATMUL)
     if any(isinstance(k, conv_nhwc.Call) for k in lowered):
         jits.insert(0, conv_nhwc.TRANSPOSE)
+        jits.insert(0, conv_nhwc.WEIGHT_CACHE)
     launcher = _launcher(plan, lowered, isa, _align(hw), returns, generic)
     if generic is not None:  # the guards are complete once every line of the file is written
         launcher = launcher.replace(_GUARDS_HERE, _guard_lines(generic))
