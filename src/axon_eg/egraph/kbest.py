@@ -4,8 +4,11 @@ egglog's own ``extract_multiple`` returns at most one term per e-node of the roo
 here: every e-class keeps its k cheapest distinct terms (tree cost: an e-node's cost plus its
 children's), combined per e-node by a lazy best-first walk over the children's sorted lists, and
 the lists are relaxed to a fixed point along parent edges. Terms are finite trees, so cycles in the
-e-graph only mean more candidates; with positive costs the fixed point is reached. Ties break on the
-e-node ids, so the result is deterministic.
+e-graph only mean more candidates; with positive costs the fixed point is reached. Classes are first met
+children first, and an e-node is combined again only when one of its children's lists changed, so an
+acyclic graph costs one combination per e-node (a Linear + softmax region's 1,675 e-nodes at k = 96: 3.2 s
+before, 0.9 s). Ties in a class's list break on the e-node ids; which of several terms tied at the k-th cost
+is kept follows the children's lists; the result is deterministic.
 """
 
 from __future__ import annotations
@@ -48,23 +51,22 @@ def _combine(node_cost: int, nid: str, lists: list[list[tuple[int, int]]], k: in
         return []
     if not lists:
         return [(node_cost, terms.intern(nid, ()))]
+    if len(lists) == 1:  # one child: its list shifted by the node's cost, in its order
+        return [(node_cost + c, terms.intern(nid, (t,))) for c, t in lists[0][:k]]
     start = (0,) * len(lists)
-
-    def total(idx: tuple[int, ...]) -> int:
-        return node_cost + sum(lst[i][0] for lst, i in zip(lists, idx))
-
-    heap = [(total(start), start)]
+    heap = [(node_cost + sum(lst[0][0] for lst in lists), start)]
     seen = {start}
     out: list[tuple[int, int]] = []
     while heap and len(out) < k:
         cost, idx = heapq.heappop(heap)
         out.append((cost, terms.intern(nid, tuple(lst[i][1] for lst, i in zip(lists, idx)))))
-        for j in range(len(idx)):
-            if idx[j] + 1 < len(lists[j]):
-                nxt = idx[:j] + (idx[j] + 1,) + idx[j + 1:]
+        for j, lst in enumerate(lists):
+            i = idx[j] + 1
+            if i < len(lst):
+                nxt = idx[:j] + (i,) + idx[j + 1:]
                 if nxt not in seen:
                     seen.add(nxt)
-                    heapq.heappush(heap, (total(nxt), nxt))
+                    heapq.heappush(heap, (cost - lst[i - 1][0] + lst[i][0], nxt))
     return out
 
 
@@ -81,9 +83,11 @@ def k_best_all(g: SerializedGraph, k: int, classes: list[str] | None = None,
     """The k cheapest distinct terms of every e-class (returned for ``classes``, default all)."""
     terms = _Terms()
     best: dict[str, list[tuple[int, int]]] = {c: [] for c in g.classes}
+    version = dict.fromkeys(g.classes, 0)  # bumped whenever a class's list changes
+    combined: dict[str, tuple[int, ...]] = {}  # the children's versions an e-node was last combined at
     parents = g.parents()
     children = {nid: g.tensor_children(nid) for members in g.classes.values() for nid in members}
-    queue = deque(sorted(g.classes))
+    queue = deque(_children_first(g, children))
     queued = set(queue)
     rounds = 0
     while queue:
@@ -94,6 +98,12 @@ def k_best_all(g: SerializedGraph, k: int, classes: list[str] | None = None,
         queued.discard(cls)
         candidates: dict[int, int] = {t: c for c, t in best[cls]}
         for nid in g.classes[cls]:
+            # an e-node whose children's lists are as when it was last combined gives the same entries, and
+            # those of them not kept then lost to entries that are still kept: nothing to redo
+            stamp = tuple(version[ch] for ch in children[nid])
+            if combined.get(nid) == stamp:
+                continue
+            combined[nid] = stamp
             lists = [best[ch] for ch in children[nid]]
             for cost, t in _combine(g.cost[nid], nid, lists, k, terms):
                 if t not in candidates:
@@ -101,12 +111,40 @@ def k_best_all(g: SerializedGraph, k: int, classes: list[str] | None = None,
         merged = sorted(((c, t) for t, c in candidates.items()), key=lambda e: (e[0], terms.keys[e[1]]))[:k]
         if merged != best[cls]:
             best[cls] = merged
+            version[cls] += 1
             for p in parents.get(cls, ()):
                 if p not in queued:
                     queued.add(p)
                     queue.append(p)
     wanted = classes if classes is not None else list(g.classes)
     return {c: [(cost, terms.nested(t)) for cost, t in best[c]] for c in wanted}
+
+
+def _children_first(g: SerializedGraph, children: dict[str, list[str]]) -> list[str]:
+    """Every e-class, each after the classes its e-nodes read where the graph has no cycle through it (a
+    depth-first post-order from the classes in sorted order): the relaxation then mostly meets a class with
+    its children's lists already made (the fixed point is the same in any order)."""
+    order: list[str] = []
+    state: dict[str, int] = {}  # 1: on the walk's stack, 2: placed
+    for top in sorted(g.classes):
+        if top in state:
+            continue
+        stack = [(top, iter(sorted({ch for nid in g.classes[top] for ch in children[nid]})))]
+        state[top] = 1
+        while stack:
+            cls, kids = stack[-1]
+            for ch in kids:
+                if ch not in state:
+                    state[ch] = 1
+                    stack.append((ch, iter(sorted({c for nid in g.classes[ch] for c in children[nid]}))))
+                    break
+            else:
+                stack.pop()
+                state[cls] = 2
+                order.append(cls)
+    return order
+
+
 def dag_cost(g: SerializedGraph, term: Term) -> int:
     """Cost of a term with shared subterms counted once (what a DAG evaluation pays)."""
     seen: set[Term] = set()
