@@ -14,6 +14,8 @@ along the destination's):
 * the input ``[N, C, *S]`` (row-major) is copied to ``[N, *S, C]`` and passed to the library as its
   channels-last view; the weight goes through ``contiguous(memory_format=...)`` (it is small), once while it
   stays the same where it is an input of the program (:data:`WEIGHT_CACHE`);
+* where the input is the element-wise epilogue of another such conv, read by nothing else (``Call.chained``),
+  that epilogue stores it channels-last (``layout.lower_physical``: no transpose on either side);
 * the library's output is channels-last; where the group's element-wise epilogue reads it
   (``Call.keep``), the epilogue is a tiled transpose itself (``layout.lower(..., stored=...)``: it loads
   along the channels and stores the NCHW output along its innermost axis), else one more tiled transpose
@@ -76,6 +78,7 @@ class Call:
     conv: int
     rank: int  # spatial dims: 2 or 3
     keep: bool  # the output stays channels-last (an epilogue reads it as such), else it is transposed back
+    chained: bool = False  # the input is already stored channels-last (the previous conv's epilogue wrote it so)
 
 
 def permutation(rank: int) -> tuple[int, ...]:
@@ -127,8 +130,11 @@ def source(program: Program, call: Call, args: list[str], conv_expr, out: str | 
     dt = program.nodes[x].dtype.torch_name
     t = f"t{call.conv}"
     physical = (n, *shape[2:], c)
-    lines = [f"    {t}_x = torch.empty({physical}, dtype=torch.{dt}, device=dev)",
-             _launch(args[0], f"{t}_x", n, c, spatial)]
+    if call.chained:  # written channels-last by the epilogue before: its buffer viewed in that order
+        lines = [f"    {t}_x = {args[0]}.view({physical})"]
+    else:
+        lines = [f"    {t}_x = torch.empty({physical}, dtype=torch.{dt}, device=dev)",
+                 _launch(args[0], f"{t}_x", n, c, spatial)]
     order = permutation(call.rank)
     perm = tuple(order.index(a) for a in range(len(order)))  # [N, *S, C] viewed as the logical [N, C, *S]
     fmt = _memory_format(call.rank)
@@ -150,5 +156,6 @@ def source(program: Program, call: Call, args: list[str], conv_expr, out: str | 
 
 
 def describe(call: Call) -> str:
-    return (f"library conv on channels-last operands (our tiled transpose of the input; the output "
+    source = "the input as the previous epilogue stored it" if call.chained else "our tiled transpose of the input"
+    return (f"library conv on channels-last operands ({source}; the output "
             f"{'read channels-last by the epilogue' if call.keep else 'transposed back'})")

@@ -41,7 +41,7 @@ GROUP_SIZE_M = MatmulTile.GROUP_SIZE_M  # the matmul template's tile-row swizzle
 
 def gpu_group_cost(plan: FusionPlan, gi: int, t: Tiling | None, hw: HardwareSpec,
                    coefficients: dict[str, float] | None = None, isa: str | None = None,
-                   channels_last_kept: bool = False) -> GroupCost:
+                   channels_last_kept: bool = False, channels_last_input: bool = False) -> GroupCost:
     """One group's roofline at its tiling and ISA choice. A library GEMM (``blas``) reads its operands
     once and fills the machine (the library tiles and schedules it), at the library's measured rate; a
     Triton ``tl.dot`` on fp32 operands runs at the measured ieee rate (CUDA cores) unless the choice
@@ -65,7 +65,7 @@ def gpu_group_cost(plan: FusionPlan, gi: int, t: Tiling | None, hw: HardwareSpec
     nbytes, mm, other = group_traffic(plan, gi, tile, hw.value("memory.l2.capacity"), int(hw.value("compute.units")))
     nbytes += extra_passes_bytes(plan, gi, tile, hw)
     if plan.groups[gi].kind == LIBRARY and isa != WINDOW:
-        return library_call_cost(plan, gi, hw, nbytes, mm, other, bw, c, isa, channels_last_kept)
+        return library_call_cost(plan, gi, hw, nbytes, mm, other, bw, c, isa, channels_last_kept, channels_last_input)
     launches = 1
     if tile is not None:  # split-K: the fp32 partials written and read back, a second launch
         nbytes += tile.scratch_bytes(plan, gi)
@@ -82,15 +82,17 @@ def gpu_group_cost(plan: FusionPlan, gi: int, t: Tiling | None, hw: HardwareSpec
 
 
 def library_call_cost(plan: FusionPlan, gi: int, hw: HardwareSpec, nbytes: float, mm: float, other: float,
-                       bw: float, c: dict[str, float], isa: str | None = None, kept: bool = False) -> GroupCost:
+                       bw: float, c: dict[str, float], isa: str | None = None, kept: bool = False,
+                       chained: bool = False) -> GroupCost:
     """A library group run as torch's op (conv, or pooling with ISA choice ``library``) then our epilogue
     kernel: the library's output is written and read back once more where an epilogue follows, two
     launches; a pooling moves its bytes at torch's measured pooling rate (``memory.library_pool_bandwidth``).
     A conv on channels-last operands (``library+nhwc``) runs at the library's channels-last rate and pays
     our transpose of its input (read and written once more, one launch), and without an epilogue (which
     transposes back as it reads) one of its output, unless the next group's window kernel reads it as it is
-    (``kept``, ``fusion.window_reader``). Those passes run as kernels of their own, so their time
-    adds to the library op's, whose bytes and arithmetic overlap."""
+    (``kept``, ``fusion.window_reader``), and the input's transpose unless the previous channels-last conv's
+    epilogue stored it so (``chained``, :func:`channels_last_chained`). Those passes run as kernels of their
+    own, so their time adds to the library op's, whose bytes and arithmetic overlap."""
     program = plan.program
     g = plan.groups[gi]
     lib = next(n for n in g.nodes if node_kind(program.nodes[n].op) == LIBRARY)
@@ -100,8 +102,9 @@ def library_call_cost(plan: FusionPlan, gi: int, hw: HardwareSpec, nbytes: float
     launches = 2 if tail else 1
     if isa == NHWC:
         back = not tail and not kept  # ``kept``: the next group's window kernel reads the output channels-last
-        extra += 2 * node_bytes(plan, program.nodes[lib].inputs[0]) + (2 * node_bytes(plan, lib) if back else 0.0)
-        launches += 2 if back else 1
+        extra += (0.0 if chained else 2 * node_bytes(plan, program.nodes[lib].inputs[0])) + \
+            (2 * node_bytes(plan, lib) if back else 0.0)
+        launches += int(back) + int(not chained)
     pool = is_pool(program.nodes[lib].op)
     rate = (hw.get("memory.library_pool_bandwidth") or bw) if pool else bw
     # the library op's bytes hide under its arithmetic (or the other way round); the epilogue's pass over its
@@ -270,26 +273,52 @@ def gpu_cost(plan: FusionPlan, tilings: Sequence[Tiling | None], hw: HardwareSpe
     # a channels-last conv whose output the next group's window kernel reads as it is: not transposed back
     kept = {gi for gi, choice in isa.items() if choice == NHWC and (r := window_reader(plan, gi)) is not None
             and isa.get(r) == WINDOW}
+    chained = channels_last_chained(plan, isa)
     static = plan.static_groups()
     groups = [GroupCost(gi, plan.groups[gi].kind, 0.0, 0.0, 0.0) if gi in static else
               memo_group_cost(plan, gi, tilings[gi] if gi < len(tilings) else None, hw, coefficients, isa.get(gi),
-                              gi in kept)
+                              gi in kept, gi in chained)
               for gi in range(len(plan.groups))]
     return CostReport(sum(g.seconds for g in groups), groups)
 
 
+def channels_last_chained(plan: FusionPlan, isa: dict[int, str]) -> set[int]:
+    """The channels-last conv groups whose input the previous channels-last conv group's epilogue stores
+    channels-last (``emit._chain_channels_last``): that group's outputs are read by nothing but such convs,
+    each as its input, and none is an output of the program."""
+    program = plan.program
+    users = program.users()
+    owner = plan.group_of()
+    convs = {next(n for n in plan.groups[gi].nodes if node_kind(program.nodes[n].op) == LIBRARY): gi
+             for gi, choice in isa.items() if choice == NHWC and plan.groups[gi].kind == LIBRARY}
+    out: set[int] = set()
+    for conv, gj in convs.items():
+        gi = owner.get(program.nodes[conv].inputs[0])
+        if gi is None or gi == gj or gi not in convs.values():
+            continue
+        outs = plan.outputs_of(gi)
+        if any(o in program.outputs for o in outs) or not all(
+                u in convs and program.nodes[u].inputs[0] == o and o not in program.nodes[u].inputs[1:]
+                for o in outs for u in users[o]):
+            continue
+        out.add(gj)
+    return out
+
+
 def memo_group_cost(plan: FusionPlan, gi: int, t: Tiling | Tile | None, hw: HardwareSpec,
-                     coefficients: dict[str, float] | None, isa: str | None, kept: bool) -> GroupCost:
+                     coefficients: dict[str, float] | None, isa: str | None, kept: bool,
+                     chained: bool = False) -> GroupCost:
     """``gpu_group_cost``, memoized on the plan (``FusionPlan.memo``) per hardware spec object: a group's cost
     depends on the plan, the group, its tiling's values (and template), the ISA choice and the coefficients."""
     store = plan.memo.get(("gpu_group_cost", id(hw)))
     if store is None or store[0] is not hw:  # keyed by identity: a spec object is not compared by its values
         store = plan.memo[("gpu_group_cost", id(hw))] = (hw, {})
     tk = t if t is None or isinstance(t, Tile) else (t.values, type(t.typed) if t.typed is not None else None)
-    key = (gi, tk, isa, kept, tuple(sorted(coefficients.items())) if coefficients else None)
+    key = (gi, tk, isa, kept, chained, tuple(sorted(coefficients.items())) if coefficients else None)
     got = store[1].get(key)
     if got is None:
-        got = store[1][key] = gpu_group_cost(plan, gi, t, hw, coefficients, isa, channels_last_kept=kept)
+        got = store[1][key] = gpu_group_cost(plan, gi, t, hw, coefficients, isa, channels_last_kept=kept,
+                                             channels_last_input=chained)
     return got
 
 

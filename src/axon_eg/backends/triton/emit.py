@@ -208,6 +208,35 @@ def _keep_channels_last(plan: FusionPlan, lib_gi: int, tail_gi: int) -> bool:
     return stored is not None and stored[0] == conv and layout.stored_route(plan, tail_gi, *stored) is not None
 
 
+def _chain_channels_last(plan: FusionPlan, lowered: list[Any], tilings: list[Any], warp_size: int) -> None:
+    """Channels-last from one conv to the next (in place on ``lowered``): the element-wise epilogue of a conv
+    run channels-last (it reads the conv's output so), whose outputs only channels-last convs read, each as its
+    input, stores them channels-last too (``layout.lower_physical``), and those convs take them as they are
+    (``conv_nhwc.Call.chained``): a conv -> batch norm -> ReLU -> conv chain pays no transpose between convs."""
+    program = plan.program
+    users = program.users()
+    conv_group = {k.conv: gj for gj, k in enumerate(lowered) if isinstance(k, conv_nhwc.Call)}
+    for gi, k in enumerate(lowered):
+        prev = lowered[gi - 1] if gi else None
+        if not (isinstance(k, GroupKernel) and isinstance(prev, conv_nhwc.Call) and prev.keep):
+            continue
+        outs = plan.outputs_of(gi)
+        readers = [(o, u) for o in outs for u in users[o]]
+        if not readers or any(o in program.outputs for o in outs) or any(
+                u not in conv_group or program.nodes[u].inputs[0] != o or o in program.nodes[u].inputs[1:]
+                or lowered[conv_group[u]].rank != prev.rank for o, u in readers):
+            continue
+        ops = "_".join(dict.fromkeys(program.nodes[n].op for n in plan.groups[gi].nodes
+                                     if node_kind(program.nodes[n].op)))[:40]
+        try:
+            lowered[gi] = layout.lower_physical(plan, gi, tilings[gi], f"_g{gi}_{ops}", warp_size, prev.conv,
+                                                conv_nhwc.permutation(prev.rank))
+        except NotLowerable:
+            continue
+        for _, u in readers:
+            lowered[conv_group[u]] = replace(lowered[conv_group[u]], chained=True)
+
+
 def _split_library(candidate: Candidate) -> tuple[FusionPlan, list[Any], dict[int, str]]:
     """A library group (conv / pool + epilogue) becomes the library op (torch, with the views feeding
     it) followed by its element-wise epilogue as a group of its own, which the Triton element-wise
@@ -313,6 +342,8 @@ def _emit(candidate: Candidate, hw: HardwareSpec, name: str, autotune: bool, gen
                 ops = "_".join(dict.fromkeys(program.nodes[n].op for n in plan.groups[gi + 1].nodes
                                              if node_kind(program.nodes[n].op)))[:40]
                 lowered[gi + 1] = lower_group(plan, gi + 1, tilings[gi + 1], f"_g{gi + 1}_{ops}", warp_size)
+    if generic is None:
+        _chain_channels_last(plan, lowered, tilings, warp_size)
     returns = _returns(program, lowered)
     source = _file(candidate, plan, hw, name, lowered, isa, returns, generic)
     triton_groups = [k for k in lowered if isinstance(k, GroupKernel)]

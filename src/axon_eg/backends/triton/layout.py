@@ -225,6 +225,66 @@ def lower_stored(plan: FusionPlan, gi: int, tiling: Tiling | None, name: str, wa
     return _transpose(plan, gi, tiling, name, warp_size, *route, stored={node: perm})
 
 
+class _Physical(_Tile):
+    """``_Tile`` over a 1-d block in a stored read's physical order: that read, at the block's own index, is at
+    ``offs`` (contiguous: Triton vectorizes the load), not at the sum its logical indices give."""
+
+    def flat_stored(self, n: int, idx: Index, shape: tuple[int, ...]) -> str:
+        if idx == self.dom and shape == tuple(self.domain):
+            return "offs"
+        return super().flat_stored(n, idx, shape)
+
+
+def lower_physical(plan: FusionPlan, gi: int, tiling: Tiling | None, name: str, warp_size: int,
+                   node: int, perm: tuple[int, ...]) -> GroupKernel:
+    """Element-wise group ``gi`` reading ``node`` stored in axis order ``perm`` (a channels-last conv output)
+    and writing its outputs stored in that order too (for a channels-last conv that reads them next): one pass
+    over the elements in physical order, every load and store along the channels, no transpose. Per-channel
+    operands (a batch norm's scale and shift) are read by the channel index; any other read by its logical
+    index. NotLowerable where an output's shape is not ``node``'s or the emitter lacks an op."""
+    program = plan.program
+    outs = plan.outputs_of(gi)
+    shape = tuple(program.concrete_shape(node))
+    if not outs or any(tuple(program.concrete_shape(o)) != shape for o in outs):
+        raise NotLowerable(f"an output of the group is not of node {node}'s shape {list(shape)}")
+    elementwise.no_fp64(plan, gi)
+    elementwise.computable(plan, gi)
+    tile = LayoutTile.read(tiling)
+    total = math.prod(shape)
+    block = min(tile.BLOCK, _pow2(total))
+    wide = any(math.prod(program.concrete_shape(j)) >= INT32_LIMIT for j in (*outs, *plan.inputs_of(gi)))
+    head = ["pid = tl.program_id(0).to(tl.int64)" if wide else "pid = tl.program_id(0)",
+            "offs = pid * BLOCK + tl.arange(0, BLOCK)",
+            f"mask = offs < {total}",
+            f"# logical indices of physical order {list(perm)}"]
+    physical = tuple(shape[p] for p in perm)
+    strides = contiguous_strides(physical)
+    dom = ["0"] * len(shape)
+    for k, (axis, d, st) in enumerate(zip(perm, physical, strides)):
+        if d == 1:
+            continue
+        e = "offs" if st == 1 else f"(offs // {st})"
+        head.append(f"i{axis} = {e if k == 0 else f'({e} % {d})'}")
+        dom[axis] = f"i{axis}"
+    em = _Physical(plan, gi, shape, tuple(dom), {node: perm})
+    results = [em.value(o, tuple(dom)) for o in outs]
+    tail = []
+    for k, r in enumerate(results):
+        if r not in em.memo.values():  # a literal
+            r = f"tl.full([BLOCK], {r}, tl.float32)"
+        tail.append(f"tl.store(out{k} + offs, {r}, mask=mask)")
+    reads = tuple(em.reads)
+    params = [f"p{n}" for n in reads] + [f"out{k}" for k in range(len(outs))] + ["BLOCK: tl.constexpr"]
+    body = head + em.lines + tail
+    src = "@triton.jit\ndef {}({}):\n{}\n".format(name, ", ".join(params), "\n".join("    " + ln for ln in body))
+    grid = cdiv(total, block)
+    ops = sorted({program.nodes[n].op for n in plan.groups[gi].nodes})
+    return GroupKernel(name, src, reads, tuple(outs), grid, (("BLOCK", block),), tile.num_warps,
+                       resources(name, block, tile.num_warps, grid, 1, warp_size=warp_size),
+                       f"element-wise {'/'.join(ops)} over {list(physical)} in physical (channels-last) order, its "
+                       f"outputs stored so: BLOCK={block}, num_warps={tile.num_warps}, {grid} programs")
+
+
 def _transpose(plan: FusionPlan, gi: int, tiling: Tiling | None, name: str, warp_size: int,
                domain: tuple[int, ...], c: int, q: int,
                stored: dict[int, tuple[int, ...]] | None = None) -> GroupKernel:
