@@ -202,56 +202,58 @@ def test_the_weights_channels_last_copy_is_made_once_and_again_when_the_weight_c
     assert id(frozen) not in cache
 
 
-def _chain_program(spatial: int, batch: int, chans: tuple[int, int, int], size: int, k: int, residual: bool,
+def _chain_program(spatial: int, batch: int, chans: tuple[int, int, int], size: int, k: int, mode: str,
                    tail: str):
-    """conv -> scale -> activation -> conv -> ReLU; with ``residual`` the activation is also added to the
-    second conv's output (read by something other than a conv: no chain)."""
+    """conv -> scale -> activation -> conv -> ReLU; ``mode`` "residual": the activation is also added to the
+    second conv's output (read by that conv's epilogue too), "output": it is also an output of the program."""
     b = Builder("chain")
     c0, c1, c2 = chans
     sizes = (size, size + 2, 3)[:spatial]
     x = b.input("x", (batch, c0, *sizes), fp32)
     w1 = b.input("w1", (c1, c0, *([k] * spatial)), fp32)
-    w2 = b.input("w2", (c2 if not residual else c1, c1, *([3] * spatial)), fp32)
+    w2 = b.input("w2", (c2 if mode != "residual" else c1, c1, *([3] * spatial)), fp32)
     scale = b.input("s", (c1, *([1] * spatial)), fp32)
     y = b.emit(f"conv{spatial}d", x, w1, padding=(k // 2,) * spatial)
     y = b.emit(tail, b.emit("mul", y, scale))
     z = b.emit(f"conv{spatial}d", y, w2, padding=(1,) * spatial)
-    if residual:
+    if mode == "residual":
         z = b.emit("add", z, y)
-    return b.build([b.emit("relu", z)]).expand()
+    return b.build([b.emit("relu", z)] + ([y] if mode == "output" else [])).expand()
 
 
 @settings(max_examples=int(os.environ.get("AXON_EG_CONV_EXAMPLES", "20")) // 4, deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(spatial=st.sampled_from((2, 3)), batch=st.sampled_from((1, 2)),
        chans=st.tuples(st.sampled_from((1, 3)), st.sampled_from((2, 5)), st.sampled_from((1, 4))),
-       size=st.sampled_from((1, 3, 4)), k=st.sampled_from((1, 3)), residual=st.booleans(),
+       size=st.sampled_from((1, 3, 4)), k=st.sampled_from((1, 3)), mode=st.sampled_from(("plain", "residual", "output")),
        tail=st.sampled_from(("relu", "mish")))
-def test_a_conv_chain_stays_channels_last_between_convs(spatial, batch, chans, size, k, residual, tail, tmp_path):
+def test_a_conv_chain_stays_channels_last_between_convs(spatial, batch, chans, size, k, mode, tail, tmp_path):
     """Both convs channels-last: the first one's epilogue, read by the second conv alone, stores its output
     channels-last and the second conv takes it without a transpose (its buffer viewed so), predicted cheaper
-    by that transpose; read by the residual add too, it is stored row-major
-    and transposed again. Under TRITON_INTERPRET=1 against float64."""
+    by that transpose; read by the second conv's epilogue too (a residual), that epilogue reads it
+    channels-last where it reads its conv so; an output of the program, it is stored row-major and
+    transposed again. Under TRITON_INTERPRET=1 against float64."""
     import re
 
-    from axon_eg.backends.triton.cost import channels_last_chained
+    from axon_eg.backends.triton.cost import channels_last_chained, gpu_group_cost
 
-    program = _chain_program(spatial, batch, chans, size, k, residual, tail)
+    program = _chain_program(spatial, batch, chans, size, k, mode, tail)
     libs = [gi for gi, g in enumerate(candidate_for(program).plan.groups) if g.kind == LIBRARY]
     assert len(libs) == 2
     cand = candidate_for(program, isa=tuple((gi, NHWC) for gi in libs))
-    chained = channels_last_chained(cand.plan, dict(cand.isa))
-    assert chained == (set() if residual else {libs[1]})
     kernel = emit(cand, H200, "k")
     launcher = kernel.source.split("def kernel(")[1]
     # the second conv's input: the epilogue's buffer viewed channels-last, or transposed into one
-    assert (re.search(r"_x = t\d+\.view\(", launcher) is not None) != residual, kernel.source
-    assert ("in physical (channels-last) order" in kernel.source) != residual
+    viewed = re.search(r"_x = t\d+\.view\(", launcher) is not None
+    assert viewed == ("in physical (channels-last) order" in kernel.source), kernel.source
+    if mode == "plain":
+        assert viewed, kernel.source
+    if mode == "output":
+        assert not viewed, kernel.source
+    assert channels_last_chained(cand.plan, dict(cand.isa)) == ({libs[1]} if mode != "output" else set())
     out = run_kernel(kernel, program, tmp_path)
     assert out.status == "ok", f"{out.error}\n{kernel.source}"
-    if not residual:  # the chained conv is charged no input transpose
-        from axon_eg.backends.triton.cost import gpu_group_cost
-
+    if mode == "plain":  # the chained conv is charged no input transpose
         plain = gpu_group_cost(cand.plan, libs[1], cand.tilings[libs[1]], H200, isa=NHWC)
         fed = gpu_group_cost(cand.plan, libs[1], cand.tilings[libs[1]], H200, isa=NHWC, channels_last_input=True)
         assert fed.seconds < plain.seconds and fed.bytes < plain.bytes

@@ -285,7 +285,7 @@ def gpu_cost(plan: FusionPlan, tilings: Sequence[Tiling | None], hw: HardwareSpe
 def channels_last_chained(plan: FusionPlan, isa: dict[int, str]) -> set[int]:
     """The channels-last conv groups whose input the previous channels-last conv group's epilogue stores
     channels-last (``emit._chain_channels_last``): that group's outputs are read by nothing but such convs,
-    each as its input, and none is an output of the program."""
+    each as its input, and the epilogues of such convs after it, and none is an output of the program."""
     program = plan.program
     users = program.users()
     owner = plan.group_of()
@@ -298,7 +298,8 @@ def channels_last_chained(plan: FusionPlan, isa: dict[int, str]) -> set[int]:
             continue
         outs = plan.outputs_of(gi)
         if any(o in program.outputs for o in outs) or not all(
-                u in convs and program.nodes[u].inputs[0] == o and o not in program.nodes[u].inputs[1:]
+                program.nodes[u].inputs[0] == o and o not in program.nodes[u].inputs[1:] if u in convs
+                else owner.get(u, -1) > gi and owner[u] in convs.values()  # another such conv's epilogue
                 for o in outs for u in users[o]):
             continue
         out.add(gj)

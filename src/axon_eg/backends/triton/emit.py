@@ -210,31 +210,67 @@ def _keep_channels_last(plan: FusionPlan, lib_gi: int, tail_gi: int) -> bool:
 
 def _chain_channels_last(plan: FusionPlan, lowered: list[Any], tilings: list[Any], warp_size: int) -> None:
     """Channels-last from one conv to the next (in place on ``lowered``): the element-wise epilogue of a conv
-    run channels-last (it reads the conv's output so), whose outputs only channels-last convs read, each as its
-    input, stores them channels-last too (``layout.lower_physical``), and those convs take them as they are
-    (``conv_nhwc.Call.chained``): a conv -> batch norm -> ReLU -> conv chain pays no transpose between convs."""
+    run channels-last (it reads the conv's output so), whose outputs are read only by channels-last convs, each
+    as its input, and by other such epilogues, stores them channels-last too (``layout.lower_physical``); those
+    convs take them as they are (``conv_nhwc.Call.chained``) and those epilogues read them in that order
+    (``also``): a conv -> batch norm -> ReLU -> conv chain, a ResNet block's residual too, pays no transpose
+    between convs. An epilogue that cannot be lowered so leaves the chains through it out."""
     program = plan.program
     users = program.users()
+    owner = plan.group_of()
     conv_group = {k.conv: gj for gj, k in enumerate(lowered) if isinstance(k, conv_nhwc.Call)}
-    for gi, k in enumerate(lowered):
-        prev = lowered[gi - 1] if gi else None
-        if not (isinstance(k, GroupKernel) and isinstance(prev, conv_nhwc.Call) and prev.keep):
+
+    def after_conv(gk: int) -> conv_nhwc.Call | None:
+        """The channels-last conv whose output epilogue ``gk`` reads so (None: not such an epilogue)."""
+        prev = lowered[gk - 1] if gk else None
+        ok = isinstance(lowered[gk], GroupKernel) and isinstance(prev, conv_nhwc.Call) and prev.keep
+        return prev if ok else None
+
+    chains: dict[int, list[tuple[int, int]]] = {}  # epilogue -> its (output, reader) pairs
+    for gi in range(len(lowered)):
+        prev = after_conv(gi)
+        if prev is None:
             continue
         outs = plan.outputs_of(gi)
         readers = [(o, u) for o in outs for u in users[o]]
-        if not readers or any(o in program.outputs for o in outs) or any(
-                u not in conv_group or program.nodes[u].inputs[0] != o or o in program.nodes[u].inputs[1:]
-                or lowered[conv_group[u]].rank != prev.rank for o, u in readers):
-            continue
-        ops = "_".join(dict.fromkeys(program.nodes[n].op for n in plan.groups[gi].nodes
-                                     if node_kind(program.nodes[n].op)))[:40]
-        try:
-            lowered[gi] = layout.lower_physical(plan, gi, tilings[gi], f"_g{gi}_{ops}", warp_size, prev.conv,
-                                                conv_nhwc.permutation(prev.rank))
-        except NotLowerable:
-            continue
+
+        def fits(o: int, u: int, rank: int = prev.rank) -> bool:
+            if u in conv_group:
+                return program.nodes[u].inputs[0] == o and o not in program.nodes[u].inputs[1:] \
+                    and lowered[conv_group[u]].rank == rank
+            reader = owner.get(u)
+            return reader is not None and reader > gi and (c := after_conv(reader)) is not None and c.rank == rank
+
+        if readers and not any(o in program.outputs for o in outs) and all(fits(o, u) for o, u in readers):
+            chains[gi] = readers
+    originals = list(lowered)
+    while chains:
+        also: dict[int, dict[int, tuple[int, ...]]] = {}
+        for gi, readers in chains.items():
+            for o, u in readers:
+                if u not in conv_group:
+                    also.setdefault(owner[u], {})[o] = conv_nhwc.permutation(lowered[gi - 1].rank)
+        failed = None
+        for gk in sorted(set(chains) | set(also)):
+            prev = originals[gk - 1]
+            ops = "_".join(dict.fromkeys(program.nodes[n].op for n in plan.groups[gk].nodes
+                                         if node_kind(program.nodes[n].op)))[:40]
+            lower = layout.lower_physical if gk in chains else layout.lower_stored
+            try:
+                lowered[gk] = lower(plan, gk, tilings[gk], f"_g{gk}_{ops}", warp_size, prev.conv,
+                                    conv_nhwc.permutation(prev.rank), also.get(gk))
+            except NotLowerable:
+                failed = gk
+                break
+        if failed is None:
+            break
+        # the chains that needed it lowered so are out; try the rest again from the groups as they were
+        lowered[:] = originals
+        chains = {gi: r for gi, r in chains.items() if gi != failed and all(owner.get(u) != failed for _, u in r)}
+    for readers in chains.values():
         for _, u in readers:
-            lowered[conv_group[u]] = replace(lowered[conv_group[u]], chained=True)
+            if u in conv_group:
+                lowered[conv_group[u]] = replace(lowered[conv_group[u]], chained=True)
 
 
 def _split_library(candidate: Candidate) -> tuple[FusionPlan, list[Any], dict[int, str]]:

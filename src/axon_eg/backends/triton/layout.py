@@ -214,15 +214,16 @@ def stored_route(plan: FusionPlan, gi: int, node: int, perm: tuple[int, ...]) ->
 
 
 def lower_stored(plan: FusionPlan, gi: int, tiling: Tiling | None, name: str, warp_size: int,
-                 node: int, perm: tuple[int, ...]) -> GroupKernel:
+                 node: int, perm: tuple[int, ...], also: dict[int, tuple[int, ...]] | None = None) -> GroupKernel:
     """Element-wise group ``gi`` reading ``node`` stored in axis order ``perm``, as one tiled transpose
-    (``stored_route``; NotLowerable where it does not apply or the element-wise emitter lacks an op)."""
+    (``stored_route``; NotLowerable where it does not apply or the element-wise emitter lacks an op); ``also``
+    names other reads stored in that order (a channels-last chain's output read by a residual add)."""
     route = stored_route(plan, gi, node, perm)
     if route is None:
         raise NotLowerable(f"the group does not read node {node} as a tiled transpose of its {list(perm)} layout")
     LayoutTile.read(tiling)
     elementwise.computable(plan, gi)
-    return _transpose(plan, gi, tiling, name, warp_size, *route, stored={node: perm})
+    return _transpose(plan, gi, tiling, name, warp_size, *route, stored={**(also or {}), node: perm})
 
 
 class _Physical(_Tile):
@@ -236,12 +237,13 @@ class _Physical(_Tile):
 
 
 def lower_physical(plan: FusionPlan, gi: int, tiling: Tiling | None, name: str, warp_size: int,
-                   node: int, perm: tuple[int, ...]) -> GroupKernel:
+                   node: int, perm: tuple[int, ...], also: dict[int, tuple[int, ...]] | None = None) -> GroupKernel:
     """Element-wise group ``gi`` reading ``node`` stored in axis order ``perm`` (a channels-last conv output)
     and writing its outputs stored in that order too (for a channels-last conv that reads them next): one pass
     over the elements in physical order, every load and store along the channels, no transpose. Per-channel
     operands (a batch norm's scale and shift) are read by the channel index; any other read by its logical
-    index. NotLowerable where an output's shape is not ``node``'s or the emitter lacks an op."""
+    index; ``also`` names other reads stored in that order. NotLowerable where an output's shape is not
+    ``node``'s or the emitter lacks an op."""
     program = plan.program
     outs = plan.outputs_of(gi)
     shape = tuple(program.concrete_shape(node))
@@ -266,7 +268,7 @@ def lower_physical(plan: FusionPlan, gi: int, tiling: Tiling | None, name: str, 
         e = "offs" if st == 1 else f"(offs // {st})"
         head.append(f"i{axis} = {e if k == 0 else f'({e} % {d})'}")
         dom[axis] = f"i{axis}"
-    em = _Physical(plan, gi, shape, tuple(dom), {node: perm})
+    em = _Physical(plan, gi, shape, tuple(dom), {**(also or {}), node: perm})
     results = [em.value(o, tuple(dom)) for o in outs]
     tail = []
     for k, r in enumerate(results):
