@@ -42,6 +42,7 @@ from . import (
     efficientnet,
     gpt2,
     heldout,
+    heldout2,
     inception,
     llama,
     mixer,
@@ -373,6 +374,33 @@ register("subpixel_upsampler", "unet", heldout.SubPixelUpsampler,
          {"small": dict(channels=4), "real": dict(channels=64)},
          _both([(2, 4, 8, 8)], [(16, 64, 64, 64)]),
          "ESPCN-style x2 upsampler: conv to 4x channels, pixel_shuffle, PReLU, conv")
+
+# --- A second set written before anything was tuned for them (heldout2.py) ---------------------------------------------
+
+register("mbconv_v3", "mobilenet", heldout2.MBConvV3,
+         {"small": dict(channels=8, expand=4), "real": dict(channels=40, expand=6)},
+         _both([(2, 8, 9, 9)], [(32, 40, 28, 28)]),
+         "MobileNetV3 block: hardswish, depthwise 5x5, squeeze-excitation with hardsigmoid, residual")
+register("gated_decoder", "gan", heldout2.GatedDecoder,
+         {"small": dict(channels=8), "real": dict(channels=64)},
+         _both([(2, 8, 5, 7)], [(16, 64, 64, 64)]),
+         "GAN upsampling step: transposed conv x2, GLU, instance norm, leaky ReLU, conv to RGB, tanh")
+register("textcnn", "text", heldout2.TextCNN,
+         {"small": dict(vocab=50, dim=16, filters=8, classes=5), "real": dict(vocab=30000, dim=300, filters=100, classes=20)},
+         {"small": [TokenIds((3, 11), 50)], "real": [TokenIds((64, 256), 30000)]},
+         "TextCNN: embedding, conv1d widths 2/3/4, max over time, concat, linear, log-softmax")
+register("shifted_window", "swin", heldout2.ShiftedWindowAttention,
+         {"small": dict(dim=16, heads=2, window=4), "real": dict(dim=128, heads=4, window=7)},
+         _both([(2, 8, 8, 16)], [(16, 56, 56, 128)]),
+         "Swin shifted windows on [B, H, W, C]: roll, window partition, qkv unbind, attention, unpartition, roll back")
+register("dense_moe", "moe", heldout2.DenseMoE,
+         {"small": dict(dim=16, ff=32, experts=4), "real": dict(dim=512, ff=1024, experts=8)},
+         _both([(2, 5, 16)], [(8, 256, 512)]),
+         "Dense top-2 mixture of experts: topk router, scatter into gates, expert MLPs by einsum, gated sum")
+register("lstm_classifier", "rnn", heldout2.LSTMClassifier,
+         {"small": dict(features=8, hidden=16, classes=3), "real": dict(features=128, hidden=512, classes=10)},
+         _both([(2, 7, 8)], [(64, 100, 128)]),
+         "nn.LSTM (2 layers, batch first) classifier: last step plus final hidden state, LayerNorm, linear")
 
 # --- Third-party model code (optional packages) ----------------------------------------------------------------------
 
