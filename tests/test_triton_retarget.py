@@ -88,3 +88,21 @@ def test_a_file_that_names_no_device_is_left_alone():
     assert vendor_of(text) is None
     moved = retarget(text, "intel")
     assert moved.text == text and moved.changes == []
+
+
+@pytest.mark.parametrize("device", [None, "cpu"])
+def test_events_and_streams_a_module_makes_for_its_own_timing_still_build(device):
+    """``torch.xpu.Event(enable_timing=True)`` and ``torch.xpu.Stream(priority=-1)``: on a GPU the vendor's
+    classes take the same arguments; the CPU's (the interpreter's device) take none, so they are dropped there,
+    each drop recorded, and the objects build and record."""
+    import torch
+
+    text = ("import torch\nstart = torch.xpu.Event(enable_timing=True)\nside = torch.xpu.Stream(priority=-1)\n"
+            "start.record()\n")
+    moved = retarget(text, "nvidia", device)
+    if device == "cpu":
+        assert "torch.cpu.Event()" in moved.text and "torch.cpu.Stream()" in moved.text
+        assert sum("arguments dropped" in c for c in moved.changes) == 2
+        exec(compile(moved.text, "retargeted", "exec"), {"torch": torch})
+    else:
+        assert "torch.cuda.Event(enable_timing=True)" in moved.text and "torch.cuda.Stream(priority=-1)" in moved.text

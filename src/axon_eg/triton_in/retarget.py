@@ -11,7 +11,9 @@ target's (``TORCH_DEVICE``):
 - launch and config keywords only another vendor's Triton takes (``VENDOR_KEYWORDS``: Intel's ``grf_mode``,
   ``warp_size``, ...), as keyword arguments of a launch ``kernel[grid](...)`` or of ``triton.Config(...)``, or as
   keys of a ``triton.Config``'s dict, are removed;
-- the import of a vendor's torch extension (``intel_extension_for_pytorch``) is removed.
+- the import of a vendor's torch extension (``intel_extension_for_pytorch``) is removed;
+- to the CPU (the Triton interpreter): ``torch.cpu.Event`` / ``Stream`` lose their arguments (the CPU's take
+  none; a module that records events for its own profiling still runs).
 
 Each change is recorded (``what``, line) and the input's row says it was retargeted; the reverse (an Intel target,
 ``--hw intel-xe2``) maps the other way. :func:`vendor_of` tells which vendor a file is written for.
@@ -126,6 +128,10 @@ class _Retarget(cst.CSTTransformer):
         return updated
 
     def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.BaseExpression:
+        if self.new == "cpu" and updated.args and _dotted(updated.func) in ("torch.cpu.Event", "torch.cpu.Stream"):
+            # the interpreter's device: torch.cpu.Event() / Stream() take no arguments (timing, priority)
+            self._said(original, f"{_dotted(updated.func)} arguments dropped (the CPU's takes none)")
+            return updated.with_changes(args=[])
         func = updated.func
         if self.old != self.new and isinstance(func, cst.Attribute) and func.attr.value == self.old \
                 and not updated.args and not (isinstance(func.value, cst.Name) and func.value.value == "torch"):
