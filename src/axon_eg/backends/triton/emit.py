@@ -18,7 +18,7 @@ from __future__ import annotations
 import ast
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -208,13 +208,15 @@ def _keep_channels_last(plan: FusionPlan, lib_gi: int, tail_gi: int) -> bool:
     return stored is not None and stored[0] == conv and layout.stored_route(plan, tail_gi, *stored) is not None
 
 
-def _chain_channels_last(plan: FusionPlan, lowered: list[Any], tilings: list[Any], warp_size: int) -> None:
+def _chain_channels_last(plan: FusionPlan, lowered: list[Any], tilings: list[Any], warp_size: int,
+                         finish: Callable[[int, Any], Any]) -> None:
     """Channels-last from one conv to the next (in place on ``lowered``): the element-wise epilogue of a conv
     run channels-last (it reads the conv's output so), whose outputs are read only by channels-last convs, each
     as its input, and by other such epilogues, stores them channels-last too (``layout.lower_physical``); those
     convs take them as they are (``conv_nhwc.Call.chained``) and those epilogues read them in that order
     (``also``): a conv -> batch norm -> ReLU -> conv chain, a ResNet block's residual too, pays no transpose
-    between convs. An epilogue that cannot be lowered so leaves the chains through it out."""
+    between convs. An epilogue that cannot be lowered so leaves the chains through it out. ``finish`` gives a
+    lowered kernel the target's knobs (as every group's)."""
     program = plan.program
     users = program.users()
     owner = plan.group_of()
@@ -257,8 +259,8 @@ def _chain_channels_last(plan: FusionPlan, lowered: list[Any], tilings: list[Any
                                          if node_kind(program.nodes[n].op)))[:40]
             lower = layout.lower_physical if gk in chains else layout.lower_stored
             try:
-                lowered[gk] = lower(plan, gk, tilings[gk], f"_g{gk}_{ops}", warp_size, prev.conv,
-                                    conv_nhwc.permutation(prev.rank), also.get(gk))
+                lowered[gk] = finish(gk, lower(plan, gk, tilings[gk], f"_g{gk}_{ops}", warp_size, prev.conv,
+                                               conv_nhwc.permutation(prev.rank), also.get(gk)))
             except NotLowerable:
                 failed = gk
                 break
@@ -355,20 +357,26 @@ def _emit(candidate: Candidate, hw: HardwareSpec, name: str, autotune: bool, gen
     program = plan.program
     warp_size = knobs(hw).warp_size
     lowered: list[GroupKernel | str] = []
+
+    def finish(gi: int, k: Any) -> Any:
+        """A group's kernel as the target runs it: the vendor's knobs, a persistent grid capped, autotuned."""
+        if not isinstance(k, GroupKernel):
+            return k
+        k = _vendor_knobs(k, TEMPLATES.tile_of(plan, gi, tilings[gi], hw), hw, warp_size)
+        if k.persistent:  # one program per slot the GPU keeps resident, each looping over tiles
+            tile = TEMPLATES.tile_of(plan, gi, tilings[gi], hw)
+            cap = int(hw.value("compute.units")) * tile.blocks_per_sm(hw)
+            k = replace(k, grid=f"min({k.grid}, {cap})" if isinstance(k.grid, traced.Traced) else min(k.grid, cap))
+        if autotune and k.grid_meta is not None:
+            k = _autotuned(k, plan, gi, hw)
+        return k
+
     for gi, g in enumerate(plan.groups):
         ops = "_".join(dict.fromkeys(program.nodes[n].op for n in g.nodes if node_kind(program.nodes[n].op)))[:40]
         k = lower_group(plan, gi, tilings[gi], f"_g{gi}_{ops}", warp_size, isa.get(gi))
         if generic is not None and isinstance(k, GroupKernel):
             k = _with_dims(k, gi, tilings[gi], warp_size, isa.get(gi), generic)
-        if isinstance(k, GroupKernel):
-            k = _vendor_knobs(k, TEMPLATES.tile_of(plan, gi, tilings[gi], hw), hw, warp_size)
-            if k.persistent:  # one program per slot the GPU keeps resident, each looping over tiles
-                tile = TEMPLATES.tile_of(plan, gi, tilings[gi], hw)
-                cap = int(hw.value("compute.units")) * tile.blocks_per_sm(hw)
-                k = replace(k, grid=f"min({k.grid}, {cap})" if isinstance(k.grid, traced.Traced) else min(k.grid, cap))
-            if autotune and k.grid_meta is not None:
-                k = _autotuned(k, plan, gi, hw)
-        lowered.append(k)
+        lowered.append(finish(gi, k))
     for gi, k in enumerate(lowered):  # a channels-last conv stays so where its epilogue lowered transposing
         if isinstance(k, conv_nhwc.Call) and isa.get(gi + 1) == NHWC:
             if isinstance(lowered[gi + 1], GroupKernel):
@@ -378,8 +386,10 @@ def _emit(candidate: Candidate, hw: HardwareSpec, name: str, autotune: bool, gen
                 ops = "_".join(dict.fromkeys(program.nodes[n].op for n in plan.groups[gi + 1].nodes
                                              if node_kind(program.nodes[n].op)))[:40]
                 lowered[gi + 1] = lower_group(plan, gi + 1, tilings[gi + 1], f"_g{gi + 1}_{ops}", warp_size)
+                if generic is None:
+                    lowered[gi + 1] = finish(gi + 1, lowered[gi + 1])
     if generic is None:
-        _chain_channels_last(plan, lowered, tilings, warp_size)
+        _chain_channels_last(plan, lowered, tilings, warp_size, finish)
     returns = _returns(program, lowered)
     source = _file(candidate, plan, hw, name, lowered, isa, returns, generic)
     triton_groups = [k for k in lowered if isinstance(k, GroupKernel)]
