@@ -70,9 +70,14 @@ class Stage(Protocol):
     def apply(self, tf: TritonFile, params: dict[str, Any]) -> str: ...
 
 
+def _kernel_def(tf: TritonFile, kernel: str) -> cst.FunctionDef:
+    """The top-level ``def`` of ``kernel`` in ``tf``."""
+    return next(n for n in tf.module.body if isinstance(n, cst.FunctionDef) and n.name.value == kernel)
+
+
 def _has_loop(tf: TritonFile, kernel: str) -> bool:
     """Whether ``kernel``'s body has a loop (what ``num_stages`` software-pipelines)."""
-    node = next(n for n in tf.module.body if isinstance(n, cst.FunctionDef) and n.name.value == kernel)
+    node = _kernel_def(tf, kernel)
     found = []
 
     class Finder(cst.CSTVisitor):
@@ -345,7 +350,7 @@ class BlockPointers:
     after: tuple[str, ...] = ()
 
     def detect(self, tf: TritonFile) -> list[str]:
-        return [k for k in tf.kernels if "make_block_ptr" in _function_code(tf, k)]
+        return [k for k in tf.kernels if "make_block_ptr" in tf.module.code_for_node(_kernel_def(tf, k))]
 
     def space(self, tf: TritonFile, hw: HardwareSpec) -> list[dict[str, Any]]:
         kernels = self.detect(tf)
@@ -353,14 +358,6 @@ class BlockPointers:
 
     def apply(self, tf: TritonFile, params: dict[str, Any]) -> str:
         return block_pointers.rewrite(tf.text, set(params["kernels"]), str(tf.path))[0]
-
-
-def _function_code(tf: TritonFile, name: str) -> str:
-    """The source of the top-level function ``name`` of ``tf``."""
-    for node in tf.module.body:
-        if isinstance(node, cst.FunctionDef) and node.name.value == name:
-            return tf.module.code_for_node(node)
-    return ""
 
 
 def _stages() -> tuple[Stage, ...]:

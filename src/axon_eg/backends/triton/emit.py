@@ -208,6 +208,12 @@ def _keep_channels_last(plan: FusionPlan, lib_gi: int, tail_gi: int) -> bool:
     return stored is not None and stored[0] == conv and layout.stored_route(plan, tail_gi, *stored) is not None
 
 
+def _kernel_name(plan: FusionPlan, gi: int) -> str:
+    """Group ``gi``'s jit function name: ``_g<gi>_`` and its ops' names (``_g1_mul_relu``), at most 40 characters."""
+    ops = "_".join(dict.fromkeys(n.op for n in (plan.program.nodes[j] for j in plan.groups[gi].nodes) if node_kind(n.op)))
+    return f"_g{gi}_{ops[:40]}"
+
+
 def _chain_channels_last(plan: FusionPlan, lowered: list[Any], tilings: list[Any], warp_size: int,
                          finish: Callable[[int, Any], Any]) -> None:
     """Channels-last from one conv to the next (in place on ``lowered``): the element-wise epilogue of a conv
@@ -255,11 +261,9 @@ def _chain_channels_last(plan: FusionPlan, lowered: list[Any], tilings: list[Any
         failed = None
         for gk in sorted(set(chains) | set(also)):
             prev = originals[gk - 1]
-            ops = "_".join(dict.fromkeys(program.nodes[n].op for n in plan.groups[gk].nodes
-                                         if node_kind(program.nodes[n].op)))[:40]
             lower = layout.lower_physical if gk in chains else layout.lower_stored
             try:
-                lowered[gk] = finish(gk, lower(plan, gk, tilings[gk], f"_g{gk}_{ops}", warp_size, prev.conv,
+                lowered[gk] = finish(gk, lower(plan, gk, tilings[gk], _kernel_name(plan, gk), warp_size, prev.conv,
                                                conv_nhwc.permutation(prev.rank), also.get(gk)))
             except NotLowerable:
                 failed = gk
@@ -371,9 +375,8 @@ def _emit(candidate: Candidate, hw: HardwareSpec, name: str, autotune: bool, gen
             k = _autotuned(k, plan, gi, hw)
         return k
 
-    for gi, g in enumerate(plan.groups):
-        ops = "_".join(dict.fromkeys(program.nodes[n].op for n in g.nodes if node_kind(program.nodes[n].op)))[:40]
-        k = lower_group(plan, gi, tilings[gi], f"_g{gi}_{ops}", warp_size, isa.get(gi))
+    for gi in range(len(plan.groups)):
+        k = lower_group(plan, gi, tilings[gi], _kernel_name(plan, gi), warp_size, isa.get(gi))
         if generic is not None and isinstance(k, GroupKernel):
             k = _with_dims(k, gi, tilings[gi], warp_size, isa.get(gi), generic)
         lowered.append(finish(gi, k))
@@ -383,9 +386,7 @@ def _emit(candidate: Candidate, hw: HardwareSpec, name: str, autotune: bool, gen
                 lowered[gi] = replace(k, keep=True)
             else:
                 del isa[gi + 1]
-                ops = "_".join(dict.fromkeys(program.nodes[n].op for n in plan.groups[gi + 1].nodes
-                                             if node_kind(program.nodes[n].op)))[:40]
-                lowered[gi + 1] = lower_group(plan, gi + 1, tilings[gi + 1], f"_g{gi + 1}_{ops}", warp_size)
+                lowered[gi + 1] = lower_group(plan, gi + 1, tilings[gi + 1], _kernel_name(plan, gi + 1), warp_size)
                 if generic is None:
                     lowered[gi + 1] = finish(gi + 1, lowered[gi + 1])
     if generic is None:
