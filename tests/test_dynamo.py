@@ -121,6 +121,7 @@ def test_a_graph_break_gives_two_graphs_each_with_its_kernel(tmp_path):
         [r.line() for c in made for regions in c.report.values() for r in regions]
 
 
+@pytest.mark.slow  # Inductor compiles the rest of the graph: 8 s in CI (make test-slow)
 def test_an_unsupported_op_stays_torch_between_two_regions(tmp_path):
     x = torch.randn(5, 12)
     want, got = eager_and_compiled(Unsupported().eval(), tmp_path, x)

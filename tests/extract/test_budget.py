@@ -38,6 +38,7 @@ def _tileable(plan) -> bool:
     return all(TRITON.templates.space(plan, gi, H200).tilings()[0] for gi in range(len(plan.groups)))
 
 
+@pytest.mark.slow  # 25 random programs enumerated: 6-12 s (make test-slow, CI)
 @settings(max_examples=25, deadline=None)
 @given(programs(max_nodes=6, bound=True, allow_library=True), st.integers(1, 6), st.integers(1, 3), st.integers(1, 3))
 def test_random_enumeration_stays_within_its_budget_and_keeps_the_one_group_per_op_plan(program, combos, families,
