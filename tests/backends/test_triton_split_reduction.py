@@ -95,9 +95,10 @@ def test_only_few_long_rows_are_split():
 
 
 @pytest.mark.parametrize("what,make", [
-    ("reads the reduction", lambda b, x: [b.emit("sum", b.emit("exp", b.emit(
-        "sub", x, b.emit("max", x, axes=(1,), keepdims=True))), axes=(1,))]),
-    ("a full-width softmax", lambda b, x: [b.emit("softmax", x, axis=1)]),
+    ("reads the reduction", lambda b, x: [b.emit("sum", b.emit(
+        "mul", x, b.emit("sum", x, axes=(1,), keepdims=True)), axes=(1,))]),
+    ("a full-width output of it", lambda b, x: [b.emit("div", x, b.emit("sum", b.emit(
+        "abs", b.emit("sub", x, b.emit("max", x, axes=(1,), keepdims=True))), axes=(1,), keepdims=True))]),
 ])
 def test_what_a_split_cannot_compute_is_refused_with_its_reason(what, make):
     b = Builder("refused")

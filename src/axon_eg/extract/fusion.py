@@ -144,13 +144,37 @@ class FusionPlan:
                 pairs.append((m, n))
         return pairs
 
-    def row_passes(self, gi: int) -> int:
+    def online_pairs(self, gi: int) -> list[tuple[int, int]]:
+        """(max, exp-sum) pairs of group ``gi``: ``m = max(x)`` one of the sibling reductions and
+        ``s = sum(exp(x - m))`` over the same axes of the same ``x`` (softmax's and log-softmax's denominator): a
+        chunked row lowering computes both in the siblings' pass, each lane's running sum rescaled by
+        ``exp(m_old - m_new)`` when its running max grows (rule ``exp_online_rescale``), and a split reduction
+        combines the slices' (max, sum) the same way, so the row is read once for its statistics."""
+        program = self.program
+        inside = set(self.groups[gi].nodes)
+        maxes = {n for n in self.sibling_reductions(gi) if program.nodes[n].op == "max"}
+        pairs: list[tuple[int, int]] = []
+        for n in sorted(inside - maxes):
+            got = recognise("online_exp_sum", program, n, inside=inside)
+            if not got:
+                continue
+            found = [j for j in maxes if j in got.matched]
+            if len(found) == 1 and not any(found[0] == m_ for m_, _ in pairs):
+                pairs.append((found[0], n))
+        return pairs
+
+    def row_passes(self, gi: int, chunked: bool = True) -> int:
         """Passes over the row of a chunked row reduction of group ``gi``: one for the sibling reductions
-        (:meth:`sibling_reductions`) and the deviation reductions Welford's update computes with their means
-        (:meth:`welford_pairs`), one per other reduction (two for a logsumexp: its max, then its sum)."""
+        (:meth:`sibling_reductions`), the deviation reductions Welford's update computes with their means
+        (:meth:`welford_pairs`) and the exp-sums computed online with their maxes (:meth:`online_pairs`), one
+        per other reduction (a logsumexp's max and sum in one, online too). ``chunked=False``: the levels of
+        dependent reductions a row held in one block combines across warps one after another (the online
+        forms are for chunks: a softmax's max, then its sum; a logsumexp's likewise)."""
         program = self.program
         siblings = set(self.sibling_reductions(gi)) | {s for _, s in self.welford_pairs(gi)}
-        rest = sum(2 if program.nodes[n].op == "logsumexp" else 1 for n in self.groups[gi].nodes
+        if chunked:
+            siblings |= {s for _, s in self.online_pairs(gi)}
+        rest = sum(2 if program.nodes[n].op == "logsumexp" and not chunked else 1 for n in self.groups[gi].nodes
                    if n not in siblings and O.get(program.nodes[n].op).kind is O.OpKind.REDUCE)
         return (1 if siblings else 0) + rest
 

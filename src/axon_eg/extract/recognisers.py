@@ -10,6 +10,8 @@ checks on the bindings.
 - ``WELFORD_SQUARE`` / ``WELFORD_DEVIATION`` / ``WELFORD_MEAN``: a variance beside its mean,
   ``mean|sum(square(x - m))`` with ``m = mean(x)`` over the same axes, computed in one pass with Welford's
   update (``extract/fusion.FusionPlan.welford_pairs``);
+- ``ONLINE_EXP_SUM``: a softmax's denominator, ``sum(exp(x - max(x)))`` over the max's axes, computed with its
+  max in one pass with the online rescale (rule ``exp_online_rescale``: ``extract/fusion.FusionPlan.online_pairs``);
 - ``GEMV_OF_SUM``: ``x @ sum(W, -1)`` (or ``mean``), the split-K GEMV (``backends/triton/gemv_splitk.py``).
 """
 
@@ -34,12 +36,17 @@ WELFORD_DEVIATION = _patterns("(sub ?x ?m)")
 WELFORD_MEAN = _patterns("(mean ?x :axes ?axes :keepdims true)")
 """The deviation's mean: of the same ``?x``, over the same ``?axes``."""
 
+ONLINE_EXP_SUM = _patterns("(sum (exp (sub ?x (max ?x :axes ?axes :keepdims true))) :axes ?axes)")
+"""``sum(exp(x - max(x)))`` over the same axes (softmax's and log-softmax's denominator): ``?x`` and the max's node
+are what the one online pass reads and produces."""
+
 GEMV_OF_SUM = _patterns("(matmul ?x (sum ?w :axes ?axes :keepdims true))",
                         "(matmul ?x (mean ?w :axes ?axes :keepdims true))")
 """A matmul whose right operand is a row reduction of a weight: ``x @ sum(W, -1)``."""
 
 RECOGNISERS = {"softmax_pv": SOFTMAX_PV, "softmax_exp": SOFTMAX_EXP, "welford_square": WELFORD_SQUARE,
-               "welford_deviation": WELFORD_DEVIATION, "welford_mean": WELFORD_MEAN, "gemv_of_sum": GEMV_OF_SUM}
+               "welford_deviation": WELFORD_DEVIATION, "welford_mean": WELFORD_MEAN, "online_exp_sum": ONLINE_EXP_SUM,
+               "gemv_of_sum": GEMV_OF_SUM}
 """Every recogniser by name (the tests parse and exercise each)."""
 
 
@@ -49,5 +56,5 @@ def recognise(name: str, program: object, node: int, *, inside: set[int] | froze
     return match_first(RECOGNISERS[name], program, node, inside=inside, given=given)
 
 
-__all__ = ["GEMV_OF_SUM", "RECOGNISERS", "SOFTMAX_EXP", "SOFTMAX_PV", "WELFORD_DEVIATION", "WELFORD_MEAN",
+__all__ = ["GEMV_OF_SUM", "ONLINE_EXP_SUM", "RECOGNISERS", "SOFTMAX_EXP", "SOFTMAX_PV", "WELFORD_DEVIATION", "WELFORD_MEAN",
            "WELFORD_SQUARE", "recognise"]

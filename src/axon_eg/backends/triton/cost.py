@@ -387,7 +387,7 @@ def cross_warp_efficiency(plan: FusionPlan, gi: int, tile: Tile | None, hw: Hard
     rows ran fastest with all 16 warps along them, 473 us, against 547 at 8 and 929 at 2), nor a chunk
     loop, which combines once after many chunks."""
     limit = hw.get("costs.column_reduction_warps")
-    if not isinstance(tile, RowsTile) or limit is None or plan.row_passes(gi) < 2:
+    if not isinstance(tile, RowsTile) or limit is None or plan.row_passes(gi, chunked=False) < 2:
         return 1.0
     d = group_dims(plan, gi)
     if d.get("INNER", 1) <= 1 or tile.row_block(d["COLS"]) < d["COLS"]:
@@ -403,7 +403,7 @@ def row_warp_efficiency(plan: FusionPlan, gi: int, tile: Tile | None, hw: Hardwa
     bandwidth falls as ``(that / num_warps) ** costs.row_reduction_warps_exponent`` (the hardware file's fit).
     A chunk loop combines once after many chunks and a column reduction is :func:`cross_warp_efficiency`'s."""
     limit, exponent = hw.get("costs.row_reduction_warps"), hw.get("costs.row_reduction_warps_exponent")
-    if not isinstance(tile, RowsTile) or limit is None or exponent is None or plan.row_passes(gi) < 2:
+    if not isinstance(tile, RowsTile) or limit is None or exponent is None or plan.row_passes(gi, chunked=False) < 2:
         return 1.0
     d = group_dims(plan, gi)
     if d.get("INNER", 1) > 1 or tile.row_block(d["COLS"]) < d["COLS"]:
@@ -413,8 +413,9 @@ def row_warp_efficiency(plan: FusionPlan, gi: int, tile: Tile | None, hw: Hardwa
 
 def loop_vectors(plan: FusionPlan, gi: int) -> int:
     """[ROWS, BLOCK_N] accumulators the sibling pass of a chunked row reduction carries from chunk to chunk:
-    one per sibling reduction, two more (count, sum of squared deviations) per Welford pair."""
-    return max(1, len(plan.sibling_reductions(gi)) + 2 * len(plan.welford_pairs(gi)))
+    one per sibling reduction, two more (count, sum of squared deviations) per Welford pair, one more (the
+    running sum) per online (max, exp-sum) pair."""
+    return max(1, len(plan.sibling_reductions(gi)) + 2 * len(plan.welford_pairs(gi)) + len(plan.online_pairs(gi)))
 
 
 def loop_register_efficiency(plan: FusionPlan, gi: int, tile: Tile | None, hw: HardwareSpec) -> float:

@@ -115,15 +115,21 @@ class _Rows:
         self.looped = block_n < self.n if stage == 0 else stage == 1 or self.full
         self.slots = reductions
         self.pairs = plan.welford_pairs(gi) if split > 1 else []
-        paired = {x for pair in self.pairs for x in pair}
+        self.online = plan.online_pairs(gi) if split > 1 else []
+        self.lse = [n for n in reductions if self.program.nodes[n].op == "logsumexp"] if split > 1 else []
+        paired = {x for pair in self.pairs + self.online for x in pair} | set(self.lse)
         self.plain = [n for n in reductions if n not in paired]  # a split's reductions with one partial each
         # the scratch buffer's slots: one per plain reduction, then per Welford pair its count, mean and sum of
-        # squared deviations (stage 2 combines them by Chan's formula)
+        # squared deviations (stage 2 combines them by Chan's formula), per online (max, exp-sum) pair and per
+        # logsumexp the slice's max and its sum of exp(x - that max) (stage 2 rescales them to the row's max)
         self.slot_of: dict = {n: k for k, n in enumerate(self.plain)}
         for k, (m, dev) in enumerate(self.pairs):
             at = len(self.plain) + 3 * k
             self.slot_of.update({("count", m): at, m: at + 1, dev: at + 2})
-        self.n_slots = len(self.plain) + 3 * len(self.pairs)
+        at = len(self.plain) + 3 * len(self.pairs)
+        for k, (m, e) in enumerate(self.online + [(("max", n), ("sum", n)) for n in self.lse]):
+            self.slot_of.update({m: at + 2 * k, e: at + 2 * k + 1})
+        self.n_slots = at + 2 * (len(self.online) + len(self.lse))
         self.top: list[str] = []  # straight-line code of the program
         self.body: list[str] | None = None  # the chunk loop being generated (multi-pass only)
         self.memo_top: dict[tuple, str] = {}
@@ -299,6 +305,9 @@ class _Rows:
         if self.stage == 2 and any(n in pair for pair in self.pairs):
             self._welford_partials(next(pair for pair in self.pairs if n in pair))
             return self.memo_top[key]
+        if self.stage == 2 and (n in self.lse or any(n in pair for pair in self.online)):
+            self._online_partials(n)
+            return self.memo_top[key]
         if self.stage == 2:  # the slices' partials, combined in slice order
             fill, fn = REDUCTIONS[node.op]
             base = self.slot_of[n] * self.r * self.split
@@ -308,7 +317,10 @@ class _Rows:
             self.memo_top[key] = f"v{n}"
             self.row_vars.add(f"v{n}")
             return f"v{n}"
-        if node.op == "logsumexp":
+        if node.op == "logsumexp" and self.looped:  # its max and sum in one pass over the row, online
+            m, s = self._looped([], online=[(x, at, f"m{n}", f"s{n}")])[-2:]
+            expr = f"{m} + tl.log({s})"
+        elif node.op == "logsumexp":
             m = self._reduction(x, at, "max", f"m{n}")
             s = self._reduction(x, at, "sum", f"s{n}", shift=m)
             expr = f"{m} + tl.log({s})"
@@ -336,6 +348,27 @@ class _Rows:
             self.memo_top[(k, "reduced")] = f"v{k}"
             self.row_vars.add(f"v{k}")
 
+    def _online_partials(self, n: int) -> None:
+        """A split's second stage: an online (max, exp-sum) pair's or a logsumexp's value from its slices' maxes
+        ``m_k`` and sums ``s_k`` of ``exp(x - m_k)``: the row's max ``M = max_k m_k`` and its sum
+        ``sum_k s_k * exp(m_k - M)`` (rule ``exp_online_rescale``), in slice order."""
+        pair = next((p for p in self.online if n in p), None)
+        m_key, s_key = pair if pair else (("max", n), ("sum", n))
+        load = "tl.load(part + {} + rows * {} + sidx, mask=rmask & smask, other={})"
+        ms = load.format(self.slot_of[m_key] * self.r * self.split, self.split, REDUCTIONS["max"][0])
+        ss = load.format(self.slot_of[s_key] * self.r * self.split, self.split, "0.0")
+        self.top += [f"mo{n}_s = {ms}", f"so{n}_s = {ss}", *_online_finish(f"mo{n}_s", f"so{n}_s", f"mo{n}", f"so{n}")]
+        if pair:
+            m, e = pair
+            self.top += [f"v{m} = mo{n}", f"v{e} = so{n}"]
+            done = pair
+        else:
+            self.top.append(f"v{n} = mo{n} + tl.log(so{n})")
+            done = (n,)
+        for k in done:
+            self.memo_top[(k, "reduced")] = f"v{k}"
+            self.row_vars.add(f"v{k}")
+
     def _reduction(self, x: int, at: Index, op: str, acc: str, shift: str | None = None) -> str:
         fill, fn = REDUCTIONS[op]
         if not self.looped:
@@ -346,7 +379,7 @@ class _Rows:
         return self._looped([(x, at, op, acc, shift)])[0]
 
     def _looped(self, terms: list[tuple[int, Index, str, str, str | None]],
-                welford: list[tuple[int, int, Index]] = ()) -> list[str]:
+                welford: list[tuple[int, int, Index]] = (), online: list[tuple[int, Index, str, str]] = ()) -> list[str]:
         """One chunk loop computing every reduction of ``terms`` ((input, its index, op, accumulator name,
         shift of logsumexp's exp or None)): per reduction a [ROWS, BLOCK_N] accumulator combined element-wise
         in the loop (no cross-warp reduction per chunk) and reduced across the block once after it; a value
@@ -357,7 +390,11 @@ class _Rows:
         that is in the row at a chunk was in it at every earlier one (the columns only grow), so its count there
         is the chunk's number: the update multiplies by that chunk's ``1 / count`` (:data:`CHUNK_WEIGHT`, one
         scalar per chunk) instead of dividing every element (an IEEE fp32 division per element made the one
-        Welford pass slower than two plain ones: r07's variance 568 us against 497 on the H200)."""
+        Welford pass slower than two plain ones: r07's variance 568 us against 497 on the H200). ``online``
+        ((input, its index, max name, sum name)) adds per item a per-lane running max and a running sum of
+        ``exp(x - max)`` rescaled by ``exp(old - new)`` as the max grows (rule ``exp_online_rescale``), combined
+        across the block after the loop the same way: a softmax's or logsumexp's max and sum in one pass. The
+        names of ``terms``' accumulators, then each online item's max and sum."""
         saved = (self.body, self.memo_loop)
         self.body, self.memo_loop = [], {}
         program = self.program
@@ -372,6 +409,16 @@ class _Rows:
             finals += [f"n{m} = tl.sum({cnt}, axis=1)[:, None]",
                        f"acc{m} = tl.sum({cnt} * {mean}, axis=1)[:, None] / tl.maximum(n{m}, 1.0)",
                        f"acc{dev} = tl.sum({m2} + {cnt} * ({mean} - acc{m}) * ({mean} - acc{m}), axis=1)[:, None]"]
+        neg = REDUCTIONS["max"][0]
+        for x, at, mname, sname in online:
+            v = self.value(x, at)
+            mv, sv, xo, mn, mz = f"{mname}_v", f"{sname}_v", f"{mname}_x", f"{mname}_n", f"{mname}_z"
+            self.top += [f"{mv} = tl.full([ROWS, BLOCK_N], {neg}, tl.float32)", f"{sv} = tl.zeros([ROWS, BLOCK_N], tl.float32)"]
+            self.body += [f"{xo} = tl.where(mask, {v}, {neg})", f"{mn} = tl.maximum({mv}, {xo})",
+                          f"{mz} = tl.where({mn} == {neg}, 0.0, {mn})  # no lane value yet: no shift (no inf - inf)",
+                          f"{sv} = {sv} * tl.exp({mv} - {mz}) + tl.exp({xo} - {mz})  # exp_online_rescale",
+                          f"{mv} = {mn}"]
+            finals += _online_finish(mv, sv, mname, sname)
         out = []
         for x, at, op, acc, shift in terms:
             fill, fn = REDUCTIONS[op]
@@ -386,32 +433,45 @@ class _Rows:
             out.append((vec, fn, acc))
         self.top += self.loop(self.body)
         self.top += [f"{acc} = {fn}({vec}, axis=1)[:, None]" for vec, fn, acc in out] + finals
-        self.vectors = max(self.vectors, len(out) + 3 * len(welford))
+        self.vectors = max(self.vectors, len(out) + 3 * len(welford) + 2 * len(online))
         self.body, self.memo_loop = saved
-        return [acc for _, _, acc in out]
+        return [acc for _, _, acc in out] + [name for _, _, mname, sname in online for name in (mname, sname)]
 
-    def reduce_together(self, ns: list[int], welford: list[tuple[int, int]] = ()) -> list[str]:
+    def reduce_together(self, ns: list[int], welford: list[tuple[int, int]] = (),
+                        online: list[tuple[int, int]] = (), lse: list[int] = ()) -> list[str]:
         """Reductions ``ns`` (independent of each other: ``FusionPlan.sibling_reductions``) in one chunk loop; their
         results are then what :meth:`value` returns for them. With ``welford`` ((mean, deviation reduction) pairs,
-        chunked rows only) the loop also computes each pair by Welford's update (the means leave ``ns``). The
-        accumulators' names of ``ns``."""
+        chunked rows only) the loop also computes each pair by Welford's update (the means leave ``ns``); with
+        ``online`` ((max, exp-sum) pairs: ``FusionPlan.online_pairs``) and ``lse`` (logsumexps reading no other
+        reduction), chunked rows only, each pair's or logsumexp's max and sum online. The accumulators' names of
+        ``ns``, then each online pair's and logsumexp's max and sum."""
         program = self.program
         welford = list(welford) if self.looped else []
-        paired = {m for m, _ in welford}
+        online, lse = (list(online), list(lse)) if self.looped else ([], [])
+        paired = {m for m, _ in welford} | {m for m, _ in online}
         terms = []
         for n in ns:
             if n in paired:
                 continue
             x = program.nodes[n].inputs[0]
             terms.append((x, self.unflat(DOMAIN_FLAT, program.concrete_shape(x)), program.nodes[n].op, f"acc{n}", None))
-        pairs = [(m, dev, self.unflat(DOMAIN_FLAT, program.concrete_shape(program.nodes[m].inputs[0])))
-                 for m, dev in welford]
-        accs = self._looped(terms, pairs) if self.looped else [self._reduction(*t[:4]) for t in terms]
+        def at(m: int) -> Index:
+            return self.unflat(DOMAIN_FLAT, program.concrete_shape(program.nodes[m].inputs[0]))
+
+        pairs = [(m, dev, at(m)) for m, dev in welford]
+        items = ([(program.nodes[m].inputs[0], at(m), f"acc{m}", f"acc{e}") for m, e in online]
+                 + [(program.nodes[n].inputs[0], at(n), f"m{n}", f"s{n}") for n in lse])
+        accs = self._looped(terms, pairs, items) if self.looped else [self._reduction(*t[:4]) for t in terms]
         for m, dev in welford:
             self.top += [f"v{m} = acc{m}", f"v{dev} = {finish(program.nodes[dev].op, f'acc{dev}', self.n)}"]
             for n in (m, dev):
                 self.memo_top[(n, "reduced")] = f"v{n}"
                 self.row_vars.add(f"v{n}")
+        if self.stage != 1:
+            self.top += [f"v{k} = acc{k}" for pair in online for k in pair] + [f"v{n} = m{n} + tl.log(s{n})" for n in lse]
+            for k in [k for pair in online for k in pair] + lse:
+                self.memo_top[(k, "reduced")] = f"v{k}"
+                self.row_vars.add(f"v{k}")
         ns = [n for n in ns if n not in paired]
         if self.stage != 1:
             for n, acc in zip(ns, accs):
@@ -442,6 +502,15 @@ class _Rows:
                     f"    cmask = cols < {bound}", "    mask = rmask & cmask", f"    flat = {self.flat_expr}",
                     *weight, *("    " + ln for ln in body)]
         return out
+
+
+def _online_finish(mv: str, sv: str, m: str, s: str) -> list[str]:
+    """The block's max ``m`` and its sum ``s`` of ``exp(x - m)`` from per-lane (or per-slice) running maxes ``mv``
+    and sums ``sv`` (each relative to its own max): ``s = sum(sv * exp(mv - m))`` (rule ``exp_online_rescale``);
+    a row with no value at all keeps ``-inf`` and 0."""
+    neg = REDUCTIONS["max"][0]
+    return [f"{m} = tl.max({mv}, axis=1)[:, None]", f"{m}_z = tl.where({m} == {neg}, 0.0, {m})",
+            f"{s} = tl.sum({sv} * tl.exp({mv} - {m}_z), axis=1)[:, None]"]
 
 
 def _output_kinds(plan: FusionPlan, gi: int, rows: _Rows) -> dict[int, str]:
@@ -487,9 +556,9 @@ def _walk(plan: FusionPlan, gi: int, em: _Rows) -> tuple[list[int], list[str]]:
     kinds = _output_kinds(plan, gi, em)
     stores: list[str] = []
     if em.looped and em.stage == 0:
-        together, pairs = plan.sibling_reductions(gi), plan.welford_pairs(gi)
-        if len(together) > 1 or pairs:
-            em.reduce_together(together, pairs)
+        together, pairs, online = plan.sibling_reductions(gi), plan.welford_pairs(gi), plan.online_pairs(gi)
+        if len(together) > 1 or pairs or online:
+            em.reduce_together(together, pairs, online)
     row_mask = "rmask & (rows * 0 + split == 0)" if em.stage == 2 and em.full else "rmask"  # stored once per row
     for k, o in enumerate(outs):
         if kinds[o] == "row":
@@ -517,9 +586,12 @@ def _split_check(plan: FusionPlan, gi: int, rows: _Rows) -> None:
     deviations). Full-width outputs are computed by the second stage, each program over its slice."""
     program = plan.program
     _output_kinds(plan, gi, rows)
-    siblings = set(plan.sibling_reductions(gi)) | {dev for _, dev in plan.welford_pairs(gi)}
+    siblings = (set(plan.sibling_reductions(gi)) | {dev for _, dev in plan.welford_pairs(gi)}
+                | {e for _, e in plan.online_pairs(gi)})
     for n in rows.slots:
         op = program.nodes[n].op
+        if op == "logsumexp" and not any(O.get(program.nodes[j].op).kind is O.OpKind.REDUCE for j in plan.feeding(gi, n)):
+            continue  # combined from the slices' maxes and exp-sums
         if op not in O.simple_reductions():
             raise NotLowerable(f"split: {op} is not combined from slices")
         if n not in siblings:
@@ -540,9 +612,12 @@ def _split_lower(plan: FusionPlan, gi: int, tile: RowsTile, name: str, warp_size
     i64 = ".to(tl.int64)" if wide else ""
     row_head = [f"rows = (pid * ROWS + tl.arange(0, ROWS)){i64}[:, None]", f"rmask = rows < {probe.r}"]
     one = _Rows(plan, gi, block_n, split=split, stage=1, slice_cols=chunk, rows_pp=rows_pp)
-    accs = one.reduce_together(one.plain, one.pairs)
+    accs = one.reduce_together(one.plain, one.pairs, one.online, one.lse)
+    online = accs[len(accs) - 2 * (len(one.online) + len(one.lse)):]  # each pair's and logsumexp's max and sum
+    accs = accs[:len(accs) - len(online)]
     for m, dev in one.pairs:
         accs += [f"n{m}", f"acc{m}", f"acc{dev}"]  # the slice's count, mean and sum of squared deviations
+    accs += online  # the slice's max and its sum of exp(x - that max), per pair and per logsumexp
     stores = [f"tl.store(part + {j * probe.r * split} + rows * {split} + split, {acc}, mask=rmask)"
               for j, acc in enumerate(accs)]
     part_body = (["pid = tl.program_id(0) // SPLIT  # the row block",

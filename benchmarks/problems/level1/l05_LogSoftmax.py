@@ -1,0 +1,25 @@
+"""torch.log_softmax over dim 1 of fp32 [682, 393216]: KernelBench 24_LogSoftmax, 4096 rows cut to 682."""
+
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x):
+        return torch.log_softmax(x, dim=1)
+
+
+batch_size = 682
+dim = 393216
+SMALL_SIZES = {"batch_size": 3, "dim": 7}
+
+
+def get_inputs():
+    return [torch.rand(batch_size, dim)]
+
+
+def get_init_inputs():
+    return []

@@ -1,0 +1,31 @@
+"""nn.BatchNorm2d(3) in training mode over fp32 [32, 3, 1021, 1019]: 3 channels of 33M values each."""
+
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self, num_features):
+        super().__init__()
+        self.bn = nn.BatchNorm2d(num_features)
+        with torch.no_grad():
+            self.bn.weight.copy_(1.0 + 0.1 * torch.randn(num_features))
+            self.bn.bias.copy_(0.1 * torch.randn(num_features))
+
+    def forward(self, x):
+        return self.bn(x)
+
+
+batch_size = 32
+features = 3
+height = 1021
+width = 1019
+SMALL_SIZES = {"batch_size": 2, "features": 3, "height": 5, "width": 3}
+
+
+def get_inputs():
+    return [torch.randn(batch_size, features, height, width)]
+
+
+def get_init_inputs():
+    return [features]

@@ -1,0 +1,28 @@
+"""nn.InstanceNorm2d(64) over fp32 [15, 64, 512, 512]: KernelBench 34_InstanceNorm, batch 112 cut to 15."""
+
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self, num_features):
+        super().__init__()
+        self.norm = nn.InstanceNorm2d(num_features)
+
+    def forward(self, x):
+        return self.norm(x)
+
+
+batch_size = 15
+features = 64
+height = 512
+width = 512
+SMALL_SIZES = {"batch_size": 2, "features": 3, "height": 5, "width": 3}
+
+
+def get_inputs():
+    return [torch.randn(batch_size, features, height, width)]
+
+
+def get_init_inputs():
+    return [features]

@@ -1,0 +1,31 @@
+"""nn.MaxPool1d(8, stride=1, padding=4, dilation=3) over fp32 [21, 192, 65536]: 41_Max_Pooling_1D, batch 64 cut."""
+
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self, kernel_size, stride, padding, dilation):
+        super().__init__()
+        self.pool = nn.MaxPool1d(kernel_size, stride=stride, padding=padding, dilation=dilation)
+
+    def forward(self, x):
+        return self.pool(x)
+
+
+batch_size = 21
+features = 192
+length = 65536
+kernel_size = 8
+stride = 1
+padding = 4
+dilation = 3
+SMALL_SIZES = {"batch_size": 2, "features": 3, "length": 23}
+
+
+def get_inputs():
+    return [torch.randn(batch_size, features, length)]
+
+
+def get_init_inputs():
+    return [kernel_size, stride, padding, dilation]

@@ -1,0 +1,30 @@
+"""nn.AvgPool1d(8, stride=1, padding=4) over fp32 [3001, 1031, 29]: 3.1M rows of 29."""
+
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self, kernel_size, stride, padding):
+        super().__init__()
+        self.pool = nn.AvgPool1d(kernel_size, stride=stride, padding=padding)
+
+    def forward(self, x):
+        return self.pool(x)
+
+
+batch_size = 3001
+features = 1031
+length = 29
+kernel_size = 8
+stride = 1
+padding = 4
+SMALL_SIZES = {"batch_size": 2, "features": 3, "length": 9}
+
+
+def get_inputs():
+    return [torch.randn(batch_size, features, length)]
+
+
+def get_init_inputs():
+    return [kernel_size, stride, padding]

@@ -1,0 +1,28 @@
+"""Exclusive cumsum (zeros, cat, narrow, cumsum) on dim 1 of fp32 [8191, 32768]: 92_cumsum_exclusive, rows cut."""
+
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self, dim):
+        super().__init__()
+        self.dim = dim
+
+    def forward(self, x):
+        shifted = torch.cat((torch.zeros_like(x.select(self.dim, 0).unsqueeze(self.dim)), x), dim=self.dim)
+        return torch.cumsum(shifted.narrow(self.dim, 0, x.size(self.dim)), dim=self.dim)
+
+
+batch_size = 8191
+length = 32768
+dim = 1
+SMALL_SIZES = {"batch_size": 3, "length": 7}
+
+
+def get_inputs():
+    return [torch.rand(batch_size, length)]
+
+
+def get_init_inputs():
+    return [dim]
