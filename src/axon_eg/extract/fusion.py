@@ -35,6 +35,7 @@ MERGES: dict[tuple[str, str], str] = {
     (REDUCTION, REDUCTION): REDUCTION,  # softmax: max then sum over the same rows
     (ELEMENTWISE, SCAN): SCAN,
     (SCAN, ELEMENTWISE): SCAN,
+    (LAYOUT, SCAN): SCAN,  # slice / concat / flip on load: an exclusive or reverse scan's input read in place
     (LAYOUT, ELEMENTWISE): ELEMENTWISE,  # transpose / slice / concat on load: index-mapped element-wise
     (ELEMENTWISE, LAYOUT): ELEMENTWISE,
     (LAYOUT, LAYOUT): LAYOUT,
@@ -444,6 +445,7 @@ def plans(program: Program) -> list[FusionPlan]:
     # then each plan's reduction groups cut by dependency level, before the greedy plan, which stays last
     cut = [c for c in map(_split_by_level, fused) if c is not None]
     cut += [c for c in map(_sink_tails, fused) if c is not None]
+    cut += [c for c in map(_absorb_flips, fused) if c is not None]
     out: list[FusionPlan] = []
     seen = {tuple(g.nodes for g in fused[-1].groups)}
     for plan in fused[:-1] + cut:
@@ -539,6 +541,32 @@ def _sink_tails(plan: FusionPlan) -> FusionPlan | None:
         sets[h] |= tail
         moved = True
     return regroup(program, sets) if moved else None
+
+
+def _absorb_flips(plan: FusionPlan) -> FusionPlan | None:
+    """The plan with each group that is one ``flip`` along a scan's axis of a scan group's value moved into that
+    scan group: the sweep stores the line reversed (``flip(cumsum(flip(x)))``, a reverse scan, in one kernel
+    instead of a scan and a copy). None when there is no such group."""
+    program = plan.program
+    owner = plan.group_of()
+    sets = [set(g.nodes) for g in plan.groups]
+    moved = False
+    for gi, g in enumerate(plan.groups):
+        if g.kind != LAYOUT or len(g.nodes) != 1 or program.nodes[g.nodes[0]].op != "flip":
+            continue
+        n = g.nodes[0]
+        h = owner.get(program.nodes[n].inputs[0])
+        if h is None or plan.groups[h].kind != SCAN:
+            continue
+        scans = [j for j in plan.groups[h].nodes if node_kind(program.nodes[j].op) == SCAN]
+        shape = program.concrete_shape(n)
+        axis = int(program.nodes[scans[-1]].attrs["axis"]) % max(1, len(shape))
+        if tuple(program.nodes[n].attrs["axes"]) != (axis,) or shape != program.concrete_shape(scans[-1]):
+            continue
+        sets[h].add(n)
+        sets[gi] = set()
+        moved = True
+    return regroup(program, [s_ for s_ in sets if s_]) if moved else None
 
 
 def is_pool(op: str) -> bool:

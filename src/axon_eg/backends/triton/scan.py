@@ -124,17 +124,25 @@ def _check(plan: FusionPlan, gi: int) -> tuple[tuple[int, ...], int, list[int]]:
     return domain, axis, plan.outputs_of(gi)
 
 
-def _flat_source(plan: FusionPlan, gi: int, o: int, domain: tuple[int, ...]) -> int:
+def _flat_source(plan: FusionPlan, gi: int, o: int, domain: tuple[int, ...], axis: int) -> tuple[int, bool]:
     """The value of the scan's shape whose row-major elements output ``o`` holds: ``o`` itself, or what
-    a chain of reshapes / expand_dims / squeezes inside the group views (they keep the flat order)."""
+    a chain of reshapes / expand_dims / squeezes inside the group views (they keep the flat order); and
+    whether ``o`` holds them reversed along the scanned axis (flips along it inside the group, an odd number:
+    a reverse scan's last flip, ``fusion._absorb_flips``), which the sweep's store undoes."""
     program = plan.program
-    n = o
-    while tuple(program.concrete_shape(n)) != domain:
-        if n not in plan.groups[gi].nodes or program.nodes[n].op not in _FLAT_VIEWS:
+    n, flipped = o, False
+    while True:
+        node = program.nodes[n]
+        if (n in plan.groups[gi].nodes and node.op == "flip" and tuple(program.concrete_shape(n)) == domain
+                and tuple(node.attrs["axes"]) == (axis,)):
+            n, flipped = node.inputs[0], not flipped
+            continue
+        if tuple(program.concrete_shape(n)) == domain:
+            return n, flipped
+        if n not in plan.groups[gi].nodes or node.op not in _FLAT_VIEWS:
             raise NotLowerable(f"output {o} ({program.nodes[o].op}) of shape {list(program.concrete_shape(o))} "
                                f"is not the scan's shape {list(domain)}")
-        n = program.nodes[n].inputs[0]
-    return n
+        n = node.inputs[0]
 
 
 def _own_index(domain: tuple[int, ...], axis: int) -> Index:
@@ -181,7 +189,7 @@ def _scans_at_own_index(plan: FusionPlan, gi: int, domain: tuple[int, ...], axis
         return True
 
     for o in outs:
-        if not visit(_flat_source(plan, gi, o, domain), True):
+        if not visit(_flat_source(plan, gi, o, domain, axis)[0], True):
             return False
     return True
 
@@ -227,6 +235,7 @@ def lower(plan: FusionPlan, gi: int, tiling: Tiling | None, name: str, warp_size
         digits.update(_digits("outer", domain[:axis], 0))
         digits.update(_digits("cols", domain[axis + 1:], axis + 1))
         offs = " + ".join(([f"outer * {length * inner}"] if outer > 1 else []) + [f"i{axis} * {inner}", "cols"])
+        back = offs.replace(f"i{axis} * {inner}", f"({length - 1} - i{axis}) * {inner}")
         line_mask, tile, scan_axis, carry_shape, carry_index = "cmask", "[CHUNK, COLS]", 0, "[1, COLS]", "[None, :]"
         consts = (("CHUNK", chunk), ("COLS", lines))
     else:
@@ -236,18 +245,23 @@ def lower(plan: FusionPlan, gi: int, tiling: Tiling | None, name: str, warp_size
                  f"lane = tl.arange(0, CHUNK)[None, :]{to64}"]
         digits.update(_digits("rows", domain[:axis], 0))
         offs = f"rows * {length} + i{axis}"  # a [ROWS, CHUNK] tile even for one line: tl.store wants full pointers
+        back = f"rows * {length} + {length - 1} - i{axis}"
         line_mask, tile, scan_axis, carry_shape, carry_index = "rmask", "[ROWS, CHUNK]", 1, "[ROWS, 1]", "[:, None]"
         consts = (("ROWS", lines), ("CHUNK", chunk))
     for k, e in sorted(digits.items()):
         head.append(f"i{k} = {e}")
     dom = tuple(f"i{k}" if k == axis or k in digits else "0" for k in range(len(domain)))
     em = _Sweep(plan, gi, domain, dom, looped, scan_axis, carry_index)
-    results = [em.value(_flat_source(plan, gi, o, domain), em.dom) for o in outs]
+    sources = [_flat_source(plan, gi, o, domain, axis) for o in outs]
+    results = [em.value(n, em.dom) for n, _ in sources]
     step = [f"i{axis} = c0 + lane" if looped else f"i{axis} = lane",
             f"mask = {line_mask} & (i{axis} < {length})",
             f"offs = {offs}",
+            *([f"back = {back}  # a reversed output's offsets (a reverse scan's last flip)"]
+              if any(f for _, f in sources) else []),
             *em.lines,
-            *(f"tl.store(out{k} + offs, {r}, mask=mask)" for k, r in enumerate(results))]
+            *(f"tl.store(out{k} + {'back' if f else 'offs'}, {r}, mask=mask)"
+              for k, (r, (_, f)) in enumerate(zip(results, sources)))]
     if looped:
         head += [f"{c} = tl.full({carry_shape}, {init}, tl.float32)" for c, init in em.carries]
         body = head + [f"for c0 in range(0, {length}, CHUNK):  # chunks along the scanned axis, carry between them"]
