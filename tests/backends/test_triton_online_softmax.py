@@ -14,10 +14,10 @@ from hypothesis import strategies as st  # noqa: E402
 
 from axon_eg.backends.triton.backend import TRITON  # noqa: E402
 from axon_eg.backends.triton.emit import emit  # noqa: E402
+from axon_eg.egraph.nugraph import Variant  # noqa: E402
 from axon_eg.extract.candidates import Candidate  # noqa: E402
 from axon_eg.extract.fusion import REDUCTION, plans  # noqa: E402
 from axon_eg.extract.tiling import Tiling  # noqa: E402
-from axon_eg.egraph.nugraph import Variant  # noqa: E402
 from axon_eg.hw import load  # noqa: E402
 from axon_eg.ir.builder import Builder  # noqa: E402
 from axon_eg.ir.dtypes import bf16, fp32  # noqa: E402

@@ -139,6 +139,8 @@ class FusionPlan:
             got = recognise("welford_square", program, n, inside=inside)
             got = recognise("welford_deviation", program, got.nodes["d"], inside=inside, given=got) if got else got
             m = got.nodes.get("m") if got else None
+            if m in inside and program.nodes[m].op in ("reshape", "expand_dims", "mean"):
+                m = _kept_mean(program, m)  # a mean without its kept axes: where they broadcast back in place
             if m not in means or any(m_ == m for m_, _ in pairs):
                 continue
             if recognise("welford_mean", program, m, inside=inside, given=got):
@@ -541,6 +543,28 @@ def _sink_tails(plan: FusionPlan) -> FusionPlan | None:
         sets[h] |= tail
         moved = True
     return regroup(program, sets) if moved else None
+
+
+def _kept_mean(program: Program, view: int) -> int | None:
+    """The mean that ``view`` is or views: a mean with its kept axes (itself), or ``mean(x, axes,
+    keepdims=False)`` whose shape (its own, or that of reshapes and expand_dims of it) broadcasts against ``x`` as the
+    kept mean does (``[C] -> [C, 1, 1]`` for a mean over axes 0, 2 and 3 of ``[N, C, H, W]``: what batch norm in
+    training mode subtracts); None otherwise."""
+    mean = view
+    while program.nodes[mean].op in ("reshape", "expand_dims"):
+        mean = program.nodes[mean].inputs[0]
+    node = program.nodes[mean]
+    if node.op != "mean":
+        return None
+    if node.attrs.get("keepdims"):
+        return mean if view == mean else None
+    xs = tuple(program.concrete_shape(node.inputs[0]))
+    axes = {int(a) % max(1, len(xs)) for a in node.attrs["axes"]}
+    kept = [1 if a in axes else d for a, d in enumerate(xs)]
+    vs = list(program.concrete_shape(view))
+    if len(vs) > len(kept) or kept[len(kept) - len(vs):] != vs or any(k != 1 for k in kept[:len(kept) - len(vs)]):
+        return None
+    return mean
 
 
 def _absorb_flips(plan: FusionPlan) -> FusionPlan | None:

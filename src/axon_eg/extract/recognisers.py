@@ -33,8 +33,9 @@ WELFORD_SQUARE = _patterns("(mean (square ?d) :axes ?axes)", "(sum (square ?d) :
                            "(mean (mul ?d ?d) :axes ?axes)", "(sum (mul ?d ?d) :axes ?axes)")
 """A reduction of a squared deviation ``?d``."""
 WELFORD_DEVIATION = _patterns("(sub ?x ?m)")
-WELFORD_MEAN = _patterns("(mean ?x :axes ?axes :keepdims true)")
-"""The deviation's mean: of the same ``?x``, over the same ``?axes``."""
+WELFORD_MEAN = _patterns("(mean ?x :axes ?axes :keepdims true)", "(mean ?x :axes ?axes :keepdims false)")
+"""The deviation's mean: of the same ``?x``, over the same ``?axes`` (without its kept axes only where a view puts
+them back: ``fusion._kept_mean`` checks)."""
 
 ONLINE_EXP_SUM = _patterns("(sum (exp (sub ?x (max ?x :axes ?axes :keepdims true))) :axes ?axes)")
 """``sum(exp(x - max(x)))`` over the same axes (softmax's and log-softmax's denominator): ``?x`` and the max's node

@@ -44,6 +44,26 @@ DOMAIN_FLAT = "flat"  # rows * N + cols, emitted once per scope
 CHUNK_WEIGHT = "w_chunk"  # 1 / the chunk's number in its loop: a Welford update's weight, one scalar per chunk
 
 
+def _bare(idx: Index | None) -> Index | None:
+    """``idx`` without the parentheses that wrap a whole index expression (a view's round trip through the flat
+    index writes the row as ``((rows))``), so that equal indices compare equal."""
+    if idx is None:
+        return None
+
+    def strip(e: str) -> str:
+        e = e.replace(" ", "")
+        while e.startswith("(") and e.endswith(")"):
+            depth = 0
+            for k, ch in enumerate(e):
+                depth += (ch == "(") - (ch == ")")
+                if depth == 0 and k < len(e) - 1:
+                    return e  # "(a)+(b)": the first parenthesis closes before the end
+            e = e[1:-1]
+        return e
+
+    return tuple(strip(e) for e in idx)
+
+
 def _flat(idx: Index, shape: tuple[int, ...]) -> str:
     terms = [i if s == 1 else f"{i} * {s}" for i, s, d in zip(idx, contiguous_strides(shape), shape) if d != 1 and i != "0"]
     return " + ".join(terms) or "0"
@@ -232,7 +252,8 @@ class _Rows:
         if n in self.inside and O.get(node.op).kind is O.OpKind.REDUCE:
             rows_idx = unflat("rows", shape) if math.prod(shape) == self.r else None
             # rows of one column: the domain's flat index rows * 1 + cols is the row (cols is 0 where stored)
-            own = idx == rows_idx or (self.n == 1 and rows_idx is not None and idx == self.unflat(DOMAIN_FLAT, shape))
+            own = _bare(idx) == _bare(rows_idx) or (self.n == 1 and rows_idx is not None
+                                                     and _bare(idx) == _bare(self.unflat(DOMAIN_FLAT, shape)))
             if not own:
                 raise NotLowerable(f"{node.op} result read at {list(idx)}, not at its own row")
             return self._reduced(n)
