@@ -390,6 +390,35 @@ def cost_model_table(per: list[dict]) -> list[str]:
     return md + [""]
 
 
+COPY_TARGET = {"elementwise": 0.90, "reduction": 0.90, "layout": 0.90}
+"""Issue 53's bar for a memory-bound problem's best candidate, by its plan's heaviest group kind: the fraction of
+the measured copy rate (element-wise and row-wise work 90 %, the rest, ``COPY_DEFAULT``, 85 %)."""
+COPY_DEFAULT = 0.85
+
+
+def copy_floor_table(rows: list[dict]) -> list[str]:
+    """The memory-bound problems against the copy floor: per problem its bytes, achieved bandwidth, the fraction
+    of the run's copy rate and the cost model's predicted fraction, and whether it meets ``COPY_TARGET``."""
+    memory = [r for r in rows if r.get("bound") == "memory" and r.get("of_copy")]
+    if not memory:
+        return []
+
+    def kind(r: dict) -> str:
+        return plan_kind(((r.get("why") or "").split(" [")[0]) or None)
+
+    met = [r for r in memory if r["of_copy"] >= COPY_TARGET.get(kind(r), COPY_DEFAULT)]
+    md = [f"## memory-bound problems against the copy floor ({len(met)} of {len(memory)} at target)", "",
+          f"Target: {', '.join(f'{k} {v:.0%}' for k, v in COPY_TARGET.items())}, others {COPY_DEFAULT:.0%} of the "
+          "device-to-device copy rate this run measured; predicted: the cost model's fraction.", "",
+          "| problem | kind | MB | best us | TB/s | of copy | predicted | target |", "|---|---|---:|---:|---:|---:|---:|---|"]
+    for r in sorted(memory, key=lambda r: r["of_copy"]):
+        pred = f"{100 * r['predicted_of_copy']:.0f} %" if r.get("predicted_of_copy") else "-"
+        md.append(f"| {r['program']} | {kind(r)} | {r['bytes'] / 1e6:.0f} | {r['candidate_us']:.1f} | "
+                  f"{r['achieved_bytes_per_s'] / 1e12:.2f} | {100 * r['of_copy']:.0f} % | {pred} | "
+                  f"{'met' if r in met else 'missed'} |")
+    return md + [""]
+
+
 def render(out: Path, worst: int) -> str:
     lines, rows, index = score(out)
     md = ["# KernelBench-style run", "",
@@ -411,7 +440,9 @@ def render(out: Path, worst: int) -> str:
         md += [f"{apart} problem(s) whose reference output depends on no input are left out of every fast_p and "
                "geomean above (rows' `constant_reference`).", ""]
     folders = json.loads((out / "problems.json").read_text()) if (out / "problems.json").exists() else {}
+    md += copy_floor_table(rows)
     md += cost_model_table(cost_model(out, index, folders))
+
     def cell(v: float | None) -> str:
         return f"{v:.2f}" if v else "-"
 
@@ -439,13 +470,28 @@ def per_problem(out: Path) -> str:
     def us(v: float | None, digits: int = 1) -> str:
         return f"{v:.{digits}f}" if v else "-"
 
+    def frac(v: float | None) -> str:
+        return f"{100 * v:.0f} %" if v else "-"
+
+    def rate(v: float | None) -> str:
+        return f"{v / 1e12:.2f}" if v else "-"
+
+    copy = next((r["copy_bytes_per_s"] for r in rows if r.get("copy_bytes_per_s")), None)
     md = ["# Every measured problem (best candidate, selection, baselines; microseconds)", "",
-          "| folder | problem | best candidate us | eager us | compile (default) us | best vs eager | best vs compile "
-          "| selected | rows from |", "|---|---|---:|---:|---:|---:|---:|---|---|"]
+          f"Bytes: inputs read once and outputs written once; TB/s: bytes over the best candidate's time; of copy: "
+          f"that over the device-to-device copy rate this run measured ({rate(copy)} TB/s); predicted: the cost "
+          "model's fraction (bytes at the hardware file's copy rate over the candidate's predicted time). The "
+          "fractions are the roofline's for memory-bound problems (bound `memory`).", "",
+          "| folder | problem | bound | MB | best candidate us | TB/s | of copy | predicted | eager us | "
+          "compile (default) us | best vs eager | best vs compile | selected | rows from |",
+          "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|"]
     for r in sorted(rows, key=lambda r: (folders.get(r["program"], {}).get("folder", "-"), r["program"])):
         name = r["program"]
         source = index.get(name, {}).get("rows_from")
-        md.append(f"| {folders.get(name, {}).get('folder', '-')} | {name} | {us(r.get('candidate_us'))} | "
+        mb = f"{r['bytes'] / 1e6:.0f}" if r.get("bytes") else "-"
+        md.append(f"| {folders.get(name, {}).get('folder', '-')} | {name} | {r.get('bound') or '-'} | {mb} | "
+                  f"{us(r.get('candidate_us'))} | {rate(r.get('achieved_bytes_per_s'))} | {frac(r.get('of_copy'))} | "
+                  f"{frac(r.get('predicted_of_copy'))} | "
                   f"{us(r.get('eager_us'))} | {us(r.get('compile_default_us'))} | {us(r.get('cand_vs_eager'), 2)} | "
                   f"{us(r.get('cand_vs_compile_default'), 2)} | {r.get('selected') or '-'} | "
                   f"{Path(source).name if source else 'this run'} |")

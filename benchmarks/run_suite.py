@@ -379,11 +379,27 @@ def archive(out: Path, path: Path) -> Path:
     return path
 
 
+def moved_bytes(program) -> int:
+    """The bytes a program must move at the least: its inputs read once and its outputs written once."""
+    nbytes = sum(math.prod(program.concrete_shape(i)) * program.nodes[i].dtype.itemsize for i in program.input_ids)
+    return nbytes + sum(math.prod(program.concrete_shape(o)) * program.nodes[o].dtype.itemsize for o in program.outputs)
+
+
+def copy_fractions(nbytes: int, measured_us: float | None, predicted_us: float | None, copy_bytes_per_s: float,
+                   model_bytes_per_s: float) -> dict:
+    """A memory-bound kernel against the copy floor: its achieved bandwidth (``nbytes`` over its measured time),
+    that as a fraction of the copy rate the same run measured, and the fraction the cost model predicted (the
+    floor at the hardware file's copy rate over the kernel's predicted time)."""
+    achieved = nbytes / (measured_us * 1e-6) if measured_us else None
+    return {"bytes": nbytes, "achieved_bytes_per_s": achieved, "copy_bytes_per_s": copy_bytes_per_s,
+            "of_copy": achieved / copy_bytes_per_s if achieved else None,
+            "predicted_of_copy": nbytes / model_bytes_per_s / (predicted_us * 1e-6) if predicted_us else None}
+
+
 def floor_seconds(program, probe: dict) -> tuple[float, str]:
     """The roofline floor: inputs read once and outputs written once at the copy bandwidth, or the
     matmul flops at the measured matmul rate, whichever is larger."""
-    nbytes = sum(math.prod(program.concrete_shape(i)) * program.nodes[i].dtype.itemsize for i in program.input_ids)
-    nbytes += sum(math.prod(program.concrete_shape(o)) * program.nodes[o].dtype.itemsize for o in program.outputs)
+    nbytes = moved_bytes(program)
     flops = 0.0
     for i, node in enumerate(program.nodes):
         if node.op == "matmul":
@@ -640,6 +656,7 @@ def _schema(rows: list[dict], columns: list[str]) -> dict:
 def collect_rows(out: Path, programs: str | None, history: dict[str, list[float]] | None = None) -> list[dict]:
     """Every measured program's row of the run in ``out`` (the rows imported through ``saturate_and_extract``
     into ``out/cache``)."""
+    from axon_eg.hw import load as load_hw  # lazy: the GPU box's measure imports this module without axon_eg's deps
     from axon_eg.pipeline import PipelineError, saturate_and_extract
 
     index = json.loads((out / "index.json").read_text())
@@ -663,9 +680,14 @@ def collect_rows(out: Path, programs: str | None, history: dict[str, list[float]
             continue
         floor, bound = floor_seconds(program.expand(), probe)
         info = {**info, "phase2_wall_s": info.get("phase2_wall_s", result.phase2_s)}
-        rows.append(program_row(entry.name, entry.kind, result.table.to_dicts(), floor * 1e6, bound, info,
-                                read_medians(out / "rows" / f"{entry.name}.baselines2.jsonl"),
-                                history.get(entry.name, [])))
+        table = result.table.to_dicts()
+        row = program_row(entry.name, entry.kind, table, floor * 1e6, bound, info,
+                          read_medians(out / "rows" / f"{entry.name}.baselines2.jsonl"), history.get(entry.name, []))
+        best = next((r for r in table if r["id"] == row.get("best_candidate")), {})
+        hw = load_hw(info["hw"])
+        model_rate = hw.get("memory.hbm.measured_bandwidth") or hw.value("memory.hbm.bandwidth")
+        rows.append({**row, **copy_fractions(moved_bytes(program.expand()), row.get("candidate_us"),
+                                             best.get("predicted_us"), probe["copy_bytes_per_s"], model_rate)})
     return rows
 
 

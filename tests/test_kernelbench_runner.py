@@ -193,3 +193,21 @@ def test_reuse_takes_rows_only_where_every_kernel_is_unchanged(tmp_path, capsys)
     shutil.rmtree(new / "rows")
     assert kernelbench.main(["reuse", str(new), str(kept)]) == 0
     assert (new / "rows" / "p1.jsonl").exists() and not (new / "rows" / "p2.jsonl").exists()
+
+
+def test_a_memory_bound_problem_is_reported_against_the_copy_floor_and_the_models_prediction():
+    """Issue 53's deliverable 1: bytes moved, achieved bandwidth, the fraction of the run's copy rate and the
+    cost model's predicted fraction, and the per-kind target (element-wise and row-wise 90 %, others 85 %)."""
+    got = run_suite.copy_fractions(2_000_000_000, 1000.0, 800.0, 4.0e12, 4.0e12)
+    assert got["achieved_bytes_per_s"] == pytest.approx(2.0e12) and got["of_copy"] == pytest.approx(0.5)
+    assert got["predicted_of_copy"] == pytest.approx(2e9 / 4e12 / 800e-6)
+    assert run_suite.copy_fractions(10, None, None, 1.0, 1.0)["of_copy"] is None
+    rows = [{"program": p, "bound": "memory", "why": f"{kind} [BLOCK=1]: predicted 1.0 us", "candidate_us": us,
+             **run_suite.copy_fractions(4_000_000_000, us, us * 0.9, 4.0e12, 4.0e12)}
+            for p, kind, us in (("soft", "reduction", 1050.0), ("pool", "library", 1150.0), ("scan", "scan", 1190.0))]
+    rows.append({"program": "gemm", "bound": "matmul", "candidate_us": 5.0, "bytes": 1, "of_copy": 0.01})
+    text = "\n".join(kernelbench.copy_floor_table(rows))
+    assert "(2 of 3 at target)" in text and "gemm" not in text
+    assert "| soft | reduction | 4000 | 1050.0 | 3.81 | 95 % | 106 % | met |" in text
+    assert "| scan | scan | 4000 | 1190.0 | 3.36 | 84 % | 93 % | missed |" in text
+    assert "| pool | library" in text and text.index("scan") < text.index("pool") < text.index("soft")
