@@ -34,7 +34,7 @@ from axon_eg.hw import HardwareSpec
 from axon_eg.ir import ops as O
 from axon_eg.ir.library_ops import CONV_FAMILIES
 
-from .templates import TEMPLATES, MatmulTile, RowsTile
+from .templates import TEMPLATES, MatmulTile, RowsTile, ScanTile
 
 GROUP_SIZE_M = MatmulTile.GROUP_SIZE_M  # the matmul template's tile-row swizzle (the re-read model reads the tile's)
 
@@ -484,7 +484,11 @@ def extra_passes_bytes(plan: FusionPlan, gi: int, tile: Tile | None, hw: Hardwar
     extra; they come from L2 when the rows in flight fit it, else from HBM. A column reduction's passes come
     from HBM whatever its tile (its short runs strided across the tensor do not stay in L2: on the H200 an
     RMSNorm over 320 channels chunked by 32-256 ran 610-1090 us whose rows in flight fit half the L2, 568 us
-    at best, the time of every pass from HBM; a softmax entropy over 151 classes likewise)."""
+    at best, the time of every pass from HBM; a softmax entropy over 151 classes likewise). A split scan
+    (``ScanTile.SPLIT``) reads its input twice, once to fold each segment and once to sweep it."""
+    if isinstance(tile, ScanTile) and tile.SPLIT > 1:  # a split scan reads its line twice: fold, then sweep
+        n_streams, item = streams(plan, gi)
+        return float(math.prod(plan.program.concrete_shape(plan.groups[gi].anchor(plan.program))) * item * n_streams)
     if not isinstance(tile, RowsTile) or hw.get("compute.max_warps_per_sm") is None:
         return 0.0
     cols = group_dims(plan, gi)["COLS"]

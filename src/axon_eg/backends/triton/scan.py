@@ -194,6 +194,91 @@ def _scans_at_own_index(plan: FusionPlan, gi: int, domain: tuple[int, ...], axis
     return True
 
 
+def _split_check(plan: FusionPlan, gi: int, domain: tuple[int, ...], axis: int) -> None:
+    """NotLowerable unless the group can be a split scan: lines along the last axis, one scan in the group."""
+    program = plan.program
+    scans = [n for n in plan.groups[gi].nodes if O.get(program.nodes[n].op).kind is O.OpKind.SCAN]
+    if axis != len(domain) - 1:
+        raise NotLowerable(f"split scan: along axis {axis} of {list(domain)}, not the last (column strips fill the GPU)")
+    if len(scans) != 1:
+        raise NotLowerable(f"split scan: {len(scans)} scans in one group (a segment's total is one scan's)")
+
+
+def _split_lower(plan: FusionPlan, gi: int, tile: ScanTile, name: str, domain: tuple[int, ...], axis: int,
+                 outs: list[int], chunk: int, lines: int, warp_size: int | None) -> GroupKernel:
+    """Few long lines: each line cut into ``SPLIT`` segments of whole chunks, two launches. ``{name}_part``
+    folds each segment's scanned values (sum, or product) into one fp32 partial per line and segment;
+    ``{name}_scan`` sweeps each segment again, its carry starting at the fold of the line's earlier segments'
+    partials (in segment order, deterministic), and stores. The input is read twice, by ``SPLIT`` times as many
+    programs as lines; the host function allocates the partials and launches both."""
+    program = plan.program
+    _split_check(plan, gi, domain, axis)
+    outer, length = math.prod(domain[:axis]), domain[axis]
+    split, warps = tile.SPLIT, tile.num_warps
+    seg = math.ceil(math.ceil(length / chunk) / split) * chunk  # elements per segment, whole chunks
+    wide = math.prod(domain) >= INT32_LIMIT or any(
+        math.prod(program.concrete_shape(j)) >= INT32_LIMIT for j in plan.inputs_of(gi))
+    to64 = ".to(tl.int64)" if wide else ""
+    scan = next(n for n in plan.groups[gi].nodes if O.get(program.nodes[n].op).kind is O.OpKind.SCAN)
+    fn, neutral, combine = _SCANS[program.nodes[scan].op]
+    head = ["pid = tl.program_id(0) // SPLIT  # the block of lines",
+            f"seg = (tl.program_id(0) % SPLIT){to64}  # its segment",
+            f"rows = (pid * ROWS + tl.arange(0, ROWS)){to64}[:, None]  # one scanned line per row",
+            f"rmask = rows < {outer}", f"lane = tl.arange(0, CHUNK)[None, :]{to64}"]
+    digits = _digits("rows", domain[:axis], 0)
+    head += [f"i{k} = {e}" for k, e in sorted(digits.items())]
+    dom = tuple(f"i{k}" if k == axis or k in digits else "0" for k in range(len(domain)))
+    step = [f"i{axis} = seg * {seg} + c0 + lane", f"mask = rmask & (c0 + lane < {seg}) & (i{axis} < {length})",
+            f"offs = rows * {length} + i{axis}"]
+    loop = f"for c0 in range(0, {seg}, CHUNK):  # the segment's chunks"
+    # the partials: the scanned values of the segment folded (its sum, or product), lane-wise then across
+    one = _Sweep(plan, gi, domain, dom, False, 1, "[:, None]")
+    x = one.value(program.nodes[scan].inputs[0], one.dom)
+    fold = f"acc {combine} tl.where(mask, {x}, {neutral})"
+    part_body = head + [f"acc = tl.full([ROWS, CHUNK], {neutral}, tl.float32)", loop]
+    part_body += ["    " + ln for ln in step + one.lines + [f"acc = {fold}"]]
+    total = "tl.sum(acc, axis=1)" if fn == "cumsum" else "tl.reduce(acc, 1, _mul)"
+    part_body += [f"tl.store(part + rows * SPLIT + seg, {total}[:, None], mask=rmask)"]
+    # the sweep: the carry starts at the earlier segments' partials, folded in segment order
+    em = _Sweep(plan, gi, domain, dom, True, 1, "[:, None]")
+    sources = [_flat_source(plan, gi, o, domain, axis) for o in outs]
+    results = [em.value(n, em.dom) for n, _ in sources]
+    carries = [f"{c} = tl.full([ROWS, 1], {init}, tl.float32)" for c, init in em.carries]
+    carry = em.carries[0][0]
+    carries += ["for s in tl.static_range(SPLIT):  # the line's earlier segments, in order",
+                "    before = (rows * 0 + s) < seg  # a [ROWS, 1] boolean (a scalar condition would not be a mask)",
+                f"    {carry} = {carry} {combine} tl.load(part + rows * SPLIT + s, mask=rmask & before, other={neutral})"]
+    stores = [f"tl.store(out{k} + {f'rows * {length} + {length - 1} - i{axis}' if f else 'offs'}, {r}, mask=mask)"
+              for k, (r, (_, f)) in enumerate(zip(results, sources))]
+    scan_body = head + carries + [loop] + ["    " + ln for ln in step + em.lines + stores]
+    reads = tuple(em.reads)
+    params = [f"p{n}" for n in reads] + [f"out{k}" for k in range(len(outs))] + ["part"]
+    consts = (("ROWS", lines), ("CHUNK", chunk), ("SPLIT", split))
+
+    def jit(fn_name: str, body: list[str]) -> str:
+        return "@triton.jit\ndef {}({}):\n{}\n".format(
+            fn_name, ", ".join(params + [f"{c}: tl.constexpr" for c, _ in consts]), "\n".join("    " + ln for ln in body))
+
+    grid = cdiv(outer, lines) * split
+    kw = ", ".join(f"{c}={v}" for c, v in consts)
+    args = ", ".join(params)
+    helper = "@triton.jit\ndef _mul(a, b):\n    return a * b\n\n\n" if fn == "cumprod" else ""
+    host = f'''def {name}({", ".join(params[:-1])}, **launch):
+    """Both launches of the split scan; ``launch``: vendor launch knobs (Intel XPU grf_mode, warp_size)."""
+    part = torch.empty(({outer}, {split}), dtype=torch.float32, device=out0.device)
+    {name}_part[({grid},)]({args}, {kw}, num_warps={warps}, **launch)
+    {name}_scan[({grid},)]({args}, {kw}, num_warps={warps}, **launch)
+'''
+    src = helper + jit(f"{name}_part", part_body) + "\n\n" + jit(f"{name}_scan", scan_body) + "\n\n" + host
+    ops = sorted({program.nodes[n].op for n in plan.groups[gi].nodes})
+    note = (f"scan {'/'.join(ops)} along axis {axis} of {list(domain)}, split: SPLIT={split} segments of {seg} per "
+            f"line, [ROWS, CHUNK] tiles (ROWS={lines}, CHUNK={chunk}), num_warps={warps}, {grid} programs fold their "
+            f"segments, then {grid} sweep them from the earlier segments' partials")
+    return GroupKernel(name, src, reads, tuple(outs), grid, consts, warps,
+                       resources(f"{name}_scan", chunk * lines, warps, grid, max(2, len(reads) + len(outs)),
+                                 smem_bytes=lines * warps * 8, warp_size=warp_size), note, host=True)
+
+
 def check(plan: FusionPlan, gi: int, tiling: Tiling | None, warp_size: int | None = None,
           isa: str | None = None) -> bool:
     """NotLowerable with :func:`lower`'s reason, without generating code: float64, no scan, scans other than
@@ -202,7 +287,10 @@ def check(plan: FusionPlan, gi: int, tiling: Tiling | None, warp_size: int | Non
     own index (``_scans_at_own_index``), False when one is read through an index map (only the lowering's
     index expressions tell whether that map is the identity). :func:`lower` calls it first."""
     domain, axis, outs = _check(plan, gi)
-    ScanTile.read(tiling).split(traced.concrete(domain), axis)
+    tile = ScanTile.read(tiling)
+    tile.split(traced.concrete(domain), axis)
+    if tile.SPLIT > 1:
+        _split_check(plan, gi, domain, axis)
     return _scans_at_own_index(plan, gi, domain, axis, outs)
 
 
@@ -217,6 +305,8 @@ def lower(plan: FusionPlan, gi: int, tiling: Tiling | None, name: str, warp_size
     tile = ScanTile.read(tiling)
     chunk, lines, _ = tile.split(traced.concrete(domain), axis)  # a tiling choice: any split is right
     warps = tile.num_warps
+    if tile.SPLIT > 1:
+        return _split_lower(plan, gi, tile, name, domain, axis, outs, chunk, lines, warp_size)
     looped = chunk < length
     wide = math.prod(domain) >= INT32_LIMIT or any(
         math.prod(program.concrete_shape(j)) >= INT32_LIMIT for j in plan.inputs_of(gi))

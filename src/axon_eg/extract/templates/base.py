@@ -324,6 +324,10 @@ def group_dims(plan: FusionPlan, gi: int) -> dict[str, int]:
         return {"M": a[-2], "N": b[-1], "K": a[-1], "BATCH": math.prod(out[:-2])}
     shape = program.concrete_shape(node.inputs[0] if node.inputs and group.kind == REDUCTION else anchor)
     cols = shape[-1] if shape else 1
+    if node.kind is O.OpKind.SCAN and shape:  # the scanned lines: how many, how long, the inner stride
+        axis = int(node.attrs["axis"]) % len(shape)
+        return {"ROWS": max(1, math.prod(shape[:-1])), "COLS": cols, "SCAN_LINES": math.prod(shape[:axis]),
+                "SCAN_LENGTH": shape[axis], "SCAN_INNER": math.prod(shape[axis + 1:])}
     axes = node.attrs.get("axes") if group.kind == REDUCTION and shape else None
     if axes is not None and all(isinstance(a, int) for a in axes) and axes:
         red = sorted({a % len(shape) for a in axes})

@@ -123,10 +123,38 @@ class ScanTile(ElementwiseTile):
     kind: ClassVar[str] = "scan"
     CHUNK: int | None = None  # elements along the scanned axis per step; None: from BLOCK
     LINES: int | None = None  # lines (rows, or inner columns) per program; None: from BLOCK
+    SPLIT: int = 1
+    """Segments per line (few long lines along the last axis): a first launch folds each segment, a second
+    sweeps it from the earlier segments' fold (the Triton scan lowering's ``_split_lower``)."""
 
     @classmethod
     def applies(cls, plan: FusionPlan, gi: int, hw: HardwareSpec | None) -> bool:
         return plan.groups[gi].kind == SCAN
+
+    @classmethod
+    def params(cls, facts: GroupFacts, hw: HardwareSpec):
+        params, constraints = super().params(facts, hw)
+        d = facts.dims
+        lines, length = d.get("SCAN_LINES", 0), d.get("SCAN_LENGTH", 0)
+        if (hw.get("tiles.rows.split") is None or d.get("SCAN_INNER", 2) != 1 or lines >= hw.value("compute.units")
+                or length < SPLIT_MIN_COLS):
+            return params, constraints
+        units = int(hw.value("compute.units"))
+        params = [*params, ("SPLIT", (1, *tile_range(hw, "rows.split")))]
+        constraints = [*constraints,
+                       Constraint("split segments of at least 4 blocks", f"SPLIT * BLOCK * 4 <= LENGTH={length}",
+                                  lambda t: t.get("SPLIT", 1) == 1 or t["SPLIT"] * t["BLOCK"] * 4 <= length),
+                       Constraint("split programs at most 8 waves", f"LINES={lines} * SPLIT <= 8 * {units}",
+                                  lambda t: lines * t.get("SPLIT", 1) <= 8 * units)]
+        return params, constraints
+
+    @property
+    def launches(self) -> int:  # type: ignore[override]
+        return 2 if self.SPLIT > 1 else 1
+
+    def scratch_bytes(self, plan: FusionPlan, gi: int) -> int:
+        """Split: one fp32 partial per line and segment, written by the first launch, read by the second."""
+        return 0 if self.SPLIT == 1 else group_dims(plan, gi).get("SCAN_LINES", 1) * self.SPLIT * FP32 * 2
 
     def split(self, shape: tuple[int, ...], axis: int) -> tuple[int, int, int]:
         """How ``BLOCK`` splits into ``CHUNK`` (along the scanned axis) x ``LINES`` (rows, or inner columns
@@ -153,7 +181,7 @@ class ScanTile(ElementwiseTile):
         if program.nodes[anchor].kind is not O.OpKind.SCAN:  # cumsum and cumprod sweep alike
             return super().programs(plan, gi)
         axis = int(program.nodes[anchor].attrs["axis"])
-        return self.split(program.concrete_shape(anchor), axis)[2]  # one sweep per program
+        return self.split(program.concrete_shape(anchor), axis)[2] * self.SPLIT  # one sweep per program
 
 
 @dataclass(frozen=True, kw_only=True)
