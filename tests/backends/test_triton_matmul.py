@@ -435,3 +435,26 @@ def test_a_view_after_a_slice_in_a_matmul_epilogue_falls_back_cleanly(tmp_path_f
     kernel = emit(c, H200, "k")
     out = run_kernel(kernel, program.expand(), tmp_path_factory.mktemp("k"))
     assert out.status == "ok", f"{out.error}\n{kernel.source}"
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(lead=st.lists(st.sampled_from((1, 2, 3, 5)), min_size=1, max_size=3), m=st.sampled_from((1, 7, 17)),
+       k=st.sampled_from((5, 16, 33)), n=st.sampled_from((3, 16, 19)), dtype=st.sampled_from((fp32, bf16)),
+       epilogue=st.booleans())
+def test_a_tensor_times_a_matrix_is_one_gemm_over_its_leading_dims_read_and_written_in_place(
+        lead, m, k, n, dtype, epilogue, tmp_path):
+    """Issue 53: ``[*lead, M, K] @ [K, N]`` (3-D and 4-D tensor x matrix) as the importer writes it, the leading
+    dims merged by a reshape into one GEMM's rows: the operand read in place through the view (its row index
+    decomposed per row), the result's view back stored straight into the output (no copy kernel)."""
+    shape = (*lead, m, k)
+    rows = int(np.prod(shape[:-1]))
+    b = Builder("tensor_matrix")
+    x = b.input("x", shape, dtype)
+    w = b.input("w", (k, n), dtype)
+    y = b.emit("matmul", b.emit("reshape", x, shape=(rows, k)), w)
+    if epilogue:
+        y = b.emit("relu", y)
+    program = b.build([b.emit("reshape", y, shape=(*shape[:-1], n))])
+    kernel = check(program, tmp_path)
+    launcher = kernel.source[kernel.source.index("def kernel("):]
+    assert ".copy_(" not in launcher and f"out0.view(({rows}, {n}))" in launcher, launcher

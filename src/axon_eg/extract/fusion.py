@@ -250,12 +250,29 @@ def _initial(program: Program) -> dict[int, list[int]]:
         consumers = [u for u in users[i] if u in owner]
         if consumers:
             owner[i] = owner[consumers[0]]
-        else:  # a view that is a program output: a (trivial) element-wise kernel of its own
+        elif viewed_output_source(program, i) is None:  # a view of an input as an output: a copy of its own
             owner[i] = i
+        # else a flat view of a computed value as an output: no kernel, its group writes into the output
     groups: dict[int, list[int]] = {}
     for node, root in owner.items():
         groups.setdefault(root, []).append(node)
     return groups
+
+
+def viewed_output_source(program: Program, o: int) -> int | None:
+    """The computed value whose elements program output ``o`` holds in the same row-major order when ``o`` is a
+    chain of flat views (reshape, expand_dims, squeeze) of it read by nothing else (a 3-D matmul's ``[B * M, N]``
+    result viewed back as ``[B, M, N]``): the group computing it writes straight into the output's buffer, so the
+    view is no kernel. None otherwise (an input's view, a value that is an output itself or read elsewhere)."""
+    if o not in program.outputs:
+        return None
+    users = program.users()
+    n = o
+    while program.nodes[n].op in O.flat_views():
+        n = program.nodes[n].inputs[0]
+        if n in program.outputs or len(users[n]) != 1:
+            return None
+    return n if n != o and node_kind(program.nodes[n].op) is not None else None
 
 
 def _kind(program: Program, nodes: Iterable[int]) -> str:

@@ -21,7 +21,17 @@ from typing import Any
 
 from axon_eg.backends.kernel import Kernel, identifier, shape_generic
 from axon_eg.extract.candidates import Candidate
-from axon_eg.extract.fusion import ATTENTION, ELEMENTWISE, LAYOUT, MATMUL, REDUCTION, SCAN, FusionPlan, node_kind
+from axon_eg.extract.fusion import (
+    ATTENTION,
+    ELEMENTWISE,
+    LAYOUT,
+    MATMUL,
+    REDUCTION,
+    SCAN,
+    FusionPlan,
+    node_kind,
+    viewed_output_source,
+)
 from axon_eg.hw import HardwareSpec
 from axon_eg.ir import dims as D
 from axon_eg.ir import traced
@@ -76,12 +86,18 @@ def _emit(candidate: Candidate, hw: HardwareSpec, name: str, values: dict[str, i
     produced: dict[int, int] = {n: gi for gi, g in enumerate(plan.groups) for n in g.nodes}
     needed = set(program.outputs) | {i for g in plan.groups for n in g.nodes for i in program.nodes[n].inputs
                                      if produced.get(i, -1) not in (-1, produced[n])}
+    # an output that is a flat view of a computed value (``fusion.viewed_output_source``) is in no group: the
+    # value's group writes into the output's HBM tensor reshaped to the value's shape
+    viewed = {o: v for o in program.outputs if (v := viewed_output_source(program, o)) is not None}
+    needed |= set(viewed.values())
     for n in sorted(needed):
-        if n in hbm:
+        if n in hbm or n in viewed.values():
             continue
         hbm[n] = f"out{list(program.outputs).index(n)}" if n in program.outputs else f"hbm{n}"
         shape = tuple(program.concrete_shape(n))
         w.line(f"{hbm[n]} = nl.ndarray({shape}, dtype={nl_dtype(program.nodes[n].dtype.name)}, buffer=nl.shared_hbm)")
+    for o, v in viewed.items():
+        hbm.setdefault(v, f"{hbm[o]}.reshape({tuple(program.concrete_shape(v))})")
     isa_choice = dict(candidate.isa)
     described: list[str] = []
     for gi, g in enumerate(plan.groups):

@@ -36,6 +36,7 @@ from axon_eg.extract.fusion import (
     FusionPlan,
     Group,
     node_kind,
+    viewed_output_source,
     window_reader,
 )
 from axon_eg.extract.templates import GpuTile, knobs
@@ -524,6 +525,13 @@ def _launcher(plan: FusionPlan, lowered: list[Any], isa: dict[int, str], align: 
     target: dict[int, str] = {}
     for k, o in enumerate(outs and program.outputs):
         target.setdefault(o, outs[k])
+    viewed: dict[int, int] = {}  # output -> the computed value it views, written straight into the output
+    for k, o in enumerate(program.outputs):
+        v = viewed_output_source(program, o)
+        if v is not None and v not in target:
+            viewed[o] = v
+            if outs:
+                target[v] = f"{outs[k]}.view({tuple(program.concrete_shape(v))})"
     first_in = buf[program.input_ids[0]] if program.input_ids else "torch.empty(0)"
     lines = [f"def kernel({''.join(f'{p}=None, ' for p in params + outs)}*extra):"]
     if generic is None:
@@ -624,11 +632,11 @@ def _launcher(plan: FusionPlan, lowered: list[Any], isa: dict[int, str], align: 
         if gi not in static:
             group(gi, g, k)
     if returns:  # an input (or a view of one) returned as an output is a copy of its own
-        results = [ensure(o) + ("" if o in made else ".clone()") for o in program.outputs]
+        results = [ensure(o) + ("" if o in made or viewed.get(o) in made else ".clone()") for o in program.outputs]
         lines.append(f"    return {results[0] if len(results) == 1 else _tuple(results)}")
         return "\n".join(lines) + "\n"
     for k, o in enumerate(program.outputs):  # outputs that are inputs, views, repeats
-        if buf.get(o) != outs[k]:
+        if buf.get(o) != outs[k] and not (o in viewed and buf.get(viewed[o]) == target.get(viewed[o])):
             lines.append(f"    {outs[k]}.copy_({ensure(o)})")
     return "\n".join(lines) + "\n"
 

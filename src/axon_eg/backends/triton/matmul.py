@@ -40,7 +40,7 @@ from axon_eg.ir import ops as O
 from axon_eg.ir import traced
 
 from . import gemv_splitk, tma
-from .base import INT32_LIMIT, GroupKernel, NotLowerable, attr, cdiv, contiguous_strides, resources
+from .base import INT32_LIMIT, GroupKernel, NotLowerable, attr, cdiv, contiguous_strides, resources, unflat
 from .cost import right_k_major
 from .elementwise import sliced
 from .layout import transpose_copy
@@ -148,13 +148,27 @@ class _Kernel(_Operands):
 
     @staticmethod
     def view(idx: Index, shape: tuple[int, ...], to: tuple[int, ...]) -> Index:
-        """Index into ``to`` of the element at ``idx`` of ``shape``, for views that add or drop size-1 dims."""
+        """Index into ``to`` of the element at ``idx`` of ``shape`` (a flat view: the same row-major order). Views
+        that add or drop size-1 dims keep each index; one that regroups leading dims (a 3-D or 4-D tensor's
+        ``[B, M, K]`` seen as ``[B * M, K]`` by a matmul) keeps the trailing dims both have and decomposes the
+        rest from their flat index, so a tile's row index ``rm`` becomes ``(rm // M, rm % M)``: per row, never
+        per element."""
         if math.prod(to) == 1:
             return ("0",) * len(to)
-        if [d for d in shape if d != 1] != [d for d in to if d != 1]:
-            raise NotLowerable(f"reshape {list(to)} <-> {list(shape)} regroups dims; only size-1 dims may change")
         if len(idx) != len(shape):  # an index that is not this value's (a caller's bug): refuse, never misindex
             raise NotLowerable(f"view of {list(shape)} indexed at {list(idx)}")
+        if [d for d in shape if d != 1] != [d for d in to if d != 1]:
+            if math.prod(shape) != math.prod(to):
+                raise NotLowerable(f"reshape {list(to)} <-> {list(shape)} changes the element count")
+            k = 0  # trailing dims both shapes have: their indices carry over
+            while k < min(len(shape), len(to)) and shape[len(shape) - 1 - k] == to[len(to) - 1 - k]:
+                k += 1
+            head, rest = shape[:len(shape) - k], to[:len(to) - k]
+            terms = [i if st == 1 else f"{i} * {st}" for i, st, d in
+                     zip(idx[:len(head)], contiguous_strides(head), head) if d != 1 and i != "0"]
+            flat = " + ".join(terms) or "0"
+            lead = unflat(flat, rest) if flat != "0" else ("0",) * len(rest)
+            return (*lead, *idx[len(head):])
         kept = iter([i for i, d in zip(idx, shape) if d != 1])
         return tuple(next(kept) if d != 1 else "0" for d in to)
 
