@@ -259,6 +259,7 @@ def test_dependent_reductions_of_one_tensor_split_into_levels(shape, split, tmp_
     assert out.status == "ok", f"{out.error}\n{kernel.source}"
 
 
+@pytest.mark.slow  # 16 interpreted kernels over every axis set: 10-23 s (make test-slow, CI)
 @settings(max_examples=int(os.environ.get("AXON_EG_SPLIT_EXAMPLES", "16")), deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(shape=st.sampled_from(((3, 37, 5), (2, 1, 19, 7), (4, 9, 3, 3), (2, 3, 33, 6), (5, 1, 17), (7, 6, 1, 5, 3))),

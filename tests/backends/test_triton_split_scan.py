@@ -60,7 +60,7 @@ def split_candidate(program, split: int, chunk: int) -> Candidate:
     return Candidate(Variant(program, 0, 0, 0), plan, (t,), (), 0.0, TRITON.cost(plan, (t,), H200))
 
 
-@settings(max_examples=int(os.environ.get("AXON_EG_SPLIT_SCAN_EXAMPLES", "12")), deadline=None,
+@settings(max_examples=int(os.environ.get("AXON_EG_SPLIT_SCAN_EXAMPLES", "8")), deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(shape=st.sampled_from(((1, 97), (3, 65), (2, 33), (1, 17), (2, 3, 40))), op=st.sampled_from(("cumsum", "cumprod")),
        form=st.sampled_from(("plain", "exclusive", "reverse", "masked")), split=st.sampled_from((2, 3, 5)),

@@ -146,6 +146,7 @@ def test_each_op_semantics_agree_with_the_reference(name: str, data: st.DataObje
     check_normal_forms(program, data.draw(st.integers(0, 2**32 - 1)), budget=BUDGET)
 
 
+@pytest.mark.slow  # 5x the default examples of random programs: 15-35 s (make test-slow, CI)
 @settings(max_examples=5 * settings.default.max_examples)
 @given(program=programs(bound=True, symbolic=True, allow_library=True, allow_logical=True, max_nodes=6),
        seed=st.integers(0, 2**32 - 1))
