@@ -246,11 +246,12 @@ class RowsTile(GpuTile):
 
     def scratch_bytes(self, plan: FusionPlan, gi: int) -> int:
         """Split: each reduction's fp32 partials of every slice (a Welford pair's three: count, mean, squared
-        deviations), written by the first launch, read by the second."""
+        deviations; a logsumexp's two: max and exp-sum), written by the first launch, read by the second."""
         if self.SPLIT == 1:
             return 0
         program = plan.program
-        reductions = sum(1 for n in plan.groups[gi].nodes if O.get(program.nodes[n].op).kind is O.OpKind.REDUCE)
+        nodes = [program.nodes[n].op for n in plan.groups[gi].nodes]
+        reductions = sum(1 for op in nodes if O.get(op).kind is O.OpKind.REDUCE) + nodes.count("logsumexp")
         return (reductions + len(plan.welford_pairs(gi))) * group_dims(plan, gi)["ROWS"] * self.SPLIT * FP32 * 2
 
     def row_block(self, cols: int) -> int:
