@@ -526,9 +526,10 @@ def _launcher(plan: FusionPlan, lowered: list[Any], isa: dict[int, str], align: 
     for k, o in enumerate(outs and program.outputs):
         target.setdefault(o, outs[k])
     viewed: dict[int, int] = {}  # output -> the computed value it views, written straight into the output
+    frozen = plan.static_groups() if generic is None else frozenset()  # their buffers are cached: not aliased
     for k, o in enumerate(program.outputs):
         v = viewed_output_source(program, o)
-        if v is not None and v not in target:
+        if v is not None and v not in target and not any(v in plan.groups[gi].nodes for gi in frozen):
             viewed[o] = v
             if outs:
                 target[v] = f"{outs[k]}.view({tuple(program.concrete_shape(v))})"
