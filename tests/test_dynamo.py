@@ -258,6 +258,7 @@ class PassThrough(torch.nn.Module):
         return s + z, s * 3.0, y
 
 
+@pytest.mark.slow  # seconds of interpreted kernels or compiles: make test-slow (CI) runs it
 def test_a_region_output_that_is_an_input_is_passed_through_not_copied(tmp_path):
     x = torch.randn(4, 10)
     want, got = eager_and_compiled(PassThrough().eval(), tmp_path, x)

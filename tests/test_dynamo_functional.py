@@ -126,6 +126,7 @@ class Chain(torch.nn.Module):
         return y
 
 
+@pytest.mark.slow  # seconds of interpreted kernels or compiles: make test-slow (CI) runs it
 @settings(max_examples=6, deadline=None, suppress_health_check=list(HealthCheck))
 @given(steps=st.lists(st.tuples(st.sampled_from(sorted(IN_PLACE)), st.booleans()), min_size=1, max_size=5),
        width=st.sampled_from([1, 3, 8]), rows=st.sampled_from([1, 2, 5]), region_ops=st.integers(1, 4))

@@ -64,6 +64,7 @@ def test_a_frozen_swiglu_region_measures_the_merged_gemm(tmp_path: Path) -> None
     assert any(r.startswith("broadcast_matmul_sibling_") for r in rules), sorted(set(rules))
 
 
+@pytest.mark.slow  # seconds of interpreted kernels or compiles: make test-slow (CI) runs it
 @settings(max_examples=3, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(st.sampled_from([1, 3, 7]), st.sampled_from([5, 16]), st.sampled_from([9, 24]), st.integers(0, 2**16))
 def test_the_merged_gemm_kernels_match_float64(tmp_path: Path, tokens: int, hidden: int, ffn: int, seed: int) -> None:

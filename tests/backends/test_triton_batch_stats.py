@@ -49,7 +49,7 @@ def batch_norm_train(shape: tuple[int, int, int, int], dtype, offset: float, vie
     return b.build([y]).expand()
 
 
-@settings(max_examples=int(os.environ.get("AXON_EG_BATCH_STATS_EXAMPLES", "10")), deadline=None,
+@settings(max_examples=int(os.environ.get("AXON_EG_BATCH_STATS_EXAMPLES", "6")), deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(shape=st.sampled_from(((2, 3, 5, 7), (1, 2, 9, 4), (3, 1, 6, 5), (4, 5, 1, 1), (2, 3, 17, 1))),
        split=st.sampled_from((1, 2, 3)), block_n=st.sampled_from((8, 16)), dtype=st.sampled_from((fp32, bf16)),

@@ -104,6 +104,7 @@ def _dims_over_one(program):
     return sorted(d for d, v in program.bindings.items() if v > 1)
 
 
+@pytest.mark.slow  # seconds of interpreted kernels or compiles: make test-slow (CI) runs it
 @settings(max_examples=int(os.environ.get("AXON_EG_TRITON_EXAMPLES", "40")))
 @given(programs(max_nodes=5, dtypes=(fp32,), allow_library=False, sizes=(2, 3, 5, 8)), st.data())
 def test_a_generic_kernel_equals_the_reference_at_other_sizes_of_its_range(tmp_path_factory, program, data):

@@ -381,6 +381,7 @@ def conditioned(program: Program, seeds=range(3)) -> bool:
     return True
 
 
+@pytest.mark.slow  # seconds of interpreted kernels or compiles: make test-slow (CI) runs it
 @settings(max_examples=int(os.environ.get("AXON_EG_TRITON_EXAMPLES", "40")), deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(program=matmul_programs(), tiles=st.sampled_from([{}, {"BLOCK_M": 32, "BLOCK_N": 16, "BLOCK_K": 32}]))
@@ -393,6 +394,7 @@ def test_random_matmul_programs_lower_to_triton_and_match_the_reference(tmp_path
     assert out.status == "ok", f"{out.error}\n{kernel.source}"
 
 
+@pytest.mark.slow  # seconds of interpreted kernels or compiles: make test-slow (CI) runs it
 @settings(max_examples=int(os.environ.get("AXON_EG_TRITON_EXAMPLES", "40")), deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.filter_too_much])
 @given(programs(max_nodes=5, dtypes=(fp32,), ops=["matmul", "linear", "add", "mul", "sub", "div", "silu", "exp", "sum",

@@ -46,7 +46,7 @@ def candidate(program, split: int, rows: int) -> Candidate:
     return Candidate(Variant(program, 0, 0, 0), plan, (t,), (), 0.0, TRITON.cost(plan, (t,), H200))
 
 
-@settings(max_examples=int(os.environ.get("AXON_EG_ONLINE_EXAMPLES", "14")), deadline=None,
+@settings(max_examples=int(os.environ.get("AXON_EG_ONLINE_EXAMPLES", "10")), deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(op=st.sampled_from(("softmax", "log_softmax", "logsumexp")),
        shape=st.sampled_from(((1, 17), (3, 33), (1, 101), (2, 3, 47), (5, 16), (1, 1, 65))),

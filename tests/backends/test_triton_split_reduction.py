@@ -57,6 +57,7 @@ def split_candidate(program: Program, split: int, block_n: int = 16) -> Candidat
     return Candidate(Variant(program, 0, 0, 0), plan, (t,), (), report.seconds, report)
 
 
+@pytest.mark.slow  # seconds of interpreted kernels or compiles: make test-slow (CI) runs it
 @settings(max_examples=int(os.environ.get("AXON_EG_SPLIT_EXAMPLES", "16")), deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(shape=st.sampled_from(((1, 301), (3, 257), (2, 5, 37), (1, 1, 129), (5, 100))),

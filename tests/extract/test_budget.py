@@ -74,6 +74,7 @@ def _wide_mlp(x: ax.Tensor["M", "D", ax.fp32], w1: ax.Tensor["D", "H", ax.fp32],
     return h @ w3 + b3
 
 
+@pytest.mark.slow  # seconds of interpreted kernels or compiles: make test-slow (CI) runs it
 def test_a_wide_program_is_enumerated_within_its_budget_deterministically() -> None:
     runs = []
     for _ in range(2):

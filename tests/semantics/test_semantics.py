@@ -686,6 +686,7 @@ def _mutant(program: Program, at: int, op: str) -> Program:
     return b.build([values[o] for o in program.outputs])
 
 
+@pytest.mark.slow  # seconds of interpreted kernels or compiles: make test-slow (CI) runs it
 @settings(max_examples=2 * settings.default.max_examples)
 @given(program=programs(bound=True, symbolic=True, allow_library=True, max_nodes=5), data=st.data())
 def test_symbolic_path_never_proves_a_mutant(program: Program, data: st.DataObject) -> None:
