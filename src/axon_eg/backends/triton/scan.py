@@ -248,9 +248,11 @@ def _split_lower(plan: FusionPlan, gi: int, tile: ScanTile, name: str, domain: t
     carries += ["for s in tl.static_range(SPLIT):  # the line's earlier segments, in order",
                 "    before = (rows * 0 + s) < seg  # a [ROWS, 1] boolean (a scalar condition would not be a mask)",
                 f"    {carry} = {carry} {combine} tl.load(part + rows * SPLIT + s, mask=rmask & before, other={neutral})"]
-    stores = [f"tl.store(out{k} + {f'rows * {length} + {length - 1} - i{axis}' if f else 'offs'}, {r}, mask=mask)"
+    reversed_out = [f"back = rows * {length} + {length - 1} - i{axis}  # a reversed output's offsets"] \
+        if any(f for _, f in sources) else []
+    stores = [f"tl.store(out{k} + {'back' if f else 'offs'}, {r}, mask=mask)"
               for k, (r, (_, f)) in enumerate(zip(results, sources))]
-    scan_body = head + carries + [loop] + ["    " + ln for ln in step + em.lines + stores]
+    scan_body = head + carries + [loop] + ["    " + ln for ln in step + reversed_out + em.lines + stores]
     reads = tuple(em.reads)
     params = [f"p{n}" for n in reads] + [f"out{k}" for k in range(len(outs))] + ["part"]
     consts = (("ROWS", lines), ("CHUNK", chunk), ("SPLIT", split))
