@@ -17,6 +17,12 @@ lowering's index maps: broadcasts, transposes, slices, concats and views on load
 values themselves must be read at the tile's own index. Several scans along the same axis (a cumsum
 of a cumsum) share the sweep, each with its own carry (a product's carry multiplies: ``_SCANS``).
 
+Few long lines along the last axis (fewer lines than SMs) leave most SMs idle in one sweep per line; two
+tilings cut each line across programs (``ScanTile``): ``SPLIT`` segments in two launches, a fold of each
+segment then a sweep from the earlier segments' fold (``_split_lower``: the input read twice, deterministic),
+or ``LOOKBACK``, one tile per program in one launch, the earlier tiles' fold found by a decoupled look-back
+(``_lookback_lower``: the input read once).
+
 Tile sizes: the planner hands scan groups the element-wise ``BLOCK`` (elements per chunk tile) and
 ``num_warps`` (``extract.templates.ScanTile``, whose ``split`` this is). Rows: ``CHUNK = min(L, BLOCK)``,
 ``ROWS = BLOCK / CHUNK``. Columns: ``COLS`` up to 64, narrowed to 16 until there are ``TARGET_PROGRAMS``
@@ -67,9 +73,10 @@ class _Sweep(_Emitter):
     """The element-wise emitter over a 2-D tile whose chunk loop runs along the scanned axis."""
 
     def __init__(self, plan: FusionPlan, gi: int, domain: tuple[int, ...], dom: Index, looped: bool, scan_axis: int,
-                 carry_index: str):
+                 carry_index: str, lookback: bool = False):
         super().__init__(plan, gi, domain, dom)
         self.looped = looped
+        self.lookback = lookback  # the carry comes from the earlier tiles' look-back (``_lookback_lower``)
         self.scan_axis = scan_axis  # the tile axis tl.cumsum runs along
         self.carry_index = carry_index  # the carry's tl.sum drops the scanned tile axis; this puts it back
         self.carries: list[tuple[str, str]] = []  # (name, initial value)
@@ -89,7 +96,10 @@ class _Sweep(_Emitter):
         fn, neutral, combine = _SCANS[node.op]
         # masked lanes (past the line's end, or rows past the last line) leave the scan as it is
         self.lines.append(f"{name} = tl.{fn}(tl.where(mask, {x}, {neutral}), axis={self.scan_axis})")
-        if self.looped:
+        if self.lookback:  # the tile's total published, the earlier tiles' fold looked back for, then applied
+            self.lines += _lookback(n, node.op, f"tl.sum(tl.sum(tl.where(lane == CHUNK - 1, {name}, 0.0), axis=1), axis=0)")
+            self.lines.append(f"{name} = {name} {combine} carry{n}")
+        elif self.looped:
             carry = f"carry{n}"
             self.carries.append((carry, neutral))
             self.lines.append(f"{name} = {name} {combine} {carry}")
@@ -194,14 +204,15 @@ def _scans_at_own_index(plan: FusionPlan, gi: int, domain: tuple[int, ...], axis
     return True
 
 
-def _split_check(plan: FusionPlan, gi: int, domain: tuple[int, ...], axis: int) -> None:
-    """NotLowerable unless the group can be a split scan: lines along the last axis, one scan in the group."""
+def _split_check(plan: FusionPlan, gi: int, domain: tuple[int, ...], axis: int, what: str = "split scan") -> None:
+    """NotLowerable unless the group can be a split (or look-back) scan: lines along the last axis, one scan in
+    the group."""
     program = plan.program
     scans = [n for n in plan.groups[gi].nodes if O.get(program.nodes[n].op).kind is O.OpKind.SCAN]
     if axis != len(domain) - 1:
-        raise NotLowerable(f"split scan: along axis {axis} of {list(domain)}, not the last (column strips fill the GPU)")
+        raise NotLowerable(f"{what}: along axis {axis} of {list(domain)}, not the last (column strips fill the GPU)")
     if len(scans) != 1:
-        raise NotLowerable(f"split scan: {len(scans)} scans in one group (a segment's total is one scan's)")
+        raise NotLowerable(f"{what}: {len(scans)} scans in one group (a segment's total is one scan's)")
 
 
 def _split_lower(plan: FusionPlan, gi: int, tile: ScanTile, name: str, domain: tuple[int, ...], axis: int,
@@ -281,6 +292,97 @@ def _split_lower(plan: FusionPlan, gi: int, tile: ScanTile, name: str, domain: t
                                  smem_bytes=lines * warps * 8, warp_size=warp_size), note, host=True)
 
 
+LOOKBACK_WINDOW = 32
+"""Earlier tiles a look-back reads at once (one warp's worth of flags, as CUB's look-back reads them)."""
+
+
+def _lookback(n: int, op: str, total: str) -> list[str]:
+    """Lines of a decoupled look-back (Merrill and Garland, 2016) for scan ``n``: the tile publishes its total
+    (flag 1; a line's first tile publishes it as the inclusive prefix, flag 2), folds the earlier tiles'
+    words in windows of ``LOOKBACK_WINDOW``, nearest first, until one holds its line's inclusive prefix,
+    into ``carry{n}``, then publishes ``carry combine total`` with flag 2. A word packs the fp32 value's bits
+    (low half) with its flag (high half), so one 64-bit atomic publishes both: no fence between them. A
+    window with an unpublished tile (flag 0) before its nearest prefix is read again (the spin). Earlier
+    tiles hold earlier tickets (``_lookback_lower``): they are running or done, so the spin ends."""
+    _, neutral, combine = _SCANS[op]
+    fold = "tl.sum({}, axis=0)" if op == "cumsum" else "tl.reduce({}, 0, _mul)"
+    word = "{}.to(tl.uint32, bitcast=True).to(tl.int64) | ({} << 32)"
+    return [
+        f"agg{n} = {total}  # the tile's total (the last lane: masked lanes hold the neutral element)",
+        "tl.atomic_xchg(slot_lb + t_lb, " + word.format(f"agg{n}", "(1 + (t_lb == 0).to(tl.int64))") + ', sem="relaxed")',
+        f"carry{n} = agg{n} * 0.0 + {neutral}  # the fold of the line's earlier tiles",
+        "hi_lb = t_lb - 1  # the nearest earlier tile not folded yet",
+        "while hi_lb >= 0:",
+        "    at_lb = hi_lb - win_lb",
+        "    ok_lb = at_lb >= 0",
+        '    w_lb = tl.atomic_add(slot_lb + at_lb, 0, mask=ok_lb, sem="relaxed")',
+        "    flag_lb = tl.where(ok_lb, w_lb >> 32, 2)",
+        f"    val_lb = tl.where(ok_lb, (w_lb & 0xFFFFFFFF).to(tl.uint32).to(tl.float32, bitcast=True), {neutral})",
+        "    first_lb = tl.min(tl.where(flag_lb == 2, win_lb, LOOKBACK_WINDOW), axis=0)  # the nearest inclusive prefix",
+        "    if tl.sum(tl.where((flag_lb == 0) & (win_lb <= first_lb), 1, 0), axis=0) == 0:  # all published up to it",
+        f"        carry{n} = carry{n} {combine} " + fold.format(f"tl.where(win_lb <= first_lb, val_lb, {neutral})"),
+        "        hi_lb = tl.where(first_lb < LOOKBACK_WINDOW, -1, hi_lb - LOOKBACK_WINDOW)",
+        "tl.atomic_xchg(slot_lb + t_lb, " + word.format(f"(carry{n} {combine} agg{n})", "2") + ', sem="relaxed")',
+    ]
+
+
+def _lookback_lower(plan: FusionPlan, gi: int, tile: ScanTile, name: str, domain: tuple[int, ...], axis: int,
+                    outs: list[int], chunk: int, warp_size: int | None) -> GroupKernel:
+    """Few long lines, one pass: one ``CHUNK`` of one line per program, its line and place taken from a ticket
+    (an atomic counter, so that tickets follow the order programs start in and a look-back never waits on a
+    program that has not started); the tile is loaded once, scanned, its total published, the earlier tiles'
+    fold found by a decoupled look-back (:func:`_lookback`), applied, and stored. The input is read once and the
+    output written once; the host function zeroes the scratch (the ticket and one word per tile) and launches.
+    The fold's order of additions depends on which tiles have published their prefix: results may differ in
+    the last bits from run to run (a sum's rounding, not its value)."""
+    program = plan.program
+    _split_check(plan, gi, domain, axis, "look-back scan")
+    outer, length = math.prod(domain[:axis]), domain[axis]
+    tiles = cdiv(length, chunk)
+    warps = tile.num_warps
+    scan_node = next(n for n in plan.groups[gi].nodes if O.get(program.nodes[n].op).kind is O.OpKind.SCAN)
+    head = ["tid_lb = tl.atomic_add(scratch, 1)  # a ticket: tiles in the order programs start",
+            "line_lb = tid_lb // TILES", "t_lb = tid_lb % TILES",
+            "slot_lb = scratch + 1 + line_lb * TILES  # the line's words, one per tile",
+            "win_lb = tl.arange(0, LOOKBACK_WINDOW)",
+            "rows = line_lb + tl.arange(0, 1)[:, None]  # the tile's line, as a [1, 1] row",
+            f"rmask = rows < {outer}", "lane = tl.arange(0, CHUNK)[None, :].to(tl.int64)"]
+    digits = _digits("rows", domain[:axis], 0)
+    head += [f"i{k} = {e}" for k, e in sorted(digits.items())]
+    dom = tuple(f"i{k}" if k == axis or k in digits else "0" for k in range(len(domain)))
+    em = _Sweep(plan, gi, domain, dom, False, 1, "[:, None]", lookback=True)
+    sources = [_flat_source(plan, gi, o, domain, axis) for o in outs]
+    results = [em.value(m, em.dom) for m, _ in sources]
+    step = [f"i{axis} = t_lb * CHUNK + lane", f"mask = rmask & (i{axis} < {length})", f"offs = rows * {length} + i{axis}"]
+    if any(f for _, f in sources):
+        step.append(f"back = rows * {length} + {length - 1} - i{axis}  # a reversed output's offsets")
+    stores = [f"tl.store(out{k} + {'back' if f else 'offs'}, {r}, mask=mask)"
+              for k, (r, (_, f)) in enumerate(zip(results, sources))]
+    body = head + step + em.lines + stores
+    reads = tuple(em.reads)
+    params = [f"p{m}" for m in reads] + [f"out{k}" for k in range(len(outs))] + ["scratch"]
+    consts = (("CHUNK", chunk), ("TILES", tiles), ("LOOKBACK_WINDOW", LOOKBACK_WINDOW))
+    fn = program.nodes[scan_node].op
+    helper = "@triton.jit\ndef _mul(a, b):\n    return a * b\n\n\n" if fn == "cumprod" else ""
+    kernel = "@triton.jit\ndef {}_lookback({}):\n{}\n".format(
+        name, ", ".join(params + [f"{c}: tl.constexpr" for c, _ in consts]), "\n".join("    " + ln for ln in body))
+    grid = outer * tiles
+    kw = ", ".join(f"{c}={v}" for c, v in consts)
+    host = f'''def {name}({", ".join(params[:-1])}, **launch):
+    """The look-back scan: its scratch zeroed (the ticket, then one word per tile), one launch; ``launch``:
+    vendor launch knobs (Intel XPU grf_mode, warp_size)."""
+    scratch = torch.zeros(({1 + grid},), dtype=torch.int64, device=out0.device)
+    {name}_lookback[({grid},)]({", ".join(params)}, {kw}, num_warps={warps}, **launch)
+'''
+    src = helper + kernel + "\n\n" + host
+    ops = sorted({program.nodes[m].op for m in plan.groups[gi].nodes})
+    note = (f"scan {'/'.join(ops)} along axis {axis} of {list(domain)}, decoupled look-back: {grid} programs, one "
+            f"[1, CHUNK] tile each (CHUNK={chunk}, {tiles} per line), num_warps={warps}, the input read once")
+    return GroupKernel(name, src, reads, tuple(outs), grid, consts, warps,
+                       resources(f"{name}_lookback", chunk, warps, grid, max(2, len(reads) + len(outs)),
+                                 smem_bytes=warps * 8, warp_size=warp_size), note, host=True)
+
+
 def check(plan: FusionPlan, gi: int, tiling: Tiling | None, warp_size: int | None = None,
           isa: str | None = None) -> bool:
     """NotLowerable with :func:`lower`'s reason, without generating code: float64, no scan, scans other than
@@ -291,8 +393,8 @@ def check(plan: FusionPlan, gi: int, tiling: Tiling | None, warp_size: int | Non
     domain, axis, outs = _check(plan, gi)
     tile = ScanTile.read(tiling)
     tile.split(traced.concrete(domain), axis)
-    if tile.SPLIT > 1:
-        _split_check(plan, gi, domain, axis)
+    if tile.SPLIT > 1 or tile.LOOKBACK:
+        _split_check(plan, gi, domain, axis, "look-back scan" if tile.LOOKBACK else "split scan")
     return _scans_at_own_index(plan, gi, domain, axis, outs)
 
 
@@ -309,6 +411,8 @@ def lower(plan: FusionPlan, gi: int, tiling: Tiling | None, name: str, warp_size
     warps = tile.num_warps
     if tile.SPLIT > 1:
         return _split_lower(plan, gi, tile, name, domain, axis, outs, chunk, lines, warp_size)
+    if tile.LOOKBACK:
+        return _lookback_lower(plan, gi, tile, name, domain, axis, outs, chunk, warp_size)
     looped = chunk < length
     wide = math.prod(domain) >= INT32_LIMIT or any(
         math.prod(program.concrete_shape(j)) >= INT32_LIMIT for j in plan.inputs_of(gi))

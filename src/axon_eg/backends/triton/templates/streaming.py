@@ -126,6 +126,9 @@ class ScanTile(ElementwiseTile):
     SPLIT: int = 1
     """Segments per line (few long lines along the last axis): a first launch folds each segment, a second
     sweeps it from the earlier segments' fold (the Triton scan lowering's ``_split_lower``)."""
+    LOOKBACK: int = 0
+    """1: few long lines along the last axis in one pass, one ``BLOCK`` tile of a line per program, the earlier
+    tiles' fold found by a decoupled look-back (``_lookback_lower``): the input is read once."""
 
     @classmethod
     def applies(cls, plan: FusionPlan, gi: int, hw: HardwareSpec | None) -> bool:
@@ -140,8 +143,10 @@ class ScanTile(ElementwiseTile):
                 or length < SPLIT_MIN_COLS):
             return params, constraints
         units = int(hw.value("compute.units"))
-        params = [*params, ("SPLIT", (1, *tile_range(hw, "rows.split")))]
+        params = [*params, ("SPLIT", (1, *tile_range(hw, "rows.split"))), ("LOOKBACK", (0, 1))]
         constraints = [*constraints,
+                       Constraint("a look-back scan is not split", "LOOKBACK = 0 or SPLIT = 1",
+                                  lambda t: not t.get("LOOKBACK", 0) or t.get("SPLIT", 1) == 1),
                        Constraint("split segments of at least 4 blocks", f"SPLIT * BLOCK * 4 <= LENGTH={length}",
                                   lambda t: t.get("SPLIT", 1) == 1 or t["SPLIT"] * t["BLOCK"] * 4 <= length),
                        Constraint("split programs at most 8 waves", f"LINES={lines} * SPLIT <= 8 * {units}",
@@ -150,10 +155,15 @@ class ScanTile(ElementwiseTile):
 
     @property
     def launches(self) -> int:  # type: ignore[override]
-        return 2 if self.SPLIT > 1 else 1
+        return 2 if self.SPLIT > 1 or self.LOOKBACK else 1  # a look-back's scratch is zeroed first
 
     def scratch_bytes(self, plan: FusionPlan, gi: int) -> int:
-        """Split: one fp32 partial per line and segment, written by the first launch, read by the second."""
+        """Split: one fp32 partial per line and segment, written by the first launch, read by the second.
+        Look-back: one 64-bit word per tile, zeroed, published twice and read by the later tiles' look-back."""
+        if self.LOOKBACK:
+            d = group_dims(plan, gi)
+            chunk = self.CHUNK if self.CHUNK is not None else self.BLOCK
+            return d.get("SCAN_LINES", 1) * math.ceil(d.get("SCAN_LENGTH", 1) / chunk) * 8 * 4
         return 0 if self.SPLIT == 1 else group_dims(plan, gi).get("SCAN_LINES", 1) * self.SPLIT * FP32 * 2
 
     def split(self, shape: tuple[int, ...], axis: int) -> tuple[int, int, int]:
@@ -172,6 +182,9 @@ class ScanTile(ElementwiseTile):
             lines = min(next_pow2(outer), max(1, block // chunk))
         chunk = self.CHUNK if self.CHUNK is not None else chunk
         lines = self.LINES if self.LINES is not None else lines
+        if self.LOOKBACK and inner == 1:  # one tile of one line per program
+            chunk = self.CHUNK if self.CHUNK is not None else min(next_pow2(length), block)
+            return chunk, 1, outer * math.ceil(length / chunk)
         programs = outer * math.ceil(inner / lines) if inner > 1 else math.ceil(outer / lines)
         return chunk, lines, programs
 
