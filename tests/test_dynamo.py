@@ -821,3 +821,33 @@ def test_gemms_that_read_one_activation_count_once_and_stay_in_one_run(siblings)
     nodes = [n for n in graph.nodes if n.op == "call_function"]
     runs = partition.cut_region(nodes, 64, 1)
     assert len(runs) == 2 and set(outs) <= set(runs[0]) and last in runs[1]
+
+
+class StridedHandOff(nn.Module):
+    """``nn.MultiheadAttention``'s tail: SDPA over heads laid out seq-first, then ``permute(2, 0, 1, 3)
+    .contiguous().view(...)``; the export drops the ``contiguous`` (SDPA's output is in that order already), so
+    the view relies on SDPA's strides."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.q, self.out = nn.Linear(16, 16), nn.Linear(16, 16)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # [L, B, 16], seq-first
+        length, batch, _ = x.shape
+        q = self.q(x).view(length, batch * 2, 8).transpose(0, 1).view(batch, 2, length, 8)
+        y = torch.nn.functional.scaled_dot_product_attention(q, q, q)
+        return self.out(y.permute(2, 0, 1, 3).contiguous().view(length * batch, 16))
+
+
+def test_a_view_that_relies_on_a_cut_producers_strides_still_runs(tmp_path):
+    """The region before the cut writes its output row-major, not in the strides the export saw: every view of
+    the graph is a reshape (``regions.views_as_reshapes``), so the code after the cut reads it either way."""
+    model, x = StridedHandOff().eval(), torch.randn(5, 3, 16)
+    with torch.no_grad(), warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
+        want = model.double()(x.double())
+        model.float()
+        fast = ax.optimize(model, (x,), k=1, saturation_s=0.3, cache_dir=str(tmp_path / "cache"), region_contractions=1)
+        got = fast(x)
+    assert (got.double() - want).abs().max().item() < 1e-4
+    assert not [str(w.message) for w in said if "Inductor failed" in str(w.message)]  # Inductor's code, not eager

@@ -43,6 +43,7 @@ from . import (
     gpt2,
     heldout,
     heldout2,
+    heldout3,
     inception,
     llama,
     mixer,
@@ -401,6 +402,46 @@ register("lstm_classifier", "rnn", heldout2.LSTMClassifier,
          {"small": dict(features=8, hidden=16, classes=3), "real": dict(features=128, hidden=512, classes=10)},
          _both([(2, 7, 8)], [(64, 100, 128)]),
          "nn.LSTM (2 layers, batch first) classifier: last step plus final hidden state, LayerNorm, linear")
+
+# --- A third set written before anything was tuned for them (heldout3.py) ----------------------------------------------
+
+register("convlstm_cell", "rnn", heldout3.ConvLSTMCell,
+         {"small": dict(channels=4, hidden=8), "real": dict(channels=64, hidden=64)},
+         _both([(2, 4, 6, 6), (2, 8, 6, 6), (2, 8, 6, 6)], [(16, 64, 64, 64), (16, 64, 64, 64), (16, 64, 64, 64)]),
+         "ConvLSTM step: 3x3 conv over cat(x, h), chunk into four gates, the LSTM update of c and h")
+register("pointnet_encoder", "pointnet", heldout3.PointNetEncoder,
+         {"small": dict(width=32, out=5), "real": dict(width=1024, out=40)},
+         _both([(3, 3, 17)], [(32, 3, 2048)]),
+         "PointNet encoder: 1x1 conv1d + BatchNorm1d + ReLU to 1024 wide, max over points, view, linear + BN1d head")
+register("conformer_conv", "conformer", heldout3.ConformerConv,
+         {"small": dict(dim=8), "real": dict(dim=256)},
+         _both([(2, 37, 8)], [(16, 512, 256)]),
+         "Conformer conv module: LayerNorm, pointwise conv, GLU, depthwise conv1d width 31, BatchNorm1d, SiLU, residual")
+register("alibi_attention", "attention", heldout3.ALiBiAttention,
+         {"small": dict(dim=16, heads=2), "real": dict(dim=768, heads=12)},
+         _both([(2, 7, 16)], [(8, 512, 768)]),
+         "Causal attention with ALiBi biases and a triu mask built in forward, einsum scores, masked_fill, softmax")
+register("gqa_block", "llama", heldout3.GQABlock,
+         {"small": dict(dim=32, heads=4, kv_heads=2, max_len=16), "real": dict(dim=2048, heads=16, kv_heads=4, max_len=2048)},
+         _both([(2, 9, 32)], [(4, 1024, 2048)]),
+         "Grouped-query attention half-block: nn.RMSNorm, q/k/v Linears, rotate-half RoPE, repeat_interleave, causal SDPA",
+         bf16="The grouped-query attention half-block in bfloat16")
+register("yolo_neck", "yolo", heldout3.YoloNeck,
+         {"small": dict(deep=8, skip=4, outs=7), "real": dict(deep=512, skip=256, outs=255)},
+         _both([(2, 8, 3, 5), (2, 4, 6, 10)], [(16, 512, 20, 20), (16, 256, 40, 40)]),
+         "YOLOv3 neck step: conv-BN-LeakyReLU in place, nearest x2 Upsample, concat with the skip, sigmoid on 4 channels")
+register("regnety_block", "regnet", heldout3.RegNetYBlock,
+         {"small": dict(cin=8, cout=16), "real": dict(cin=64, cout=128)},
+         _both([(2, 8, 9, 9)], [(32, 64, 56, 56)]),
+         "RegNetY block: grouped 3x3 conv stride 2, squeeze-excitation by mean(keepdim), projection shortcut, in-place ReLU")
+register("deit_tokens", "vit", heldout3.DeiTTokens,
+         {"small": dict(dim=16, heads=2, image=32, classes=5), "real": dict(dim=384, heads=6, image=224, classes=1000)},
+         _both([(2, 3, 32, 32)], [(16, 3, 224, 224)]),
+         "DeiT-S tokens: patch conv, class and distillation tokens expanded and concatenated, a norm-first encoder layer")
+register("perceiver_cross", "attention", heldout3.PerceiverCross,
+         {"small": dict(latents=4, dim=16, kv_dim=8, heads=2), "real": dict(latents=256, dim=512, kv_dim=256, heads=8)},
+         {"small": [Randn((2, 9, 8)), PaddingMask((2, 9))], "real": [Randn((8, 2048, 256)), PaddingMask((8, 2048))]},
+         "Perceiver cross-attention: latents expanded over the batch, nn.MultiheadAttention with a key padding mask")
 
 # --- Third-party model code (optional packages) ----------------------------------------------------------------------
 

@@ -83,7 +83,7 @@ from axon_eg.ir.torch_export import _Captured, _export_error
 from axon_eg.ir.torch_import import from_torch, import_torch
 from axon_eg.measure.worker import ROWS_NAME
 from axon_eg.partition import graph_work, moves_no_arithmetic, partition, target
-from axon_eg.regions import RegionKernel, drop_asserts
+from axon_eg.regions import RegionKernel, drop_asserts, views_as_reshapes
 from axon_eg.targets import backend_for
 
 DEFAULTS: dict[str, Any] = {"target": "triton", "hw": DEFAULT_HW, "k": 4, "budget_s": None, "precision": None,
@@ -470,6 +470,7 @@ class Compiled:
         exported = functional(exported)
         module = exported.module()
         drop_asserts(module.graph)
+        views_as_reshapes(module.graph)
         module.recompile()
         return module
 
@@ -731,7 +732,9 @@ def region_op(kernel: RegionKernel, name: str) -> Any:
     _SPLICED.define(f"{op}(Tensor[] args) -> Tensor[]")
 
     def real(args: list[torch.Tensor]) -> list[torch.Tensor]:
-        return kernel.computed(*args)
+        # row-major, as the fake says and Inductor asserts: a kernel may hand back a library call's output in
+        # the library's own order (SDPA's [b, s, h, d] memory under a [b, h, s, d] shape), copied only then
+        return [o if o.is_contiguous() else o.contiguous() for o in kernel.computed(*args)]
 
     def fake(args: list[torch.Tensor]) -> list[torch.Tensor]:
         device = args[0].device if args else torch.device("cpu")

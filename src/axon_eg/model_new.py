@@ -618,9 +618,9 @@ def _axon_eg_region(name, source, shapes, dtypes, returns, single, where, extras
         device = args[0].device
         for pos, values, dtype in extras:
             args.insert(pos, torch.tensor(values, dtype=dtype, device=device))
-        if returns:
+        if returns:  # row-major, as the fake says: a library call's output may come in the library's order
             outs = kernel(*args)
-            return list(outs) if isinstance(outs, (tuple, list)) else [outs]
+            return [o if o.is_contiguous() else o.contiguous() for o in (outs if isinstance(outs, (tuple, list)) else [outs])]
         outs = [torch.empty(s, dtype=d, device=device) for s, d in zip(shapes, dtypes)]
         kernel(*args, *outs)
         return outs

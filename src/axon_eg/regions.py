@@ -1,6 +1,6 @@
 """What a selected region is at run time, shared by the dynamo backend (:mod:`axon_eg.dynamo`) and the saved
 file (:mod:`axon_eg.model_new`): ``RegionKernel``, the kernel standing in for a region's submodule, and
-``drop_asserts``, the graph clean-up both apply to an exported graph.
+``drop_asserts`` and ``views_as_reshapes``, the graph clean-ups both apply to an exported graph.
 """
 
 from __future__ import annotations
@@ -56,3 +56,18 @@ def drop_asserts(graph: torch.fx.Graph) -> None:
         if node.op == "call_function" and node.target is torch.ops.aten._assert_tensor_metadata.default \
                 and not node.users:
             graph.erase_node(node)
+
+
+VIEWS_THAT_NEED_STRIDES = (torch.ops.aten.view.default, torch.ops.aten._unsafe_view.default)
+
+
+def views_as_reshapes(graph: torch.fx.Graph) -> None:
+    """Every ``aten.view`` (and ``_unsafe_view``) of a functional graph made an ``aten.reshape``. A view
+    relies on its input's strides as the export saw them: ``attn.permute(2, 0, 1, 3).contiguous().view(...)``
+    exports without the ``contiguous`` (a no-op there, since SDPA wrote its output in that order), and a
+    region's kernel, or Inductor's code for it, writes the value row-major instead, where the view then fails.
+    ``reshape`` is the view wherever the strides allow it and a copy elsewhere; in a graph without in-place
+    ops (``dynamo.functional``) no write can tell a view's alias from the copy."""
+    for node in graph.nodes:
+        if node.op == "call_function" and node.target in VIEWS_THAT_NEED_STRIDES:
+            node.target = torch.ops.aten.reshape.default
