@@ -785,6 +785,7 @@ class HandsOnItsPositions(nn.Module):
         return torch.tanh(x) * 2.0 + pos, pos
 
 
+@pytest.mark.slow  # about 8 s: a model through the backend and its saved file
 def test_a_region_handing_on_a_tensor_it_makes_is_left_to_the_code_around_it_and_runs(tmp_path):
     x = torch.rand(3, 8) + 0.5
     opt = ax.optimize(HandsOnItsPositions(), (x,), cache_dir=str(tmp_path), **OPTS)

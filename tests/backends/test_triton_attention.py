@@ -294,6 +294,7 @@ def repeated_kv_program(b: int, hkv: int, group: int, s: int, t: int, d: int, dt
     return bl.build(bl.emit("sdpa", q, *kv, scale=None, causal=causal))
 
 
+@pytest.mark.slow  # about 6 s: random grouped-query attention under the interpreter
 @settings(max_examples=int(os.environ.get("AXON_EG_ATTENTION_EXAMPLES", "20")) // 2, deadline=None)
 @given(b=st.integers(1, 2), hkv=st.integers(1, 3), group=st.integers(1, 4), s=st.integers(1, 33),
        t=st.integers(1, 33), d=st.sampled_from([8, 16, 24]), dtype=st.sampled_from([bf16, fp32]),

@@ -77,6 +77,7 @@ def _check(program, module: nn.Module, x: torch.Tensor) -> None:
     np.testing.assert_allclose(got[0] if isinstance(got, tuple) else got, want, rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.slow  # about 5 s: saturation of a SwiGLU region, six examples
 @settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.sampled_from([1, 3, 7]), st.sampled_from([5, 16]), st.sampled_from([1, 9, 24]), st.integers(0, 2**16))
 def test_a_swiglu_region_holds_the_merged_and_the_folded_variants_and_they_compute_the_block(tokens, hidden, ffn, seed):

@@ -112,6 +112,7 @@ MESSAGES = {
 }
 
 
+@pytest.mark.slow  # 5-7 s a group: every planted candidate through the worker
 @pytest.mark.parametrize("group", sorted(GROUPS))
 def test_planted_candidates_get_the_right_status_and_stage(tmp_path, group):
     cands = {cid: CANDIDATES[cid] for cid in GROUPS[group]}
