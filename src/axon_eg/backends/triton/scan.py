@@ -204,6 +204,14 @@ def _scans_at_own_index(plan: FusionPlan, gi: int, domain: tuple[int, ...], axis
     return True
 
 
+def _stores(results: list[str], sources: list[tuple[int, bool]], back: str) -> tuple[list[str], list[str]]:
+    """The lines binding a reversed output's offsets (``back``; none when no output is reversed) and the
+    stores of the group's outputs, each at ``offs`` or, reversed along the scanned axis, at ``back``."""
+    bind = [f"back = {back}  # a reversed output's offsets (a reverse scan's last flip)"] if any(f for _, f in sources) else []
+    return bind, [f"tl.store(out{k} + {'back' if f else 'offs'}, {r}, mask=mask)"
+                  for k, (r, (_, f)) in enumerate(zip(results, sources))]
+
+
 def _split_check(plan: FusionPlan, gi: int, domain: tuple[int, ...], axis: int, what: str = "split scan") -> None:
     """NotLowerable unless the group can be a split (or look-back) scan: lines along the last axis, one scan in
     the group."""
@@ -259,10 +267,7 @@ def _split_lower(plan: FusionPlan, gi: int, tile: ScanTile, name: str, domain: t
     carries += ["for s in tl.static_range(SPLIT):  # the line's earlier segments, in order",
                 "    before = (rows * 0 + s) < seg  # a [ROWS, 1] boolean (a scalar condition would not be a mask)",
                 f"    {carry} = {carry} {combine} tl.load(part + rows * SPLIT + s, mask=rmask & before, other={neutral})"]
-    reversed_out = [f"back = rows * {length} + {length - 1} - i{axis}  # a reversed output's offsets"] \
-        if any(f for _, f in sources) else []
-    stores = [f"tl.store(out{k} + {'back' if f else 'offs'}, {r}, mask=mask)"
-              for k, (r, (_, f)) in enumerate(zip(results, sources))]
+    reversed_out, stores = _stores(results, sources, f"rows * {length} + {length - 1} - i{axis}")
     scan_body = head + carries + [loop] + ["    " + ln for ln in step + reversed_out + em.lines + stores]
     reads = tuple(em.reads)
     params = [f"p{n}" for n in reads] + [f"out{k}" for k in range(len(outs))] + ["part"]
@@ -353,11 +358,9 @@ def _lookback_lower(plan: FusionPlan, gi: int, tile: ScanTile, name: str, domain
     em = _Sweep(plan, gi, domain, dom, False, 1, "[:, None]", lookback=True)
     sources = [_flat_source(plan, gi, o, domain, axis) for o in outs]
     results = [em.value(m, em.dom) for m, _ in sources]
-    step = [f"i{axis} = t_lb * CHUNK + lane", f"mask = rmask & (i{axis} < {length})", f"offs = rows * {length} + i{axis}"]
-    if any(f for _, f in sources):
-        step.append(f"back = rows * {length} + {length - 1} - i{axis}  # a reversed output's offsets")
-    stores = [f"tl.store(out{k} + {'back' if f else 'offs'}, {r}, mask=mask)"
-              for k, (r, (_, f)) in enumerate(zip(results, sources))]
+    reversed_out, stores = _stores(results, sources, f"rows * {length} + {length - 1} - i{axis}")
+    step = [f"i{axis} = t_lb * CHUNK + lane", f"mask = rmask & (i{axis} < {length})", f"offs = rows * {length} + i{axis}",
+            *reversed_out]
     body = head + step + em.lines + stores
     reads = tuple(em.reads)
     params = [f"p{m}" for m in reads] + [f"out{k}" for k in range(len(outs))] + ["scratch"]
@@ -450,14 +453,13 @@ def lower(plan: FusionPlan, gi: int, tiling: Tiling | None, name: str, warp_size
     em = _Sweep(plan, gi, domain, dom, looped, scan_axis, carry_index)
     sources = [_flat_source(plan, gi, o, domain, axis) for o in outs]
     results = [em.value(n, em.dom) for n, _ in sources]
+    reversed_out, stores = _stores(results, sources, back)
     step = [f"i{axis} = c0 + lane" if looped else f"i{axis} = lane",
             f"mask = {line_mask} & (i{axis} < {length})",
             f"offs = {offs}",
-            *([f"back = {back}  # a reversed output's offsets (a reverse scan's last flip)"]
-              if any(f for _, f in sources) else []),
+            *reversed_out,
             *em.lines,
-            *(f"tl.store(out{k} + {'back' if f else 'offs'}, {r}, mask=mask)"
-              for k, (r, (_, f)) in enumerate(zip(results, sources)))]
+            *stores]
     if looped:
         head += [f"{c} = tl.full({carry_shape}, {init}, tl.float32)" for c, init in em.carries]
         body = head + [f"for c0 in range(0, {length}, CHUNK):  # chunks along the scanned axis, carry between them"]
