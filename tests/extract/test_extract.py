@@ -357,3 +357,25 @@ def test_the_program_as_written_is_always_among_the_variants_planned() -> None:
     others = [v for v in variants if v.program.canonical().hash != original]
     added = with_original(graph, others)
     assert added[:-1] == others and added[-1].program.canonical().hash == original and added[-1].cost is None
+
+
+@pytest.mark.parametrize("length", [10_000_019, 4_194_304])
+def test_each_scheme_of_a_group_gets_a_measured_slot_however_the_model_ranks_them(length: int) -> None:
+    """A cumsum over 11 long lines: the look-back scan (one read) is predicted about 2x faster than the split
+    (two reads), yet the split is measured too; neither has run on a GPU where the cost model learned it, and
+    k tilings of the first-ranked scheme would leave the other unmeasured."""
+    from axon_eg.extract.candidates import scheme
+    from axon_eg.ir.builder import Builder
+    from axon_eg.ir.dtypes import fp32
+
+    b = Builder("long_cumsum")
+    program = b.build([b.emit("cumsum", b.input("x", (11, length), fp32), axis=1)])
+    graph = NuGraph(program, load_rules())
+    graph.saturate(Limits(iterations=2))
+    cands, _ = enumerate_candidates(graph, "h200", k=3, backend=TRITON)
+    schemes = [scheme(t) for c in cands for t in c.tilings]
+    assert ("LOOKBACK",) in schemes and ("SPLIT",) in schemes, schemes
+    firsts = {}
+    for c in cands:
+        firsts.setdefault(scheme(c.tilings[0]), c.predicted_seconds)
+    assert firsts[("LOOKBACK",)] < firsts[("SPLIT",)]  # still ranked by the model: look-back first

@@ -22,7 +22,7 @@ from axon_eg.ir.program import Program, with_names
 
 from .cost import CostReport
 from .fusion import FusionPlan, plans
-from .templates import LAUNCH_KNOBS, Tiling, knobs
+from .templates import LAUNCH_KNOBS, SCHEME_KNOBS, Tiling, knobs
 from .tiling import bucket, group_cost, rank_tilings, typed_tile
 
 
@@ -463,17 +463,31 @@ def _ops(c: Candidate) -> int:
     return sum(1 for n in c.variant.program.nodes if n.op not in _FREE and not n.is_input)
 
 
+def scheme(t: Tiling) -> tuple[str, ...]:
+    """The algorithms a tiling chooses: its ``SCHEME_KNOBS`` away from the plain kernel's value (a split above 1,
+    a look-back); () for the plain kernel."""
+    return tuple(key for key, v in t.values if key in SCHEME_KNOBS and v is not None and v != SCHEME_KNOBS[key])
+
+
 def _distinct_shapes(ranked: list[Tiling], n: int) -> list[Tiling]:
-    """The first ``n`` tilings, preferring distinct tile shapes (launch knobs aside): measuring four
-    warp counts of one tile shape teaches less than four tile shapes."""
+    """``n`` tilings in rank order: the best of each scheme (:func:`scheme`) first, then distinct tile shapes
+    (launch knobs aside; measuring four warp counts of one tile shape teaches less than four tile shapes),
+    then the rest by rank."""
     seen: set[tuple] = set()
     kept: list[Tiling] = []
+    schemes: set[tuple] = set()
+    for t in ranked:
+        if scheme(t) not in schemes and len(kept) < n:
+            schemes.add(scheme(t))
+            seen.add(tuple((key, v) for key, v in t.values if key not in LAUNCH_KNOBS))
+            kept.append(t)
     for t in ranked:
         shape = tuple((key, v) for key, v in t.values if key not in LAUNCH_KNOBS)
         if shape not in seen and len(kept) < n:
             seen.add(shape)
             kept.append(t)
-    return kept + [t for t in ranked if t not in kept][:n - len(kept)]
+    kept += [t for t in ranked if t not in kept][:n - len(kept)]
+    return sorted(kept, key=ranked.index)
 
 
 MERGE_SLOT = 1.5
@@ -529,15 +543,20 @@ def _diverse(ranked: list[Candidate], k: int, backend: Backend, merging: frozens
 
 def _teaches(c: Candidate, backend: Backend) -> frozenset[tuple]:
     """The (group, instruction choice) pairs measuring ``c`` teaches: each group as its compute ops and its
-    anchor's shape, with the group's ISA choice (precision suffix aside); groups without a choice teach none."""
+    anchor's shape, with the group's ISA choice (precision suffix aside); a group without a choice teaches
+    its tiling's scheme as its choice when it has one (``"scheme:LOOKBACK"``, :func:`scheme`), else nothing."""
     program, by_group = c.plan.program, dict(c.isa)
+    schemes = {t.group: scheme(t) for t in c.tilings}
     pairs = set()
     for gi, g in enumerate(c.plan.groups):
-        if gi not in by_group:
+        if gi in by_group:
+            choice = backend.isa_family(by_group[gi])
+        elif schemes.get(gi):
+            choice = "scheme:" + "+".join(schemes[gi])
+        else:
             continue
         ops = tuple(sorted(program.nodes[n].op for n in g.nodes if program.nodes[n].op not in _FREE))
-        pairs.add((g.kind, ops, tuple(program.concrete_shape(g.anchor(program))),
-                   backend.isa_family(by_group.get(gi))))
+        pairs.add((g.kind, ops, tuple(program.concrete_shape(g.anchor(program))), choice))
     return frozenset(pairs)
 
 

@@ -23,6 +23,7 @@ from .base import (
     DOT_MIN,
     FP32,
     LAUNCH_KNOBS,
+    SCHEME_KNOBS,
     Constraint,
     GpuTile,
     GroupFacts,
@@ -42,6 +43,6 @@ from .base import (
     streams,
 )
 
-__all__ = ["DOT_MIN", "FP32", "LAUNCH_KNOBS", "Constraint", "GpuTile", "GroupFacts", "Knobs", "Templates", "Tile",
+__all__ = ["DOT_MIN", "FP32", "LAUNCH_KNOBS", "SCHEME_KNOBS", "Constraint", "GpuTile", "GroupFacts", "Knobs", "Templates", "Tile",
            "Tiling", "TilingSpace", "Values", "group_dims", "group_facts", "is_gemv", "knobs", "next_pow2", "pow2",
            "reduced_operand", "streams"]

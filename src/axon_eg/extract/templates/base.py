@@ -25,6 +25,11 @@ DOT_MIN = 16
 a GEMV: its tilings skip tl.dot (``GemvTile``, ``SplitKTile``, ISA ``fma_reduce``)."""
 LAUNCH_KNOBS = ("num_warps", "num_stages", "grf_mode")
 """Tiling parameters that change how a tile is launched, not its shape."""
+SCHEME_KNOBS = {"SPLIT": 1, "SPLIT_K": 1, "LOOKBACK": 0}
+"""Tiling parameters that choose an algorithm, not only a size, each with its value for the plain kernel: a
+row or a scan split across programs, a split-K, a look-back scan. A group's kept tilings hold the best of each scheme, and
+each scheme gets a measured slot (``extract.candidates``), so that a scheme the cost model ranks first but no
+run has measured cannot crowd out the others."""
 REGISTERS_PER_THREAD = 128
 """32-bit registers per thread when the hardware file does not say (``memory.registers.per_thread``):
 a conservative cap."""
